@@ -1,0 +1,54 @@
+"""wengert: automatic differentiation for Python and NumPy.
+
+One rule system (``wg.primitive`` with ``frule``/``rrule``) shared by every engine:
+forward mode on dual numbers, reverse mode on a tape (Wengert list), static
+graphs with code generation, and source-to-source transformation.
+
+>>> import wengert as wg, wengert.numpy as wnp
+>>> t = wg.Tape(); x = t.var(0.5); y = t.var(4.2)
+>>> z = x * y + wnp.sin(x)
+>>> g = z.grad()
+>>> print(g.wrt(x), g.wrt(y))
+5.077582561890373 0.5
+"""
+from . import _dispatch, rules  # noqa: F401  (registers the built-in rules)
+from .core import Primitive, primitive
+from .forward import Dual
+from .reverse import Grad, Tape, Var
+from .transforms import (check_grad, derivative, grad, hessian, hvp, jacobian, jvp, taylor,
+                         value_and_grad, vjp)
+from . import numpy  # noqa: F401
+
+_dispatch.install_operators()
+
+__version__ = "0.1.0"
+
+__all__ = ["Primitive", "primitive", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
+           "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp", "taylor", "check_grad",
+           "trace", "Graph", "compile", "to_dot", "source", "checkpoint", "scan",
+           "checkpoint_schedule"]
+
+_LAZY = {
+    "trace": ("wengert.graph", "trace"),
+    "Graph": ("wengert.graph", "Graph"),
+    "compile": ("wengert.graph", "compile"),
+    "to_dot": ("wengert.graph", "to_dot"),
+    "checkpoint": ("wengert.checkpoint", "checkpoint"),
+    "scan": ("wengert.checkpoint", "scan"),
+    "checkpoint_schedule": ("wengert.checkpoint", "checkpoint_schedule"),
+}
+
+
+def __getattr__(name):
+    # the graph, source and checkpoint layers load on first use, keeping import light
+    import importlib
+    if name in _LAZY:
+        mod, attr = _LAZY[name]
+        value = getattr(importlib.import_module(mod), attr)
+        globals()[name] = value
+        return value
+    if name in ("source", "scipy"):
+        value = importlib.import_module(f"wengert.{name}")
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'wengert' has no attribute {name!r}")

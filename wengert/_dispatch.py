@@ -1,0 +1,102 @@
+"""NEP 13/18 dispatch and Python operators on tracers: both lead to the same primitives."""
+import operator
+
+import numpy as np
+
+from .core import Tracer
+
+
+def _value(x):
+    while isinstance(x, Tracer):
+        x = x.value
+    return x
+
+
+def _compare(op):
+    # comparisons are not differentiable: they give plain booleans
+    return lambda self, other: op(_value(self), _value(other))
+
+
+def install_operators():
+    from .rules import OPERATORS
+    for name, fn in OPERATORS.items():
+        setattr(Tracer, name, _as_method(fn))
+    for name in ("lt", "le", "gt", "ge", "eq", "ne"):
+        setattr(Tracer, f"__{name}__", _compare(getattr(operator, name)))
+    Tracer.__hash__ = lambda self: id(self)
+    for name in _METHODS:
+        setattr(Tracer, name, _method(name))
+    Tracer.T = property(lambda self: _wnp().transpose(self))
+    Tracer.mT = property(lambda self: _wnp().swapaxes(self, -1, -2))
+
+
+def _as_method(fn):
+    def method(self, *args):
+        return fn(self, *args)
+    return method
+
+
+def _wnp():
+    from . import numpy as wnp
+    return wnp
+
+
+_METHODS = ("sum", "mean", "prod", "var", "std", "max", "min", "cumsum", "cumprod", "dot",
+            "ravel", "flatten", "squeeze", "swapaxes", "clip", "round", "trace", "diagonal",
+            "take", "repeat", "conj", "argmax", "argmin", "argsort", "nonzero", "any", "all",
+            "astype", "copy", "ptp", "sort")
+
+
+def _method(name):
+    def method(self, *args, **kwargs):
+        return getattr(_wnp(), name)(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+def _reshape(self, *shape, **kwargs):
+    if len(shape) == 1 and not isinstance(shape[0], int):
+        shape = shape[0]
+    return _wnp().reshape(self, shape, **kwargs)
+
+
+def _transpose(self, *axes):
+    if len(axes) == 1 and not isinstance(axes[0], int):
+        axes = axes[0]
+    return _wnp().transpose(self, axes or None)
+
+
+Tracer.reshape = _reshape
+Tracer.transpose = _transpose
+
+_UFUNC_ALIASES = {"true_divide": "divide", "absolute": "absolute", "conjugate": "conj"}
+
+
+def array_ufunc(ufunc, method, inputs, kwargs):
+    name = _UFUNC_ALIASES.get(ufunc.__name__, ufunc.__name__)
+    if method != "__call__" or kwargs.get("out") is not None:
+        raise NotImplementedError(
+            f"numpy.{name}.{method}{' with out=' if kwargs.get('out') is not None else ''} on a "
+            "traced value has no wengert rule; call the function without out= "
+            f"(or use wnp.{name}).")
+    fn = getattr(_wnp(), name, None)
+    if fn is None or getattr(fn, "_passthrough", False):
+        raise NotImplementedError(
+            f"numpy.{name} has no wengert rule. Declare one with @wg.primitive and "
+            "@f.rrule / @f.frule (see docs/rules.md).")
+    kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+    return fn(*inputs, **kwargs)
+
+
+HANDLED = {}  # numpy function -> wengert function, filled by wengert.numpy
+
+
+def array_function(func, args, kwargs):
+    fn = HANDLED.get(func)
+    if fn is None:
+        mod = (func.__module__ or "numpy").replace("numpy.linalg._linalg", "numpy.linalg")
+        raise NotImplementedError(
+            f"{mod}.{func.__name__} has no wengert rule for traced values. Declare one with "
+            "@wg.primitive and @f.rrule / @f.frule (see docs/rules.md), or call a wnp "
+            "function that has one.")
+    return fn(*args, **kwargs)

@@ -1,0 +1,372 @@
+"""The rule registry and the tracer protocol that every engine shares.
+
+Vocabulary, used everywhere in wengert:
+
+* primal     -- a value a primitive is applied to; ``ans`` is its output.
+* tangent    -- a forward-mode perturbation (``dx``).
+* cotangent  -- a reverse-mode adjoint (``g``, ``gx``).
+* frule      -- pushforward: ``(primals, tangents) -> (ans, tangent)``.
+* rrule      -- ``(*primals) -> (ans, pullback)``; ``pullback(g)`` returns one
+  cotangent per primal.
+* partials   -- the shorthand for elementwise functions: ``partials(ans, *primals)``
+  gives one local derivative per argument and both rules are derived from it.
+* ``None``   -- a symbolic zero tangent or cotangent: cheaper than an array of zeros.
+
+Tangents and cotangents may carry *leading batch axes* (several directions at
+once): a tangent of a primal of shape ``s`` has shape ``B + s``.  Rules therefore
+address axes from the end, and the broadcasting bookkeeping (expanding tangents,
+summing cotangents back to an argument's shape) is done here, once, for every
+primitive declared ``broadcasting=True``.
+
+Engines (forward, reverse, graph) subclass :class:`Trace` and :class:`Tracer`;
+they never name a primitive.  Rules never import an engine.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+__all__ = ["Primitive", "primitive", "Tracer", "Trace", "new_level", "shape_of", "ndim_of"]
+
+_levels = itertools.count(1)
+
+
+def new_level():
+    """A fresh nesting level: later (inner) transforms get higher levels."""
+    return next(_levels)
+
+
+def shape_of(x):
+    return x.shape if hasattr(x, "shape") else ()
+
+
+def ndim_of(x):
+    return x.ndim if hasattr(x, "ndim") else 0
+
+
+class Trace:
+    """One active differentiation: a forward perturbation, a tape, a graph."""
+
+    level = 0
+
+    def process(self, prim, args, params):  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class Tracer:
+    """A value being watched by a trace.  Operators dispatch to primitives."""
+
+    __slots__ = ()
+    __array_priority__ = 1000  # make ndarray's binary operators defer to us
+
+    # -- what engines provide -------------------------------------------------
+    # .value : the primal; ._trace : the Trace that owns this tracer
+
+    # -- array-like attributes ------------------------------------------------
+    @property
+    def shape(self):
+        return shape_of(self.value)
+
+    @property
+    def ndim(self):
+        return ndim_of(self.value)
+
+    @property
+    def size(self):
+        return int(np.size(self.value))
+
+    @property
+    def dtype(self):
+        v = self.value
+        return v.dtype if hasattr(v, "dtype") else np.result_type(v)
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d traced value")
+        return self.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d traced value")
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    def __bool__(self):
+        return bool(self.value)
+
+    def __float__(self):
+        raise TypeError(
+            "float() or a math.* function was called on a traced value, which would drop "
+            "its derivative. Use wengert.numpy instead (e.g. wnp.sin(x) for math.sin(x)), "
+            "or x.value for the plain number without its derivative.")
+
+    __complex__ = __float__
+
+    def __int__(self):
+        raise TypeError("int() of a traced value drops its derivative; use wnp.floor(x) "
+                        "or x.value if the integer really is not differentiated.")
+
+    def __index__(self):
+        raise TypeError("a traced value cannot be used as an index or size; use x.value "
+                        "if the integer really is not differentiated.")
+
+    def __hash__(self):
+        return id(self)
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(
+            "a traced value was converted to a plain NumPy array, which would drop its "
+            "derivative. Call the wengert.numpy function (wnp.*) or use x.value.")
+
+    # -- NEP 13 / NEP 18 ------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from . import _dispatch
+        return _dispatch.array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from . import _dispatch
+        return _dispatch.array_function(func, args, kwargs)
+
+    # -- operators: filled in by wengert.rules via _dispatch.install_operators --
+
+
+class _Params(dict):
+    """Keyword parameters of a primitive (static, not differentiated)."""
+
+
+class Primitive:
+    """One primitive: its value on plain NumPy, and its rules.
+
+    Value and rules are declared together, in one place, and every engine reads
+    this record.  Call it like the function it wraps::
+
+        @wg.primitive
+        def softplus(x):
+            return np.logaddexp(0.0, x)
+    """
+
+    def __init__(self, impl, name=None, *, broadcasting=False, multiple_results=False):
+        self.impl = impl
+        self.name = name or getattr(impl, "__name__", "primitive")
+        self.__name__ = self.name
+        self.__qualname__ = getattr(impl, "__qualname__", self.name)
+        self.__doc__ = getattr(impl, "__doc__", None)
+        self.__module__ = getattr(impl, "__module__", None)
+        self.broadcasting = broadcasting
+        self.multiple_results = multiple_results
+        self._frule = None
+        self._rrule = None
+        self._partials = None
+        self._symbolic_zeros = False
+        self._rrule_needs = False
+        self.domain = None  # sampling domain for generated tests
+
+    def __repr__(self):
+        return f"<wengert primitive {self.name}>"
+
+    def __reduce__(self):
+        return self.__qualname__
+
+    # -- dispatch ---------------------------------------------------------------
+    def __call__(self, *args, **params):
+        top = None
+        for a in args:
+            if isinstance(a, Tracer):
+                tr = a._trace
+                if top is None or tr.level > top.level:
+                    top = tr
+        if top is None:
+            return self.impl(*args, **params)
+        return top.process(self, args, params)
+
+    # -- declaring rules ----------------------------------------------------------
+    def frule(self, fn=None, *, symbolic_zeros=False):
+        """Declare the forward rule ``fn(primals, tangents) -> (ans, tangent)``.
+
+        With ``symbolic_zeros=True`` the rule receives ``None`` for arguments that
+        are not differentiated; otherwise those tangents arrive as zeros.
+        """
+        def deco(f):
+            self._frule = f
+            self._symbolic_zeros = symbolic_zeros
+            return f
+        return deco(fn) if fn is not None else deco
+
+    def rrule(self, fn=None, *, needs=False):
+        """Declare the reverse rule ``fn(*primals) -> (ans, pullback)``.
+
+        With ``needs=True`` the rule is also given ``needs=``, a tuple of bools
+        saying which arguments want a cotangent, so it can skip the others.
+        """
+        def deco(f):
+            self._rrule = f
+            self._rrule_needs = needs
+            return f
+        return deco(fn) if fn is not None else deco
+
+    def partials(self, fn):
+        """Declare ``fn(ans, *primals) -> tuple of local derivatives``.
+
+        For elementwise functions: both rules follow, ``tangent = sum(p * dx)``
+        and ``gx = p * g``.  A partial may be ``None`` (zero).
+        """
+        self._partials = fn
+        return fn
+
+    @property
+    def has_frule(self):
+        return self._frule is not None or self._partials is not None
+
+    @property
+    def has_rrule(self):
+        return self._rrule is not None or self._partials is not None
+
+    # -- used by engines ------------------------------------------------------------
+    def pushforward(self, primals, tangents, params):
+        """``(ans, tangent)``; ``tangent`` is ``None`` when it is zero."""
+        if self.broadcasting:
+            tangents = _expand_tangents(primals, tangents)
+        pf = self._partials
+        if pf is not None:
+            ans = self(*primals, **params)
+            ps = pf(ans, *primals, **params)
+            out = None
+            for p, t in zip(ps, tangents):
+                if p is None or t is None:
+                    continue
+                term = t * p
+                out = term if out is None else out + term
+            return ans, out
+        fr = self._frule
+        if fr is None:
+            raise NotImplementedError(
+                f"wengert primitive '{self.name}' has no forward rule (frule). "
+                f"Declare one with @{self.name}.frule: a function (primals, tangents) -> "
+                f"(value, tangent), or use reverse mode (wg.grad / wg.vjp).")
+        if not self._symbolic_zeros and any(t is None for t in tangents):
+            from .rules._zeros import zeros_like_value
+            tangents = [zeros_like_value(p) if t is None else t
+                        for p, t in zip(primals, tangents)]
+        ans, t = fr(tuple(primals), tuple(tangents), **params)
+        return ans, t
+
+    def pullback_of(self, primals, params, needs):
+        """``(ans, pullback)``; ``pullback(g)`` gives a tuple (``None`` = zero).
+
+        ``needs[i]`` says whether argument ``i`` wants a cotangent.
+        """
+        pf = self._partials
+        if pf is not None:
+            ans = self(*primals, **params)
+            return ans, _PartialsPullback(pf, primals, ans, params, self.broadcasting, needs)
+        rr = self._rrule
+        if rr is None:
+            raise NotImplementedError(
+                f"wengert primitive '{self.name}' has no reverse rule (rrule). "
+                f"Declare one with @{self.name}.rrule: a function (*args) -> "
+                f"(value, pullback), or use forward mode (wg.jvp / wg.derivative).")
+        if self._rrule_needs:
+            ans, pb = rr(*primals, needs=needs, **params)
+        else:
+            ans, pb = rr(*primals, **params)
+        n = len(primals)
+        if self.broadcasting:
+            return ans, _UnbroadcastPullback(pb, primals, ans, n)
+        return ans, _CheckedPullback(pb, n, self.name)
+
+
+class _PartialsPullback:
+    __slots__ = ("pf", "primals", "ans", "params", "broadcasting", "needs")
+
+    def __init__(self, pf, primals, ans, params, broadcasting, needs):
+        self.pf, self.primals, self.ans, self.params = pf, primals, ans, params
+        self.broadcasting, self.needs = broadcasting, needs
+
+    def __call__(self, g):
+        ps = self.pf(self.ans, *self.primals, **self.params)
+        out = []
+        for p, x, need in zip(ps, self.primals, self.needs):
+            if p is None or not need:
+                out.append(None)
+            elif self.broadcasting:
+                out.append(_unbroadcast(g * p, x, self.ans))
+            else:
+                out.append(g * p)
+        return out
+
+
+class _CheckedPullback:
+    __slots__ = ("pb", "n", "name")
+
+    def __init__(self, pb, n, name):
+        self.pb, self.n, self.name = pb, n, name
+
+    def __call__(self, g):
+        cts = self.pb(g)
+        if not isinstance(cts, (tuple, list)):
+            if self.n == 1:
+                return (cts,)
+        elif len(cts) == self.n:
+            return cts
+        raise ValueError(f"the pullback of '{self.name}' must return {self.n} cotangent(s), "
+                         f"one per argument (None for no derivative)")
+
+
+class _UnbroadcastPullback(_CheckedPullback):
+    __slots__ = ("primals", "ans")
+
+    def __init__(self, pb, primals, ans, n):
+        super().__init__(pb, n, "")
+        self.primals, self.ans = primals, ans
+
+    def __call__(self, g):
+        cts = _CheckedPullback.__call__(self, g)
+        return tuple(None if c is None else _unbroadcast(c, x, self.ans)
+                     for c, x in zip(cts, self.primals))
+
+
+def _unbroadcast(g, x, ans):
+    """Sum a cotangent of ``ans`` (with leading batch axes) back to ``x``'s shape."""
+    xs = shape_of(x)
+    gs = shape_of(g)
+    nb = len(gs) - ndim_of(ans)
+    if nb < 0:  # a cotangent that is still a scalar broadcast
+        nb = 0
+    if gs[nb:] == xs:
+        return g
+    from .rules._zeros import sum_to
+    return sum_to(g, nb, xs)
+
+
+def _expand_tangents(primals, tangents):
+    """Give a batched tangent of a lower-rank argument its broadcast axes."""
+    nd = max(ndim_of(p) for p in primals)
+    if nd == 0:
+        return tangents
+    out = None
+    for i, (p, t) in enumerate(zip(primals, tangents)):
+        if t is None:
+            continue
+        k = ndim_of(p)
+        tn = ndim_of(t)
+        if k < nd and tn > k:  # batched and of lower rank than the result
+            from .rules._zeros import insert_axes
+            if out is None:
+                out = list(tangents)
+            out[i] = insert_axes(t, tn - k, nd - k)
+    return tangents if out is None else out
+
+
+def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False):
+    """Make ``fn`` (plain NumPy in, plain NumPy out) a differentiable primitive.
+
+    Use ``@wg.primitive`` or ``@wg.primitive(broadcasting=True)``, then declare
+    ``@f.rrule`` and/or ``@f.frule`` (or ``@f.partials`` for elementwise
+    functions).  The rules are written with ``wengert.numpy`` operations, so they
+    are differentiable again.
+    """
+    def make(f):
+        return Primitive(f, name=name, broadcasting=broadcasting,
+                         multiple_results=multiple_results)
+    return make(fn) if fn is not None else make

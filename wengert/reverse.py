@@ -1,0 +1,172 @@
+"""Reverse mode: a tape (Wengert list) recorded as the program runs, swept once backwards.
+
+Each node keeps only its parents' indices and its pullback (which holds what the
+rule needs); adjoints live outside the tape, in the ``Grad`` a sweep returns, so
+one tape serves any number of outputs.  The sweep is a loop: no recursion.
+"""
+from .core import Trace, Tracer, new_level
+
+__all__ = ["Tape", "Var", "Grad"]
+
+
+class _Output:
+    """Pullback marker of the j-th output of a primitive with several results."""
+
+    __slots__ = ("j", "n")
+
+    def __init__(self, j, n):
+        self.j, self.n = j, n
+
+
+class Tape(Trace):
+    """A Wengert list.  ``t.var(x)`` makes an input; ``v.grad()`` sweeps it backwards."""
+
+    def __init__(self):
+        self.level = new_level()
+        self._parents = []    # per node: tuple of parent indices (-1 for constants)
+        self._pullbacks = []  # per node: pullback, None for inputs, _Output for projections
+        self._names = []      # per node: primitive name ("input" for inputs)
+
+    def __len__(self):
+        return len(self._pullbacks)
+
+    def __repr__(self):
+        return f"<Tape with {len(self)} nodes>"
+
+    def var(self, value):
+        """A new input on this tape."""
+        from .transforms import check_differentiable
+        check_differentiable(value, "Tape.var")
+        return self._leaf(value)
+
+    def _leaf(self, value):
+        idx = len(self._pullbacks)
+        self._parents.append(())
+        self._pullbacks.append(None)
+        self._names.append("input")
+        return Var(value, self, idx)
+
+    def process(self, prim, args, params):
+        primals = []
+        parents = []
+        needs = []
+        for a in args:
+            if isinstance(a, Var) and a._trace is self:
+                primals.append(a.value)
+                parents.append(a.index)
+                needs.append(True)
+            else:
+                primals.append(a)
+                parents.append(-1)
+                needs.append(False)
+        ans, pullback = prim.pullback_of(primals, params, needs)
+        idx = len(self._pullbacks)
+        self._parents.append(tuple(parents))
+        self._pullbacks.append(pullback)
+        self._names.append(prim.name)
+        if prim.multiple_results:
+            n = len(ans)
+            outs = []
+            for j, a in enumerate(ans):
+                self._parents.append((idx,))
+                self._pullbacks.append(_Output(j, n))
+                self._names.append(f"{prim.name}[{j}]")
+                outs.append(Var(a, self, idx + 1 + j))
+            return tuple(outs)
+        return Var(ans, self, idx)
+
+    def record(self, parents, pullback, name, value):
+        """Add a node with a hand-made pullback (checkpointing, custom regions)."""
+        idx = len(self._pullbacks)
+        self._parents.append(tuple(p.index if isinstance(p, Var) and p._trace is self else -1
+                                   for p in parents))
+        self._pullbacks.append(pullback)
+        self._names.append(name)
+        return Var(value, self, idx)
+
+    def sweep(self, seeds):
+        """Reverse sweep from ``{index: cotangent}``; returns the adjoint list."""
+        n = len(self._pullbacks)
+        adj = [None] * n
+        start = -1
+        for i, g in seeds.items():
+            adj[i] = g if adj[i] is None else adj[i] + g
+            start = max(start, i)
+        parents = self._parents
+        pullbacks = self._pullbacks
+        for k in range(start, -1, -1):
+            g = adj[k]
+            if g is None:
+                continue
+            pb = pullbacks[k]
+            if pb is None:
+                continue
+            if type(pb) is _Output:
+                (p,) = parents[k]
+                cur = adj[p]
+                if cur is None:
+                    cur = adj[p] = [None] * pb.n
+                cur[pb.j] = g if cur[pb.j] is None else cur[pb.j] + g
+                continue
+            if type(g) is list:
+                g = tuple(g)
+            cts = pb(g)
+            for p, c in zip(parents[k], cts):
+                if p >= 0 and c is not None:
+                    a = adj[p]
+                    adj[p] = c if a is None else a + c
+        return adj
+
+
+class Var(Tracer):
+    """A value recorded on a tape: ``.value``, ``.index``, ``.grad()``."""
+
+    __slots__ = ("value", "_trace", "index")
+
+    def __init__(self, value, tape, index):
+        self.value = value
+        self._trace = tape
+        self.index = index
+
+    @property
+    def tape(self):
+        return self._trace
+
+    def __repr__(self):
+        return f"Var({self.value!r}, index={self.index})"
+
+    def grad(self, seed=None):
+        """Sweep the tape once backwards from this value; returns a ``Grad``."""
+        if seed is None:
+            if self.ndim != 0:
+                raise ValueError(
+                    f"grad() of a non-scalar Var (shape {self.shape}) needs a seed "
+                    "cotangent of that shape: v.grad(seed)")
+            from .rules._zeros import dtype_of
+            import numpy as np
+            seed = 1.0 if isinstance(self.value, float) else np.ones((), dtype_of(self.value))
+        adj = self._trace.sweep({self.index: seed})
+        return Grad(adj, self._trace)
+
+
+class Grad:
+    """Adjoints from one reverse sweep; ``g.wrt(x)`` or ``g.wrt(x, y)`` reads them."""
+
+    __slots__ = ("_adj", "_tape")
+
+    def __init__(self, adj, tape):
+        self._adj, self._tape = adj, tape
+
+    def _one(self, v):
+        if not isinstance(v, Var) or v._trace is not self._tape:
+            raise ValueError("wrt() takes Vars of the tape this Grad was swept on")
+        g = self._adj[v.index]
+        if g is None:
+            from .rules._zeros import zeros_like_value
+            return zeros_like_value(v.value)
+        return g
+
+    def wrt(self, *vs):
+        if len(vs) == 1:
+            return self._one(vs[0])
+        return tuple(self._one(v) for v in vs)

@@ -1,0 +1,41 @@
+"""The primitives: value, frule and rrule declared together, one place each.
+
+Importing this package registers every built-in rule.  ``OPERATORS`` maps
+Python's operator methods to primitives; the tracers take them from here.
+"""
+from . import arithmetic, elementwise, shape  # noqa: F401
+from .arithmetic import (absolute, add, divide, floor_divide, multiply, negative, positive,
+                         power, remainder, subtract)
+
+
+def _r(f):
+    return lambda self, other: f(other, self)
+
+
+def _matmul(x, y):
+    from ..numpy import matmul
+    return matmul(x, y)
+
+
+def _getitem(x, idx):
+    from ..numpy import _getitem as gi
+    return gi(x, idx)
+
+
+def _setitem(x, idx, v):
+    from ..numpy import _setitem as si
+    return si(x, idx, v)
+
+
+OPERATORS = {
+    "__add__": add, "__radd__": _r(add),
+    "__sub__": subtract, "__rsub__": _r(subtract),
+    "__mul__": multiply, "__rmul__": _r(multiply),
+    "__truediv__": divide, "__rtruediv__": _r(divide),
+    "__floordiv__": floor_divide, "__rfloordiv__": _r(floor_divide),
+    "__mod__": remainder, "__rmod__": _r(remainder),
+    "__pow__": power, "__rpow__": _r(power),
+    "__matmul__": _matmul, "__rmatmul__": _r(_matmul),
+    "__neg__": negative, "__pos__": positive, "__abs__": absolute,
+    "__getitem__": _getitem, "__setitem__": _setitem,
+}

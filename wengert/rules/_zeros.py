@@ -1,0 +1,47 @@
+"""Helpers for the bookkeeping every engine needs: zeros, summing back, batch axes.
+
+Written with primitives, so they are differentiable again.
+"""
+import numpy as np
+
+from ..core import ndim_of, shape_of
+
+
+def dtype_of(x):
+    if hasattr(x, "dtype"):
+        return x.dtype
+    return np.result_type(x)
+
+
+def zeros_like_value(x):
+    """A zero with ``x``'s shape and dtype (a plain value even if ``x`` is traced)."""
+    if isinstance(x, float):
+        return 0.0
+    return np.zeros(shape_of(x), dtype=dtype_of(x))
+
+
+def sum_to(g, nb, xs):
+    """Sum ``g`` (``nb`` leading batch axes) down to batch + shape ``xs``."""
+    from .shape import reshape, sum as sum_
+    gs = shape_of(g)
+    rest = gs[nb:]
+    lead = len(rest) - len(xs)
+    axes = tuple(range(nb, nb + lead)) + tuple(
+        nb + lead + i for i, d in enumerate(xs) if d == 1 and rest[lead + i] != 1)
+    if axes:
+        g = sum_(g, axis=axes)
+    if shape_of(g) != gs[:nb] + tuple(xs):
+        g = reshape(g, gs[:nb] + tuple(xs))
+    return g
+
+
+def insert_axes(t, nb, k):
+    """Insert ``k`` unit axes after the ``nb`` batch axes of ``t``."""
+    from .shape import reshape
+    s = shape_of(t)
+    return reshape(t, s[:nb] + (1,) * k + s[nb:])
+
+
+def batch_ndim(t, x):
+    """How many leading batch axes the tangent/cotangent ``t`` of ``x`` carries."""
+    return ndim_of(t) - ndim_of(x)

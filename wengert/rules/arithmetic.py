@@ -1,0 +1,138 @@
+"""Python's arithmetic operators as primitives: + - * / // % ** and unary - and abs."""
+import operator
+
+import numpy as np
+
+from ..core import primitive
+
+
+def _scalar_safe(op, np_op):
+    """Python's operator on floats (fast), NumPy's semantics where Python raises."""
+    def impl(x, y):
+        try:
+            r = op(x, y)
+        except (ZeroDivisionError, OverflowError):
+            return np_op(x, y)
+        if type(r) is complex:  # (-8.0) ** (1/3): NumPy gives nan, not complex
+            return np_op(x, y)
+        return r
+    impl.__name__ = np_op.__name__
+    return impl
+
+
+add = primitive(operator.add, name="add", broadcasting=True)
+subtract = primitive(operator.sub, name="subtract", broadcasting=True)
+multiply = primitive(operator.mul, name="multiply", broadcasting=True)
+divide = primitive(_scalar_safe(operator.truediv, np.divide), name="divide", broadcasting=True)
+floor_divide = primitive(_scalar_safe(operator.floordiv, np.floor_divide), name="floor_divide",
+                         broadcasting=True)
+remainder = primitive(_scalar_safe(operator.mod, np.remainder), name="remainder", broadcasting=True)
+power = primitive(_scalar_safe(operator.pow, np.power), name="power", broadcasting=True)
+negative = primitive(operator.neg, name="negative")
+positive = primitive(operator.pos, name="positive")
+absolute = primitive(abs, name="absolute")
+
+
+def _sum_tangents(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+@add.frule(symbolic_zeros=True)
+def add_jvp(primals, tangents):
+    return add(*primals), _sum_tangents(*tangents)
+
+
+@add.rrule
+def add_vjp(x, y):
+    return add(x, y), lambda g: (g, g)
+
+
+@subtract.frule(symbolic_zeros=True)
+def subtract_jvp(primals, tangents):
+    dx, dy = tangents
+    return subtract(*primals), _sum_tangents(dx, None if dy is None else -dy)
+
+
+@subtract.rrule
+def subtract_vjp(x, y):
+    return subtract(x, y), lambda g: (g, -g)
+
+
+@multiply.partials
+def multiply_partials(ans, x, y):
+    return y, x
+
+
+@divide.partials
+def divide_partials(ans, x, y):
+    return 1.0 / y, -ans / y
+
+
+@floor_divide.partials
+def floor_divide_partials(ans, x, y):
+    return None, None
+
+
+@remainder.partials
+def remainder_partials(ans, x, y):
+    return 1.0, -floor_divide(x, y)
+
+
+@power.frule(symbolic_zeros=True)
+def power_jvp(primals, tangents):
+    x, y = primals
+    dx, dy = tangents
+    ans = power(x, y)
+    t = None
+    if dx is not None:
+        t = dx * (y * power(x, y - 1))
+    if dy is not None:
+        from .elementwise import log
+        t = _sum_tangents(t, dy * (ans * log(_where_zero_one(x))))
+    return ans, t
+
+
+@power.rrule(needs=True)
+def power_vjp(x, y, needs):
+    ans = power(x, y)
+
+    def pullback(g):
+        from .elementwise import log
+        gx = g * (y * power(x, y - 1)) if needs[0] else None
+        gy = g * (ans * log(_where_zero_one(x))) if needs[1] else None
+        return gx, gy
+    return ans, pullback
+
+
+def _where_zero_one(x):
+    """x, with zeros replaced by ones: 0 ** y contributes nothing through y."""
+    if isinstance(x, (int, float)):
+        return 1.0 if x == 0 else x
+    from .elementwise import where
+    return where(x == 0, 1.0, x)
+
+
+@negative.frule(symbolic_zeros=True)
+def negative_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    return negative(x), None if dx is None else negative(dx)
+
+
+@negative.rrule
+def negative_vjp(x):
+    return negative(x), lambda g: (negative(g),)
+
+
+@positive.partials
+def positive_partials(ans, x):
+    return (1.0,)
+
+
+@absolute.partials
+def absolute_partials(ans, x):
+    from .elementwise import sign
+    return (sign(x),)  # 0 at x == 0, as JAX and PyTorch

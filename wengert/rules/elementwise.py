@@ -1,0 +1,162 @@
+"""Elementwise functions, each declared once by its partial derivatives.
+
+``partials(ans, *primals)`` gives one local derivative per argument; the forward
+rule (sum of partial x tangent) and the reverse rule (partial x cotangent, summed
+back over broadcast axes) are derived from it in ``core``.  ``domain`` is where
+the generated tests sample the function.
+"""
+import math
+
+import numpy as np
+
+from ..core import primitive
+from .arithmetic import absolute, add, divide, multiply, negative, power, subtract  # noqa: F401
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+
+REGISTRY = {}  # name -> primitive, for tests and the coverage table
+
+
+def elementwise(np_fn, partials, *, name=None, domain=(-2.0, 2.0), nondiff=False):
+    """Declare an elementwise primitive over ``np_fn`` with its partials."""
+    nargs = np_fn.nin if isinstance(np_fn, np.ufunc) else None
+    p = primitive(np_fn, name=name or np_fn.__name__, broadcasting=nargs != 1)
+    p.partials(partials)
+    p.domain = domain
+    p.nondiff = nondiff
+    REGISTRY[p.name] = p
+    return p
+
+
+def _nondiff(nargs):
+    zero = (None,) * nargs
+    return lambda ans, *xs, **kw: zero
+
+
+# trigonometric -----------------------------------------------------------------------
+sin = elementwise(np.sin, lambda ans, x: (cos(x),))
+cos = elementwise(np.cos, lambda ans, x: (-sin(x),))
+tan = elementwise(np.tan, lambda ans, x: (1.0 + ans * ans,), domain=(-1.2, 1.2))
+arcsin = elementwise(np.arcsin, lambda ans, x: (1.0 / sqrt(1.0 - x * x),), domain=(-0.9, 0.9))
+arccos = elementwise(np.arccos, lambda ans, x: (-1.0 / sqrt(1.0 - x * x),), domain=(-0.9, 0.9))
+arctan = elementwise(np.arctan, lambda ans, x: (1.0 / (1.0 + x * x),))
+arctan2 = elementwise(np.arctan2, lambda ans, y, x: (x / (x * x + y * y), -y / (x * x + y * y)),
+                      domain=(0.2, 2.0))
+hypot = elementwise(np.hypot, lambda ans, x, y: (x / ans, y / ans), domain=(0.2, 2.0))
+
+# hyperbolic ------------------------------------------------------------------------------
+sinh = elementwise(np.sinh, lambda ans, x: (cosh(x),))
+cosh = elementwise(np.cosh, lambda ans, x: (sinh(x),))
+tanh = elementwise(np.tanh, lambda ans, x: (1.0 - ans * ans,))
+arcsinh = elementwise(np.arcsinh, lambda ans, x: (1.0 / sqrt(x * x + 1.0),))
+arccosh = elementwise(np.arccosh, lambda ans, x: (1.0 / sqrt(x * x - 1.0),), domain=(1.2, 3.0))
+arctanh = elementwise(np.arctanh, lambda ans, x: (1.0 / (1.0 - x * x),), domain=(-0.9, 0.9))
+
+# exponential and logarithmic ---------------------------------------------------------------------
+exp = elementwise(np.exp, lambda ans, x: (ans,))
+expm1 = elementwise(np.expm1, lambda ans, x: (ans + 1.0,))
+exp2 = elementwise(np.exp2, lambda ans, x: (ans * _LN2,))
+log = elementwise(np.log, lambda ans, x: (1.0 / x,), domain=(0.1, 4.0))
+log1p = elementwise(np.log1p, lambda ans, x: (1.0 / (1.0 + x),), domain=(-0.9, 3.0))
+log2 = elementwise(np.log2, lambda ans, x: (1.0 / (x * _LN2),), domain=(0.1, 4.0))
+log10 = elementwise(np.log10, lambda ans, x: (1.0 / (x * _LN10),), domain=(0.1, 4.0))
+logaddexp = elementwise(np.logaddexp, lambda ans, x, y: (exp(x - ans), exp(y - ans)))
+logaddexp2 = elementwise(np.logaddexp2, lambda ans, x, y: (exp2(x - ans), exp2(y - ans)))
+
+# powers and roots ------------------------------------------------------------------------------
+# sqrt and cbrt at 0 give an infinite derivative (as JAX and PyTorch), never an exception.
+sqrt = elementwise(np.sqrt, lambda ans, x: (0.5 / ans,), domain=(0.1, 4.0))
+cbrt = elementwise(np.cbrt, lambda ans, x: (1.0 / (3.0 * ans * ans),), domain=(0.1, 4.0))
+square = elementwise(np.square, lambda ans, x: (2.0 * x,))
+reciprocal = elementwise(np.reciprocal, lambda ans, x: (-(ans * ans),), domain=(0.2, 3.0))
+
+# piecewise: ties split the derivative evenly, as autograd and JAX do --------------------------
+def _max_partials(ans, x, y):
+    wx = where(x > y, 1.0, where(x == y, 0.5, 0.0))
+    return wx, 1.0 - wx
+
+
+def _min_partials(ans, x, y):
+    wx = where(x < y, 1.0, where(x == y, 0.5, 0.0))
+    return wx, 1.0 - wx
+
+
+maximum = elementwise(np.maximum, _max_partials)
+minimum = elementwise(np.minimum, _min_partials)
+fmax = elementwise(np.fmax, _max_partials)
+fmin = elementwise(np.fmin, _min_partials)
+
+
+# sign-like: zero derivative almost everywhere ---------------------------------------------------
+sign = elementwise(np.sign, _nondiff(1), nondiff=True)
+floor = elementwise(np.floor, _nondiff(1), nondiff=True)
+ceil = elementwise(np.ceil, _nondiff(1), nondiff=True)
+trunc = elementwise(np.trunc, _nondiff(1), nondiff=True)
+rint = elementwise(np.rint, _nondiff(1), nondiff=True)
+fabs = elementwise(np.fabs, lambda ans, x: (sign(x),))
+copysign = elementwise(np.copysign, lambda ans, x, y: (sign(x) * sign(ans), None))
+deg2rad = elementwise(np.deg2rad, lambda ans, x: (math.pi / 180.0,))
+rad2deg = elementwise(np.rad2deg, lambda ans, x: (180.0 / math.pi,))
+sinc = elementwise(np.sinc, lambda ans, x: (where(x == 0, 0.0, (cos(math.pi * x) - ans)
+                                                   / where(x == 0, 1.0, x)),),
+                   domain=(0.1, 2.0))
+
+
+@primitive(name="round")
+def round_(x, decimals=0):
+    return np.round(x, decimals)
+
+
+round_.partials(lambda ans, x, decimals=0: (None,))
+round_.domain, round_.nondiff = (-2.0, 2.0), True
+REGISTRY["round"] = round_
+around = round_
+
+
+# selection ----------------------------------------------------------------------------------------------
+@primitive(broadcasting=True)
+def where(condition, x, y):
+    """``np.where`` with three arguments; the condition is not differentiated."""
+    return np.where(condition, x, y)
+
+
+@where.frule(symbolic_zeros=True)
+def where_jvp(primals, tangents):
+    c, x, y = primals
+    _, dx, dy = tangents
+    ans = where(c, x, y)
+    if dx is None and dy is None:
+        return ans, None
+    return ans, where(c, 0.0 if dx is None else dx, 0.0 if dy is None else dy)
+
+
+@where.rrule(needs=True)
+def where_vjp(c, x, y, needs):
+    # where(c, g, 0), never g * mask: a nan in the unselected branch stays out
+    return where(c, x, y), lambda g: (None,
+                                      where(c, g, 0.0) if needs[1] else None,
+                                      where(c, 0.0, g) if needs[2] else None)
+
+
+where.domain = (-2.0, 2.0)
+
+
+@primitive(broadcasting=True)
+def clip(x, a_min, a_max):
+    return np.clip(x, a_min, a_max)
+
+
+@clip.partials
+def clip_partials(ans, x, lo, hi):
+    below = x < lo if lo is not None else False
+    above = x > hi if hi is not None else False
+    inside = where(below | above, 0.0, 1.0) if not isinstance(below | above, bool) else 1.0
+    return (inside,
+            None if lo is None else where(below, 1.0, 0.0),
+            None if hi is None else where(above, 1.0, 0.0))
+
+
+clip.domain = (-2.0, 2.0)
+REGISTRY["clip"] = clip
+REGISTRY["where"] = where

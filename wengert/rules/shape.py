@@ -1,0 +1,135 @@
+"""Shape primitives the engines' bookkeeping needs: reshape, sum, broadcast_to.
+
+The tangent of a linear function is the function applied to the tangent, with
+the tangent's leading batch axes kept in front.
+"""
+import numpy as np
+
+from ..core import ndim_of, primitive, shape_of
+
+
+def _norm_axes(axis, nd):
+    if axis is None:
+        return tuple(range(nd))
+    if isinstance(axis, int):
+        axis = (axis,)
+    return tuple(sorted(a % nd if nd else 0 for a in axis))
+
+
+@primitive
+def reshape(x, shape):
+    return np.reshape(x, shape)
+
+
+@reshape.frule(symbolic_zeros=True)
+def reshape_jvp(primals, tangents, shape):
+    (x,), (dx,) = primals, tangents
+    ans = reshape(x, shape)
+    if dx is None:
+        return ans, None
+    nb = ndim_of(dx) - ndim_of(x)
+    return ans, reshape(dx, shape_of(dx)[:nb] + shape_of(ans))
+
+
+@reshape.rrule
+def reshape_vjp(x, shape):
+    ans = reshape(x, shape)
+    xs = shape_of(x)
+
+    def pullback(g):
+        nb = ndim_of(g) - ndim_of(ans)
+        return (reshape(g, shape_of(g)[:nb] + xs),)
+    return ans, pullback
+
+
+@primitive(name="sum")
+def sum_(x, axis=None, keepdims=False):
+    return np.sum(x, axis=axis, keepdims=keepdims)
+
+
+@sum_.frule(symbolic_zeros=True)
+def sum_jvp(primals, tangents, axis=None, keepdims=False):
+    (x,), (dx,) = primals, tangents
+    ans = sum_(x, axis=axis, keepdims=keepdims)
+    if dx is None:
+        return ans, None
+    nb = ndim_of(dx) - ndim_of(x)
+    axes = tuple(a + nb for a in _norm_axes(axis, ndim_of(x)))
+    return ans, sum_(dx, axis=axes, keepdims=keepdims)
+
+
+@sum_.rrule
+def sum_vjp(x, axis=None, keepdims=False):
+    ans = sum_(x, axis=axis, keepdims=keepdims)
+    xs = shape_of(x)
+    axes = _norm_axes(axis, len(xs))
+    kept = tuple(1 if i in axes else d for i, d in enumerate(xs))
+
+    def pullback(g):
+        gs = shape_of(g)
+        nb = len(gs) - ndim_of(ans)
+        g = reshape(g, gs[:nb] + kept)
+        return (broadcast_to(g, gs[:nb] + xs),)
+    return ans, pullback
+
+
+@primitive
+def broadcast_to(x, shape):
+    return np.broadcast_to(x, shape)
+
+
+@broadcast_to.frule(symbolic_zeros=True)
+def broadcast_to_jvp(primals, tangents, shape):
+    (x,), (dx,) = primals, tangents
+    ans = broadcast_to(x, shape)
+    if dx is None:
+        return ans, None
+    nb = ndim_of(dx) - ndim_of(x)
+    ds = shape_of(dx)
+    lift = len(shape) - ndim_of(x)
+    dx = reshape(dx, ds[:nb] + (1,) * lift + ds[nb:])
+    return ans, broadcast_to(dx, ds[:nb] + tuple(shape))
+
+
+@broadcast_to.rrule
+def broadcast_to_vjp(x, shape):
+    from ._zeros import sum_to
+    xs = shape_of(x)
+    ans = broadcast_to(x, shape)
+
+    def pullback(g):
+        nb = ndim_of(g) - len(shape)
+        return (sum_to(g, nb, xs),)
+    return ans, pullback
+
+
+@primitive
+def transpose(x, axes=None):
+    return np.transpose(x, axes)
+
+
+def _full_axes(axes, nd):
+    return tuple(range(nd))[::-1] if axes is None else tuple(a % nd for a in axes)
+
+
+@transpose.frule(symbolic_zeros=True)
+def transpose_jvp(primals, tangents, axes=None):
+    (x,), (dx,) = primals, tangents
+    ans = transpose(x, axes)
+    if dx is None:
+        return ans, None
+    nd = ndim_of(x)
+    nb = ndim_of(dx) - nd
+    perm = tuple(range(nb)) + tuple(nb + a for a in _full_axes(axes, nd))
+    return ans, transpose(dx, perm)
+
+
+@transpose.rrule
+def transpose_vjp(x, axes=None):
+    nd = ndim_of(x)
+    inv = tuple(np.argsort(_full_axes(axes, nd)))
+
+    def pullback(g):
+        nb = ndim_of(g) - nd
+        return (transpose(g, tuple(range(nb)) + tuple(nb + int(a) for a in inv)),)
+    return transpose(x, axes), pullback

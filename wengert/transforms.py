@@ -1,0 +1,539 @@
+"""The transforms users call: thin layers over the two engines.
+
+``grad``, ``value_and_grad``, ``vjp`` and the reverse ``jacobian`` open a
+``Tape``; ``derivative``, ``jvp``, ``hvp`` and the forward ``jacobian`` open a
+``ForwardTrace``.  Every call opens a fresh level, so transforms nest to any
+depth without confusing their perturbations.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+
+import numpy as np
+
+from .core import Tracer, ndim_of, new_level, shape_of
+from .forward import Dual, ForwardTrace
+from .reverse import Tape, Var
+from .tree import flatten, unflatten
+
+__all__ = ["grad", "value_and_grad", "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp",
+           "taylor", "check_grad"]
+
+
+# -- input checks --------------------------------------------------------------------
+def _leaf_dtype(x):
+    while isinstance(x, Tracer):
+        x = x.value
+    if isinstance(x, (bool, np.bool_)):
+        return np.dtype(bool)
+    if isinstance(x, int):
+        return np.dtype(int)
+    if isinstance(x, float):
+        return np.dtype(float)
+    return getattr(x, "dtype", None)
+
+
+def check_differentiable(x, what):
+    """Raise ``TypeError`` unless ``x`` is a float (array); ``what`` names it."""
+    dt = _leaf_dtype(x)
+    if dt is None or not np.issubdtype(dt, np.floating):
+        kind = "bool" if dt == np.dtype(bool) else (
+            "integer" if dt is not None and np.issubdtype(dt, np.integer) else type(x).__name__)
+        raise TypeError(
+            f"{what} is of {kind} type ({x!r:.60}); only floats and float arrays can be "
+            f"differentiated. Pass a float (e.g. 2.0 instead of 2) or cast with "
+            f"np.asarray(x, dtype=float).")
+
+
+def _arg_name(f, i):
+    try:
+        params = list(inspect.signature(f).parameters.values())
+        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
+                                                   params[i].POSITIONAL_OR_KEYWORD):
+            return f"argument {i} ('{params[i].name}')"
+    except (TypeError, ValueError):
+        pass
+    return f"argument {i}"
+
+
+def _argnums_tuple(argnums, nargs, fname):
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for i in nums:
+        if not -nargs <= i < nargs:
+            raise ValueError(f"{fname}: argnums={argnums!r} but the function got {nargs} "
+                             "positional argument(s)")
+    return tuple(i % nargs for i in nums)
+
+
+def _check_args(f, args, nums, fname):
+    for i in nums:
+        for leaf in flatten(args[i])[0]:
+            check_differentiable(leaf, f"{fname}: {_arg_name(f, i)}")
+
+
+def _value_in(x, trace):
+    """The primal of ``x`` as seen outside ``trace``."""
+    return x.value if isinstance(x, Tracer) and x._trace is trace else x
+
+
+def _strip(tree, trace):
+    leaves, d = flatten(tree)
+    return unflatten(d, [_value_in(x, trace) for x in leaves])
+
+
+def _zeros_like(x):
+    from .rules._zeros import zeros_like_value
+    return zeros_like_value(x)
+
+
+def _fit(g, like):
+    """Give a derivative the dtype of the input it is taken with respect to."""
+    if isinstance(g, np.ndarray) or isinstance(g, np.generic):
+        dt = _leaf_dtype(like)
+        if dt is not None and g.dtype != dt:
+            g = g.astype(dt)
+        if isinstance(like, float) and isinstance(g, np.generic):
+            return g
+    return g
+
+
+# -- reverse mode ------------------------------------------------------------------------
+def value_and_grad(f, argnums=0, *, has_aux=False):
+    """``(value, gradient)`` of a scalar function, by one reverse sweep.
+
+    >>> import wengert as wg, wengert.numpy as wnp
+    >>> v, g = wg.value_and_grad(lambda x, y: x * y + wnp.sin(x), argnums=(0, 1))(0.5, 4.2)
+    >>> print(round(float(v), 12), [round(float(d), 12) for d in g])
+    2.579425538605 [5.077582561890, 0.5]
+    """
+    @functools.wraps(f)
+    def value_and_grad_f(*args, **kwargs):
+        nums = _argnums_tuple(argnums, len(args), "grad")
+        _check_args(f, args, nums, "grad")
+        tape = Tape()
+        args = list(args)
+        inputs = {}
+        for i in nums:
+            leaves, d = flatten(args[i])
+            vs = [tape._leaf(x) for x in leaves]
+            inputs[i] = (leaves, d, vs)
+            args[i] = unflatten(d, vs)
+        out = f(*args, **kwargs)
+        aux = None
+        if has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise ValueError("with has_aux=True the function must return (output, aux)")
+            out, aux = out
+            aux = _strip(aux, tape)
+        if shape_of(out) != () or isinstance(out, (tuple, list, dict)):
+            raise ValueError(
+                f"grad needs a function with a scalar output, but it returned shape "
+                f"{shape_of(out) if not isinstance(out, (tuple, list, dict)) else type(out).__name__}"
+                ". Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
+        if isinstance(out, Var) and out._trace is tape:
+            seed = 1.0 if isinstance(out.value, float) else np.ones((), _leaf_dtype(out.value))
+            adj = tape.sweep({out.index: seed})
+        else:
+            adj = None
+        grads = []
+        for i in nums:
+            leaves, d, vs = inputs[i]
+            gs = []
+            for x, v in zip(leaves, vs):
+                g = adj[v.index] if adj is not None else None
+                gs.append(_fit(g, x) if g is not None else _zeros_like(x))
+            grads.append(unflatten(d, gs))
+        g = grads[0] if isinstance(argnums, int) else tuple(grads)
+        value = _value_in(out, tape)
+        return ((value, aux), g) if has_aux else (value, g)
+    return value_and_grad_f
+
+
+def grad(f, argnums=0, *, has_aux=False):
+    """The gradient of a scalar function, by one reverse sweep of a tape.
+
+    >>> import wengert as wg, wengert.numpy as wnp
+    >>> float(wg.grad(lambda x: x * wnp.sin(x))(0.0))
+    0.0
+    """
+    vg = value_and_grad(f, argnums, has_aux=has_aux)
+
+    @functools.wraps(f)
+    def grad_f(*args, **kwargs):
+        value, g = vg(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+    return grad_f
+
+
+def vjp(f, *primals):
+    """``(out, pullback)``: ``pullback(cotangent)`` gives one cotangent per primal.
+
+    The tape is kept, so the pullback can be called any number of times.
+    """
+    nums = tuple(range(len(primals)))
+    _check_args(f, primals, nums, "vjp")
+    tape = Tape()
+    inputs = []
+    args = []
+    for p in primals:
+        leaves, d = flatten(p)
+        vs = [tape._leaf(x) for x in leaves]
+        inputs.append((leaves, d, vs))
+        args.append(unflatten(d, vs))
+    out = f(*args)
+    out_leaves, out_def = flatten(out)
+
+    def pullback(cotangent):
+        ct_leaves, ct_def = flatten(cotangent)
+        if ct_def != out_def:
+            raise ValueError("the cotangent must have the structure of the output "
+                             f"({out_def!r}), got {ct_def!r}")
+        seeds = {}
+        for o, c in zip(out_leaves, ct_leaves):
+            if isinstance(o, Var) and o._trace is tape:
+                if shape_of(c) != shape_of(o) and ndim_of(c) <= ndim_of(o):
+                    raise ValueError(f"cotangent of shape {shape_of(c)} for an output of "
+                                     f"shape {shape_of(o)}")
+                seeds[o.index] = c if o.index not in seeds else seeds[o.index] + c
+        adj = tape.sweep(seeds) if seeds else None
+        res = []
+        for leaves, d, vs in inputs:
+            gs = []
+            for x, v in zip(leaves, vs):
+                g = adj[v.index] if adj is not None else None
+                gs.append(_fit(g, x) if g is not None else _zeros_like(x))
+            res.append(unflatten(d, gs))
+        return tuple(res)
+
+    return unflatten(out_def, [_value_in(o, tape) for o in out_leaves]), pullback
+
+
+# -- forward mode --------------------------------------------------------------------------
+def jvp(f, primals, tangents):
+    """``(out, out_tangent)``: the Jacobian-vector product in one forward pass.
+
+    >>> import wengert as wg, wengert.numpy as wnp
+    >>> out, t = wg.jvp(lambda x, y: x * y + wnp.sin(x), (0.5, 4.2), (1.0, 0.0))
+    >>> print(round(float(t), 12))
+    5.07758256189
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise ValueError("jvp needs one tangent per primal")
+    _check_args(f, primals, tuple(range(len(primals))), "jvp")
+    trace = ForwardTrace(new_level())
+    args = []
+    for p, t in zip(primals, tangents):
+        pl, pd = flatten(p)
+        tl, td = flatten(t)
+        if pd != td:
+            raise ValueError(f"tangent structure {td!r} does not match primal {pd!r}")
+        for x, dx in zip(pl, tl):
+            if shape_of(dx) != shape_of(x):
+                raise ValueError(f"tangent of shape {shape_of(dx)} for a primal of shape "
+                                 f"{shape_of(x)}")
+        args.append(unflatten(pd, [Dual(x, dx, trace) for x, dx in zip(pl, tl)]))
+    out = f(*args)
+    return _split_dual(out, trace)
+
+
+def _split_dual(out, trace, batch_shape=()):
+    leaves, d = flatten(out)
+    vals, tans = [], []
+    for o in leaves:
+        if isinstance(o, Dual) and o._trace is trace:
+            vals.append(o.value)
+            t = o._tangent
+            if t is None:
+                t = np.zeros(batch_shape + shape_of(o.value), _leaf_dtype(o.value))
+            tans.append(t)
+        else:
+            vals.append(o)
+            tans.append(np.zeros(batch_shape + shape_of(o), _leaf_dtype(o) or float))
+    return unflatten(d, vals), unflatten(d, tans)
+
+
+def derivative(f, order=1):
+    """``f'`` (or the ``order``-th derivative) of a function of one float, by forward mode.
+
+    >>> import wengert as wg
+    >>> def babylonian(x, n=10):
+    ...     t = (1 + x) / 2
+    ...     for _ in range(n):
+    ...         t = (t + x / t) / 2
+    ...     return t
+    >>> wg.derivative(babylonian)(2.0)
+    0.35355339059327373
+    """
+    if not isinstance(order, int) or order < 0:
+        raise ValueError("order must be a non-negative integer")
+    if order == 0:
+        return f
+    if order > 1:
+        return derivative(derivative(f, order - 1))
+
+    @functools.wraps(f)
+    def df(x, *args, **kwargs):
+        check_differentiable(x, f"derivative: {_arg_name(f, 0)}")
+        if ndim_of(x) != 0:
+            raise ValueError("derivative takes a function of one scalar; use wg.jacobian "
+                             "or wg.jvp for arrays")
+        trace = ForwardTrace(new_level())
+        one = 1.0 if isinstance(x, float) else np.ones((), _leaf_dtype(x))
+        out = f(Dual(x, one, trace), *args, **kwargs)
+        if isinstance(out, Dual) and out._trace is trace:  # the common case, quickly
+            t = out._tangent
+            return t if t is not None else _zeros_like(out.value)
+        return _split_dual(out, trace)[1]
+    return df
+
+
+# -- Jacobians -------------------------------------------------------------------------------
+def _size(x):
+    return int(np.prod(shape_of(x), dtype=int))
+
+
+def jacobian(f, argnums=0, *, mode="auto"):
+    """The Jacobian, shaped ``out.shape + in.shape`` (pytrees: out-tree of in-trees).
+
+    ``mode="forward"`` pushes every input direction at once (batched tangents);
+    ``mode="reverse"`` pulls every output row back in one sweep (batched
+    cotangents); ``"auto"`` picks forward when the input has fewer elements.
+    """
+    if mode not in ("auto", "forward", "reverse"):
+        raise ValueError("mode must be 'auto', 'forward' or 'reverse'")
+
+    @functools.wraps(f)
+    def jacobian_f(*args, **kwargs):
+        nums = _argnums_tuple(argnums, len(args), "jacobian")
+        _check_args(f, args, nums, "jacobian")
+        in_tree = tuple(args[i] for i in nums) if not isinstance(argnums, int) else args[nums[0]]
+        in_leaves, in_def = flatten(in_tree)
+        n_in = sum(_size(x) for x in in_leaves)
+        m = mode
+        if m == "auto":
+            out_probe = f(*args, **kwargs)  # one plain run to learn the output size
+            n_out = sum(_size(o) for o in flatten(out_probe)[0])
+            m = "forward" if n_in < n_out else "reverse"
+        one = isinstance(argnums, int)
+        if m == "forward":
+            return _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n_in, one)
+        return _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n_in, one)
+    return jacobian_f
+
+
+def _place_inputs(args, nums, in_def, wrapped, one):
+    args = list(args)
+    tree = unflatten(in_def, wrapped)
+    if one:
+        args[nums[0]] = tree
+    else:
+        for i, sub in zip(nums, tree):
+            args[i] = sub
+    return args
+
+
+def _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n, one):
+    from . import numpy as wnp
+    trace = ForwardTrace(new_level())
+    wrapped = []
+    off = 0
+    for x in in_leaves:
+        s = shape_of(x)
+        k = _size(x)
+        dt = _leaf_dtype(x)
+        seed = np.zeros((n, k), dtype=dt)
+        seed[off:off + k] = np.eye(k, dtype=dt)
+        wrapped.append(Dual(x, seed.reshape((n,) + s), trace))
+        off += k
+    out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
+    out_leaves, out_def = flatten(out)
+    rows = []
+    for o in out_leaves:
+        os_ = shape_of(o.value if isinstance(o, Dual) and o._trace is trace else o)
+        if isinstance(o, Dual) and o._trace is trace and o._tangent is not None:
+            t = o._tangent
+            if shape_of(t) != (n,) + os_:
+                t = wnp.broadcast_to(t, (n,) + os_)
+        else:
+            t = np.zeros((n,) + os_, _leaf_dtype(o if not isinstance(o, Dual) else o.value)
+                         or float)
+        # (n, *out) -> (*out, n), then split n into the input leaves' shapes
+        nd = len(os_)
+        t = wnp.transpose(t, tuple(range(1, nd + 1)) + (0,)) if nd else t
+        blocks = []
+        off = 0
+        for x in in_leaves:
+            k = _size(x)
+            blk = t[..., off:off + k] if (len(in_leaves) > 1) else t
+            blocks.append(wnp.reshape(blk, os_ + shape_of(x)))
+            off += k
+        rows.append(unflatten(in_def, blocks))
+    return unflatten(out_def, rows)
+
+
+def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one):
+    from . import numpy as wnp
+    tape = Tape()
+    wrapped = [tape._leaf(x) for x in in_leaves]
+    out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
+    out_leaves, out_def = flatten(out)
+    m = sum(_size(o) for o in out_leaves)
+    seeds = {}
+    off = 0
+    for o in out_leaves:
+        os_ = shape_of(o)
+        k = _size(o)
+        if isinstance(o, Var) and o._trace is tape:
+            dt = _leaf_dtype(o.value)
+            seed = np.zeros((m, k), dtype=dt)
+            seed[off:off + k] = np.eye(k, dtype=dt)
+            seed = seed.reshape((m,) + os_)
+            seeds[o.index] = seed if o.index not in seeds else seeds[o.index] + seed
+        off += k
+    adj = tape.sweep(seeds) if seeds else [None] * len(tape)
+    # adjoint of input leaf j: (m, *in_j); split m into the outputs' shapes
+    cols = []
+    for x, v in zip(in_leaves, wrapped):
+        g = adj[v.index]
+        if g is None:
+            g = np.zeros((m,) + shape_of(x), _leaf_dtype(x))
+        cols.append(g)
+    rows = []
+    off = 0
+    for o in out_leaves:
+        os_ = shape_of(o)
+        k = _size(o)
+        blocks = []
+        for x, g in zip(in_leaves, cols):
+            blk = g[off:off + k] if m != k else g
+            blocks.append(_fit(wnp.reshape(blk, os_ + shape_of(x)), x))
+        rows.append(unflatten(in_def, blocks))
+        off += k
+    return unflatten(out_def, rows)
+
+
+def hessian(f, argnums=0):
+    """The Hessian of a scalar function, ``in.shape + in.shape``: forward over reverse."""
+    return jacobian(grad(f, argnums), argnums, mode="forward")
+
+
+def hvp(f, x, v):
+    """H(x)·v without forming H: one forward pass over the reverse sweep."""
+    return jvp(grad(f), (x,), (v,))[1]
+
+
+def taylor(f, x, v, order):
+    """Taylor coefficients ``[c0, ..., c_order]`` of ``t -> f(x + t v)`` at 0.
+
+    ``c_k`` is the k-th directional derivative divided by k!.
+    """
+    if not isinstance(order, int) or order < 0:
+        raise ValueError("order must be a non-negative integer")
+    from .taylor import taylor_coefficients
+    return taylor_coefficients(f, x, v, order)
+
+
+# -- checking against finite differences -------------------------------------------------------
+def _to_vec(tree):
+    leaves = flatten(tree)[0]
+    if not leaves:
+        return np.zeros(0)
+    return np.concatenate([np.ravel(np.asarray(_plain(x), dtype=np.float64)) for x in leaves])
+
+
+def _plain(x):
+    while isinstance(x, Tracer):
+        x = x.value
+    return x
+
+
+def _like(tree, vec, dtype_from=None):
+    """A pytree shaped like ``tree`` from a flat vector (keeping dtypes)."""
+    leaves, d = flatten(tree)
+    out, off = [], 0
+    for x in leaves:
+        k = _size(x)
+        part = vec[off:off + k].reshape(shape_of(x))
+        dt = _leaf_dtype(x)
+        if isinstance(x, float):
+            out.append(float(part))
+        else:
+            out.append(part.astype(dt))
+        off += k
+    return unflatten(d, out)
+
+
+def _upcast(tree):
+    leaves, d = flatten(tree)
+    return unflatten(d, [np.asarray(x, np.float64) if isinstance(x, np.ndarray) else x
+                         for x in leaves])
+
+
+def check_grad(f, *args, order=1, modes=("forward", "reverse"), rtol=1e-5, atol=1e-6, eps=None,
+               _seed=0):
+    """Check ``f``'s derivatives at ``args`` against central finite differences.
+
+    Returns ``None`` or raises ``AssertionError`` with a report.  Forward mode is
+    checked as J·v, reverse mode as uᵀJ, for random v and u; ``order=2`` checks
+    the derivatives of the derivatives too.
+    """
+    rng = np.random.default_rng(_seed)
+    args = tuple(args)
+    for a_i in range(len(args)):
+        for leaf in flatten(args[a_i])[0]:
+            check_differentiable(leaf, f"check_grad: {_arg_name(f, a_i)}")
+    x_vec = _to_vec(args)
+    n = x_vec.size
+    low_precision = any(_leaf_dtype(x) == np.float32 for x in flatten(args)[0])
+    if low_precision:  # finite differences in float64; compare with float32 tolerance
+        rtol, atol = max(rtol, 2e-3), max(atol, 2e-4)
+    h = eps if eps is not None else 1e-6 * max(1.0, float(np.max(np.abs(x_vec))) if n else 1.0)
+    fx = f(*args)
+    out_vec = _to_vec(fx)
+    v = rng.standard_normal(n)
+    u = rng.standard_normal(out_vec.size)
+    hi_args = _upcast(args)
+
+    def f_at(vec):
+        return _to_vec(f(*_like(hi_args, vec)))
+
+    fd = (f_at(x_vec + h * v) - f_at(x_vec - h * v)) / (2 * h)
+    problems = []
+    if "forward" in modes:
+        out, t = jvp(f, args, _like(args, v))
+        jv = _to_vec(t)
+        if not np.allclose(jv, fd, rtol=rtol, atol=atol):
+            problems.append(_report("forward (J v)", jv, fd))
+    if "reverse" in modes:
+        out, pb = vjp(f, *args)
+        cts = pb(_like(fx, u))
+        ujv = float(np.dot(_to_vec(cts), v))
+        ref = float(np.dot(u, fd))
+        if not np.isclose(ujv, ref, rtol=rtol, atol=atol * max(1.0, np.sqrt(n))):
+            problems.append(_report("reverse (u^T J v)", np.array([ujv]), np.array([ref])))
+    if problems:
+        raise AssertionError(f"check_grad({getattr(f, '__name__', f)!s}) at order {order}: "
+                             "derivatives differ from central finite differences:\n"
+                             + "\n".join(problems))
+    if order > 1:
+        # the derivative of u·f in direction v, as a function of the inputs
+        def directional(*xs):
+            return jvp(f, xs, _like(xs, v))[1]
+        check_grad(directional, *args, order=order - 1, modes=modes, rtol=rtol * 10,
+                   atol=atol * 10, eps=eps, _seed=_seed + 1)
+        if "reverse" in modes:
+            def pulled(*xs):
+                return vjp(f, *xs)[1](_like(fx, u))
+            check_grad(pulled, *args, order=order - 1, modes=modes, rtol=rtol * 10,
+                       atol=atol * 10, eps=eps, _seed=_seed + 2)
+
+
+def _report(mode, got, want):
+    err = np.abs(got - want)
+    i = int(np.argmax(err)) if err.size else 0
+    return (f"  {mode}: max abs error {err.max() if err.size else 0:.3g} at entry {i}: "
+            f"AD gives {got.ravel()[i] if got.size else 'nothing'}, "
+            f"finite differences give {want.ravel()[i] if want.size else 'nothing'}")
