@@ -79,7 +79,7 @@ def array_ufunc(ufunc, method, inputs, kwargs):
             f"numpy.{name}.{method}{' with out=' if kwargs.get('out') is not None else ''} on a "
             "traced value has no wengert rule; call the function without out= "
             f"(or use wnp.{name}).")
-    fn = getattr(_wnp(), name, None)
+    fn = HANDLED.get(ufunc) or getattr(_wnp(), name, None)  # HANDLED: scipy.special's too
     if fn is None or getattr(fn, "_passthrough", False):
         raise NotImplementedError(
             f"numpy.{name} has no wengert rule. Declare one with @wg.primitive and "

@@ -146,8 +146,11 @@ class Primitive:
             return np.logaddexp(0.0, x)
     """
 
-    def __init__(self, impl, name=None, *, broadcasting=False, multiple_results=False):
+    def __init__(self, impl, name=None, *, broadcasting=False, multiple_results=False,
+                 nargs=None):
         self.impl = impl
+        # positional arguments past ``nargs`` are static parameters, passed to rules by name
+        self.nargs, self._static_names = _array_arity(impl, nargs)
         self.name = name or getattr(impl, "__name__", "primitive")
         self.__name__ = self.name
         self.__qualname__ = getattr(impl, "__qualname__", self.name)
@@ -170,6 +173,8 @@ class Primitive:
 
     # -- dispatch ---------------------------------------------------------------
     def __call__(self, *args, **params):
+        if self.nargs is not None and len(args) > self.nargs:
+            args, params = self._split_static(args, params)
         top = None
         for a in args:
             if isinstance(a, Tracer):
@@ -179,6 +184,18 @@ class Primitive:
         if top is None:
             return self.impl(*args, **params)
         return top.process(self, args, params)
+
+    def _split_static(self, args, params):
+        n = self.nargs
+        names = self._static_names
+        if len(args) - n > len(names):
+            raise TypeError(f"{self.name}() takes at most {n + len(names)} positional arguments")
+        params = dict(params)
+        for name, v in zip(names, args[n:]):
+            if name in params:
+                raise TypeError(f"{self.name}() got multiple values for argument '{name}'")
+            params[name] = v
+        return args[:n], params
 
     # -- declaring rules ----------------------------------------------------------
     def frule(self, fn=None, *, symbolic_zeros=False):
@@ -276,6 +293,22 @@ class Primitive:
         return ans, _CheckedPullback(pb, n, self.name)
 
 
+def _array_arity(impl, nargs):
+    """How many leading positional arguments are arrays, and the static names after them."""
+    import inspect
+    try:
+        sig = inspect.signature(impl)
+    except (TypeError, ValueError):
+        return nargs, ()
+    pos = [p for p in sig.parameters.values()
+           if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values()):
+        return None, ()
+    if nargs is None:
+        nargs = sum(1 for p in pos if p.default is p.empty)
+    return nargs, tuple(p.name for p in pos[nargs:])
+
+
 class _PartialsPullback:
     __slots__ = ("pf", "primals", "ans", "params", "broadcasting", "needs")
 
@@ -328,6 +361,8 @@ class _UnbroadcastPullback(_CheckedPullback):
 
 def _unbroadcast(g, x, ans):
     """Sum a cotangent of ``ans`` (with leading batch axes) back to ``x``'s shape."""
+    if type(x) is float and type(g) is float:  # the scalar fast path
+        return g
     xs = shape_of(x)
     gs = shape_of(g)
     nb = len(gs) - ndim_of(ans)
@@ -341,7 +376,12 @@ def _unbroadcast(g, x, ans):
 
 def _expand_tangents(primals, tangents):
     """Give a batched tangent of a lower-rank argument its broadcast axes."""
-    nd = max(ndim_of(p) for p in primals)
+    nd = 0
+    for p in primals:
+        if type(p) is not float:
+            k = ndim_of(p)
+            if k > nd:
+                nd = k
     if nd == 0:
         return tangents
     out = None
@@ -358,15 +398,19 @@ def _expand_tangents(primals, tangents):
     return tangents if out is None else out
 
 
-def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False):
+def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False, nargs=None):
     """Make ``fn`` (plain NumPy in, plain NumPy out) a differentiable primitive.
 
     Use ``@wg.primitive`` or ``@wg.primitive(broadcasting=True)``, then declare
     ``@f.rrule`` and/or ``@f.frule`` (or ``@f.partials`` for elementwise
     functions).  The rules are written with ``wengert.numpy`` operations, so they
     are differentiable again.
+
+    Leading positional parameters without defaults are the (differentiable)
+    arrays; ``nargs`` overrides that count.  Later positional arguments are
+    static parameters, handed to the rules as keywords.
     """
     def make(f):
         return Primitive(f, name=name, broadcasting=broadcasting,
-                         multiple_results=multiple_results)
+                         multiple_results=multiple_results, nargs=nargs)
     return make(fn) if fn is not None else make

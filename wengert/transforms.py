@@ -432,7 +432,7 @@ def taylor(f, x, v, order):
     """
     if not isinstance(order, int) or order < 0:
         raise ValueError("order must be a non-negative integer")
-    from .taylor import taylor_coefficients
+    from .jet import taylor_coefficients
     return taylor_coefficients(f, x, v, order)
 
 

@@ -22,7 +22,7 @@ def zeros_like_value(x):
 
 def sum_to(g, nb, xs):
     """Sum ``g`` (``nb`` leading batch axes) down to batch + shape ``xs``."""
-    from .shape import reshape, sum as sum_
+    from .shape import reshape, sum_
     gs = shape_of(g)
     rest = gs[nb:]
     lead = len(rest) - len(xs)

@@ -16,7 +16,7 @@ def _norm_axes(axis, nd):
     return tuple(sorted(a % nd if nd else 0 for a in axis))
 
 
-@primitive
+@primitive(nargs=1)
 def reshape(x, shape):
     return np.reshape(x, shape)
 
@@ -73,7 +73,7 @@ def sum_vjp(x, axis=None, keepdims=False):
     return ans, pullback
 
 
-@primitive
+@primitive(nargs=1)
 def broadcast_to(x, shape):
     return np.broadcast_to(x, shape)
 

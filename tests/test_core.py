@@ -1,0 +1,257 @@
+"""The seeds' worked examples and the contract of API.md sections 1-3."""
+import collections
+import math
+
+import numpy as np
+import pytest
+
+import wengert as wg
+import wengert.numpy as wnp
+
+X, Y = 0.5, 4.2
+Z = 2.579425538604203
+DZDX, DZDY = 5.077582561890373, 0.5
+
+
+def seed_z(x, y):
+    return x * y + wnp.sin(x)
+
+
+def babylonian(x, n=10):
+    t = (1 + x) / 2
+    for _ in range(n):
+        t = (t + x / t) / 2
+    return t
+
+
+# -- the seeds' numbers, through every door -------------------------------------------
+def test_tape_seed_example():
+    t = wg.Tape()
+    x, y = t.var(X), t.var(Y)
+    z = x * y + wnp.sin(x)
+    assert z.value == Z
+    g = z.grad()
+    assert g.wrt(x) == DZDX and g.wrt(y) == DZDY
+    assert g.wrt(x, y) == (DZDX, DZDY)
+    assert len(t) == 5  # two inputs, mul, sin, add
+
+
+def test_grad_and_jvp_seed_example():
+    assert wg.grad(seed_z, argnums=(0, 1))(X, Y) == (DZDX, DZDY)
+    v, g = wg.value_and_grad(seed_z)(X, Y)
+    assert v == Z and g == DZDX
+    out, t = wg.jvp(seed_z, (X, Y), (1.0, 0.0))
+    assert out == Z and t == DZDX
+    assert wg.jvp(seed_z, (X, Y), (0.0, 1.0))[1] == DZDY
+
+
+def test_dual_seed_example():
+    d = wg.Dual(3, 0) + wg.Dual(5, 1) * wg.Dual(6, 0)
+    assert (d.value, d.tangent) == (33, 6)
+
+
+def test_babylonian_derivative():
+    want = 1 / (2 * math.sqrt(2))
+    assert abs(wg.derivative(babylonian)(2.0) - want) < 1e-12
+    assert abs(babylonian(wg.Dual(2.0, 1.0)).tangent - want) < 1e-12
+    assert abs(wg.grad(babylonian)(2.0) - want) < 1e-12
+
+
+def test_tape_serves_several_outputs():
+    t = wg.Tape()
+    x, y = t.var(X), t.var(Y)
+    a = x * y
+    b = wnp.sin(x)
+    ga, gb = a.grad(), b.grad()
+    assert (ga.wrt(x), ga.wrt(y)) == (Y, X)
+    assert gb.wrt(x) == math.cos(X) and gb.wrt(y) == 0.0
+    assert a.grad().wrt(x) == Y  # sweeping again gives the same
+
+
+def test_total_differential_of_intermediate():
+    t = wg.Tape()
+    x, y = t.var(X), t.var(Y)
+    a = x * y
+    z = a + wnp.sin(x)
+    assert z.grad().wrt(a) == 1.0
+
+
+def test_million_node_tape_has_no_recursion():
+    t = wg.Tape()
+    x = t.var(1.0)
+    y = x
+    for _ in range(1_000_000):
+        y = y * 1.0
+    assert len(t) == 1_000_001
+    assert y.grad().wrt(x) == 1.0
+
+
+# -- nesting ------------------------------------------------------------------------------
+def test_no_perturbation_confusion():
+    assert wg.derivative(lambda x: x * wg.derivative(lambda y: x + y)(1.0))(2.0) == 1.0
+    assert wg.grad(lambda x: x * wg.grad(lambda y: x + y)(1.0))(2.0) == 1.0
+    assert wg.derivative(lambda x: x * wg.grad(lambda y: x * y)(1.0))(2.0) == 4.0
+    assert wg.grad(lambda x: x * wg.derivative(lambda y: x * y)(1.0))(3.0) == 6.0
+
+
+@pytest.mark.parametrize("order,want", [(1, math.cos(0.7)), (2, -math.sin(0.7)),
+                                         (3, -math.cos(0.7)), (4, math.sin(0.7))])
+def test_derivative_orders(order, want):
+    assert abs(wg.derivative(wnp.sin, order)(0.7) - want) < 1e-12
+
+
+def test_grad_of_grad_of_grad():
+    f = lambda x: x ** 4  # noqa: E731
+    assert wg.grad(wg.grad(wg.grad(f)))(1.5) == pytest.approx(24 * 1.5)
+
+
+def test_mixed_nesting_all_orders():
+    f = lambda x: wnp.exp(2.0 * x)  # noqa: E731
+    for d1 in (wg.grad, wg.derivative):
+        for d2 in (wg.grad, wg.derivative):
+            assert d1(d2(f))(0.3) == pytest.approx(4 * math.exp(0.6))
+
+
+# -- transforms on arrays and pytrees -----------------------------------------------------
+def test_pytrees_in_and_out():
+    Point = collections.namedtuple("Point", "a b")
+
+    def f(p):
+        return wnp.sum(p["w"] * p["pt"].a) + p["pt"].b[0] ** 2
+
+    p = {"w": np.array([1.0, 2.0]), "pt": Point(np.array([3.0, 4.0]), [5.0])}
+    g = wg.grad(f)(p)
+    assert isinstance(g["pt"], Point) and isinstance(g["pt"].b, list)
+    np.testing.assert_allclose(g["w"], [3.0, 4.0])
+    np.testing.assert_allclose(g["pt"].a, [1.0, 2.0])
+    assert g["pt"].b[0] == 10.0
+    out, t = wg.jvp(lambda p: (p[0] * 2.0, {"k": p[1]}), ((1.0, 2.0),), ((1.0, 0.5),))
+    assert out == (2.0, {"k": 2.0}) and t == (2.0, {"k": 0.5})
+
+
+def test_float32_dtype_kept():
+    x = np.array([0.1, 0.2], dtype=np.float32)
+    g = wg.grad(lambda x: wnp.sum(wnp.sin(x) * 2.0))(x)
+    assert g.dtype == np.float32
+    out, t = wg.jvp(lambda x: wnp.exp(x), (x,), (np.ones(2, np.float32),))
+    assert out.dtype == np.float32 and t.dtype == np.float32
+    J = wg.jacobian(lambda x: wnp.exp(x), mode="reverse")(x)
+    assert J.dtype == np.float32
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse", "auto"])
+def test_jacobian_modes(mode):
+    A = np.arange(6.0).reshape(2, 3) / 7
+    f = lambda x: wnp.sin(x) * wnp.sum(x ** 2)  # noqa: E731
+    x = np.array([0.3, -0.2, 0.5])
+    J = wg.jacobian(f, mode=mode)(x)
+    want = np.diag(np.cos(x)) * np.sum(x ** 2) + np.outer(np.sin(x), 2 * x)
+    np.testing.assert_allclose(J, want, rtol=1e-12)
+    J2 = wg.jacobian(lambda a: a * 2.0, mode=mode)(A)
+    assert J2.shape == (2, 3, 2, 3)
+    np.testing.assert_allclose(J2.reshape(6, 6), 2 * np.eye(6))
+
+
+def test_hessian_and_hvp():
+    x = np.array([0.3, -0.2, 0.5])
+    f = lambda x: wnp.sum(x ** 3) + wnp.sum(x) ** 2  # noqa: E731
+    H = wg.hessian(f)(x)
+    want = np.diag(6 * x) + 2.0
+    np.testing.assert_allclose(H, want, rtol=1e-12)
+    v = np.array([1.0, 2.0, -1.0])
+    np.testing.assert_allclose(wg.hvp(f, x, v), want @ v, rtol=1e-12)
+
+
+def test_vjp_pullback_reusable():
+    out, pb = wg.vjp(lambda x, y: (x * y, wnp.sin(x)), X, Y)
+    assert pb((1.0, 0.0)) == (Y, X)
+    assert pb((0.0, 1.0)) == (math.cos(X), 0.0)
+
+
+def test_taylor_coefficients():
+    cs = wg.taylor(wnp.exp, 0.0, 1.0, 5)
+    np.testing.assert_allclose(cs, [1 / math.factorial(k) for k in range(6)], rtol=1e-12)
+    cs = wg.taylor(lambda x: wnp.sin(x[0]) * x[1], np.array([0.3, 2.0]), np.array([1.0, 0.0]), 3)
+    np.testing.assert_allclose(cs, [2 * math.sin(0.3), 2 * math.cos(0.3), -math.sin(0.3),
+                                    -math.cos(0.3) / 3], rtol=1e-12)
+
+
+def test_has_aux():
+    g, aux = wg.grad(lambda x: (x * x, {"v": x + 1.0}), has_aux=True)(3.0)
+    assert g == 6.0 and aux == {"v": 4.0}
+    (v, aux), g = wg.value_and_grad(lambda x: (x * x, "note"), has_aux=True)(3.0)
+    assert (v, aux, g) == (9.0, "note", 6.0)
+
+
+def test_control_flow_in_eager_transforms():
+    def f(x):
+        while x < 10.0:
+            x = x * 2.0
+        return x if x > 12.0 else -x
+
+    assert wg.grad(f)(3.0) == -4.0  # 3 -> 12 -> -12
+    assert wg.derivative(f)(5.0) == -2.0  # 5 -> 10 -> -10
+
+    def fact_like(x, n):
+        return x if n == 0 else x * fact_like(x, n - 1)
+
+    assert wg.grad(fact_like)(2.0, 3) == 4 * 2.0 ** 3
+
+
+def test_grad_of_constant_function_is_zero():
+    assert wg.grad(lambda x: 3.0)(1.0) == 0.0
+    np.testing.assert_array_equal(wg.grad(lambda x: 1.0)(np.ones(3)), np.zeros(3))
+
+
+def test_unmodified_numpy_ufuncs():
+    assert wg.grad(lambda x: np.sin(x) * np.float64(2.0))(0.0) == 2.0
+    x = np.array([0.1, 0.4])
+    np.testing.assert_allclose(wg.grad(lambda x: wnp.sum(np.exp(x)))(x), np.exp(x))
+    np.testing.assert_allclose(wg.grad(lambda x: wnp.sum(x * np.array([2.0, 3.0])))(x), [2, 3])
+    np.testing.assert_allclose(wg.grad(lambda x: wnp.sum(np.array([2.0, 3.0]) * x))(x), [2, 3])
+
+
+# -- errors say what to do -------------------------------------------------------------------
+def test_int_and_bool_arguments_rejected():
+    with pytest.raises(TypeError, match=r"argument 0 \('x'\).*integer"):
+        wg.grad(lambda x: x * 2.0)(2)
+    with pytest.raises(TypeError, match="bool"):
+        wg.derivative(lambda x: x)(True)
+    with pytest.raises(TypeError, match=r"argument 1 \('y'\)"):
+        wg.grad(lambda x, y: x * y, argnums=1)(1.0, np.array([1, 2]))
+    with pytest.raises(TypeError, match="integer"):
+        wg.Tape().var(3)
+
+
+def test_non_scalar_grad_output():
+    with pytest.raises(ValueError, match="scalar"):
+        wg.grad(lambda x: x * 2.0)(np.ones(3))
+
+
+@pytest.mark.parametrize("call", [float, math.sin, math.exp, int])
+def test_float_and_math_on_traced_value(call):
+    with pytest.raises(TypeError, match="wnp|value"):
+        wg.grad(lambda x: call(x))(1.0)
+
+
+def test_math_message_says_what_to_use():
+    with pytest.raises(TypeError, match=r"wnp\.sin"):
+        wg.derivative(math.sin)(1.0)
+
+
+def test_missing_rule_names_primitive():
+    @wg.primitive
+    def mystery(x):
+        return x * 3
+
+    with pytest.raises(NotImplementedError, match=r"mystery.*@mystery\.rrule"):
+        wg.grad(mystery)(1.0)
+    with pytest.raises(NotImplementedError, match=r"mystery.*@mystery\.frule"):
+        wg.derivative(mystery)(1.0)
+    assert mystery(2.0) == 6.0
+
+
+def test_numpy_function_without_rule():
+    with pytest.raises(NotImplementedError, match="numpy.*has no wengert rule"):
+        wg.grad(lambda x: np.i0(x))(1.0)
+

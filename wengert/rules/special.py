@@ -1,0 +1,251 @@
+"""``scipy.special`` functions, declared elementwise by their partials.
+
+Integer orders (``polygamma``'s ``n``, ``iv``'s ``v``) are not differentiated.
+Reductions over an axis (``logsumexp``) are primitives with their own rules;
+``softmax`` and ``log_softmax`` are compositions of ``logsumexp``.
+"""
+import math
+
+import numpy as np
+import scipy.special as _sp
+
+from ..core import ndim_of, primitive, shape_of
+from .elementwise import REGISTRY, elementwise, exp, log, log1p, sign, sqrt, where
+from .shape import _norm_axes, broadcast_to, reshape, sum_
+
+_SQRT_PI = math.sqrt(math.pi)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+SPECIAL = {}  # name -> primitive or composite, for tests and the coverage table
+
+
+def _special(np_fn, partials, *, name=None, domain=(-2.0, 2.0)):
+    p = elementwise(np_fn, partials, name=name, domain=domain)
+    REGISTRY.pop(p.name, None)  # scipy.special names live in their own table
+    SPECIAL[p.name] = p
+    return p
+
+
+def _keep_float32(fn):
+    """scipy's Python-level wrappers upcast float32; keep the input's dtype."""
+    def impl(n, x):
+        ans = fn(n, x)
+        dt = getattr(x, "dtype", None)
+        if dt == np.float32 and getattr(ans, "dtype", None) == np.float64:
+            ans = ans.astype(np.float32)
+        return ans
+    impl.__name__ = fn.__name__
+    impl.__doc__ = fn.__doc__
+    return impl
+
+
+# gamma family ---------------------------------------------------------------------------
+gammaln = _special(_sp.gammaln, lambda ans, x: (digamma(x),), domain=(0.2, 4.0))
+gamma = _special(_sp.gamma, lambda ans, x: (ans * digamma(x),), domain=(0.2, 4.0))
+polygamma = _special(_keep_float32(_sp.polygamma),
+                     lambda ans, n, x: (None, polygamma(n + 1, x)), domain=(0.2, 4.0))
+digamma = _special(_sp.digamma, lambda ans, x: (polygamma(1, x),), domain=(0.2, 4.0))
+psi = digamma
+SPECIAL["psi"] = digamma
+betaln = _special(_sp.betaln, lambda ans, a, b: (digamma(a) - digamma(a + b),
+                                                  digamma(b) - digamma(a + b)),
+                  domain=(0.2, 4.0))
+beta = _special(_sp.beta, lambda ans, a, b: (ans * (digamma(a) - digamma(a + b)),
+                                              ans * (digamma(b) - digamma(a + b))),
+                domain=(0.2, 4.0))
+
+# error functions --------------------------------------------------------------------------
+erf = _special(_sp.erf, lambda ans, x: ((2.0 / _SQRT_PI) * exp(-(x * x)),))
+erfc = _special(_sp.erfc, lambda ans, x: ((-2.0 / _SQRT_PI) * exp(-(x * x)),))
+erfinv = _special(_sp.erfinv, lambda ans, x: ((_SQRT_PI / 2.0) * exp(ans * ans),),
+                  domain=(-0.9, 0.9))
+erfcinv = _special(_sp.erfcinv, lambda ans, x: ((-_SQRT_PI / 2.0) * exp(ans * ans),),
+                   domain=(0.1, 1.9))
+erfcx = _special(_sp.erfcx, lambda ans, x: (2.0 * x * ans - 2.0 / _SQRT_PI,))
+
+# normal distribution -------------------------------------------------------------------------
+ndtr = _special(_sp.ndtr, lambda ans, x: (exp(-0.5 * (x * x)) / _SQRT_2PI,))
+ndtri = _special(_sp.ndtri, lambda ans, x: (_SQRT_2PI * exp(0.5 * (ans * ans)),),
+                 domain=(0.05, 0.95))
+# pdf / cdf through logs: no overflow far in the left tail
+log_ndtr = _special(_sp.log_ndtr,
+                    lambda ans, x: (exp(-0.5 * (x * x) - _HALF_LOG_2PI - ans),),
+                    domain=(-4.0, 3.0))
+
+# logistic ------------------------------------------------------------------------------------
+expit = _special(_sp.expit, lambda ans, x: (ans * (1.0 - ans),))
+logit = _special(_sp.logit, lambda ans, x: (1.0 / (x * (1.0 - x)),), domain=(0.1, 0.9))
+log_expit = _special(_sp.log_expit, lambda ans, x: (expit(-x),))
+
+
+# x log y: 0 where x == 0, as scipy's value is -------------------------------------------------
+def _safe_ratio(x, y):
+    """x / y, and 0 where x == 0 (even if y == 0)."""
+    zero = x == 0
+    return where(zero, 0.0, x / where(zero, 1.0, y))
+
+
+xlogy = _special(_sp.xlogy, lambda ans, x, y: (log(y), _safe_ratio(x, y)), domain=(0.1, 3.0))
+xlog1py = _special(_sp.xlog1py, lambda ans, x, y: (log1p(y), _safe_ratio(x, 1.0 + y)),
+                   domain=(0.1, 3.0))
+entr = _special(_sp.entr, lambda ans, x: (-(log(x) + 1.0),), domain=(0.1, 3.0))
+rel_entr = _special(_sp.rel_entr, lambda ans, x, y: (log(x / y) + 1.0, -(x / y)),
+                    domain=(0.1, 3.0))
+kl_div = _special(_sp.kl_div, lambda ans, x, y: (log(x / y), 1.0 - x / y), domain=(0.1, 3.0))
+
+# modified Bessel functions of the first kind: I_v' = (I_{v-1} + I_{v+1}) / 2 --------------------
+iv = _special(_sp.iv, lambda ans, v, x: (None, 0.5 * (iv(v - 1, x) + iv(v + 1, x))),
+              domain=(0.2, 3.0))
+# ive = iv * exp(-|x|) for real x
+ive = _special(_sp.ive, lambda ans, v, x: (None, 0.5 * (ive(v - 1, x) + ive(v + 1, x))
+                                           - sign(x) * ans), domain=(0.2, 3.0))
+i0 = _special(_sp.i0, lambda ans, x: (i1(x),))
+i1 = _special(_sp.i1, lambda ans, x: (0.5 * (i0(x) + iv(2.0, x)),))
+i0e = _special(_sp.i0e, lambda ans, x: (i1e(x) - sign(x) * ans,), domain=(0.2, 3.0))
+i1e = _special(_sp.i1e, lambda ans, x: (0.5 * (i0e(x) + ive(2.0, x)) - sign(x) * ans,),
+               domain=(0.2, 3.0))
+
+
+# reductions ------------------------------------------------------------------------------------
+def _kept_shape(xs, axis):
+    axes = _norm_axes(axis, len(xs))
+    return tuple(1 if i in axes else d for i, d in enumerate(xs)), axes
+
+
+def _lse_impl(a, axis=None, keepdims=False):
+    return _sp.logsumexp(a, axis=axis, keepdims=keepdims)
+
+
+def _lse_b_impl(a, b, axis=None, keepdims=False):
+    return _sp.logsumexp(a, axis=axis, b=b, keepdims=keepdims)
+
+
+_logsumexp = primitive(_lse_impl, name="logsumexp")
+_logsumexp_b = primitive(_lse_b_impl, name="logsumexp_b")  # a and b of one shape
+
+
+def _weights(a, ans, axis, xs):
+    """exp(a - logsumexp): the softmax weights (``xs`` is the reduced operand's shape)."""
+    kept, _ = _kept_shape(xs, axis)
+    return exp(a - reshape(ans, kept))
+
+
+def _sum_batched(t, x_ndim, axis, keepdims):
+    nb = ndim_of(t) - x_ndim
+    axes = tuple(a + nb for a in _norm_axes(axis, x_ndim))
+    return sum_(t, axis=axes, keepdims=keepdims)
+
+
+def _expand_batched(g, ans_ndim, kept, xs):
+    gs = shape_of(g)
+    nb = len(gs) - ans_ndim
+    return broadcast_to(reshape(g, gs[:nb] + kept), gs[:nb] + tuple(xs))
+
+
+@_logsumexp.frule(symbolic_zeros=True)
+def logsumexp_jvp(primals, tangents, axis=None, keepdims=False):
+    (a,), (da,) = primals, tangents
+    ans = _logsumexp(a, axis=axis, keepdims=keepdims)
+    if da is None:
+        return ans, None
+    return ans, _sum_batched(da * _weights(a, ans, axis, shape_of(a)), ndim_of(a), axis, keepdims)
+
+
+@_logsumexp.rrule
+def logsumexp_vjp(a, axis=None, keepdims=False):
+    ans = _logsumexp(a, axis=axis, keepdims=keepdims)
+    xs = shape_of(a)
+    kept, _ = _kept_shape(xs, axis)
+
+    def pullback(g):
+        return (_expand_batched(g, ndim_of(ans), kept, xs) * _weights(a, ans, axis, xs),)
+    return ans, pullback
+
+
+@_logsumexp_b.frule(symbolic_zeros=True)
+def logsumexp_b_jvp(primals, tangents, axis=None, keepdims=False):
+    a, b = primals
+    da, db = tangents
+    ans = _logsumexp_b(a, b, axis=axis, keepdims=keepdims)
+    xs = shape_of(a)
+    w = _weights(a, ans, axis, xs)  # d ans / d b
+    t = None
+    if da is not None:
+        t = da * (w * b)
+    if db is not None:
+        t = db * w if t is None else t + db * w
+    if t is None:
+        return ans, None
+    return ans, _sum_batched(t, len(xs), axis, keepdims)
+
+
+@_logsumexp_b.rrule(needs=True)
+def logsumexp_b_vjp(a, b, needs, axis=None, keepdims=False):
+    ans = _logsumexp_b(a, b, axis=axis, keepdims=keepdims)
+    xs = shape_of(a)
+    kept, _ = _kept_shape(xs, axis)
+
+    def pullback(g):
+        ge = _expand_batched(g, ndim_of(ans), kept, xs) * _weights(a, ans, axis, xs)
+        return (ge * b if needs[0] else None), (ge if needs[1] else None)
+    return ans, pullback
+
+
+def _traced(*xs):
+    from ..core import Tracer
+    return any(isinstance(x, Tracer) for x in xs)
+
+
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """``log(sum(b * exp(a)))`` over ``axis``, as ``scipy.special.logsumexp``.
+
+    Its derivative is the softmax of ``a`` (weighted by ``b``).  With
+    ``return_sign=True`` the sign is returned as a second, non-differentiated value.
+    """
+    if not _traced(a, b):
+        return _sp.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
+    if return_sign:  # log|sum b exp(a)| and its (non-differentiated) sign
+        _, s = _sp.logsumexp(_plain(a), axis=axis, b=_plain(b), keepdims=keepdims,
+                             return_sign=True)
+        if b is not None:
+            xs = np.broadcast_shapes(shape_of(a), shape_of(b))
+            b = b * np.reshape(s, _kept_shape(xs, axis)[0])
+        return logsumexp(a, axis=axis, b=b, keepdims=keepdims), s
+    if axis is not None and not isinstance(axis, int):
+        axis = tuple(axis)
+    if b is None:
+        return _logsumexp(a, axis=axis, keepdims=keepdims)
+    xs = np.broadcast_shapes(shape_of(a), shape_of(b))
+    if shape_of(a) != xs:
+        a = broadcast_to(a, xs)
+    if shape_of(b) != xs:
+        b = broadcast_to(b, xs)
+    return _logsumexp_b(a, b, axis=axis, keepdims=keepdims)
+
+
+def _plain(x):
+    from ..core import Tracer
+    while isinstance(x, Tracer):
+        x = x.value
+    return x
+
+
+def log_softmax(x, axis=None):
+    """``x - logsumexp(x, axis, keepdims=True)``, as ``scipy.special.log_softmax``."""
+    if not _traced(x):
+        return _sp.log_softmax(x, axis=axis)
+    return x - logsumexp(x, axis=axis, keepdims=True)
+
+
+def softmax(x, axis=None):
+    """``exp(log_softmax(x, axis))``, as ``scipy.special.softmax``."""
+    if not _traced(x):
+        return _sp.softmax(x, axis=axis)
+    return exp(log_softmax(x, axis=axis))
+
+
+for _f in (logsumexp, log_softmax, softmax):
+    _f.composite = True
+    SPECIAL[_f.__name__] = _f
+del _f

@@ -1,0 +1,43 @@
+"""``wengert.scipy.special``: ``scipy.special``, differentiable.
+
+Functions with rules are primitives (or compositions of them); other names pass
+straight through to SciPy when no traced value is involved, and raise
+``NotImplementedError`` naming the function when one is.
+
+>>> import wengert as wg
+>>> from wengert.scipy import special as wsp
+>>> float(wg.grad(wsp.gammaln)(3.0))  # digamma(3) = 3/2 - euler_gamma
+0.9227843350984671
+>>> print(wg.grad(lambda x: wsp.logsumexp(x))(np.zeros(4)))
+[0.25 0.25 0.25 0.25]
+"""
+import numpy as np
+import scipy.special as _sp
+
+from .. import _dispatch
+from ..numpy import _passthrough
+from ..rules.special import (SPECIAL as _SPECIAL, beta, betaln, digamma, entr, erf, erfc,  # noqa: F401
+                             erfcinv, erfcx, erfinv, expit, gamma, gammaln, i0, i0e, i1, i1e,
+                             iv, ive, kl_div, log_expit, log_ndtr, log_softmax, logit,
+                             logsumexp, ndtr, ndtri, polygamma, psi, rel_entr, softmax,
+                             xlog1py, xlogy)
+
+
+def __getattr__(name):
+    try:
+        attr = getattr(_sp, name)
+    except AttributeError:
+        raise AttributeError(f"module 'wengert.scipy.special' has no attribute {name!r}") \
+            from None
+    if callable(attr) and not isinstance(attr, type):
+        attr = _passthrough(f"scipy.special.{name}", attr)
+    globals()[name] = attr
+    return attr
+
+
+# scipy.special's ufuncs called on a traced value (NEP 13) come here
+for _name, _fn in list(_SPECIAL.items()):
+    _np_fn = getattr(_sp, _name, None)
+    if isinstance(_np_fn, np.ufunc):
+        _dispatch.HANDLED[_np_fn] = _fn
+del _name, _fn, _np_fn
