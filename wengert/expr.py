@@ -156,7 +156,7 @@ def parse(text):
     try:
         tree = ast.parse(stripped, mode="eval")
     except SyntaxError as e:
-        msg = (e.msg or "invalid syntax").splitlines()[0]
+        msg = (e.msg or "invalid syntax").splitlines()[0][:120]
         col = f" (column {e.offset + offset})" if e.offset else ""
         raise ExprError(f"syntax error: {msg}{col}") from None
     except (RecursionError, MemoryError):
@@ -185,6 +185,10 @@ class _Builder:
 
     def fail(self, what, node):
         raise ExprError(f"{what} is not allowed{_where(node, self.offset)}")
+
+    def _attribute(self, node):
+        col = node.end_col_offset - len(node.attr) + self.offset  # the '.', 1-based
+        raise ExprError(f"attribute access ('.{node.attr}') is not allowed (column {col})")
 
     def children(self, node, depth):
         """Validate ``node`` itself; return its sub-expressions (in order)."""
@@ -228,7 +232,7 @@ class _Builder:
             f = node.func
             if type(f) is not ast.Name:
                 if type(f) is ast.Attribute:
-                    self.fail(f"attribute access ('.{f.attr}')", f)
+                    self._attribute(f)
                 self.fail("calling anything but a function name", node)
             name = ALIASES.get(f.id, f.id)
             if name not in FUNCTIONS:
@@ -245,7 +249,7 @@ class _Builder:
                                 f"{len(node.args)}{_where(node, self.offset)}")
             return tuple(node.args)
         if t is ast.Attribute:
-            self.fail(f"attribute access ('.{node.attr}')", node)
+            self._attribute(node)
         what = _CONSTRUCTS.get(t, f"the construct '{t.__name__}'")
         self.fail(what, node)
 
