@@ -254,6 +254,8 @@ class Primitive:
                     continue
                 term = t * p
                 out = term if out is None else out + term
+            if self.broadcasting:
+                out = _fill_tangent(out, ans)
             return ans, out
         fr = self._frule
         if fr is None:
@@ -266,6 +268,8 @@ class Primitive:
             tangents = [zeros_like_value(p) if t is None else t
                         for p, t in zip(primals, tangents)]
         ans, t = fr(tuple(primals), tuple(tangents), **params)
+        if self.broadcasting and not self.multiple_results:
+            t = _fill_tangent(t, ans)
         return ans, t
 
     def pullback_of(self, primals, params, needs):
@@ -372,6 +376,18 @@ def _unbroadcast(g, x, ans):
         return g
     from .rules._zeros import sum_to
     return sum_to(g, nb, xs)
+
+
+def _fill_tangent(t, ans):
+    """Broadcast a tangent that only some arguments fed (e.g. ``x + c``) to ``ans``'s shape."""
+    if t is None:
+        return t
+    a_s, ts = shape_of(ans), shape_of(t)
+    nb = max(0, len(ts) - len(a_s))
+    if ts[nb:] == a_s:
+        return t
+    from .rules.shape import broadcast_to
+    return broadcast_to(t, ts[:nb] + a_s)
 
 
 def _expand_tangents(primals, tangents):

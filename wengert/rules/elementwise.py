@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from ..core import primitive
+from ._zeros import dtype_of
 from .arithmetic import absolute, add, divide, multiply, negative, power, subtract  # noqa: F401
 
 _LN2 = math.log(2.0)
@@ -72,13 +73,19 @@ square = elementwise(np.square, lambda ans, x: (2.0 * x,))
 reciprocal = elementwise(np.reciprocal, lambda ans, x: (-(ans * ans),), domain=(0.2, 3.0))
 
 # piecewise: ties split the derivative evenly, as autograd and JAX do --------------------------
+def _mask(cond, tie, ans):
+    """1 where ``cond``, 1/2 on ties, else 0: a constant, in the result's dtype."""
+    w = np.where(cond, 1.0, np.where(tie, 0.5, 0.0))
+    return w.astype(dtype_of(ans)) if hasattr(ans, "dtype") else float(w)
+
+
 def _max_partials(ans, x, y):
-    wx = where(x > y, 1.0, where(x == y, 0.5, 0.0))
+    wx = _mask(x > y, x == y, ans)  # comparisons of traced values give plain booleans
     return wx, 1.0 - wx
 
 
 def _min_partials(ans, x, y):
-    wx = where(x < y, 1.0, where(x == y, 0.5, 0.0))
+    wx = _mask(x < y, x == y, ans)
     return wx, 1.0 - wx
 
 
@@ -151,10 +158,9 @@ def clip(x, a_min, a_max):
 def clip_partials(ans, x, lo, hi):
     below = x < lo if lo is not None else False
     above = x > hi if hi is not None else False
-    inside = where(below | above, 0.0, 1.0) if not isinstance(below | above, bool) else 1.0
-    return (inside,
-            None if lo is None else where(below, 1.0, 0.0),
-            None if hi is None else where(above, 1.0, 0.0))
+    return (_mask(np.logical_not(np.logical_or(below, above)), False, ans),
+            None if lo is None else _mask(below, False, ans),
+            None if hi is None else _mask(above, False, ans))
 
 
 clip.domain = (-2.0, 2.0)
