@@ -1,0 +1,320 @@
+"""The explorer's computations, as plain data (no HTTP here).
+
+``expression_payload`` evaluates an expression the way seed 002's page shows it:
+the forward pass (node values in evaluation order), then the backward pass
+("pushing derivatives up": each edge's local derivative times the adjoint of the
+node using it is added to the adjoint of its argument), the gradient from
+``wg.grad``, the tape (Wengert list) that ``wg.Tape`` records, and the forward
+and reverse derivative programs from :mod:`wengert.source`.
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+
+from ..expr import ExprError, parse
+
+__all__ = ["ApiError", "expression_payload", "schedule_payload", "MAX_NODES"]
+
+MAX_NODES = 400          # more would not be readable as a drawing
+MAX_SECONDS = 5.0        # per request
+MAX_SCHEDULE_LENGTH = 256
+
+
+class ApiError(Exception):
+    """A client error: HTTP ``status`` and a one-line message."""
+
+    def __init__(self, message, status=400):
+        super().__init__(message)
+        self.status = status
+
+
+def jsonable(v):
+    """A float for JSON: non-finite values become the strings "inf", "-inf", "nan"."""
+    if v is None:
+        return None
+    v = float(v)
+    if math.isfinite(v):
+        return v
+    return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+
+
+def _plain(v):
+    while hasattr(v, "_trace"):
+        v = v.value
+    return v
+
+
+class _Deadline:
+    def __init__(self, seconds):
+        self.end = time.monotonic() + seconds
+
+    def check(self):
+        if time.monotonic() > self.end:
+            raise ApiError("the expression took too long to evaluate", 422)
+
+
+def _node_name(n, names):
+    return names[n.id]
+
+
+def expression_payload(text, inputs=None, *, rng=None, seconds=MAX_SECONDS):
+    """Everything the explorer page shows for ``text`` at ``inputs``."""
+    import wengert as wg
+    deadline = _Deadline(seconds)
+    if not isinstance(text, str):
+        raise ApiError("'expr' must be a string")
+    try:
+        expr = parse(text)
+    except ExprError as e:
+        raise ApiError(str(e)) from None
+    if len(expr.nodes) > MAX_NODES:
+        raise ApiError(f"expression too large for the explorer ({len(expr.nodes)} nodes; "
+                       f"the limit is {MAX_NODES})", 413)
+    env = _inputs(expr, inputs, rng)
+
+    # names in the seeds' style: inputs by name, intermediates v1, v2, ...
+    names, k = {}, 0
+    for n in expr.nodes:
+        if n.kind == "input":
+            names[n.id] = n.name
+        elif n.kind == "const":
+            names[n.id] = n.label
+        else:
+            k += 1
+            names[n.id] = f"v{k}"
+
+    # the tape, recorded by evaluating on Vars
+    tape = wg.Tape()
+    tvars = {name: tape.var(v) for name, v in env.items()}
+    try:
+        tvals = expr.evaluate_all(tvars)
+    except ExprError as e:
+        raise ApiError(str(e), 422) from None
+    deadline.check()
+    values = [_plain(v) for v in tvals]
+    tape_index = {}
+    for n, v in zip(expr.nodes, tvals):
+        if isinstance(v, wg.Var) and v.tape is tape:
+            tape_index.setdefault(v.index, n.id)
+    node_of_tape = {i: nid for i, nid in tape_index.items()}
+    tape_of_node = {nid: i for i, nid in tape_index.items()}
+
+    # forward steps
+    forward = []
+    for n in expr.nodes:
+        if n.kind == "input":
+            desc = f"{n.name} = {_num(values[n.id])}"
+        elif n.kind == "const":
+            desc = f"{names[n.id]} = {_num(values[n.id])}"
+        else:
+            desc = (f"{names[n.id]} = {_op_text(n, names)} = {_num(values[n.id])}")
+        forward.append({"node": n.id, "value": jsonable(values[n.id]), "text": desc,
+                        "tape": tape_of_node.get(n.id)})
+
+    # local derivatives of each edge, by forward mode on plain floats
+    local = {}
+    for n in expr.nodes:
+        deadline.check()
+        if n.kind != "op":
+            continue
+        fn = expr._function(n.op)
+        args = [values[a] for a in n.args]
+        for i, a in enumerate(n.args):
+            if expr.nodes[a].kind == "const":
+                continue
+            def partial(t, i=i):
+                return fn(*args[:i], t, *args[i + 1:])
+            local[(n.id, i)] = _partial(partial, args[i])
+
+    # backward steps: reverse evaluation order, pushing derivatives up
+    adj = {n.id: 0.0 for n in expr.nodes if n.kind != "const"}
+    adj[expr.root] = 1.0
+    backward = [{"kind": "seed", "node": expr.root, "adjoint": 1.0,
+                 "text": f"g{names[expr.root]} = 1"}]
+    edges = expr.graph()["edges"]
+    edge_id = {(e["target"], e["index"]): e["id"] for e in edges}
+    if expr.nodes[expr.root].kind == "const":
+        backward = []
+    for n in reversed(expr.nodes):
+        if n.kind != "op":
+            continue
+        for i, a in enumerate(n.args):
+            if expr.nodes[a].kind == "const":
+                continue
+            d = local[(n.id, i)]
+            contribution = adj[n.id] * d
+            adj[a] = adj[a] + contribution
+            backward.append({
+                "kind": "push", "edge": edge_id[(n.id, i)], "source": a, "target": n.id,
+                "local": jsonable(d), "contribution": jsonable(contribution),
+                "adjoint": jsonable(adj[a]), "tape": tape_of_node.get(n.id),
+                "text": (f"g{names[a]} += g{names[n.id]} * d{names[n.id]}/d{names[a]} = "
+                         f"{_num(adj[n.id])} * {_num(d)}  ->  g{names[a]} = {_num(adj[a])}")})
+
+    # the gradient from wg.grad (one reverse sweep of a tape)
+    from ..cli import gradient
+    deadline.check()
+    value, grads = gradient(expr, env)
+
+    tape_rows = []
+    for i, (op, parents) in enumerate(zip(tape._names, tape._parents)):
+        nid = node_of_tape.get(i)
+        tape_rows.append({
+            "index": i, "op": op, "node": nid,
+            "name": names[nid] if nid is not None else None,
+            "parents": [p for p in parents],
+            "args": [(names[node_of_tape[p]] if p in node_of_tape else f"#{p}") if p >= 0
+                     else "const" for p in parents],
+            "value": jsonable(values[nid]) if nid is not None else None})
+
+    progs, prog_error = None, None
+    try:
+        from ..cli import programs
+        progs = programs(expr)
+    except Exception as e:  # the source transformer may not cover everything
+        prog_error = f"{type(e).__name__}: {e}"
+    deadline.check()
+
+    graph = expr.graph()
+    layers = _layers(expr)
+    for nd in graph["nodes"]:
+        nd["value"] = jsonable(values[nd["id"]])
+        nd["name"] = names[nd["id"]]
+        nd["layer"] = layers[nd["id"]]
+        nd["adjoint"] = jsonable(adj[nd["id"]]) if nd["id"] in adj else None
+        nd["tape"] = tape_of_node.get(nd["id"])
+    for e in graph["edges"]:
+        e["local"] = jsonable(local.get((e["target"], e["index"])))
+
+    return {
+        "expr": text, "text": expr.to_text(), "source": expr.python_source("f"),
+        "variables": list(expr.variables),
+        "inputs": {k: jsonable(v) for k, v in env.items()},
+        "graph": graph, "forward": forward, "backward": backward,
+        "value": jsonable(value),
+        "gradient": {k: jsonable(v) for k, v in grads.items()},
+        "adjoints": {k: jsonable(adj[n.id]) for n in expr.nodes if n.kind == "input"
+                     for k in [n.name]},
+        "tape": tape_rows,
+        "programs": {"forward": progs[0], "reverse": progs[1]} if progs else None,
+        "programs_error": prog_error,
+    }
+
+
+def _partial(fn, x):
+    import numpy as np
+    import wengert as wg
+    with np.errstate(all="ignore"):
+        try:
+            return float(wg.derivative(fn)(x))
+        except (ArithmeticError, ValueError):
+            return float("nan")
+
+
+def _num(v):
+    v = float(v)
+    if not math.isfinite(v):
+        return str(v)
+    return f"{v:.6g}"
+
+
+def _op_text(n, names):
+    from ..expr import SYMBOLS
+    a = [names[i] for i in n.args]
+    if n.op in ("neg", "pos"):
+        return f"{SYMBOLS[n.op]}{a[0]}"
+    if n.op in SYMBOLS:
+        return f"{a[0]} {SYMBOLS[n.op]} {a[1]}"
+    return f"{n.op}({', '.join(a)})"
+
+
+def _layers(expr):
+    """Longest path from any leaf: leaves are layer 0, the root is on top."""
+    layer = {}
+    for n in expr.nodes:
+        layer[n.id] = 0 if not n.args else 1 + max(layer[a] for a in n.args)
+    return layer
+
+
+def _inputs(expr, inputs, rng):
+    if inputs is None:
+        inputs = {}
+    if not isinstance(inputs, dict):
+        raise ApiError("'inputs' must be an object mapping variable names to numbers")
+    if len(inputs) > 100:
+        raise ApiError("too many inputs (the limit is 100)")
+    rng = rng or random.Random()
+    env = {}
+    for name in expr.variables:
+        if name in inputs and inputs[name] is not None and inputs[name] != "":
+            v = inputs[name]
+            if isinstance(v, str):
+                try:
+                    v = float(v)
+                except ValueError:
+                    raise ApiError(f"input {name}: {v[:40]!r} is not a number") from None
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ApiError(f"input {name} must be a number")
+            try:
+                v = float(v)
+            except OverflowError:
+                raise ApiError(f"input {name} is too large") from None
+            if not math.isfinite(v):
+                raise ApiError(f"input {name} must be a finite number")
+            env[name] = v
+        else:
+            env[name] = round(rng.random(), 4)  # uniformly in [0, 1], as in seed 002
+    return env
+
+
+def schedule_payload(query):
+    """``GET /api/schedule?n=16&strategy=ctz&snapshots=3`` as data."""
+    def one(key, default=None):
+        vals = query.get(key)
+        if not vals:
+            return default
+        if len(vals) > 1:
+            raise ApiError(f"parameter {key!r} given more than once")
+        return vals[0]
+
+    def integer(key, default, lo, hi):
+        raw = one(key)
+        if raw is None or raw == "":
+            return default
+        try:
+            v = int(raw, 10)
+        except ValueError:
+            raise ApiError(f"parameter {key!r} must be an integer, got {raw[:40]!r}") from None
+        if not lo <= v <= hi:
+            raise ApiError(f"parameter {key!r} must be between {lo} and {hi}")
+        return v
+
+    unknown = set(query) - {"n", "strategy", "snapshots"}
+    if unknown:
+        raise ApiError(f"unknown parameter {sorted(unknown)[0][:40]!r}")
+    n = integer("n", 16, 1, MAX_SCHEDULE_LENGTH)
+    strategy = one("strategy", "ctz")
+    if strategy not in ("ctz", "binomial", "all", "invert"):
+        raise ApiError("parameter 'strategy' must be one of ctz, binomial, all, invert")
+    snapshots = integer("snapshots", None, 1, MAX_SCHEDULE_LENGTH)
+    try:
+        from ..checkpoint import checkpoint_schedule
+    except ImportError:
+        raise ApiError("checkpoint schedules are not available in this version", 501) from None
+    try:
+        actions = checkpoint_schedule(n, strategy, snapshots=snapshots)
+    except (ValueError, TypeError) as e:
+        raise ApiError(f"{e}") from None
+    return {"n": n, "strategy": strategy, "snapshots": snapshots,
+            "actions": [a.to_dict() if hasattr(a, "to_dict") else _action_dict(a)
+                        for a in actions]}
+
+
+def _action_dict(a):
+    if isinstance(a, dict):
+        return a
+    if isinstance(a, (tuple, list)):
+        return {"kind": str(a[0]), "args": [x for x in a[1:]]}
+    return {"kind": str(a)}
