@@ -89,13 +89,15 @@ def _zeros_like(x):
 
 
 def _fit(g, like):
-    """Give a derivative the dtype of the input it is taken with respect to."""
-    if isinstance(g, np.ndarray) or isinstance(g, np.generic):
+    """Give a derivative the type and dtype of the input it is taken with respect to."""
+    if type(like) is float:
+        if isinstance(g, (np.generic, np.ndarray)) and np.ndim(g) == 0:
+            return float(g)
+        return g
+    if isinstance(g, (np.ndarray, np.generic)):
         dt = _leaf_dtype(like)
         if dt is not None and g.dtype != dt:
             g = g.astype(dt)
-        if isinstance(like, float) and isinstance(g, np.generic):
-            return g
     return g
 
 
@@ -118,7 +120,7 @@ def value_and_grad(f, argnums=0, *, has_aux=False):
         for i in nums:
             leaves, d = flatten(args[i])
             vs = [tape._leaf(x) for x in leaves]
-            inputs[i] = (leaves, d, vs)
+            inputs[i] = (leaves, d, [v.index for v in vs])  # f may rebind a Var (x[i] = v)
             args[i] = unflatten(d, vs)
         out = f(*args, **kwargs)
         aux = None
@@ -141,8 +143,8 @@ def value_and_grad(f, argnums=0, *, has_aux=False):
         for i in nums:
             leaves, d, vs = inputs[i]
             gs = []
-            for x, v in zip(leaves, vs):
-                g = adj[v.index] if adj is not None else None
+            for x, k in zip(leaves, vs):
+                g = adj[k] if adj is not None else None
                 gs.append(_fit(g, x) if g is not None else _zeros_like(x))
             grads.append(unflatten(d, gs))
         g = grads[0] if isinstance(argnums, int) else tuple(grads)
@@ -180,7 +182,7 @@ def vjp(f, *primals):
     for p in primals:
         leaves, d = flatten(p)
         vs = [tape._leaf(x) for x in leaves]
-        inputs.append((leaves, d, vs))
+        inputs.append((leaves, d, [v.index for v in vs]))  # f may rebind a Var (x[i] = v)
         args.append(unflatten(d, vs))
     out = f(*args)
     out_leaves, out_def = flatten(out)
@@ -201,8 +203,8 @@ def vjp(f, *primals):
         res = []
         for leaves, d, vs in inputs:
             gs = []
-            for x, v in zip(leaves, vs):
-                g = adj[v.index] if adj is not None else None
+            for x, k in zip(leaves, vs):
+                g = adj[k] if adj is not None else None
                 gs.append(_fit(g, x) if g is not None else _zeros_like(x))
             res.append(unflatten(d, gs))
         return tuple(res)
@@ -378,6 +380,7 @@ def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one):
     from . import numpy as wnp
     tape = Tape()
     wrapped = [tape._leaf(x) for x in in_leaves]
+    in_index = [v.index for v in wrapped]  # f may rebind a Var (x[i] = v)
     out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
     out_leaves, out_def = flatten(out)
     m = sum(_size(o) for o in out_leaves)
@@ -396,8 +399,8 @@ def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one):
     adj = tape.sweep(seeds) if seeds else [None] * len(tape)
     # adjoint of input leaf j: (m, *in_j); split m into the outputs' shapes
     cols = []
-    for x, v in zip(in_leaves, wrapped):
-        g = adj[v.index]
+    for x, k in zip(in_leaves, in_index):
+        g = adj[k]
         if g is None:
             g = np.zeros((m,) + shape_of(x), _leaf_dtype(x))
         cols.append(g)
