@@ -135,7 +135,7 @@ def value_and_grad(f, argnums=0, *, has_aux=False):
                 f"{shape_of(out) if not isinstance(out, (tuple, list, dict)) else type(out).__name__}"
                 ". Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
         if isinstance(out, Var) and out._trace is tape:
-            seed = 1.0 if isinstance(out.value, float) else np.ones((), _leaf_dtype(out.value))
+            seed = 1.0 if isinstance(_plain(out.value), float) else np.ones((), _leaf_dtype(out.value))
             adj = tape.sweep({out.index: seed})
         else:
             adj = None
@@ -283,7 +283,7 @@ def derivative(f, order=1):
             raise ValueError("derivative takes a function of one scalar; use wg.jacobian "
                              "or wg.jvp for arrays")
         trace = ForwardTrace(new_level())
-        one = 1.0 if isinstance(x, float) else np.ones((), _leaf_dtype(x))
+        one = 1.0 if isinstance(_plain(x), float) else np.ones((), _leaf_dtype(x))
         out = f(Dual(x, one, trace), *args, **kwargs)
         if isinstance(out, Dual) and out._trace is trace:  # the common case, quickly
             t = out._tangent

@@ -1,0 +1,369 @@
+"""Code generation: a Graph as straight-line Python over NumPy, one assignment per node.
+
+Each primitive node calls that primitive's plain implementation (``prim.impl``),
+bound in the generated function's globals under the primitive's name, so the
+generated program computes exactly what the eager program computes.  Where an
+implementation is a Python operator (``operator.mul``...) the operator is
+written infix (``x * y``): the same call, read as the seeds write it.
+
+Implementations that try a Python operator first and fall back to NumPy when
+Python raises (``x / 0.0`` on floats) are written infix too, inside
+``try``/``except``; the ``except`` branch reruns the exact program, which calls
+the implementations themselves, so results are identical in every case.
+"""
+from __future__ import annotations
+
+import builtins
+import re
+import keyword
+import math
+import operator
+
+import numpy as np
+
+from .ir import GuardFailure
+
+__all__ = ["generate", "build_function", "leaf_names"]
+
+_INFIX = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
+          operator.floordiv: "//", operator.mod: "%", operator.pow: "**", operator.matmul: "@",
+          operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
+          operator.eq: "==", operator.ne: "!=", operator.and_: "&", operator.or_: "|",
+          operator.xor: "^"}
+_UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
+
+
+def _fallback_operator(impl):
+    """The Python operator a 'try the operator, else NumPy' implementation wraps."""
+    cells = getattr(impl, "__closure__", None) or ()
+    ops = [c.cell_contents for c in cells if c.cell_contents in _INFIX]
+    ufuncs = [c.cell_contents for c in cells if isinstance(c.cell_contents, np.ufunc)]
+    if len(ops) == 1 and len(ufuncs) == 1:
+        return ops[0]
+    return None
+
+
+def literal(v):
+    """Python source that evaluates to exactly ``v``, or ``None``."""
+    t = type(v)
+    if v is None or t is bool or t is int or t is str:
+        return repr(v)
+    if t is float:
+        return repr(v) if math.isfinite(v) else None
+    if v is Ellipsis:
+        return "..."
+    if t is slice:
+        parts = [literal(p) for p in (v.start, v.stop, v.step)]
+        return None if None in parts else f"slice({', '.join(parts)})"
+    if t is tuple or t is list:
+        parts = [literal(p) for p in v]
+        if None in parts:
+            return None
+        if t is tuple:
+            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+        return "[" + ", ".join(parts) + "]"
+    return None
+
+
+def _atom(src):
+    return f"({src})" if src.startswith("-") else src
+
+
+def _ident(s):
+    s = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in str(s))
+    if not s or s[0].isdigit():
+        s = "_" + s
+    if keyword.iskeyword(s):
+        s += "_"
+    return s
+
+
+# -- names of inputs ----------------------------------------------------------------------
+def _leaf_paths(d, prefix):
+    k = d.kind
+    if k == "leaf":
+        return [prefix]
+    if k == "none":
+        return []
+    out = []
+    keys = d.meta if k == "dict" else range(len(d.children))
+    for j, (key, c) in enumerate(zip(keys, d.children)):
+        part = key if k == "dict" and isinstance(key, str) and key.isidentifier() else str(j)
+        out += _leaf_paths(c, f"{prefix}_{part}")
+    return out
+
+
+def leaf_names(g, reserved=()):
+    """One Python name per graph input, from the traced function's parameter names."""
+    names = []
+    used = set(reserved)
+    for name, d in zip(g.arg_names, g.in_def.children):
+        names += _leaf_paths(d, name)
+    out = []
+    for n, slot in zip(names, g.leaf_slots):
+        if isinstance(slot, tuple):
+            continue
+        n = _ident(n)
+        base, k = n, 1
+        while n in used or hasattr(builtins, n) or re.fullmatch(r"[vc]\d+", n):
+            n = f"{base}_{k}" if k > 1 else f"{base}_"
+            k += 1
+        used.add(n)
+        out.append(n)
+    return out
+
+
+class Generated:
+    def __init__(self, text, namespace, name, exact_text=None):
+        self.text, self.namespace, self.name, self.exact_text = text, namespace, name, exact_text
+
+
+class _Emitter:
+    def __init__(self, g):
+        self.g = g
+        self.ns = {"GuardFailure": GuardFailure}
+        self.bound = {}  # id(obj) -> name
+        self.used = set(self.ns)
+
+    def bind(self, obj, hint):
+        key = id(obj)
+        if key in self.bound:
+            return self.bound[key]
+        base = _ident(hint)
+        name, k = base, 2
+        while name in self.used:
+            name = f"{base}_{k}"
+            k += 1
+        self.used.add(name)
+        self.ns[name] = obj
+        self.bound[key] = name
+        return name
+
+
+def _live(g):
+    live = [False] * len(g.nodes)
+    stack = list(g.outputs) + [i for i, _ in g.guards]
+    while stack:
+        i = stack.pop()
+        if live[i]:
+            continue
+        live[i] = True
+        stack.extend(g.nodes[i].args)
+    return live
+
+
+def _is_py_scalar(v):
+    return type(v) in (float, int, bool, complex)
+
+
+def _body(g, em, names, fast):
+    """Lines of the straight-line program; ``fast`` writes fallback-operators infix."""
+    lines = []
+    used_fast = False
+    live = _live(g)
+    guard_of = {}
+    for i, b in g.guards:
+        guard_of.setdefault(i, []).append(b)
+    counter = 0
+    expr = {}  # node index -> source of its value
+    for k, i in enumerate(g.input_nodes):
+        expr[i] = names[k]
+    for i, n in enumerate(g.nodes):
+        if not live[i]:
+            continue
+        if n.kind == "input":
+            pass
+        elif n.kind == "const":
+            lit = literal(n.value)
+            expr[i] = _atom(lit) if lit is not None else em.bind(n.value, f"c{i}")
+            continue
+        else:
+            counter += 1
+            v = f"v{counter}"
+            if n.kind == "proj":
+                rhs = f"{expr[n.args[0]]}[{n.params['index']}]"
+            else:
+                rhs, inline = _call(n, [expr[a] for a in n.args], em, fast,
+                                    [g.nodes[a].value for a in n.args])
+                used_fast |= inline
+            lines.append(f"{v} = {rhs}")
+            expr[i] = v
+        for b in guard_of.get(i, ()):
+            cond = f"not {expr[i]}" if b else expr[i]
+            lines.append(f"if {cond}: raise GuardFailure({i})"
+                         f"  # traced with {expr[i]} {'true' if b else 'false'}")
+    return lines, expr, used_fast
+
+
+def _call(n, args, em, fast, arg_values):
+    impl = n.prim.impl
+    if not n.params:
+        if len(args) == 2 and impl in _INFIX:
+            return f"{args[0]} {_INFIX[impl]} {args[1]}", False
+        if len(args) == 1 and impl in _UNARY:
+            return f"{_UNARY[impl]}{args[0]}", False
+        if fast and len(args) == 2:
+            op = _fallback_operator(impl)
+            if op is not None and _may_inline(op, arg_values):
+                # only Python numbers on both sides can make Python raise
+                risky = all(_is_py_scalar(v) for v in arg_values)
+                return f"{args[0]} {_INFIX[op]} {args[1]}", risky
+    fname = em.bind(impl, n.prim.name)
+    parts = list(args)
+    for key, val in n.params.items():
+        lit = literal(val)
+        parts.append(f"{key}={lit if lit is not None else em.bind(val, key)}")
+    return f"{fname}({', '.join(parts)})", False
+
+
+def _may_inline(op, vals):
+    """Python's operator gives the implementation's answer unless it raises, and
+    ``**`` could give a complex number only for a Python-number base and a
+    non-integral exponent."""
+    if op is operator.pow:
+        base, expo = vals
+        if _is_py_scalar(base):
+            return type(expo) is int or (type(expo) is float and expo.is_integer())
+    return True
+
+
+def _out_expr(d, leaves, em):
+    k = d.kind
+    if k == "leaf":
+        return next(leaves)
+    if k == "none":
+        return "None"
+    kids = [_out_expr(c, leaves, em) for c in d.children]
+    if k == "tuple":
+        return "(" + ", ".join(kids) + ("," if len(kids) == 1 else "") + ")"
+    if k == "list":
+        return "[" + ", ".join(kids) + "]"
+    if k == "dict":
+        return "{" + ", ".join(f"{literal(key) or em.bind(key, 'key')}: {v}"
+                               for key, v in zip(d.meta, kids)) + "}"
+    return f"{em.bind(d.meta, d.meta.__name__)}({', '.join(kids)})"
+
+
+def _unpack(g, names, em):
+    """Lines that take the argument pytrees apart into one name per input leaf."""
+    lines = []
+    params = []
+    leaf_names_all = []
+    it = iter(names)
+    for slot in g.leaf_slots:
+        leaf_names_all.append(None if isinstance(slot, tuple) else next(it))
+    pos = 0
+    used = em.used
+    for name, d in zip(g.arg_names, g.in_def.children):
+        if d.kind == "leaf":
+            pname = leaf_names_all[pos] or _fresh(name, used)
+            params.append(pname)
+            pos += 1
+            continue
+        pname = _fresh(name, used)
+        params.append(pname)
+        pos = _unpack_tree(pname, d, leaf_names_all, pos, lines, used)
+    return params, lines
+
+
+def _fresh(base, used):
+    base = _ident(base)
+    n, k = base, 1
+    while n in used:
+        n = f"{base}_{k}"
+        k += 1
+    used.add(n)
+    return n
+
+
+def _unpack_tree(expr, d, leaf_names_all, pos, lines, used):
+    if d.kind == "none":
+        return pos
+    if d.kind == "leaf":
+        if leaf_names_all[pos] is not None:
+            lines.append(f"{leaf_names_all[pos]} = {expr}")
+        return pos + 1
+    if d.kind == "dict":
+        for key, c in zip(d.meta, d.children):
+            lit = literal(key)
+            if c.kind == "leaf":
+                if leaf_names_all[pos] is not None:
+                    lines.append(f"{leaf_names_all[pos]} = {expr}[{lit}]")
+                pos += 1
+            else:
+                tmp = _fresh(f"{expr}_{_ident(key)}", used)
+                lines.append(f"{tmp} = {expr}[{lit}]")
+                pos = _unpack_tree(tmp, c, leaf_names_all, pos, lines, used)
+        return pos
+    # tuple, list, namedtuple: one unpacking statement (it also checks the length)
+    if not d.children:
+        return pos
+    targets = []
+    deferred = []
+    for j, c in enumerate(d.children):
+        if c.kind == "leaf":
+            targets.append(leaf_names_all[pos] or "_")
+            pos += 1
+        elif c.kind == "none":
+            targets.append("_")
+        else:
+            tmp = _fresh(f"{expr}_{j}", used)
+            targets.append(tmp)
+            deferred.append((tmp, c, pos))
+            pos += c.num_leaves
+    lines.append(", ".join(targets) + ("," if len(targets) == 1 else "") + f" = {expr}")
+    for tmp, c, p in deferred:
+        _unpack_tree(tmp, c, leaf_names_all, p, lines, used)
+    return pos
+
+
+def generate(g, fast=True):
+    em = _Emitter(g)
+    # bind the primitives first so that argument names never shadow them
+    live = _live(g)
+    for i, n in enumerate(g.nodes):
+        if live[i] and n.kind == "op":
+            em.bind(n.prim.impl, n.prim.name)
+    names = leaf_names(g, reserved=em.used)
+    em.used |= set(names)
+    params, unpack_lines = _unpack(g, names, em)
+    name = _fresh(g.name, em.used)
+
+    def program(fname, fast_):
+        body, expr, used_fast = _body(g, em, names, fast_)
+        ret = _out_expr(g.out_def, iter(expr[o] for o in g.outputs), em)
+        return body, ret, used_fast
+
+    body, ret, used_fast = program(name, fast)
+    sig = ", ".join(params)
+    if not used_fast:
+        text = _assemble(name, sig, unpack_lines, body, ret)
+        return Generated(text, em.ns, name)
+    exact_name = _fresh(f"{name}_exact", em.used)
+    ebody, eret, _ = program(exact_name, False)
+    exact_text = _assemble(exact_name, sig, unpack_lines, ebody, eret)
+    inner = ["try:"] + ["    " + ln for ln in unpack_lines + body] + [f"    return {ret}"]
+    inner += ["except (ZeroDivisionError, OverflowError):  # Python numbers: NumPy's answer",
+              f"    return {exact_name}({sig})"]
+    text = f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in inner)
+    return Generated(text, em.ns, name, exact_text)
+
+
+def _assemble(name, sig, unpack_lines, body, ret):
+    lines = unpack_lines + body + [f"return {ret}"]
+    return f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in lines)
+
+
+def build_function(g):
+    """Compile the generated source (text we wrote, never user text) to a function."""
+    gen = generate(g)
+    ns = dict(gen.namespace)
+    ns["__builtins__"] = builtins
+    if gen.exact_text is not None:
+        exec(builtins.compile(gen.exact_text, f"<wengert graph {gen.name}_exact>", "exec"), ns)
+    code = builtins.compile(gen.text, f"<wengert graph {gen.name}>", "exec")
+    exec(code, ns)
+    fn = ns[gen.name]
+    fn.source = gen.text
+    fn.exact_source = gen.exact_text
+    return fn

@@ -1,0 +1,251 @@
+"""Graph rewriting: constant folding, common subexpressions, identities, dead code.
+
+By default every rewrite is exact: the simplified graph computes bit for bit
+what the original computes (``x * 1``, ``x / 1``, ``x ** 1``, ``x - 0.0``,
+``x + (-0.0)``, ``-(-x)``, ``+x`` and shape operations to the same shape are
+the identity in IEEE arithmetic).  An identity is used only when the node's
+traced value has the type, dtype and shape of the operand it is replaced by, so
+a constant that broadcasts ``x`` to a larger shape, or promotes its dtype, is
+never dropped.
+
+``fast_math=True`` adds rewrites that hold for finite numbers only: ``x + 0``
+(``-0.0 + 0.0`` is ``+0.0``), ``x * 0`` and ``x - x`` (``nan``, ``inf``),
+``exp(log x)`` and ``log(exp x)`` (rounding).  Zero cotangents never become
+nodes in the first place (rules return ``None``, a symbolic zero); zeros that
+were materialised as constants go with ``fast_math``.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from .codegen import _fallback_operator
+from .ir import Graph, Node
+
+__all__ = ["simplify"]
+
+# algebraic facts about primitives, kept in one table: the shape operations that
+# are the identity when the result has the operand's shape (read off the values)
+SHAPE_IDENTITIES = {"reshape", "broadcast_to", "transpose", "squeeze", "expand_dims",
+                    "positive", "asarray", "copy", "real"}
+_ZERO_IF_EQUAL = {operator.sub}
+
+
+def _op_of(prim):
+    impl = prim.impl
+    return impl if callable(impl) and impl in _OPS else _fallback_operator(impl)
+
+
+_OPS = {operator.add, operator.sub, operator.mul, operator.truediv, operator.pow,
+        operator.neg, operator.pos}
+
+
+def _freeze(v):
+    if isinstance(v, np.ndarray):
+        return ("nd", v.dtype.str, v.shape, v.tobytes())
+    if isinstance(v, np.generic):
+        return ("np", v.dtype.str, v.tobytes())
+    if isinstance(v, float):
+        return ("f", v.hex() if v == v else "nan")
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__,) + tuple(_freeze(e) for e in v)
+    if isinstance(v, dict):
+        return ("dict",) + tuple((k, _freeze(e)) for k, e in v.items())
+    try:
+        hash(v)
+    except TypeError:
+        return ("id", id(v))
+    return (type(v).__name__, v)
+
+
+def _same_kind(a, b):
+    """Can ``b`` (a value) stand in for ``a`` (another): same type, dtype, shape."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (np.ndarray, np.generic)):
+        return a.dtype == b.dtype and np.shape(a) == np.shape(b)
+    return True
+
+
+def _is_numeric(v):
+    return isinstance(v, (int, float, np.ndarray, np.generic)) and not isinstance(v, bool) \
+        and np.asarray(v).dtype.kind in "iuf"
+
+
+def _all_equal(v, c, sign=None):
+    if not _is_numeric(v):
+        return False
+    a = np.asarray(v)
+    if a.size == 0 or not np.all(a == c):
+        return False
+    if sign is not None:
+        return bool(np.all(np.signbit(a) == sign))
+    return True
+
+
+def _zeros_like(v):
+    if isinstance(v, np.ndarray):
+        return np.zeros(v.shape, v.dtype)
+    if isinstance(v, np.generic):
+        return v.dtype.type(0)
+    return type(v)(0)
+
+
+class _Builder:
+    def __init__(self):
+        self.nodes = []
+        self.consts = {}
+        self.cse = {}
+        self.stats = {"folded": 0, "cse": 0, "identities": 0}
+
+    def add(self, node):
+        self.nodes.append(node)
+        return len(self.nodes) - 1
+
+    def const(self, value):
+        key = _freeze(value)
+        if key in self.consts:
+            return self.consts[key]
+        idx = self.add(Node("const", value=value))
+        self.consts[key] = idx
+        return idx
+
+    def is_const(self, i):
+        return self.nodes[i].kind == "const"
+
+
+def _identity(b, n, args, fast_math):
+    """An existing node (or a new constant) equal to ``n`` applied to ``args``; else None."""
+    vals = [b.nodes[a].value for a in args]
+    consts = [b.is_const(a) for a in args]
+    ans = n.value
+    op = _op_of(n.prim)
+    if n.params:
+        op = None
+
+    def keep(i):
+        return args[i] if _same_kind(ans, vals[i]) else None
+
+    if op is operator.mul:
+        for i, j in ((0, 1), (1, 0)):
+            if consts[j] and _all_equal(vals[j], 1):
+                r = keep(i)
+                if r is not None:
+                    return r
+            if fast_math and consts[j] and _all_equal(vals[j], 0) and _is_numeric(ans):
+                return b.const(_zeros_like(ans))
+    elif op is operator.add:
+        for i, j in ((0, 1), (1, 0)):
+            if consts[j] and _all_equal(vals[j], 0, sign=None if fast_math else True):
+                r = keep(i)
+                if r is not None:
+                    return r
+    elif op is operator.sub:
+        if consts[1] and _all_equal(vals[1], 0, sign=None if fast_math else False):
+            return keep(0)
+        if fast_math and args[0] == args[1] and _is_numeric(ans):
+            return b.const(_zeros_like(ans))
+    elif op in (operator.truediv, operator.pow):
+        if consts[1] and _all_equal(vals[1], 1):
+            return keep(0)
+    elif op is operator.neg:
+        inner = b.nodes[args[0]]
+        if inner.kind == "op" and _op_of(inner.prim) is operator.neg and not inner.params:
+            return inner.args[0] if _same_kind(ans, b.nodes[inner.args[0]].value) else None
+    elif op is operator.pos:
+        return keep(0)
+    if n.prim.name in SHAPE_IDENTITIES and len(args) == 1:
+        return keep(0)
+    if fast_math and len(args) == 1:
+        inner = b.nodes[args[0]]
+        if inner.kind == "op" and not inner.params and not n.params:
+            pair = (n.prim.impl, inner.prim.impl)
+            if pair in ((np.exp, np.log), (np.log, np.exp)):
+                r = inner.args[0]
+                return r if _same_kind(ans, b.nodes[r].value) else None
+    return None
+
+
+def simplify(g, *, fast_math=False, report=False):
+    """A new graph computing the same values with fewer nodes (see the module docs).
+
+    ``g2.stats`` records the node counts before and after and what each pass did;
+    ``report=True`` also prints them.
+    """
+    b = _Builder()
+    rep = [None] * len(g.nodes)
+    for i, n in enumerate(g.nodes):
+        k = n.kind
+        if k == "input":
+            rep[i] = b.add(Node("input", value=n.value))
+        elif k == "const":
+            rep[i] = b.const(n.value)
+        elif k == "proj":
+            parent = rep[n.args[0]]
+            j = n.params["index"]
+            if b.is_const(parent):
+                rep[i] = b.const(n.value)
+                continue
+            key = ("proj", parent, j)
+            if key in b.cse:
+                rep[i] = b.cse[key]
+                b.stats["cse"] += 1
+            else:
+                rep[i] = b.cse[key] = b.add(Node("proj", None, (parent,), {"index": j}, n.value))
+        else:
+            args = tuple(rep[a] for a in n.args)
+            if all(b.is_const(a) for a in args) and not getattr(n.prim, "impure", False):
+                rep[i] = b.const(n.value)
+                b.stats["folded"] += 1
+                continue
+            r = _identity(b, n, args, fast_math)
+            if r is not None:
+                rep[i] = r
+                b.stats["identities"] += 1
+                continue
+            key = (id(n.prim), args, _freeze(n.params))
+            if key in b.cse:
+                rep[i] = b.cse[key]
+                b.stats["cse"] += 1
+                continue
+            rep[i] = b.cse[key] = b.add(Node("op", n.prim, args, dict(n.params), n.value))
+    outputs = [rep[o] for o in g.outputs]
+    guards = []
+    seen = set()
+    for i, want in g.guards:
+        j = rep[i]
+        if b.is_const(j) or (j, want) in seen:
+            continue  # decided at trace time, or checked already
+        seen.add((j, want))
+        guards.append((j, want))
+    input_nodes = [rep[i] for i in g.input_nodes]
+    # dead code: keep what the outputs and guards need, and every input
+    live = [False] * len(b.nodes)
+    stack = outputs + [j for j, _ in guards] + input_nodes
+    while stack:
+        j = stack.pop()
+        if not live[j]:
+            live[j] = True
+            stack.extend(b.nodes[j].args)
+    new_index = {}
+    nodes = []
+    for j, node in enumerate(b.nodes):
+        if live[j]:
+            new_index[j] = len(nodes)
+            node.args = tuple(new_index[a] for a in node.args)
+            nodes.append(node)
+    out = Graph(nodes, g.in_def, g.leaf_slots, [new_index[j] for j in input_nodes], g.arg_names,
+                g.out_def, [new_index[j] for j in outputs],
+                [(new_index[j], w) for j, w in guards], name=g.name,
+                example_args=g.example_args)
+    stats = dict(b.stats)
+    stats.update(before=len(g), after=len(out), ops_before=g.num_ops, ops_after=out.num_ops,
+                 dead=len(b.nodes) - len(nodes))
+    out.stats = stats
+    if report:
+        print(f"simplify {g.name}: {stats['before']} -> {stats['after']} nodes "
+              f"({stats['ops_before']} -> {stats['ops_after']} primitive calls; "
+              f"{stats['folded']} folded, {stats['cse']} shared, {stats['identities']} "
+              f"identities, {stats['dead']} dead)")
+    return out
