@@ -4,6 +4,8 @@ Each node keeps only its parents' indices and its pullback (which holds what the
 rule needs); adjoints live outside the tape, in the ``Grad`` a sweep returns, so
 one tape serves any number of outputs.  The sweep is a loop: no recursion.
 """
+import contextlib
+
 from .core import Trace, Tracer, new_level
 
 __all__ = ["Tape", "Var", "Grad"]
@@ -18,14 +20,28 @@ class _Output:
         self.j, self.n = j, n
 
 
+_ACTIVE = []  # tapes whose transform (grad, vjp, ...) is running f, innermost last
+
+
+def active_tapes():
+    """The tapes of the transforms now running, innermost last (read by wg.scan)."""
+    return tuple(_ACTIVE)
+
+
 class Tape(Trace):
     """A Wengert list.  ``t.var(x)`` makes an input; ``v.grad()`` sweeps it backwards."""
 
-    def __init__(self):
-        self.level = new_level()
+    def __init__(self, parent=None):
+        # a sub-tape (parent given) shares its parent's level: while the parent is
+        # redirected to it, the parent's Vars are this tape's inputs (see ``redirected``)
+        self.level = new_level() if parent is None else parent.level
         self._parents = []    # per node: tuple of parent indices (-1 for constants)
         self._pullbacks = []  # per node: pullback, None for inputs, _Output for projections
         self._names = []      # per node: primitive name ("input" for inputs)
+        self._parent = parent
+        self._lifted = {}      # sub-tape: parent Var index -> the input standing for it here
+        self._redirect = None  # while set: operations on this tape are recorded there
+        self._paused = None    # while set (a dict): operations compute on values, unrecorded
 
     def __len__(self):
         return len(self._pullbacks)
@@ -47,19 +63,38 @@ class Tape(Trace):
         return Var(value, self, idx)
 
     def process(self, prim, args, params):
+        if self._redirect is not None:
+            return self._redirect.process(prim, args, params)
+        if self._parent is not None:
+            args = [self.own(a) if isinstance(a, Var) and a._trace is not self else a
+                    for a in args]
+        if self._paused is not None:
+            # recording paused: compute on the values, note which of our Vars were read
+            touched = self._paused
+            primals = []
+            for a in args:
+                if isinstance(a, Var) and a._trace is self:
+                    touched[a.index] = a
+                    primals.append(a.value)
+                else:
+                    primals.append(a)
+            return prim(*primals, **params)
         primals = []
         parents = []
         needs = []
+        plain = True
         for a in args:
-            if isinstance(a, Var) and a._trace is self:
-                primals.append(a.value)
-                parents.append(a.index)
-                needs.append(True)
-            else:
-                primals.append(a)
-                parents.append(-1)
-                needs.append(False)
-        ans, pullback = prim.pullback_of(primals, params, needs)
+            if isinstance(a, Tracer):
+                if a._trace is self:
+                    primals.append(a.value)
+                    parents.append(a.index)
+                    needs.append(True)
+                    continue
+                plain = False
+            primals.append(a)
+            parents.append(-1)
+            needs.append(False)
+        ans, pullback = prim.pullback_of(primals, params, needs, plain)
         idx = len(self._pullbacks)
         self._parents.append(tuple(parents))
         self._pullbacks.append(pullback)
@@ -75,14 +110,95 @@ class Tape(Trace):
             return tuple(outs)
         return Var(ans, self, idx)
 
-    def record(self, parents, pullback, name, value):
-        """Add a node with a hand-made pullback (checkpointing, custom regions)."""
+    def record(self, parents, pullback, name, value, multiple=False):
+        """Add a node with a hand-made pullback (checkpointing, custom regions).
+
+        With ``multiple=True``, ``value`` is a sequence of outputs, a tuple of Vars
+        is returned and ``pullback`` receives a tuple of cotangents (``None`` = zero).
+        """
         idx = len(self._pullbacks)
         self._parents.append(tuple(p.index if isinstance(p, Var) and p._trace is self else -1
                                    for p in parents))
         self._pullbacks.append(pullback)
         self._names.append(name)
-        return Var(value, self, idx)
+        if not multiple:
+            return Var(value, self, idx)
+        n = len(value)
+        outs = []
+        for j, a in enumerate(value):
+            self._parents.append((idx,))
+            self._pullbacks.append(_Output(j, n))
+            self._names.append(f"{name}[{j}]")
+            outs.append(Var(a, self, idx + 1 + j))
+        return tuple(outs)
+
+    # -- regions recorded as one node (wg.checkpoint, wg.scan) ----------------------------
+    @contextlib.contextmanager
+    def active(self):
+        """Mark this tape as the one a running transform records on (``active_tapes``)."""
+        _ACTIVE.append(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.pop()
+
+    def subtape(self):
+        """A fresh tape at this tape's level; see ``redirected``."""
+        return Tape(parent=self)
+
+    @contextlib.contextmanager
+    def paused(self, touched):
+        """Operations on this tape's Vars compute on values and are not recorded.
+
+        Each Var read meanwhile is put in the dict ``touched`` (index -> Var).
+        """
+        old, self._paused = self._paused, touched
+        try:
+            yield touched
+        finally:
+            self._paused = old
+
+    @contextlib.contextmanager
+    def redirected(self, sub):
+        """Record this tape's operations on its sub-tape ``sub`` instead.
+
+        Meanwhile a Var of this tape used in an operation becomes an input of ``sub``
+        (one per Var, listed in ``sub.lifted``), so sweeping ``sub`` gives its cotangent.
+        """
+        if sub._parent is not self:
+            raise ValueError("redirected() takes a sub-tape of this tape")
+        old, self._redirect = self._redirect, sub
+        try:
+            yield sub
+        finally:
+            self._redirect = old
+
+    def resolve(self):
+        """The tape this tape's operations currently go to (itself unless redirected)."""
+        t = self
+        while t._redirect is not None:
+            t = t._redirect
+        return t
+
+    @property
+    def lifted(self):
+        """Sub-tape: ``{parent Var index: the input Var standing for it here}``."""
+        return self._lifted
+
+    def own(self, v):
+        """``v`` as a Var of this tape: itself, or (for a Var of a tape redirected here)
+        the input standing for it."""
+        t = v._trace
+        if t is self:
+            return v
+        sub = t._redirect
+        if sub is None or sub.resolve() is not self:
+            raise ValueError("a Var of another tape at the same level reached this tape")
+        w = sub._lifted.get(v.index)
+        if w is None:
+            w = sub._leaf(v.value)
+            sub._lifted[v.index] = w
+        return self.own(w)
 
     def sweep(self, seeds):
         """Reverse sweep from ``{index: cotangent}``; returns the adjoint list."""

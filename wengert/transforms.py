@@ -122,7 +122,8 @@ def value_and_grad(f, argnums=0, *, has_aux=False):
             vs = [tape._leaf(x) for x in leaves]
             inputs[i] = (leaves, d, [v.index for v in vs])  # f may rebind a Var (x[i] = v)
             args[i] = unflatten(d, vs)
-        out = f(*args, **kwargs)
+        with tape.active():
+            out = f(*args, **kwargs)
         aux = None
         if has_aux:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
@@ -184,7 +185,8 @@ def vjp(f, *primals):
         vs = [tape._leaf(x) for x in leaves]
         inputs.append((leaves, d, [v.index for v in vs]))  # f may rebind a Var (x[i] = v)
         args.append(unflatten(d, vs))
-    out = f(*args)
+    with tape.active():
+        out = f(*args)
     out_leaves, out_def = flatten(out)
 
     def pullback(cotangent):
@@ -381,7 +383,8 @@ def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one):
     tape = Tape()
     wrapped = [tape._leaf(x) for x in in_leaves]
     in_index = [v.index for v in wrapped]  # f may rebind a Var (x[i] = v)
-    out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
+    with tape.active():
+        out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
     out_leaves, out_def = flatten(out)
     m = sum(_size(o) for o in out_leaves)
     seeds = {}
