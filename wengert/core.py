@@ -57,7 +57,7 @@ class Trace:
 class Tracer:
     """A value being watched by a trace.  Operators dispatch to primitives."""
 
-    __slots__ = ()
+    __slots__ = ("__weakref__",)  # weak references: wengert.numpy tracks views for x[i] = v
     __array_priority__ = 1000  # make ndarray's binary operators defer to us
 
     # -- what engines provide -------------------------------------------------
@@ -99,7 +99,10 @@ class Tracer:
         raise TypeError(
             "float() or a math.* function was called on a traced value, which would drop "
             "its derivative. Use wengert.numpy instead (e.g. wnp.sin(x) for math.sin(x)), "
-            "or x.value for the plain number without its derivative.")
+            "or x.value for the plain number without its derivative. If it was stored into a "
+            "plain NumPy array (a[i] = x), build the array from traced values with "
+            "wnp.stack([...]) or wnp.array([...]), or assign into a traced array instead "
+            "(e.g. a = wnp.zeros(n, like=x); a[i] = x).")
 
     __complex__ = __float__
 
@@ -117,7 +120,9 @@ class Tracer:
     def __array__(self, dtype=None, copy=None):
         raise TypeError(
             "a traced value was converted to a plain NumPy array, which would drop its "
-            "derivative. Call the wengert.numpy function (wnp.*) or use x.value.")
+            "derivative. Call the wengert.numpy function (wnp.*) or use x.value. To fill an "
+            "array with traced values use wnp.stack([...]) / wnp.array([...]), or assign "
+            "into a traced array (a = wnp.zeros(n, like=x); a[i] = x).")
 
     # -- NEP 13 / NEP 18 ------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -240,13 +245,16 @@ class Primitive:
         return self._rrule is not None or self._partials is not None
 
     # -- used by engines ------------------------------------------------------------
-    def pushforward(self, primals, tangents, params):
-        """``(ans, tangent)``; ``tangent`` is ``None`` when it is zero."""
+    def pushforward(self, primals, tangents, params, plain=False):
+        """``(ans, tangent)``; ``tangent`` is ``None`` when it is zero.
+
+        ``plain`` says no primal is traced by another (outer) trace.
+        """
         if self.broadcasting:
             tangents = _expand_tangents(primals, tangents)
         pf = self._partials
         if pf is not None:
-            ans = self(*primals, **params)
+            ans = self.impl(*primals, **params) if plain else self(*primals, **params)
             ps = pf(ans, *primals, **params)
             out = None
             for p, t in zip(ps, tangents):
@@ -272,14 +280,15 @@ class Primitive:
             t = _fill_tangent(t, ans)
         return ans, t
 
-    def pullback_of(self, primals, params, needs):
+    def pullback_of(self, primals, params, needs, plain=False):
         """``(ans, pullback)``; ``pullback(g)`` gives a tuple (``None`` = zero).
 
-        ``needs[i]`` says whether argument ``i`` wants a cotangent.
+        ``needs[i]`` says whether argument ``i`` wants a cotangent; ``plain`` that
+        no primal is traced by another (outer) trace.
         """
         pf = self._partials
         if pf is not None:
-            ans = self(*primals, **params)
+            ans = self.impl(*primals, **params) if plain else self(*primals, **params)
             return ans, _PartialsPullback(pf, primals, ans, params, self.broadcasting, needs)
         rr = self._rrule
         if rr is None:
@@ -293,7 +302,7 @@ class Primitive:
             ans, pb = rr(*primals, **params)
         n = len(primals)
         if self.broadcasting:
-            return ans, _UnbroadcastPullback(pb, primals, ans, n)
+            return ans, _UnbroadcastPullback(pb, primals, ans, n, needs)
         return ans, _CheckedPullback(pb, n, self.name)
 
 
@@ -313,6 +322,9 @@ def _array_arity(impl, nargs):
     return nargs, tuple(p.name for p in pos[nargs:])
 
 
+ONE = _ONE = 1.0  # a partial that *is* this object is an exact 1: no multiplication needed
+
+
 class _PartialsPullback:
     __slots__ = ("pf", "primals", "ans", "params", "broadcasting", "needs")
 
@@ -326,10 +338,9 @@ class _PartialsPullback:
         for p, x, need in zip(ps, self.primals, self.needs):
             if p is None or not need:
                 out.append(None)
-            elif self.broadcasting:
-                out.append(_unbroadcast(g * p, x, self.ans))
-            else:
-                out.append(g * p)
+                continue
+            gx = g if p is _ONE else g * p
+            out.append(_unbroadcast(gx, x, self.ans) if self.broadcasting else gx)
         return out
 
 
@@ -351,22 +362,23 @@ class _CheckedPullback:
 
 
 class _UnbroadcastPullback(_CheckedPullback):
-    __slots__ = ("primals", "ans")
+    __slots__ = ("primals", "ans", "needs")
 
-    def __init__(self, pb, primals, ans, n):
+    def __init__(self, pb, primals, ans, n, needs):
         super().__init__(pb, n, "")
-        self.primals, self.ans = primals, ans
+        self.primals, self.ans, self.needs = primals, ans, needs
 
     def __call__(self, g):
         cts = _CheckedPullback.__call__(self, g)
-        return tuple(None if c is None else _unbroadcast(c, x, self.ans)
-                     for c, x in zip(cts, self.primals))
+        return [None if c is None or not need else _unbroadcast(c, x, self.ans)
+                for c, x, need in zip(cts, self.primals, self.needs)]
 
 
 def _unbroadcast(g, x, ans):
     """Sum a cotangent of ``ans`` (with leading batch axes) back to ``x``'s shape."""
-    if type(x) is float and type(g) is float:  # the scalar fast path
-        return g
+    tx = type(x)
+    if tx is type(g) and (tx is float or (tx is np.ndarray and x.shape == g.shape)):
+        return g  # the common cases, quickly
     xs = shape_of(x)
     gs = shape_of(g)
     nb = len(gs) - ndim_of(ans)

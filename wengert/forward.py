@@ -21,14 +21,17 @@ class ForwardTrace(Trace):
     def process(self, prim, args, params):
         primals = []
         tangents = []
+        plain = True
         for a in args:
-            if isinstance(a, Dual) and a._trace is self:
-                primals.append(a.value)
-                tangents.append(a._tangent)
-            else:
-                primals.append(a)
-                tangents.append(None)
-        ans, tangent = prim.pushforward(primals, tangents, params)
+            if isinstance(a, Tracer):
+                if a._trace is self:
+                    primals.append(a.value)
+                    tangents.append(a._tangent)
+                    continue
+                plain = False
+            primals.append(a)
+            tangents.append(None)
+        ans, tangent = prim.pushforward(primals, tangents, params, plain)
         if prim.multiple_results:
             if tangent is None:
                 tangent = (None,) * len(ans)

@@ -1,0 +1,43 @@
+"""Shared timing helpers: medians of repeated runs, and optional peers."""
+import importlib
+import statistics
+import time
+
+
+def median_time(fn, *args, repeat=7, min_time=0.05):
+    """Median seconds per call over ``repeat`` batches of at least ``min_time`` each."""
+    fn(*args)  # warm up (and trace, for compiled functions)
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn(*args)
+        dt = time.perf_counter() - t0
+        if dt >= min_time or n >= 1 << 20:
+            break
+        n *= 2
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn(*args)
+        times.append((time.perf_counter() - t0) / n)
+    return statistics.median(times)
+
+
+def optional(name):
+    """The module, or None when the peer is not installed."""
+    try:
+        return importlib.import_module(name)
+    except Exception:
+        return None
+
+
+def row(label, *cells, width=34):
+    print(f"{label:<{width}}" + "".join(f"{c:>14}" for c in cells))
+
+
+def fmt(x, unit=""):
+    if x is None:
+        return "—"
+    return f"{x:.2f}{unit}" if x < 100 else f"{x:.0f}{unit}"
