@@ -13,8 +13,9 @@ def _value(x):
 
 
 def _compare(op):
-    # comparisons are not differentiable: they give plain booleans
-    return lambda self, other: op(_value(self), _value(other))
+    # comparisons are not differentiable: they compare the values one level down, which
+    # ends in plain booleans -- or in a graph tracer, which records the comparison
+    return lambda self, other: op(self.value, other.value if isinstance(other, Tracer) else other)
 
 
 def install_operators():

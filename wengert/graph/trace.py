@@ -23,6 +23,10 @@ from .ir import Graph, Node
 __all__ = ["GraphTrace", "GraphTracer", "trace"]
 
 
+class ForeignTracerError(TypeError):
+    """A traced function met a value of an outer transform it was not given."""
+
+
 class GraphTrace(Trace):
     def __init__(self):
         self.level = new_level()
@@ -67,7 +71,7 @@ class GraphTrace(Trace):
                 ins.append(a.node)
                 vals.append(a.value)
             elif isinstance(a, Tracer):
-                raise TypeError(
+                raise ForeignTracerError(
                     f"wg.trace: '{prim.name}' got a value traced by an outer transform "
                     f"({type(a).__name__}), e.g. a variable the traced function closes over. "
                     "Pass it to the traced function as an argument instead.")
