@@ -231,10 +231,23 @@ def _op_text(n, names):
 
 
 def _layers(expr):
-    """Longest path from any leaf: leaves are layer 0, the root is on top."""
-    layer = {}
+    """Layers for drawing: inputs on layer 0, the result on the last layer, and every
+    other node as late as possible (just above its first user), so edges stay short."""
+    longest = {}
     for n in expr.nodes:
-        layer[n.id] = 0 if not n.args else 1 + max(layer[a] for a in n.args)
+        longest[n.id] = 0 if not n.args else 1 + max(longest[a] for a in n.args)
+    users = {n.id: [] for n in expr.nodes}
+    for n in expr.nodes:
+        for a in n.args:
+            users[a].append(n.id)
+    layer = {}
+    for n in reversed(expr.nodes):
+        if n.kind == "input":
+            layer[n.id] = 0
+        elif not users[n.id]:
+            layer[n.id] = longest[n.id]
+        else:
+            layer[n.id] = min(layer[u] for u in users[n.id]) - 1
     return layer
 
 

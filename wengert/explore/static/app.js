@@ -1,0 +1,532 @@
+// wengert explorer: the expression graph, stepped through the forward then the backward pass,
+// and checkpoint schedules. Plain JavaScript + SVG; all text goes in through textContent.
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  data: null,     // payload of POST /api/expression
+  step: 0,        // 0 .. forward.length + backward.length
+  timer: null,
+  layout: null,
+};
+
+// -- helpers ------------------------------------------------------------------------------
+function fmt(v) {
+  if (v === null || v === undefined) return "";
+  if (typeof v === "string") return v;           // "inf", "-inf", "nan"
+  if (Number.isInteger(v) && Math.abs(v) < 1e9) return String(v);
+  const s = v.toPrecision(6);
+  return s.includes("e") ? s : String(parseFloat(s));
+}
+function full(v) {
+  if (v === null || v === undefined) return "";
+  return typeof v === "string" ? v : String(v);
+}
+function el(tag, attrs, text) {
+  const e = document.createElementNS(SVG, tag);
+  for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+function h(tag, text, attrs) {
+  const e = document.createElement(tag);
+  if (text !== undefined) e.textContent = text;
+  for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+  return e;
+}
+function showError(box, msg) {
+  const b = $(box);
+  if (msg) { b.textContent = msg; b.hidden = false; } else { b.textContent = ""; b.hidden = true; }
+}
+async function api(method, url, body) {
+  const opts = { method, headers: {} };
+  if (body !== undefined) {
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  const r = await fetch(url, opts);
+  let data;
+  try { data = await r.json(); } catch (e) { data = { error: `HTTP ${r.status}` }; }
+  if (!r.ok) throw new Error(data.error || `HTTP ${r.status}`);
+  return data;
+}
+
+// -- expression -----------------------------------------------------------------------------
+function currentInputs() {
+  const out = {};
+  for (const inp of document.querySelectorAll("#inputs input")) {
+    if (inp.value.trim() !== "") out[inp.dataset.var] = inp.value.trim();
+  }
+  return out;
+}
+
+async function load(expr, inputs, keepStep) {
+  stop();
+  showError("error", "");
+  let data;
+  try {
+    data = await api("POST", "/api/expression", { expr, inputs });
+  } catch (e) {
+    showError("error", e.message);
+    return;
+  }
+  const sameShape = state.data && state.data.expr === data.expr;
+  state.data = data;
+  if (!keepStep || !sameShape) state.step = 0;
+  state.step = Math.min(state.step, totalSteps());
+  buildInputs(data);
+  state.layout = layoutGraph(data.graph);
+  drawGraph();
+  buildTape(data);
+  buildPrograms(data);
+  updateUrl();
+  render();
+}
+
+function totalSteps() {
+  const d = state.data;
+  return d ? d.forward.length + d.backward.length : 0;
+}
+
+function buildInputs(d) {
+  const box = $("inputs");
+  box.replaceChildren();
+  for (const name of d.variables) {
+    const lab = h("label");
+    lab.append(document.createTextNode(name + " ="));
+    const inp = h("input", undefined, { type: "text", inputmode: "decimal", "data-var": name,
+                                         "aria-label": "value of " + name, id: "input-" + name });
+    inp.value = full(d.inputs[name]);
+    inp.addEventListener("change", () => load($("expr").value, currentInputs(), true));
+    lab.append(inp);
+    box.append(lab);
+  }
+  $("reroll").disabled = d.variables.length === 0;
+}
+
+function buildTape(d) {
+  const body = $("tape").tBodies[0];
+  body.replaceChildren();
+  for (const row of d.tape) {
+    const tr = h("tr", undefined, { "data-index": String(row.index) });
+    tr.append(h("td", String(row.index)), h("td", row.name || ""), h("td", row.op),
+              h("td", row.args.join(", ")), h("td", "", { class: "tape-value" }));
+    body.append(tr);
+  }
+  const gb = $("gradient").tBodies[0];
+  gb.replaceChildren();
+  for (const name of d.variables) {
+    const tr = h("tr");
+    tr.append(h("td", name), h("td", full(d.inputs[name])),
+              h("td", "", { class: "adjoint", "data-var": name }),
+              h("td", "", { class: "grad", "data-var": name }));
+    gb.append(tr);
+  }
+}
+
+function buildPrograms(d) {
+  const p = d.programs;
+  $("prog-forward").textContent = p ? p.forward : "(unavailable" + (d.programs_error ? ": " + d.programs_error : "") + ")";
+  $("prog-reverse").textContent = p ? p.reverse : "(unavailable)";
+}
+
+// layered DAG: inputs (layer 0) on top, the result at the bottom. Edges spanning several
+// layers get a bend point on each layer between (Sugiyama), ordered with the nodes.
+function layoutGraph(g) {
+  const layerOf = {}, up = {}, down = {}, layers = [];
+  const add = (id, l) => {
+    layerOf[id] = l; up[id] = []; down[id] = [];
+    (layers[l] = layers[l] || []).push(id);
+  };
+  for (const n of g.nodes) add(n.id, n.layer);
+  const routes = {};
+  for (const e of g.edges) {
+    const chain = [e.source];
+    for (let l = layerOf[e.source] + 1; l < layerOf[e.target]; l++) {
+      const d = `d${e.id}_${l}`;
+      add(d, l);
+      chain.push(d);
+    }
+    chain.push(e.target);
+    for (let i = 0; i + 1 < chain.length; i++) { down[chain[i]].push(chain[i + 1]); up[chain[i + 1]].push(chain[i]); }
+    routes[e.id] = chain.slice(1, -1);
+  }
+  const pos = {};
+  const order = (L) => L.forEach((id, i) => { pos[id] = i; });
+  layers.forEach((L) => order(L || []));
+  const bary = (ids, nb) => {
+    const m = (id) => {
+      const ns = nb[id];
+      if (!ns.length) return pos[id];
+      return ns.reduce((s, x) => s + pos[x], 0) / ns.length;
+    };
+    const keyed = ids.map((id) => [m(id), pos[id], id]);
+    keyed.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    return keyed.map((k) => k[2]);
+  };
+  for (let it = 0; it < 8; it++) {
+    for (let l = 1; l < layers.length; l++) if (layers[l]) { layers[l] = bary(layers[l], up); order(layers[l]); }
+    for (let l = layers.length - 2; l >= 0; l--) if (layers[l]) { layers[l] = bary(layers[l], down); order(layers[l]); }
+  }
+  const W = 96, H = 44, GX = 40, GY = 92, DW = 14;
+  const slot = (id) => (typeof id === "string" ? DW : W) + GX;
+  const spans = layers.map((L) => (L || []).reduce((s, id) => s + slot(id), 0) - GX);
+  const width = Math.max(360, Math.max(0, ...spans) + 2 * GX);
+  const xy = {};
+  layers.forEach((L, l) => {
+    if (!L) return;
+    let x = (width - spans[l]) / 2;
+    for (const id of L) {
+      const w = slot(id) - GX;
+      xy[id] = { x: x + w / 2, y: 34 + l * (H + GY) + H / 2 };
+      x += slot(id);
+    }
+  });
+  const height = layers.length * (H + GY) - GY + 90;
+  return { xy, width, height, W, H, routes };
+}
+
+function drawGraph() {
+  const d = state.data, L = state.layout, svg = $("graph");
+  svg.replaceChildren();
+  svg.setAttribute("viewBox", `0 0 ${L.width} ${L.height}`);
+  svg.setAttribute("width", L.width);
+  svg.style.maxWidth = L.width + "px";
+  const edgesG = el("g", { class: "edges" });
+  const nodesG = el("g", { class: "nodes" });
+  svg.append(edgesG, nodesG);
+  // parallel edges (x * x) bend apart
+  const count = {};
+  for (const e of d.graph.edges) {
+    const k = e.source + ">" + e.target;
+    count[k] = (count[k] || 0) + 1;
+  }
+  const seen = {};
+  for (const e of d.graph.edges) {
+    const a = L.xy[e.source], b = L.xy[e.target];
+    const k = e.source + ">" + e.target;
+    const i = (seen[k] = (seen[k] || 0) + 1) - 1;
+    const bend = count[k] > 1 ? (i - (count[k] - 1) / 2) * 50 : 0;
+    const pts = [[a.x, a.y + L.H / 2]];
+    for (const dId of L.routes[e.id]) pts.push([L.xy[dId].x, L.xy[dId].y]);
+    pts.push([b.x, b.y - L.H / 2]);
+    const g = el("g", { class: "edge", "data-edge": String(e.id) });
+    // the label sits ~60% down the last segment, clear of the adjoint badge under the argument
+    const t2 = 0.62, u2 = 1 - t2;
+    let dpath, lx, ly;
+    if (pts.length === 2) {
+      const [x1, y1] = pts[0], [x2, y2] = pts[1];
+      const mx = (x1 + x2) / 2 + bend, my = (y1 + y2) / 2;
+      dpath = `M${x1},${y1} Q${mx},${my} ${x2},${y2}`;
+      lx = u2 * u2 * x1 + 2 * u2 * t2 * mx + t2 * t2 * x2;
+      ly = u2 * u2 * y1 + 2 * u2 * t2 * my + t2 * t2 * y2;
+    } else {
+      dpath = "M" + pts.map((p) => p.join(",")).join(" L");
+      const [x1, y1] = pts[pts.length - 2], [x2, y2] = pts[pts.length - 1];
+      lx = u2 * x1 + t2 * x2; ly = u2 * y1 + t2 * y2;
+    }
+    g.append(el("path", { d: dpath }));
+    const bg = el("rect", { class: "lbg", x: lx - 32, y: ly - 9, width: 64, height: 16, rx: 3, visibility: "hidden" });
+    const t = el("text", { x: lx, y: ly + 4, class: "local" }, "");
+    g.append(bg, t);
+    edgesG.append(g);
+  }
+  for (const n of d.graph.nodes) {
+    const p = L.xy[n.id];
+    const g = el("g", { class: "node " + n.kind, "data-node": String(n.id), transform: `translate(${p.x},${p.y})` });
+    const title = el("title", {}, n.kind === "op" ? `${n.name} = ${opText(n, d)}` : n.name);
+    g.append(title);
+    g.append(el("rect", { x: -L.W / 2, y: -L.H / 2, width: L.W, height: L.H, rx: n.kind === "op" ? 20 : 6 }));
+    const label = n.kind === "op" ? `${n.name}: ${n.label}` : n.label;
+    g.append(el("text", { y: -4 }, label.length > 12 ? label.slice(0, 11) + "\u2026" : label));
+    g.append(el("text", { y: 13, class: "val" }, ""));
+    if (n.kind !== "const") {
+      const ab = el("g", { class: "adjg", transform: `translate(0,${L.H / 2 + 14})`, visibility: "hidden" });
+      ab.append(el("rect", { class: "adjbox", x: -44, y: -11, width: 88, height: 18, rx: 9 }));
+      ab.append(el("text", { y: 3, class: "adj" }, ""));
+      g.append(ab);
+    }
+    nodesG.append(g);
+  }
+}
+
+function opText(n, d) {
+  const names = n.args.map((a) => d.graph.nodes[a].name);
+  if (n.args.length === 1 && (n.op === "neg" || n.op === "pos")) return n.label + names[0];
+  if (n.args.length === 2 && n.label.length <= 2) return `${names[0]} ${n.label} ${names[1]}`;
+  return `${n.op}(${names.join(", ")})`;
+}
+
+function render() {
+  const d = state.data;
+  if (!d) return;
+  const F = d.forward.length, B = d.backward.length, s = state.step;
+  const fwdDone = Math.min(s, F), bwdDone = Math.max(0, s - F);
+  // node values
+  const evaluated = new Set();
+  for (let i = 0; i < fwdDone; i++) evaluated.add(d.forward[i].node);
+  const adj = {};
+  const pushedEdges = new Set();
+  if (bwdDone > 0) for (const n of d.graph.nodes) if (n.kind !== "const") adj[n.id] = 0;
+  let curEdge = null, curNode = null, curTape = null, text = "";
+  for (let i = 0; i < bwdDone; i++) {
+    const st = d.backward[i];
+    if (st.kind === "seed") adj[st.node] = st.adjoint;
+    else { adj[st.source] = st.adjoint; pushedEdges.add(st.edge); }
+  }
+  if (s === 0) {
+    text = "Press Step (or \u2192) to start the forward pass.";
+  } else if (s <= F) {
+    const st = d.forward[s - 1];
+    curNode = st.node; curTape = st.tape; text = "forward: " + st.text;
+  } else {
+    const st = d.backward[s - F - 1];
+    curTape = st.tape;
+    if (st.kind === "seed") { curNode = st.node; text = "backward: " + st.text; }
+    else { curEdge = st.edge; curNode = st.source; text = "backward: " + st.text; }
+  }
+  $("step-text").textContent = text;
+  $("phase").textContent = s === 0 ? `0 / ${F + B}` :
+    s <= F ? `forward pass ${s} / ${F}` : `backward pass ${s - F} / ${B}` + (s === F + B ? " \u2014 done" : "");
+  for (const g of document.querySelectorAll("#graph .node")) {
+    const id = +g.dataset.node;
+    const n = d.graph.nodes[id];
+    g.classList.toggle("evaluated", evaluated.has(id));
+    g.classList.toggle("current", id === curNode);
+    g.querySelector(".val").textContent = evaluated.has(id) ? "= " + fmt(n.value) : "";
+    const ab = g.querySelector(".adjg");
+    if (ab) {
+      const on = id in adj;
+      ab.setAttribute("visibility", on ? "visible" : "hidden");
+      ab.querySelector("text").textContent = on ? "g = " + fmt(adj[id]) : "";
+    }
+  }
+  for (const g of document.querySelectorAll("#graph .edge")) {
+    const id = +g.dataset.edge;
+    const e = d.graph.edges[id];
+    const shown = pushedEdges.has(id);
+    g.classList.toggle("pushed", shown);
+    g.classList.toggle("current", id === curEdge);
+    g.classList.toggle("forward-current", s > 0 && s <= F && e.target === curNode);
+    g.querySelector("text").textContent = shown ? "\u2202 " + fmt(e.local) : "";
+    g.querySelector(".lbg").setAttribute("visibility", shown ? "visible" : "hidden");
+  }
+  // tape table
+  for (const tr of $("tape").tBodies[0].rows) {
+    const i = +tr.dataset.index;
+    const row = d.tape[i];
+    const on = row.node !== null && evaluated.has(row.node);
+    tr.cells[4].textContent = on ? fmt(row.value) : "";
+    tr.classList.toggle("done-f", on);
+    tr.classList.toggle("current", i === curTape);
+    if (i === curTape && typeof tr.scrollIntoView === "function") tr.scrollIntoView({ block: "nearest" });
+  }
+  // gradient: adjoints as they accumulate, wg.grad once the sweep is complete
+  const complete = s === F + B && B > 0;
+  const inputIds = {};
+  for (const n of d.graph.nodes) if (n.kind === "input") inputIds[n.name] = n.id;
+  for (const td of document.querySelectorAll("#gradient td.adjoint")) {
+    const id = inputIds[td.dataset.var];
+    td.textContent = id in adj ? full(adj[id]) : "";
+  }
+  for (const td of document.querySelectorAll("#gradient td.grad")) {
+    td.textContent = complete ? full(d.gradient[td.dataset.var]) : "";
+  }
+  $("value-line").textContent = fwdDone === F ? `f = ${full(d.value)}` : "";
+  $("back").disabled = s === 0;
+  $("reset").disabled = s === 0;
+  $("step").disabled = s === F + B;
+  $("end").disabled = s === F + B;
+  document.body.dataset.step = String(s);
+  document.body.dataset.complete = complete ? "1" : "0";
+}
+
+function setStep(s) {
+  state.step = Math.max(0, Math.min(totalSteps(), s));
+  render();
+}
+function stop() {
+  if (state.timer) clearInterval(state.timer);
+  state.timer = null;
+  $("play").setAttribute("aria-pressed", "false");
+  $("play").textContent = "Play";
+}
+function play() {
+  if (state.timer) return stop();
+  if (state.step >= totalSteps()) setStep(0);
+  $("play").setAttribute("aria-pressed", "true");
+  $("play").textContent = "Pause";
+  state.timer = setInterval(() => {
+    if (state.step >= totalSteps()) return stop();
+    setStep(state.step + 1);
+  }, 700);
+}
+
+function updateUrl() {
+  const d = state.data;
+  const q = new URLSearchParams();
+  if (!$("view-sched").hidden) {
+    q.set("view", "schedule");
+    q.set("n", $("sched-n").value);
+    q.set("strategy", $("sched-strategy").value);
+    q.set("snapshots", $("sched-snapshots").value);
+  }
+  if (d) {
+    q.set("expr", d.expr);
+    for (const name of d.variables) if (name !== "expr" && name !== "view") q.set(name, full(d.inputs[name]));
+  }
+  const url = location.pathname + "?" + q.toString();
+  history.replaceState(null, "", url);
+  $("share").href = url;
+}
+
+// -- checkpoint schedules -----------------------------------------------------------------------
+function actionKind(a) {
+  const k = String(a.kind || a.action || a.type || a.op || "").toLowerCase();
+  if (k.startsWith("adv")) return "advance";
+  if (k.startsWith("store") || k.startsWith("snap") || k.startsWith("take") || k === "save") return "store";
+  if (k.startsWith("restore") || k.startsWith("load") || k.startsWith("restart")) return "restore";
+  if (k.startsWith("rev") || k.includes("turn") || k.startsWith("back") || k.startsWith("step")) return "reverse";
+  if (k.startsWith("free") || k.startsWith("drop") || k.startsWith("delete") || k.startsWith("evict") || k.startsWith("discard")) return "free";
+  return k || "?";
+}
+function num(a, keys) {
+  for (const k of keys) if (typeof a[k] === "number") return a[k];
+  return null;
+}
+
+// simulate the actions: rows of the tutorial's diagram, one per reversed step
+function scheduleRows(n, actions) {
+  let pos = 0;
+  const stored = new Set();
+  let recomputed = new Set();
+  const rows = [];
+  let advances = 0, maxStored = 0;
+  for (const a of actions) {
+    const k = actionKind(a);
+    if (k === "advance") {
+      const to = num(a, ["to", "stop", "end", "target"]);
+      const from = num(a, ["from", "start", "begin"]);
+      const cnt = num(a, ["steps", "count", "n"]);
+      if (from !== null) pos = from;
+      const end = to !== null ? to : pos + (cnt !== null ? cnt : 1);
+      for (let i = pos + 1; i <= end; i++) recomputed.add(i);
+      advances += Math.max(0, end - pos);
+      pos = end;
+    } else if (k === "store") {
+      const i = num(a, ["index", "step", "state", "at", "i", "position"]);
+      stored.add(i !== null ? i : pos);
+      maxStored = Math.max(maxStored, stored.size);
+    } else if (k === "restore") {
+      const i = num(a, ["index", "step", "state", "at", "i", "position", "from"]);
+      pos = i !== null ? i : pos;
+    } else if (k === "free") {
+      const i = num(a, ["index", "step", "state", "at", "i", "position"]);
+      stored.delete(i);
+    } else if (k === "reverse") {
+      const i = num(a, ["index", "step", "at", "i", "position", "from"]);
+      const at = i !== null ? i : pos;
+      rows.push({ at, stored: new Set(stored), recomputed });
+      recomputed = new Set();
+    }
+  }
+  return { rows, advances, maxStored };
+}
+
+async function loadSchedule() {
+  showError("sched-error", "");
+  const n = $("sched-n").value, strategy = $("sched-strategy").value, snaps = $("sched-snapshots").value;
+  const q = new URLSearchParams({ n, strategy });
+  if (snaps !== "" && strategy === "binomial") q.set("snapshots", snaps);
+  let data;
+  try { data = await api("GET", "/api/schedule?" + q.toString()); }
+  catch (e) { showError("sched-error", e.message); $("schedule").replaceChildren(); return; }
+  updateUrl();
+  drawSchedule(data);
+}
+
+function drawSchedule(data) {
+  const n = data.n, svg = $("schedule");
+  const { rows, advances, maxStored } = scheduleRows(n, data.actions);
+  const list = $("sched-actions");
+  list.replaceChildren();
+  for (const a of data.actions.slice(0, 2000)) list.append(h("li", JSON.stringify(a)));
+  $("sched-summary").textContent = `${data.actions.length} actions; ${rows.length} reverse steps; ` +
+    `${advances} forward steps (including the first sweep); at most ${maxStored} states stored at once.`;
+  const cw = 22, rh = 20, left = 10, top = 26;
+  const width = left * 2 + (n + 1) * cw, height = top + rows.length * rh + 10;
+  svg.replaceChildren();
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  svg.setAttribute("width", width);
+  svg.setAttribute("height", height);
+  for (let i = 0; i <= n; i++) {
+    svg.append(el("text", { x: left + i * cw + cw / 2, y: 16, class: "head" }, i.toString(16)));
+  }
+  rows.forEach((r, j) => {
+    const y = top + j * rh + 14;
+    for (let i = 0; i <= n; i++) {
+      let ch = "", cls = "";
+      if (r.stored.has(i)) { ch = "X"; cls = "stored"; }
+      else if (r.recomputed.has(i)) { ch = "+"; cls = "recomputed"; }
+      if (i === r.at) { ch = ch ? ch + "^" : "^"; cls = cls || "caret"; }
+      if (ch) svg.append(el("text", { x: left + i * cw + cw / 2, y, class: cls }, ch));
+    }
+  });
+}
+
+// -- views and events ----------------------------------------------------------------------
+function showView(which) {
+  const sched = which === "schedule";
+  $("view-expr").hidden = sched;
+  $("view-sched").hidden = !sched;
+  $("tab-expr").setAttribute("aria-pressed", String(!sched));
+  $("tab-sched").setAttribute("aria-pressed", String(sched));
+  if (sched) loadSchedule(); else updateUrl();
+}
+
+function init() {
+  const q = new URLSearchParams(location.search);
+  if (q.get("expr")) $("expr").value = q.get("expr");
+  for (const [k, id] of [["n", "sched-n"], ["strategy", "sched-strategy"], ["snapshots", "sched-snapshots"]]) {
+    if (q.get(k)) $(id).value = q.get(k);
+  }
+  const inputs = {};
+  for (const [k, v] of q.entries()) if (!["expr", "view", "n", "strategy", "snapshots", "step"].includes(k)) inputs[k] = v;
+  $("expr-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    load($("expr").value, currentInputs(), false);
+  });
+  $("reroll").addEventListener("click", () => load($("expr").value, {}, false));
+  $("step").addEventListener("click", () => { stop(); setStep(state.step + 1); });
+  $("back").addEventListener("click", () => { stop(); setStep(state.step - 1); });
+  $("reset").addEventListener("click", () => { stop(); setStep(0); });
+  $("end").addEventListener("click", () => { stop(); setStep(totalSteps()); });
+  $("play").addEventListener("click", play);
+  $("share").addEventListener("click", (ev) => {
+    ev.preventDefault();
+    updateUrl();
+    if (navigator.clipboard) navigator.clipboard.writeText(location.href).catch(() => {});
+  });
+  $("tab-expr").addEventListener("click", () => showView("expr"));
+  $("tab-sched").addEventListener("click", () => showView("schedule"));
+  $("sched-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadSchedule(); });
+  $("sched-strategy").addEventListener("change", loadSchedule);
+  document.addEventListener("keydown", (ev) => {
+    const t = ev.target;
+    if (t && (t.tagName === "INPUT" || t.tagName === "SELECT" || t.tagName === "TEXTAREA")) return;
+    if ($("view-expr").hidden || !state.data) return;
+    if (ev.key === "ArrowRight") { stop(); setStep(state.step + 1); ev.preventDefault(); }
+    else if (ev.key === "ArrowLeft") { stop(); setStep(state.step - 1); ev.preventDefault(); }
+    else if (ev.key === "Home") { stop(); setStep(0); ev.preventDefault(); }
+    else if (ev.key === "End") { stop(); setStep(totalSteps()); ev.preventDefault(); }
+  });
+  load($("expr").value, inputs, false).then(() => {
+    const st = parseInt(q.get("step") || "", 10);
+    if (!Number.isNaN(st)) setStep(st);
+  });
+  if (q.get("view") === "schedule") showView("schedule");
+}
+
+document.addEventListener("DOMContentLoaded", init);
