@@ -1,0 +1,275 @@
+"""numpy.linalg rules: finite differences in both modes (order 2), float32, stacked
+matrices, batched Jacobians (forward == reverse), closed forms, documented conventions."""
+import warnings
+
+import numpy as np
+import pytest
+
+import wengert as wg
+import wengert.numpy as wnp
+from wengert.numpy import linalg as wla
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _general(*shape, seed=0):
+    """Well-conditioned square (stacks of) matrices."""
+    a = _rng(seed).standard_normal(shape)
+    return a + 3.0 * np.eye(shape[-1])
+
+
+def _spd(*shape, seed=0):
+    x = _rng(seed).standard_normal(shape)
+    return x @ np.swapaxes(x, -1, -2) + shape[-1] * np.eye(shape[-1])
+
+
+def _distinct_sym(*shape, seed=0):
+    """Symmetric with well-separated eigenvalues."""
+    rng = _rng(seed)
+    n = shape[-1]
+    q, _ = np.linalg.qr(rng.standard_normal(shape))
+    w = np.arange(1.0, n + 1) * 1.5 + rng.uniform(0, 0.3, shape[:-1])
+    return (q * w[..., None, :]) @ np.swapaxes(q, -1, -2)
+
+
+def _rect(*shape, seed=0):
+    return _rng(seed).standard_normal(shape)
+
+
+def _sq(x):
+    return x * x
+
+
+# name -> (function of arrays, arguments)
+CASES = {
+    "solve_vec": (wla.solve, lambda: (_general(3, 3), _rect(3, seed=1))),
+    "solve_mat": (wla.solve, lambda: (_general(3, 3), _rect(3, 2, seed=1))),
+    "solve_stack": (wla.solve, lambda: (_general(2, 3, 3), _rect(2, 3, 2, seed=1))),
+    "solve_stack_vec": (wla.solve, lambda: (_general(2, 3, 3), _rect(3, seed=1))),
+    "solve_broadcast": (wla.solve, lambda: (_general(3, 3), _rect(2, 3, 2, seed=1))),
+    "inv": (wla.inv, lambda: (_general(2, 3, 3),)),
+    "det": (wla.det, lambda: (_general(2, 3, 3),)),
+    "slogdet": (lambda a: wla.slogdet(a)[1], lambda: (_general(2, 3, 3) - 4 * np.eye(3),)),
+    "cholesky": (wla.cholesky, lambda: (_spd(3, 3),)),
+    "cholesky_stack": (wla.cholesky, lambda: (_spd(2, 3, 3),)),
+    "cholesky_upper": (lambda a: wla.cholesky(a, upper=True), lambda: (_spd(3, 3),)),
+    "eigh_values": (lambda a: wla.eigh(a)[0], lambda: (_distinct_sym(2, 3, 3),)),
+    "eigh_vectors": (lambda a: _sq(wla.eigh(a)[1]), lambda: (_distinct_sym(3, 3),)),
+    "eigh_projector": (lambda a: (lambda w, v: (v * np.array([1.0, -2.0, 0.5], a.dtype)) @ v.mT)(
+        *wla.eigh(a)), lambda: (_distinct_sym(2, 3, 3),)),
+    "eigh_upper": (lambda a: _sq(wla.eigh(a, UPLO="U")[1]), lambda: (_distinct_sym(3, 3),)),
+    "eigvalsh": (wla.eigvalsh, lambda: (_distinct_sym(3, 3),)),
+    "svd_values": (lambda a: wla.svd(a, compute_uv=False), lambda: (_rect(2, 4, 3),)),
+    "svd_square": (lambda a: _svd_loss(a), lambda: (_rect(3, 3),)),
+    "svd_tall": (lambda a: _svd_loss(a), lambda: (_rect(4, 3),)),
+    "svd_wide": (lambda a: _svd_loss(a), lambda: (_rect(2, 3, 4),)),
+    "qr_tall": (lambda a: wla.qr(a), lambda: (_rect(4, 3),)),
+    "qr_square": (lambda a: wla.qr(a), lambda: (_rect(2, 3, 3),)),
+    "qr_wide": (lambda a: wla.qr(a), lambda: (_rect(3, 4),)),
+    "pinv_tall": (wla.pinv, lambda: (_rect(4, 3),)),
+    "pinv_wide": (wla.pinv, lambda: (_rect(2, 3, 4),)),
+    "lstsq_vec": (lambda a, b: wla.lstsq(a, b)[:2], lambda: (_rect(4, 3), _rect(4, seed=1))),
+    "lstsq_mat": (lambda a, b: wla.lstsq(a, b)[0], lambda: (_rect(4, 3), _rect(4, 2, seed=1))),
+    "matrix_power_3": (lambda a: wla.matrix_power(a, 3), lambda: (_rect(3, 3),)),
+    "matrix_power_-2": (lambda a: wla.matrix_power(a, -2), lambda: (_general(3, 3),)),
+    "multi_dot": (lambda a, b, c, d: wla.multi_dot([a, b, c, d]),
+                  lambda: (_rect(3, seed=1), _rect(3, 4, seed=2), _rect(4, 2, seed=3),
+                           _rect(2, seed=4))),
+    "norm_2": (wla.norm, lambda: (_rect(2, 3),)),
+    "norm_vec_1": (lambda x: wla.norm(x, 1), lambda: (_rect(4),)),
+    "norm_vec_3": (lambda x: wla.norm(x, 3, axis=0), lambda: (_rect(4, 2),)),
+    "norm_vec_inf": (lambda x: wla.norm(x, np.inf, axis=-1, keepdims=True),
+                     lambda: (_rect(2, 4),)),
+    "norm_vec_-inf": (lambda x: wla.norm(x, -np.inf), lambda: (_rect(4),)),
+    "norm_fro": (lambda x: wla.norm(x, "fro", axis=(0, 2)), lambda: (_rect(2, 3, 4),)),
+    "norm_nuc": (lambda x: wla.norm(x, "nuc"), lambda: (_rect(3, 4),)),
+    "norm_mat_2": (lambda x: wla.norm(x, 2, axis=(1, 2), keepdims=True),
+                   lambda: (_rect(2, 4, 3),)),
+    "norm_mat_-2": (lambda x: wla.norm(x, -2), lambda: (_rect(4, 3),)),
+    "norm_mat_1": (lambda x: wla.norm(x, 1), lambda: (_rect(3, 4),)),
+    "norm_mat_inf": (lambda x: wla.norm(x, np.inf, axis=(2, 0)), lambda: (_rect(3, 2, 4),)),
+    "vector_norm": (lambda x: wla.vector_norm(x, axis=(0, 1), ord=4), lambda: (_rect(2, 3),)),
+    "matrix_norm": (lambda x: wla.matrix_norm(x, ord=-1), lambda: (_rect(2, 3, 3),)),
+}
+
+
+def _svd_loss(a):
+    """Gauge-invariant functions of the factors: values, squares, a weighted reconstruction."""
+    u, s, vh = wla.svd(a, full_matrices=False)
+    k = s.shape[-1]
+    c = np.linspace(1.0, 2.0, k).astype(a.dtype)
+    return s, _sq(u), _sq(vh), (u * c) @ vh
+
+
+NONSMOOTH = {n for n in CASES if n.startswith("norm_") and n.split("_")[-1] in
+             ("1", "inf", "-inf")} | {"matrix_norm"}
+
+
+def _cast(args, dtype):
+    return tuple(a.astype(dtype) for a in args)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_check_grad_float64(name):
+    fn, make = CASES[name]
+    args = make()
+    order = 1 if name in NONSMOOTH else 2
+    wg.check_grad(fn, *args, order=order, modes=("forward", "reverse"))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_check_grad_float32_keeps_dtype(name):
+    fn, make = CASES[name]
+    args = _cast(make(), np.float32)
+    wg.check_grad(fn, *args, order=1, modes=("forward", "reverse"))
+    out = fn(*args)
+    for leaf in wg.tree.flatten(out)[0]:
+        assert leaf.dtype == np.float32, name
+    grads = wg.grad(lambda *xs: _total(fn(*xs)), argnums=tuple(range(len(args))))(*args)
+    for g in grads:
+        assert g.dtype == np.float32, name
+
+
+def _total(out):
+    leaves = wg.tree.flatten(out)[0]
+    t = 0.0
+    for leaf in leaves:
+        t = t + wnp.sum(leaf)
+    return t
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_jacobian_forward_equals_reverse(name):
+    fn, make = CASES[name]
+    args = make()
+    nums = tuple(range(len(args)))
+    jf = wg.jacobian(fn, argnums=nums, mode="forward")(*args)
+    jr = wg.jacobian(fn, argnums=nums, mode="reverse")(*args)
+    lf, lr = wg.tree.flatten(jf)[0], wg.tree.flatten(jr)[0]
+    assert len(lf) == len(lr)
+    for a, b in zip(lf, lr):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+
+
+def test_values_match_numpy():
+    a, b = _general(2, 3, 3), _rect(2, 3, 2, seed=1)
+
+    def check(f, *xs):
+        got = wg.jvp(f, xs, xs)[0]
+        want = f(*xs)
+        for x, y in zip(wg.tree.flatten(got)[0], wg.tree.flatten(want)[0]):
+            np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
+
+    check(wla.solve, a, b)
+    check(wla.inv, a)
+    check(wla.slogdet, a)
+    check(wla.eigh, _distinct_sym(3, 3))
+    check(lambda a: wla.svd(a, full_matrices=False), _rect(4, 3))
+    check(wla.qr, _rect(4, 3))
+    check(wla.qr, _rect(3, 5))
+    check(lambda x: wla.norm(x, "nuc"), _rect(3, 4))
+    check(lambda x: wla.norm(x, 3, axis=1), _rect(3, 4))
+    assert isinstance(wla.slogdet(a), type(np.linalg.slogdet(a)))
+
+
+# -- closed forms ----------------------------------------------------------------------------------
+
+
+def test_logdet_gradient_is_inverse_transpose():
+    a = _general(4, 4) - 3.5 * np.eye(4)
+    for mode_grad in (wg.grad(lambda a: wla.slogdet(a)[1]),
+                      lambda a: wg.jacobian(lambda a: wla.slogdet(a)[1], mode="forward")(a)):
+        np.testing.assert_allclose(mode_grad(a), np.linalg.inv(a).T, rtol=1e-10)
+    np.testing.assert_allclose(wg.grad(lambda a: wnp.log(wnp.abs(wla.det(a))))(a),
+                               np.linalg.inv(a).T, rtol=1e-10)
+
+
+def test_trace_inv_product_gradient():
+    a, b = _general(3, 3), _rect(3, 3, seed=5)
+    ai = np.linalg.inv(a)
+    g = wg.grad(lambda a: wnp.sum(wla.inv(a) * b.T))(a)  # tr(inv(a) b)
+    np.testing.assert_allclose(g, -(ai @ b @ ai).T, rtol=1e-10)
+
+
+def test_eigenvalue_gradient_is_outer_product_of_vectors():
+    a = _distinct_sym(4, 4)
+    w, v = np.linalg.eigh(a)
+    g = wg.grad(lambda a: wla.eigvalsh(a)[-1])(a)
+    want = np.outer(v[:, -1], v[:, -1])
+    np.testing.assert_allclose(g, np.tril(want + want.T) - np.diag(np.diag(want)), atol=1e-10)
+    # symmetric inputs built from parameters: the symmetrised gradient (as JAX, PyTorch)
+    x = _rect(4, 4)
+    gx = wg.grad(lambda x: wla.eigvalsh(x + x.T)[-1])(x)
+    w2, v2 = np.linalg.eigh(x + x.T)
+    np.testing.assert_allclose(gx, 2 * np.outer(v2[:, -1], v2[:, -1]), atol=1e-10)
+
+
+def test_cholesky_reads_lower_triangle_and_logdet():
+    a = _spd(3, 3)
+    noisy = a + np.triu(_rect(3, 3), 1)  # numpy ignores the strict upper triangle
+    np.testing.assert_allclose(wla.cholesky(noisy), np.linalg.cholesky(a))
+    g = wg.grad(lambda a: wnp.sum(wla.cholesky(a)))(a)
+    assert np.all(np.triu(g, 1) == 0)
+    # 2 sum(log diag L) = log det A
+    logdet = lambda a: 2.0 * wnp.sum(wnp.log(wnp.sum(wla.cholesky(a) * np.eye(3), axis=-1)))
+    x = _rect(3, 3)
+    param = lambda x: x @ x.T + 3.0 * np.eye(3)
+    np.testing.assert_allclose(
+        wg.grad(lambda x: logdet(param(x)))(x),
+        wg.grad(lambda x: wla.slogdet(param(x))[1])(x), rtol=1e-10)
+
+
+def test_svd_reconstruction_identity():
+    a = _rect(4, 3)
+    g = wg.jacobian(lambda a: (lambda u, s, vh: (u * s) @ vh)(*wla.svd(a, full_matrices=False)),
+                    mode="reverse")(a)
+    np.testing.assert_allclose(g.reshape(12, 12), np.eye(12), atol=1e-10)
+
+
+def test_svd_full_matrices_and_qr_complete_need_square():
+    with pytest.raises(NotImplementedError, match="full_matrices=False"):
+        wg.grad(lambda a: wnp.sum(wla.svd(a)[0]))(_rect(4, 3))
+    # square: full == reduced
+    wg.check_grad(lambda a: wla.svd(a)[1], _rect(3, 3))
+
+
+# -- documented conventions -------------------------------------------------------------------------
+
+
+def test_norm_at_zero_has_zero_gradient():
+    z = np.zeros(3)
+    for f in (wla.norm, lambda x: wla.norm(x, 3), lambda x: wla.norm(x, 1),
+              lambda x: wla.norm(wnp.reshape(x, (1, 3)), "fro")):
+        np.testing.assert_array_equal(wg.grad(f)(z), np.zeros(3))
+        np.testing.assert_array_equal(wg.jacobian(f, mode="forward")(z), np.zeros(3))
+
+
+def test_degenerate_eigenvalues_give_inf_nan_not_an_exception():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = wg.grad(lambda a: wnp.sum(wla.eigh(a)[1] * np.arange(9.0).reshape(3, 3)))(np.eye(3))
+    assert not np.all(np.isfinite(g))
+    # eigenvalues alone are fine at degenerate points
+    assert np.all(np.isfinite(wg.grad(lambda a: wnp.sum(wla.eigvalsh(a)))(np.eye(3))))
+
+
+def test_numpy_linalg_dispatches_to_wengert():
+    a, b = _general(3, 3), _rect(3, seed=1)
+    g_np = wg.grad(lambda a: np.sum(np.linalg.solve(a, b)))(a)
+    g_w = wg.grad(lambda a: wnp.sum(wla.solve(a, b)))(a)
+    np.testing.assert_allclose(g_np, g_w)
+    for f in (np.linalg.inv, np.linalg.det, lambda a: np.linalg.slogdet(a)[1],
+              lambda a: np.linalg.norm(a, "nuc"), np.linalg.cholesky,
+              lambda a: np.linalg.eigh(a)[0], np.linalg.pinv):
+        wg.jacobian(f)(_spd(3, 3))
+
+
+def test_plain_values_pass_through():
+    a = _general(3, 3)
+    assert wla.cond(a) == np.linalg.cond(a)
+    assert wla.matrix_rank(a) == 3
+    np.testing.assert_array_equal(wla.matrix_power(a, 0), np.eye(3))
+    with pytest.raises(NotImplementedError, match="linalg.eig"):
+        wg.grad(lambda a: wnp.sum(wla.eig(a)[0]))(a)
