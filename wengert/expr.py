@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import warnings
 
 import numpy as np
 
@@ -73,6 +74,8 @@ _UNARY = {ast.USub: ("neg", "-"), ast.UAdd: ("pos", "+")}
 _PY_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
            "div": operator.truediv, "floordiv": operator.floordiv, "mod": operator.mod,
            "pow": operator.pow, "neg": operator.neg, "pos": operator.pos}
+_NUMPY_SEMANTICS = {"div": "divide", "floordiv": "floor_divide", "mod": "remainder",
+                    "pow": "power"}
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
            "pow": "**", "neg": "-", "pos": "+"}
 _PREC = {"add": 1, "sub": 1, "mul": 2, "div": 2, "floordiv": 2, "mod": 2, "neg": 3, "pos": 3,
@@ -154,7 +157,9 @@ def parse(text):
     if not stripped:
         raise ExprError("empty expression")
     try:
-        tree = ast.parse(stripped, mode="eval")
+        with warnings.catch_warnings():  # "invalid decimal literal" and friends: refused below
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(stripped, mode="eval")
     except SyntaxError as e:
         msg = (e.msg or "invalid syntax").splitlines()[0][:120]
         col = f" (column {e.offset + offset})" if e.offset else ""
@@ -314,6 +319,8 @@ class Expr:
     @staticmethod
     def _function(op):
         from . import numpy as wnp
+        if op in _NUMPY_SEMANTICS:  # 1/0 is inf, not ZeroDivisionError, as for arrays
+            return getattr(wnp, _NUMPY_SEMANTICS[op])
         if op in _PY_OPS:
             return _PY_OPS[op]
         return getattr(wnp, FUNCTIONS[op][0])
