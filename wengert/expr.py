@@ -350,7 +350,10 @@ class Expr:
 
     def evaluate(self, env):
         """The value at ``env`` (a mapping of variable names to floats, Duals, Vars...)."""
-        return self.evaluate_all(env)[self.root]
+        v = self.evaluate_all(env)[self.root]
+        if type(v) is np.float64:  # a plain float in, a plain float out
+            return float(v)
+        return v
 
     def __call__(self, *args):
         if len(args) != len(self.variables):
