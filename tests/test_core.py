@@ -255,3 +255,24 @@ def test_numpy_function_without_rule():
     with pytest.raises(NotImplementedError, match="numpy.*has no wengert rule"):
         wg.grad(lambda x: np.i0(x))(1.0)
 
+
+
+def test_ieee_semantics_not_python_exceptions():
+    with np.errstate(all="ignore"):
+        assert wg.derivative(lambda x: 1.0 / x)(0.0) == -np.inf
+        assert wg.grad(lambda x: 1.0 / x)(0.0) == -np.inf
+        assert np.isnan(wg.derivative(lambda x: x ** 0.5)(-1.0))
+        assert np.isnan(wg.grad(lambda x: x ** 0.5)(-1.0))
+        assert wg.grad(lambda x: x ** 3.0)(-2.0) == 12.0
+        assert wg.derivative(lambda x: 10.0 ** x)(400.0) == np.inf
+
+
+def test_scalar_fast_path_matches_general_path():
+    def f(x):
+        return (x * 3.0 - 1) / (x + 2) ** 2 - 1 / x + 2 ** x % 1.5 - 7 // x
+
+    for x in (0.3, 1.7, -2.4):
+        d_fast = wg.derivative(f)(x)
+        d_general = wg.jvp(f, (np.float64(x),), (np.float64(1.0),))[1]  # NumPy scalars
+        assert d_fast == d_general
+        assert wg.grad(f)(x) == pytest.approx(d_fast, rel=1e-15)

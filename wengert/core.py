@@ -255,12 +255,12 @@ class Primitive:
         pf = self._partials
         if pf is not None:
             ans = self.impl(*primals, **params) if plain else self(*primals, **params)
-            ps = pf(ans, *primals, **params)
+            ps = _call_partials(pf, ans, primals, params)
             out = None
             for p, t in zip(ps, tangents):
                 if p is None or t is None:
                     continue
-                term = t * p
+                term = t if p is _ONE else t * p
                 out = term if out is None else out + term
             if self.broadcasting:
                 out = _fill_tangent(out, ans)
@@ -322,6 +322,18 @@ def _array_arity(impl, nargs):
     return nargs, tuple(p.name for p in pos[nargs:])
 
 
+def _call_partials(pf, ans, primals, params):
+    try:
+        return pf(ans, *primals, **params)
+    except ArithmeticError:
+        # Python floats raise where NumPy gives inf or nan (1.0 / 0.0): use NumPy's scalars
+        return pf(_np_scalar(ans), *[_np_scalar(p) for p in primals], **params)
+
+
+def _np_scalar(x):
+    return np.float64(x) if type(x) is float else x
+
+
 ONE = _ONE = 1.0  # a partial that *is* this object is an exact 1: no multiplication needed
 
 
@@ -333,7 +345,7 @@ class _PartialsPullback:
         self.broadcasting, self.needs = broadcasting, needs
 
     def __call__(self, g):
-        ps = self.pf(self.ans, *self.primals, **self.params)
+        ps = _call_partials(self.pf, self.ans, self.primals, self.params)
         out = []
         for p, x, need in zip(ps, self.primals, self.needs):
             if p is None or not need:

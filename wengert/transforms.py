@@ -94,6 +94,10 @@ def _fit(g, like):
         if isinstance(g, (np.generic, np.ndarray)) and np.ndim(g) == 0:
             return float(g)
         return g
+    if isinstance(g, Tracer) and type(_plain(like)) is float and type(_plain(g)) is not float \
+            and np.ndim(_plain(g)) == 0:  # traced (e.g. into a graph): the same conversion
+        from .rules._zeros import as_float
+        return as_float(g)
     if isinstance(g, (np.ndarray, np.generic)):
         dt = _leaf_dtype(like)
         if dt is not None and g.dtype != dt:

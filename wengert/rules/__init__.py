@@ -9,7 +9,10 @@ from .arithmetic import (absolute, add, divide, floor_divide, multiply, negative
 
 
 def _r(f):
-    return lambda self, other: f(other, self)
+    def reflected(self, other):
+        return f(other, self)
+    reflected._reflects = f
+    return reflected
 
 
 def _matmul(x, y):

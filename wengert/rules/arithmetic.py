@@ -18,6 +18,7 @@ def _scalar_safe(op, np_op):
             return np_op(x, y)
         return r
     impl.__name__ = np_op.__name__
+    impl.python_operator = op  # what it does on floats when Python does not raise
     return impl
 
 
