@@ -34,8 +34,26 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    out = None  # where --help and --version go (main's stdout)
+
     def error(self, message):  # one line, not argparse's usage block
         raise UsageError(message)
+
+    def _print_message(self, message, file=None):
+        if message:
+            (self.out or file or sys.stdout).write(message)
+
+
+_OPTIONS = {"-h", "--help", "--at", "--format", "--range", "-o", "--output", "--points"}
+
+
+def _protect_expression(argv):
+    """Let an expression that starts with '-' ("-x*y") be the positional EXPR."""
+    argv = list(argv)
+    if len(argv) > 1 and argv[0] in ("diff", "plot", "dot") and argv[1].startswith("-") \
+            and argv[1].split("=")[0] not in _OPTIONS:
+        argv[1] = " " + argv[1]
+    return argv
 
 
 def _build_parser():
@@ -206,44 +224,50 @@ def cmd_plot(args, out):
     fs, dfs = [], []
     df = wg.derivative(expr)
     for x in xs:
-        fs.append(float(expr(float(x))))
-        dfs.append(float(df(float(x))))
+        try:
+            fs.append(float(expr(float(x))))
+            dfs.append(float(df(float(x))))
+        except (ExprError, ArithmeticError):  # overflow at this point: leave a gap
+            fs.append(float("nan"))
+            dfs.append(float("nan"))
+    fs, dfs = np.array(fs), np.array(dfs)
+    # central differences as a check, as in the Babylonian square-root plot of seed 004
+    with np.errstate(all="ignore"):
+        fd = np.gradient(fs, xs)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    ax.plot(xs, fs, label=f"f({name}) = {expr.to_text()}")
-    ax.plot(xs, dfs, label=f"f'({name}) (forward mode)", linestyle="--")
+    ax.plot(xs, fs, label=f"f({name}) = {expr.to_text()}", linewidth=2.5)
+    ax.plot(xs, dfs, label=f"f'({name}), forward mode (wg.derivative)", linestyle="--",
+            linewidth=2.5)
+    ax.plot(xs, fd, label="finite differences", linestyle=":", linewidth=2, color="0.3")
     ax.axhline(0.0, color="0.7", linewidth=0.8)
     ax.set_xlabel(name)
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(args.output, dpi=120)
+    import warnings
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        fig.tight_layout()
+        fig.savefig(args.output, dpi=120)
     plt.close(fig)
     out.write(f"wrote {args.output}\n")
     return 0
 
 
 def tape_dot(expr, env):
-    """Graphviz DOT of the tape (Wengert list) that evaluating ``expr`` records."""
+    """Graphviz DOT of the tape (Wengert list) that evaluating ``expr`` records.
+
+    Inputs are named by their variables; every node shows its value.
+    """
     import wengert as wg
     tape = wg.Tape()
     env_vars = {k: tape.var(v) for k, v in env.items()}
     vals = expr.evaluate_all(env_vars)
-    out = vals[expr.root]
-    try:
-        to_dot = wg.to_dot
-    except (AttributeError, ImportError):
-        to_dot = None
-    if to_dot is not None and isinstance(out, wg.Var):
-        try:
-            return to_dot(out)
-        except Exception:  # fall back on our own drawing
-            pass
     values = {}
     for v in vals:
         if isinstance(v, wg.Var) and v.tape is tape:
             values[v.index] = v.value
     names = {v.index: k for k, v in env_vars.items()}
-    lines = ["digraph tape {", "  rankdir=BT;", '  node [shape=box, fontname="Helvetica"];']
+    lines = ["digraph tape {", "  rankdir=TB;", '  node [shape=box, fontname="Helvetica"];']
     for i, (op, parents) in enumerate(zip(tape._names, tape._parents)):
         label = names.get(i, op)
         if i in values:
@@ -296,7 +320,9 @@ def main(argv=None, *, stdout=None, stderr=None):
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     try:
-        args = _build_parser().parse_args(argv)
+        parser = _build_parser()
+        _Parser.out = out
+        args = parser.parse_args(_protect_expression(sys.argv[1:] if argv is None else argv))
         if args.command is None:
             raise UsageError("missing command: diff, explore, plot or dot (see --help)")
         cmd = {"diff": cmd_diff, "plot": cmd_plot, "dot": cmd_dot,
