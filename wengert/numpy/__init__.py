@@ -15,9 +15,18 @@ from ..rules.arithmetic import (absolute, add, divide, floor_divide, multiply, n
                                 positive, power, remainder, subtract)
 from ..rules.elementwise import *  # noqa: F401,F403
 from ..rules.elementwise import REGISTRY as _ELEMENTWISE, round_ as round  # noqa: F401
-from ..rules.shape import broadcast_to, reshape, sum_ as sum, transpose  # noqa: F401
+from ..rules.shape import broadcast_to  # noqa: F401
+from ..rules.indexing import (compress, extract, getitem as _getitem,  # noqa: F401
+                              index_update, select, setitem as _setitem, sort, take,
+                              take_along_axis)
+from ..rules.joining import *  # noqa: F401,F403
+from ..rules.reductions import *  # noqa: F401,F403
+from ..rules.products import *  # noqa: F401,F403
+from ..rules import elementwise as _elementwise, joining as _joining, reductions as _red
+from ..rules.shape import reshape as _reshape_prim, transpose as _transpose_prim
 
 abs = absolute
+round_ = around = round
 true_divide = divide
 mod = remainder
 pow = power
@@ -55,6 +64,83 @@ def __getattr__(name):
     return attr
 
 
+
+def transpose(a, axes=None):
+    """``np.transpose``; on a traced array the result is a view (tracked for ``x[i] = v``)."""
+    if not isinstance(a, _Tracer):
+        return _np.transpose(a, axes)
+    return _joining._view(_transpose_prim(a, None if axes is None else tuple(axes)), a)
+
+
+permute_dims = transpose
+
+
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    """``np.reshape``; on a traced array the result is a view (tracked for ``x[i] = v``)."""
+    if shape is None:
+        shape = newshape
+    if not isinstance(a, _Tracer):
+        kw = {} if copy is None else {"copy": copy}
+        return _np.reshape(a, shape, order=order, **kw)
+    if order not in ("C", "A"):
+        raise NotImplementedError("wnp.reshape with order='F' on traced values")
+    shape = (shape,) if isinstance(shape, (int, _np.integer)) else tuple(shape)
+    out = _reshape_prim(a, shape)
+    return out if copy else _joining._view(out, a)
+
+
+def where(condition, x=None, y=None):
+    """``np.where(c, x, y)`` (x and y differentiated, never NaN from the unselected branch);
+    ``np.where(c)`` is ``nonzero`` (plain)."""
+    if x is None and y is None:
+        return _np.where(_red._strip(condition))
+    if x is None or y is None:
+        raise ValueError("either both or neither of x and y should be given")
+    return _elementwise.where(_red._strip(condition), x, y)
+
+
+def clip(a, a_min=None, a_max=None, out=None, **kwargs):
+    if "min" in kwargs:
+        a_min = kwargs.pop("min")
+    if "max" in kwargs:
+        a_max = kwargs.pop("max")
+    if not isinstance(a, _Tracer) and not isinstance(a_min, _Tracer) \
+            and not isinstance(a_max, _Tracer):
+        return _np.clip(a, a_min, a_max, out=out, **kwargs)
+    if out is not None:
+        raise NotImplementedError("wnp.clip with out= is not supported on traced values")
+    return _elementwise.clip(a, a_min, a_max)
+
+
+def shape(a):
+    return _np.shape(_red._strip(a))
+
+
+def ndim(a):
+    return _np.ndim(_red._strip(a))
+
+
+def size(a, axis=None):
+    return _np.size(_red._strip(a), axis)
+
+
+def result_type(*arrays_and_dtypes):
+    return _np.result_type(*(_red._strip(a) for a in arrays_and_dtypes))
+
+
+# not differentiable: comparisons, predicates, integer-valued results -> plain values
+for _name in ("greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
+              "logical_and", "logical_or", "logical_not", "logical_xor", "isnan", "isinf",
+              "isfinite", "isposinf", "isneginf", "signbit", "isclose", "allclose",
+              "array_equal", "array_equiv", "iscomplexobj", "isrealobj", "iscomplex", "isreal",
+              "unique", "histogram", "bincount", "digitize", "lexsort", "argpartition",
+              "nanargmax", "nanargmin", "unravel_index", "ravel_multi_index", "isin",
+              "sometrue", "alltrue"):
+    if hasattr(_np, _name):
+        globals()[_name] = _red._nondiff(getattr(_np, _name))
+del _name
+
+
 def _register_numpy_dispatch(namespace, np_module):
     """Route NEP-18 calls of ``np_module.f`` on tracers to ``namespace[f]``."""
     for name, fn in list(namespace.items()):
@@ -64,5 +150,12 @@ def _register_numpy_dispatch(namespace, np_module):
         if np_fn is not None and callable(np_fn):
             _dispatch.HANDLED[np_fn] = fn
 
+
+import importlib as _importlib  # noqa: E402
+
+# the submodules, not NumPy's (``from . import linalg`` would find numpy.linalg via __getattr__)
+fft = _importlib.import_module(__name__ + ".fft")
+linalg = _importlib.import_module(__name__ + ".linalg")
+random = _importlib.import_module(__name__ + ".random")
 
 _register_numpy_dispatch(globals(), _np)

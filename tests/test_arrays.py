@@ -1,0 +1,570 @@
+"""Arrays: reductions, shape and joining, indexing (and x[idx] = v), products.
+
+Every function in TABLE is checked against finite differences in both modes
+(second order where smooth), and its batched Jacobian is checked: forward ==
+reverse == finite differences.
+"""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
+import wengert as wg
+import wengert.numpy as wnp
+
+rng = np.random.default_rng(0)
+
+
+def R(*shape, lo=-1.0, hi=1.0):
+    return rng.uniform(lo, hi, size=shape)
+
+
+def P(*shape):
+    return rng.uniform(0.5, 1.5, size=shape)
+
+
+A34 = R(3, 4)
+M33 = R(3, 3)
+IDX = np.array([0, 2, 2, 1])
+MASK = A34 > 0
+
+# (name, f, args, order): order 2 for smooth functions, 1 for piecewise ones
+TABLE = [
+    # reductions
+    ("sum", lambda x: wnp.sum(x), (R(3, 4),), 2),
+    ("sum_axis", lambda x: wnp.sum(x, axis=0), (R(3, 4),), 2),
+    ("sum_axes_keep", lambda x: wnp.sum(x, axis=(0, 2), keepdims=True), (R(2, 3, 4),), 2),
+    ("sum_where", lambda x: wnp.sum(x, axis=1, where=MASK), (R(3, 4),), 2),
+    ("sum_initial", lambda x: wnp.sum(x, axis=1, initial=2.0), (R(3, 4),), 2),
+    ("prod", lambda x: wnp.prod(x), (R(3, 4),), 2),
+    ("prod_axis", lambda x: wnp.prod(x, axis=1, keepdims=True), (R(3, 4),), 2),
+    ("prod_axes", lambda x: wnp.prod(x, axis=(0, 2)), (R(2, 3, 2),), 2),
+    ("prod_zero", lambda x: wnp.prod(x * np.array([1.0, 0.0, 1.0, 1.0])), (R(4),), 2),
+    ("mean", lambda x: wnp.mean(x, axis=-1), (R(3, 4),), 2),
+    ("mean_where", lambda x: wnp.mean(x, axis=1, where=MASK | (np.arange(4) == 0)),
+     (R(3, 4),), 2),
+    ("var", lambda x: wnp.var(x), (R(3, 4),), 2),
+    ("var_ddof", lambda x: wnp.var(x, axis=0, ddof=1), (R(3, 4),), 2),
+    ("std", lambda x: wnp.std(x, axis=1, ddof=1, keepdims=True), (R(3, 4),), 2),
+    ("max", lambda x: wnp.max(x), (R(3, 4),), 1),
+    ("max_axis", lambda x: wnp.max(x, axis=0), (R(3, 4),), 1),
+    ("amin_axis", lambda x: wnp.amin(x, axis=1, keepdims=True), (R(3, 4),), 1),
+    ("min_where", lambda x: wnp.min(x, axis=1, where=MASK, initial=5.0), (R(3, 4),), 1),
+    ("ptp", lambda x: wnp.ptp(x, axis=1), (R(3, 4),), 1),
+    ("average", lambda x: wnp.average(x, axis=1, weights=np.arange(1.0, 5.0)), (R(3, 4),), 2),
+    ("average_w", lambda x, w: wnp.average(x, weights=w), (R(3, 4), P(3, 4)), 2),
+    ("cumsum", lambda x: wnp.cumsum(x, axis=1), (R(3, 4),), 2),
+    ("cumsum_flat", lambda x: wnp.cumsum(x), (R(3, 4),), 2),
+    ("cumprod", lambda x: wnp.cumprod(x, axis=0), (R(3, 4),), 2),
+    ("cumprod_flat", lambda x: wnp.cumprod(x), (R(2, 3),), 2),
+    ("logsumexp", lambda x: wnp.logsumexp(x, axis=1), (R(3, 4),), 2),
+    ("nansum", lambda x: wnp.nansum(x, axis=0), (R(3, 4),), 2),
+    # shape and joining
+    ("reshape", lambda x: wnp.reshape(x, (4, 3)) * x.T, (R(3, 4),), 2),
+    ("method_reshape", lambda x: x.reshape(2, 6).sum(axis=0), (R(3, 4),), 2),
+    ("ravel", lambda x: wnp.ravel(x) ** 2, (R(3, 4),), 2),
+    ("flatten", lambda x: x.flatten() * 2.0, (R(3, 4),), 2),
+    ("transpose", lambda x: wnp.transpose(x, (2, 0, 1)) ** 2, (R(2, 3, 4),), 2),
+    ("swapaxes", lambda x: wnp.swapaxes(x, 0, 2) * 3.0, (R(2, 3, 4),), 2),
+    ("moveaxis", lambda x: wnp.moveaxis(x, 0, -1) ** 2, (R(2, 3, 4),), 2),
+    ("expand_squeeze", lambda x: wnp.squeeze(wnp.expand_dims(x, 1) ** 2, axis=1), (R(3, 4),), 2),
+    ("broadcast_to", lambda x: wnp.broadcast_to(x, (2, 3, 4)) ** 2, (R(3, 1),), 2),
+    ("concatenate", lambda x, y: wnp.concatenate([x, y ** 2, x], axis=1), (R(3, 2), R(3, 4)), 2),
+    ("concat_const", lambda x: wnp.concatenate([np.ones((1, 4)), x ** 2]), (R(3, 4),), 2),
+    ("stack", lambda x, y: wnp.stack([x, y * x], axis=1), (R(3, 4), R(3, 4)), 2),
+    ("hstack", lambda x, y: wnp.hstack([x, y ** 2]), (R(3), R(2)), 2),
+    ("vstack", lambda x, y: wnp.vstack([x, y ** 2]), (R(3), R(3)), 2),
+    ("dstack", lambda x, y: wnp.dstack([x, y ** 2]), (R(2, 3), R(2, 3)), 2),
+    ("column_stack", lambda x, y: wnp.column_stack([x, y ** 2]), (R(3), R(3, 2)), 2),
+    ("split", lambda x: wnp.split(x, 2, axis=1)[1] ** 2, (R(3, 4),), 2),
+    ("array_split", lambda x: wnp.array_split(x, 3)[0] * wnp.array_split(x, 3)[2], (R(5),), 2),
+    ("tile", lambda x: wnp.tile(x, (2, 1, 3)) ** 2, (R(2, 3),), 2),
+    ("repeat", lambda x: wnp.repeat(x, 2, axis=0) ** 2, (R(2, 3),), 2),
+    ("repeat_arr", lambda x: wnp.repeat(x, [1, 0, 3], axis=1) ** 2, (R(2, 3),), 2),
+    ("flip", lambda x: wnp.flip(x) * x, (R(3, 4),), 2),
+    ("fliplr_ud", lambda x: wnp.fliplr(x) + wnp.flipud(x) ** 2, (R(3, 3),), 2),
+    ("roll", lambda x: wnp.roll(x, 2, axis=1) * x, (R(3, 4),), 2),
+    ("rot90", lambda x: wnp.rot90(x) ** 2, (R(3, 4),), 2),
+    ("pad", lambda x: wnp.pad(x, ((1, 2), (0, 1))) ** 2, (R(3, 4),), 2),
+    ("pad_value", lambda x: wnp.pad(x, 2, constant_values=3.0) ** 2, (R(3),), 2),
+    ("pad_reflect", lambda x: wnp.pad(x, 2, mode="reflect") ** 2, (R(4),), 2),
+    ("pad_edge", lambda x: wnp.pad(x, (1, 2), mode="edge") ** 2, (R(3, 2),), 2),
+    ("diag", lambda x: wnp.diag(x, 1) ** 2, (R(3),), 2),
+    ("diag2", lambda x: wnp.diag(x) ** 2, (R(3, 3),), 2),
+    ("diagonal", lambda x: wnp.diagonal(x, 1, 0, 2) ** 2, (R(3, 2, 4),), 2),
+    ("tril_triu", lambda x: wnp.tril(x) * wnp.triu(x, 1) + wnp.tril(x, -1), (R(3, 3),), 2),
+    ("trace", lambda x: wnp.trace(x * x), (R(3, 3),), 2),
+    ("atleast", lambda x: wnp.atleast_3d(x) * wnp.atleast_2d(x)[0], (R(3),), 2),
+    ("astype", lambda x: wnp.astype(x ** 2, np.float64), (R(3),), 2),
+    ("copy", lambda x: wnp.copy(x) * x, (R(3),), 2),
+    ("array_of_list", lambda x: wnp.array([x[0] * x[1], x[2], 1.0]), (R(3),), 2),
+    ("array_nested", lambda x: wnp.array([[x[0], x[1]], [x[1] ** 2, 2.0]]), (R(3),), 2),
+    ("append", lambda x: wnp.append(x, x ** 2), (R(3),), 2),
+    ("full_like", lambda x: wnp.full_like(x, x[0]) * x, (R(3),), 2),
+    # indexing
+    ("int", lambda x: x[1] ** 2, (R(3, 4),), 2),
+    ("slice_step", lambda x: x[::2, 3:0:-2] ** 2, (R(3, 4),), 2),
+    ("ellipsis_none", lambda x: x[..., None, 1] * x[0, ...], (R(3, 4),), 2),
+    ("mask", lambda x: x[MASK] ** 2, (R(3, 4),), 2),
+    ("fancy", lambda x: x[IDX] ** 2, (R(3, 4),), 2),
+    ("fancy_repeat_sum", lambda x: wnp.sum(x[:, [0, 0, 3, 0]] ** 2, axis=1), (R(3, 4),), 2),
+    ("fancy_2d", lambda x: x[[0, 2], [1, 3]] * x[1, [0, 1]], (R(3, 4),), 2),
+    ("fancy_nonadjacent", lambda x: x[[0, 1], :, [1, 0]] ** 2, (R(2, 3, 2),), 2),
+    ("take", lambda x: wnp.take(x, [3, 0, 0], axis=1) ** 2, (R(3, 4),), 2),
+    ("take_flat", lambda x: wnp.take(x, [[5, 1]]) ** 2, (R(3, 4),), 2),
+    ("take_along_axis", lambda x: wnp.take_along_axis(x, np.argsort(A34, axis=1), axis=1) * x,
+     (R(3, 4),), 2),
+    ("sort", lambda x: wnp.sort(x, axis=0) ** 2, (R(3, 4),), 1),
+    ("compress", lambda x: wnp.compress([True, False, True], x, axis=0) ** 2, (R(3, 4),), 2),
+    ("extract", lambda x: wnp.extract(MASK, x) ** 2, (R(3, 4),), 2),
+    ("select", lambda x: wnp.select([x < -0.5, x > 0.5], [x ** 2, 3.0 * x], default=x),
+     (R(3, 4),), 1),
+    ("where", lambda x, y: wnp.where(MASK, x ** 2, y), (R(3, 4), R(4)), 2),
+    ("setitem", lambda x: _setitem_fn(x), (R(3, 4),), 2),
+    ("setitem_fancy", lambda x, v: _setitem_fancy(x, v), (R(5), R(3)), 2),
+    ("setitem_mask", lambda x: _setitem_mask(x), (R(3, 4),), 2),
+    ("index_update", lambda x, v: wnp.index_update(x, (slice(None), 1), v) ** 2,
+     (R(3, 4), R(3)), 2),
+    # products
+    ("matmul", lambda a, b: a @ b, (R(3, 4), R(4, 2)), 2),
+    ("matmul_batched", lambda a, b: wnp.matmul(a, b), (R(2, 3, 4), R(4, 2)), 2),
+    ("matmul_bcast", lambda a, b: wnp.matmul(a, b), (R(3, 4), R(2, 4, 2)), 2),
+    ("matmul_bcast1", lambda a, b: wnp.matmul(a, b), (R(2, 1, 2, 3), R(3, 3, 2)), 2),
+    ("matmul_vec", lambda a, b: wnp.matmul(a, b), (R(3, 4), R(4)), 2),
+    ("matmul_vecl", lambda a, b: wnp.matmul(a, b), (R(3), R(2, 3, 4)), 2),
+    ("matmul_vv", lambda a, b: a @ b, (R(3), R(3)), 2),
+    ("dot", lambda a, b: wnp.dot(a, b), (R(3, 4), R(4)), 2),
+    ("dot_nd", lambda a, b: wnp.dot(a, b), (R(2, 3, 4), R(2, 4, 3)), 2),
+    ("dot_scalar", lambda a, b: wnp.dot(a, b), (R(3), 2.0), 2),
+    ("vdot", lambda a, b: wnp.vdot(a, b), (R(2, 3), R(2, 3)), 2),
+    ("inner", lambda a, b: wnp.inner(a, b), (R(2, 3), R(4, 3)), 2),
+    ("outer", lambda a, b: wnp.outer(a, b), (R(3), R(2, 2)), 2),
+    ("tensordot", lambda a, b: wnp.tensordot(a, b, axes=([0, 2], [2, 0])), (R(2, 3, 4),
+                                                                           R(4, 5, 2)), 2),
+    ("tensordot_int", lambda a, b: wnp.tensordot(a, b, 1), (R(2, 3), R(3, 2)), 2),
+    ("einsum_explicit", lambda a, b: wnp.einsum("ij,jk->ki", a, b), (R(3, 4), R(4, 2)), 2),
+    ("einsum_implicit", lambda a, b: wnp.einsum("ij,jk", a, b), (R(3, 4), R(4, 2)), 2),
+    ("einsum_ellipsis", lambda a, b: wnp.einsum("...ij,...jk->...ik", a, b),
+     (R(2, 3, 4), R(4, 2)), 2),
+    ("einsum_trace", lambda a: wnp.einsum("ii", a), (R(3, 3),), 2),
+    ("einsum_diag_sum", lambda a, b: wnp.einsum("iij,k->jk", a, b), (R(3, 3, 2), R(2)), 2),
+    ("einsum_three", lambda a, b, c: wnp.einsum("ij,jk,k->i", a, b, c),
+     (R(3, 4), R(4, 2), R(2)), 2),
+    ("einsum_lone", lambda a, b: wnp.einsum("ij,k->k", a, b), (R(3, 4), R(2)), 2),
+    ("kron", lambda a, b: wnp.kron(a, b), (R(2, 3), R(2, 2)), 2),
+    ("kron_mixed", lambda a, b: wnp.kron(a, b), (R(3), R(2, 2)), 2),
+    ("cross", lambda a, b: wnp.cross(a, b), (R(4, 3), R(3)), 2),
+    ("cross2", lambda a, b: wnp.cross(a, b), (R(2), R(2)), 2),
+    ("cross_axis", lambda a, b: wnp.cross(a, b, axisa=0, axisb=0), (R(3, 2), R(3, 2)), 2),
+    ("quadratic", lambda x: x @ (M33 @ x), (R(3),), 2),
+]
+
+
+def _setitem_fn(x):
+    y = x * 1.0
+    y[1] = y[0] ** 2
+    y[:, 2] = 3.0
+    y[0, ::2] = wnp.sin(x[2, :2])
+    return y * x
+
+
+def _setitem_fancy(x, v):
+    y = x * v[1]
+    y[[0, 4, 0]] = v ** 2  # repeated index: the last write wins, as NumPy
+    return y * x
+
+
+def _setitem_mask(x):
+    y = wnp.copy(x)
+    y[y > 0] = 0.5 * y[y > 0] ** 2
+    return y
+
+
+def _fd_jacobian(f, args, i=0, h=1e-6):
+    args = [np.asarray(a, dtype=np.float64) if not isinstance(a, float) else a for a in args]
+    x = np.asarray(args[i], dtype=np.float64)
+    cols = []
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = h
+        ap, am = list(args), list(args)
+        ap[i] = x + e.reshape(x.shape)
+        am[i] = x - e.reshape(x.shape)
+        cols.append((np.asarray(f(*ap)) - np.asarray(f(*am))) / (2 * h))
+    out_shape = np.shape(f(*args))
+    return np.stack(cols, axis=-1).reshape(out_shape + x.shape)
+
+
+IDS = [t[0] for t in TABLE]
+
+
+@pytest.mark.parametrize("name,f,args,order", TABLE, ids=IDS)
+def test_check_grad(name, f, args, order):
+    wg.check_grad(f, *args, order=order, modes=("forward", "reverse"))
+
+
+@pytest.mark.parametrize("name,f,args,order", TABLE, ids=IDS)
+def test_batched_jacobian(name, f, args, order):
+    for i, a in enumerate(args):
+        if isinstance(a, float):
+            continue
+        jf = wg.jacobian(f, argnums=i, mode="forward")(*args)
+        jr = wg.jacobian(f, argnums=i, mode="reverse")(*args)
+        fd = _fd_jacobian(f, args, i)
+        assert np.shape(jf) == np.shape(fd) == np.shape(jr)
+        np.testing.assert_allclose(jf, jr, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(jf, fd, rtol=1e-5, atol=1e-6)
+
+
+FLOAT32 = ["sum_axis", "prod_axis", "mean", "var", "std", "max_axis", "cumsum", "cumprod",
+           "concatenate", "stack", "pad", "fancy", "mask", "setitem", "matmul", "einsum_explicit",
+           "tensordot", "sort", "kron"]
+
+
+@pytest.mark.parametrize("name", FLOAT32)
+def test_float32_keeps_dtype(name):
+    _, f, args, order = next(t for t in TABLE if t[0] == name)
+    args32 = tuple(np.asarray(a, np.float32) for a in args)
+    out = f(*args32)
+    assert out.dtype == np.float32
+    for mode in ("forward", "reverse"):
+        j = wg.jacobian(f, mode=mode)(*args32)
+        assert j.dtype == np.float32, (name, mode, j.dtype)
+    g = wg.grad(lambda *a: wnp.sum(f(*a)))(*args32)
+    assert g.dtype == np.float32
+    wg.check_grad(f, *args32, order=1)
+
+
+# -- hypothesis: broadcasting shapes ---------------------------------------------------------------------
+_BINARY = [wnp.add, wnp.subtract, wnp.multiply, wnp.divide, wnp.maximum, wnp.arctan2, wnp.hypot,
+           wnp.logaddexp]
+
+
+@settings(max_examples=25, deadline=None)
+@given(shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3,
+                                                max_side=3),
+       which=st.integers(0, len(_BINARY) - 1), seed=st.integers(0, 2 ** 16))
+def test_broadcasting_binary(shapes, which, seed):
+    r = np.random.default_rng(seed)
+    fn = _BINARY[which]
+    a = r.uniform(0.5, 1.5, shapes.input_shapes[0])
+    b = r.uniform(-1.5, -0.5, shapes.input_shapes[1])
+    wg.check_grad(fn, a, b, order=1)
+    for i in (0, 1):
+        jf = wg.jacobian(fn, argnums=i, mode="forward")(a, b)
+        jr = wg.jacobian(fn, argnums=i, mode="reverse")(a, b)
+        np.testing.assert_allclose(jf, jr, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=3, max_side=4), data=st.data())
+def test_reductions_random_axes(shape, data):
+    axis = data.draw(st.none() | st.integers(-len(shape), len(shape) - 1))
+    keep = data.draw(st.booleans())
+    name = data.draw(st.sampled_from(["sum", "mean", "prod", "max", "var", "cumsum"]))
+    x = np.random.default_rng(len(shape)).uniform(0.5, 1.5, shape)
+    fn = getattr(wnp, name)
+    if name == "cumsum":
+        f = lambda x: fn(x, axis=axis)  # noqa: E731
+    else:
+        f = lambda x: fn(x, axis=axis, keepdims=keep)  # noqa: E731
+    np.testing.assert_allclose(f(x), getattr(np, name)(x, **({"axis": axis} if name == "cumsum"
+                                                              else {"axis": axis,
+                                                                    "keepdims": keep})))
+    wg.check_grad(f, x, order=1)
+    np.testing.assert_allclose(wg.jacobian(f, mode="forward")(x),
+                               wg.jacobian(f, mode="reverse")(x), rtol=1e-12, atol=1e-12)
+
+
+# -- closed forms -------------------------------------------------------------------------------------------------
+def test_quadratic_form_gradient():
+    A = R(4, 4)
+    x = R(4)
+    g = wg.grad(lambda x: 0.5 * x @ A @ x)(x)
+    np.testing.assert_allclose(g, 0.5 * (A + A.T) @ x, rtol=1e-12)
+    H = wg.hessian(lambda x: 0.5 * wnp.dot(x, wnp.dot(A, x)))(x)
+    np.testing.assert_allclose(H, 0.5 * (A + A.T), rtol=1e-12)
+
+
+def test_sum_mean_var_closed_forms():
+    x = R(3, 5)
+    np.testing.assert_allclose(wg.grad(wnp.sum)(x), np.ones_like(x))
+    np.testing.assert_allclose(wg.grad(wnp.mean)(x), np.full_like(x, 1 / x.size))
+    np.testing.assert_allclose(wg.grad(wnp.var)(x), 2 * (x - x.mean()) / x.size, rtol=1e-12)
+    gv = wg.grad(lambda x: wnp.sum(wnp.var(x, axis=1, ddof=1)))(x)
+    np.testing.assert_allclose(gv, 2 * (x - x.mean(1, keepdims=True)) / 4, rtol=1e-12)
+    np.testing.assert_allclose(wg.grad(wnp.prod)(np.array([2.0, 3.0, 0.0])), [0.0, 0.0, 6.0])
+
+
+def test_max_ties_split_evenly():
+    x = np.array([1.0, 3.0, 3.0, 2.0])
+    np.testing.assert_allclose(wg.grad(wnp.max)(x), [0, 0.5, 0.5, 0])
+    np.testing.assert_allclose(wg.jacobian(wnp.max, mode="forward")(x), [0, 0.5, 0.5, 0])
+    m = np.array([[1.0, 1.0], [0.0, 2.0]])
+    np.testing.assert_allclose(wg.grad(lambda m: wnp.sum(wnp.min(m, axis=1)))(m),
+                               [[0.5, 0.5], [1.0, 0.0]])
+
+
+def test_logsumexp_stable_and_softmax():
+    x = np.array([1000.0, 1000.0, 990.0])
+    v = wnp.logsumexp(x)
+    assert np.isfinite(v)
+    g = wg.grad(wnp.logsumexp)(x)
+    e = np.exp(x - x.max())
+    np.testing.assert_allclose(g, e / e.sum(), rtol=1e-12)
+    # the hand-written composition: the max's derivative cancels
+    f = lambda x: wnp.max(x) + wnp.log(wnp.sum(wnp.exp(x - wnp.max(x))))  # noqa: E731
+    np.testing.assert_allclose(wg.grad(f)(x), e / e.sum(), rtol=1e-12)
+
+
+# -- traps -----------------------------------------------------------------------------------------------------------
+def test_double_where_no_nan():
+    x = np.array([-1.0, 0.0, 2.0, 4.0])
+
+    def f(x):
+        safe = wnp.where(x > 0, x, 1.0)
+        return wnp.sum(wnp.where(x > 0, wnp.sqrt(safe), 0.0))
+    for mode in ("forward", "reverse"):
+        j = wg.jacobian(f, mode=mode)(x)
+        assert np.all(np.isfinite(j))
+        np.testing.assert_allclose(j, [0.0, 0.0, 0.5 / np.sqrt(2.0), 0.25])
+    g = wg.grad(f)(x)
+    np.testing.assert_allclose(g, [0.0, 0.0, 0.5 / np.sqrt(2.0), 0.25])
+    h = wg.hessian(f)(x)
+    assert np.all(np.isfinite(h))
+
+
+def test_abs_at_zero():
+    x = np.array([-1.0, 0.0, 2.0])
+    np.testing.assert_array_equal(wg.grad(lambda x: wnp.sum(wnp.abs(x)))(x), [-1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(wg.jacobian(wnp.abs, mode="forward")(x), np.diag([-1., 0, 1]))
+
+
+# -- unmodified NumPy code ----------------------------------------------------------------------------------------
+def test_numpy_functions_dispatch():
+    W = R(4, 2)
+
+    def f(x):
+        y = np.sin(x)
+        z = np.sum(y, axis=0) + np.mean(x, axis=0)
+        u = x @ W
+        v = np.dot(x, W)
+        c = np.concatenate([u, v], axis=1)
+        s = np.stack([np.max(x, axis=1), np.prod(x, axis=1)])
+        t = np.transpose(np.reshape(x, (4, 3)))
+        e = np.einsum("ij,ij->", t, t)
+        return np.sum(c ** 2) + np.sum(z) + np.sum(s) + e + np.trace(x[:, :3]) + np.std(x) \
+            + np.var(np.cumsum(x, axis=1)) + np.sum(np.where(x > 0, x, 0.0)) \
+            + np.sum(np.sort(x, axis=1)[:, -1]) + np.sum(np.pad(x, 1) ** 2) \
+            + np.sum(np.tensordot(x, x, axes=([0, 1], [0, 1]))) + np.ptp(x)
+    x = R(3, 4)
+    wg.check_grad(f, x, order=1)
+    assert np.argmax(wg.Dual(np.array([1.0, 3.0, 2.0]))) == 1
+
+
+def test_numpy_without_rule_names_it():
+    t = wg.Tape()
+    x = t.var(np.ones(3))
+    with pytest.raises(NotImplementedError, match="numpy.unwrap"):
+        np.unwrap(x)
+    with pytest.raises(NotImplementedError, match="bitwise_count|has no wengert rule"):
+        wnp.i0(x)
+
+
+def test_methods_exist_in_wnp():
+    from wengert._dispatch import _METHODS
+    for name in _METHODS:
+        assert callable(getattr(wnp, name)), name
+
+
+def test_tracer_methods():
+    x = R(3, 4)
+    f = lambda x: (x.sum(axis=0) + x.mean(0) + x.max(0) + x.min(0) + x.prod(0) + x.std(0)  # noqa
+                   + x.var(0) + wnp.ptp(x, 0) + x.cumsum(0)[-1] + x.cumprod(0)[-1] + x.T.sum(1)
+                   + x.ravel()[:4] + x.flatten()[4:8] + x.take([0, 1, 2, 3], axis=1)[0]
+                   + x.repeat(2, axis=0)[::2].sum(0) + x.swapaxes(0, 1).sum(1)
+                   + x.diagonal().sum() + x.trace() + x.copy()[0] + x.astype(float)[1]
+                   + x.reshape(4, 3).T[0] + x.dot(np.ones(4)).sum() + x.clip(-0.5, 0.5)[0])
+    wg.check_grad(f, x, order=1)
+    assert x.argmax() == wg.Dual(x).argmax()
+
+
+# -- plain values: exactly NumPy ------------------------------------------------------------------------------
+PLAIN = [
+    ("sum", (A34,), {"axis": 0}), ("prod", (A34,), {}), ("mean", (A34,), {"axis": 1}),
+    ("var", (A34,), {"ddof": 1}), ("std", (A34,), {}), ("max", (A34,), {"axis": 1}),
+    ("amin", (A34,), {}), ("ptp", (A34,), {}), ("average", (A34,), {"weights": P(3, 4)}),
+    ("cumsum", (A34,), {}), ("cumprod", (A34,), {"axis": 1}), ("concatenate", ([A34, A34],), {}),
+    ("stack", ([A34, A34],), {"axis": 2}), ("pad", (A34, 1), {}), ("diag", (M33,), {}),
+    ("tril", (M33,), {}), ("trace", (M33,), {}), ("take", (A34, [0, 2]), {"axis": 1}),
+    ("sort", (A34,), {}), ("einsum", ("ij,jk", A34, A34.T), {}), ("matmul", (A34, A34.T), {}),
+    ("dot", (A34, A34.T), {}), ("kron", (M33, M33), {}), ("cross", (M33, M33), {}),
+    ("tensordot", (A34, A34), {"axes": 2}), ("repeat", (A34, 2), {}), ("tile", (A34, 2), {}),
+    ("roll", (A34, 1), {}), ("where", (MASK, A34, 0.0), {}), ("array", ([1, 2, 3],), {}),
+    ("asarray", ([1.0, 2.0],), {"dtype": np.float32}), ("zeros_like", (A34,), {}),
+    ("sum", (np.arange(5, dtype=np.int32),), {}), ("mean", (np.arange(5),), {}),
+    ("argmax", (A34,), {"axis": 0}), ("nonzero", (MASK,), {}), ("where", (MASK,), {}),
+]
+
+
+@pytest.mark.parametrize("name,args,kw", PLAIN, ids=[p[0] for p in PLAIN])
+def test_plain_values_match_numpy(name, args, kw):
+    got = getattr(wnp, name)(*args, **kw)
+    want = getattr(np, name)(*args, **kw)
+    if isinstance(want, tuple):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+        return
+    assert type(got) is type(want)
+    assert np.shape(got) == np.shape(want)
+    assert np.result_type(got) == np.result_type(want)
+    np.testing.assert_array_equal(got, want)
+
+
+# -- x[idx] = v ----------------------------------------------------------------------------------------------------
+def test_setitem_gradients():
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+
+    def f(x):
+        x = x * 1.0
+        x[1] = x[0] * x[2]
+        x[2:] = 0.0
+        return wnp.sum(x ** 2)
+    # f = x0^2 + (x0 x2)^2
+    g = wg.grad(f)(x)
+    np.testing.assert_allclose(g, [2 * 1 + 2 * 1 * 9, 0, 2 * 3 * 1, 0])
+    np.testing.assert_allclose(wg.jacobian(f, mode="forward")(x), g)
+
+
+def test_setitem_on_input_differentiates_the_original():
+    def f(x):
+        x[0] = 5.0
+        return wnp.sum(x * x)
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(wg.grad(f)(x), [0.0, 4.0, 6.0])
+    np.testing.assert_allclose(wg.jacobian(f, mode="reverse")(x), [0.0, 4.0, 6.0])
+    np.testing.assert_allclose(wg.jacobian(f, mode="forward")(x), [0.0, 4.0, 6.0])
+    assert x[0] == 1.0  # the caller's array is untouched
+
+
+def test_setitem_in_loop_and_float32():
+    def f(x):
+        y = wnp.zeros(4, dtype=x.dtype, like=x)
+        for i in range(4):
+            y[i] = x[i] * x[(i + 1) % 4]
+        return y
+    x = R(4).astype(np.float32)
+    out = f(x)
+    assert out.dtype == np.float32
+    wg.check_grad(f, x, order=2)
+    jf, jr = wg.jacobian(f, mode="forward")(x), wg.jacobian(f, mode="reverse")(x)
+    assert jf.dtype == jr.dtype == np.float32
+    np.testing.assert_allclose(jf, jr, rtol=1e-6)
+
+
+def test_setitem_traced_value_into_traced_constant():
+    def f(x):
+        a = wnp.zeros(3, like=x)
+        a[1] = x[0] ** 2
+        return a
+    np.testing.assert_allclose(wg.jacobian(f)(np.array([3.0, 1.0])), [[0, 0], [6, 0], [0, 0]])
+
+
+def test_stale_view_raises():
+    def f(x):
+        x = x * 1.0
+        y = x[0:2]
+        x[0] = 5.0
+        return wnp.sum(y)
+    with pytest.raises(ValueError, match="view"):
+        wg.grad(f)(R(3))
+    with pytest.raises(ValueError, match="view"):
+        wg.jacobian(f, mode="forward")(R(3))
+
+    def g(x):
+        x = x * 1.0
+        y = x[1]
+        x[...] = 0.0
+        return wnp.sum(y)
+    with pytest.raises(ValueError, match="copy"):
+        wg.grad(g)(R(3, 2))
+
+    def h(x):  # a copy is fine
+        x = x * 1.0
+        y = wnp.copy(x[0:2])
+        t = x.T
+        x[0] = 5.0
+        return wnp.sum(y) + wnp.sum(x)
+    np.testing.assert_allclose(wg.grad(h)(R(3)), [1.0, 2.0, 1.0])
+
+
+def test_assigning_into_view_raises():
+    def f(x):
+        x = x * 1.0
+        y = x[0:2]
+        y[0] = 5.0
+        return wnp.sum(x)
+    with pytest.raises(ValueError, match="view"):
+        wg.grad(f)(R(3))
+
+    def g(x):
+        x = x * 1.0
+        x.T[0] = 1.0
+        return x
+    # x.T's base is alive: assignment into it would write through in NumPy
+    with pytest.raises(ValueError, match="view"):
+        wg.jacobian(g)(R(2, 2))
+
+
+def test_traced_into_plain_numpy_array_explains():
+    def f(x):
+        a = np.zeros(3)
+        a[0] = x[0]
+        return a
+    # NumPy sees a sequence (tracers index like arrays) and raises its own ValueError;
+    # where NumPy converts instead, the message says what to do
+    with pytest.raises((TypeError, ValueError)):
+        wg.grad(lambda x: f(x)[0])(R(3))
+    with pytest.raises(TypeError, match="wnp.stack"):
+        wg.grad(lambda x: np.asarray(x)[0])(R(3))
+
+
+def test_traced_index_rejected():
+    t = wg.Tape()
+    x = t.var(np.arange(3.0))
+    with pytest.raises(TypeError, match="index"):
+        x[x[0]]
+    with pytest.raises(TypeError, match="index"):
+        x[[0, x[1]]]
+    with pytest.raises(TypeError, match="index"):
+        x[x[0]] = 1.0
+
+
+def test_fancy_repeated_indices_accumulate():
+    x = np.array([1.0, 2.0, 3.0])
+    g = wg.grad(lambda x: wnp.sum(x[[0, 0, 2, 0]] * np.array([1.0, 2.0, 3.0, 4.0])))(x)
+    np.testing.assert_allclose(g, [7.0, 0.0, 3.0])
+
+
+def test_jacobian_hessian_hvp_on_arrays():
+    A = R(4, 4)
+
+    def f(x):
+        return wnp.sum(wnp.tanh(A @ x) ** 2) + wnp.prod(x[:2])
+    x = R(4)
+    H = wg.hessian(f)(x)
+    v = R(4)
+    np.testing.assert_allclose(wg.hvp(f, x, v), H @ v, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(H, H.T, rtol=1e-10, atol=1e-12)
+
+
+def test_diffusion_residual_jacobian():
+    n = 50
+
+    def r(x):
+        xp = wnp.pad(x, 1)
+        return xp[:-2] - 2.0 * xp[1:-1] + xp[2:] + x ** 2
+    x = R(n)
+    J = np.diag(-2.0 + 2 * x) + np.diag(np.ones(n - 1), 1) + np.diag(np.ones(n - 1), -1)
+    np.testing.assert_allclose(wg.jacobian(r, mode="forward")(x), J)
+    np.testing.assert_allclose(wg.jacobian(r, mode="reverse")(x), J)

@@ -1,0 +1,462 @@
+"""Indexing: ``x[idx]``, ``x[idx] = v``, take, sort, ... on two pairs of linear primitives.
+
+* ``getitem_basic`` / ``scatter_basic``: ints, slices (with steps), ``...`` and
+  ``None``.  The tangent is the same slice of the tangent (a view, no copy); the
+  cotangent is placed into zeros.  Each is the other's adjoint.
+* ``gather`` / ``scatter_add``: everything else (integer arrays, boolean masks,
+  ``take``, ``sort``...).  The index is turned, once, into flat positions into
+  ``x.ravel()``; the adjoint adds cotangents back at those positions, so repeated
+  indices accumulate (``np.add.at``).  Each is the other's adjoint.
+
+Indices are static: a traced value inside an index raises ``TypeError``.
+
+``x[idx] = v`` on a traced array is functional underneath: the tracer object is
+rebound to a new node ``where(written, v placed at idx, x)``.  Views (basic
+slices, transposes, reshapes of a traced array) are tracked: assigning into a
+view, or using a view whose base was assigned into afterwards, raises
+``ValueError`` instead of giving a silently wrong derivative.
+"""
+import weakref
+
+import numpy as np
+
+from ..core import Tracer, ndim_of, primitive, shape_of
+
+__all__ = ["getitem_basic", "scatter_basic", "gather", "scatter_add", "getitem", "setitem",
+           "take", "take_along_axis", "compress", "extract", "sort", "select", "index_update"]
+
+
+def _plain(x):
+    while isinstance(x, Tracer):
+        x = x.value
+    return x
+
+
+def _prod(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+# -- index normalisation ----------------------------------------------------------------
+_TRACED_INDEX = ("a traced value cannot be used inside an index: indices are not "
+                 "differentiable. Use x.value (or wnp.argmax/argsort..., which give plain "
+                 "integers) if the index really does not depend on the derivative.")
+
+
+def normalize_index(idx):
+    """``(tuple index, advanced?)`` with lists turned into arrays; rejects traced values."""
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    out = []
+    advanced = False
+    for i in idx:
+        if isinstance(i, Tracer):
+            raise TypeError(_TRACED_INDEX)
+        if i is None or i is Ellipsis:
+            out.append(i)
+        elif isinstance(i, slice):
+            if any(isinstance(b, Tracer) for b in (i.start, i.stop, i.step)):
+                raise TypeError(_TRACED_INDEX)
+            out.append(i)
+        elif isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
+            out.append(int(i))
+        else:
+            if isinstance(i, (list, tuple)) and _has_tracer(i):
+                raise TypeError(_TRACED_INDEX)
+            a = np.asarray(i)
+            if a.dtype == object or not (a.dtype == bool or np.issubdtype(a.dtype, np.integer)):
+                raise IndexError("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis "
+                                 "(`None`) and integer or boolean arrays are valid indices")
+            advanced = True
+            out.append(a)
+    return tuple(out), advanced
+
+
+def _has_tracer(seq):
+    for a in seq:
+        if isinstance(a, Tracer) or (isinstance(a, (list, tuple)) and _has_tracer(a)):
+            return True
+    return False
+
+
+def _flat_positions(shape, idx):
+    """Positions into ``x.ravel()`` that ``x[idx]`` reads (an int array of the result's shape)."""
+    return np.arange(_prod(shape), dtype=np.intp).reshape(shape)[idx]
+
+
+# -- basic indexing: slicing --------------------------------------------------------------------
+@primitive(nargs=1)
+def getitem_basic(x, idx):
+    return x[idx]
+
+
+@primitive(nargs=1)
+def scatter_basic(g, shape, idx):
+    """Zeros of ``shape`` with ``g`` written at ``idx`` (a basic index)."""
+    out = np.zeros(shape, dtype=np.result_type(g))
+    out[idx] = g
+    return out
+
+
+def _prefix(nb, idx):
+    return (slice(None),) * nb + idx if nb else idx
+
+
+@getitem_basic.frule(symbolic_zeros=True)
+def _getitem_basic_jvp(primals, tangents, idx):
+    (x,), (dx,) = primals, tangents
+    ans = getitem_basic(x, idx)
+    if dx is None:
+        return ans, None
+    return ans, getitem_basic(dx, _prefix(ndim_of(dx) - ndim_of(x), idx))
+
+
+@getitem_basic.rrule
+def _getitem_basic_vjp(x, idx):
+    ans = getitem_basic(x, idx)
+    xs = shape_of(x)
+    nd = ndim_of(ans)
+
+    def pullback(g):
+        gs = shape_of(g)
+        nb = len(gs) - nd
+        return (scatter_basic(g, gs[:nb] + xs, _prefix(nb, idx)),)
+    return ans, pullback
+
+
+@scatter_basic.frule(symbolic_zeros=True)
+def _scatter_basic_jvp(primals, tangents, shape, idx):
+    (g,), (dg,) = primals, tangents
+    ans = scatter_basic(g, shape, idx)
+    if dg is None:
+        return ans, None
+    nb = ndim_of(dg) - ndim_of(g)
+    return ans, scatter_basic(dg, shape_of(dg)[:nb] + tuple(shape), _prefix(nb, idx))
+
+
+@scatter_basic.rrule
+def _scatter_basic_vjp(g, shape, idx):
+    ans = scatter_basic(g, shape, idx)
+    nd = len(shape)
+
+    def pullback(h):
+        nb = ndim_of(h) - nd
+        return (getitem_basic(h, _prefix(nb, idx)),)
+    return ans, pullback
+
+
+# -- gather / scatter-add by flat positions -------------------------------------------------------
+@primitive(nargs=1)
+def gather(x, flat, nb=0):
+    """``x.reshape(lead + (-1,))[..., flat]`` with ``lead = x.shape[:nb]``."""
+    x = np.asarray(x)
+    return x.reshape(x.shape[:nb] + (-1,))[..., flat]
+
+
+@primitive(nargs=1)
+def scatter_add(g, flat, shape, nb=0):
+    """Zeros of ``g.shape[:nb] + shape``; ``g`` added at the flat positions (repeats add up)."""
+    g = np.asarray(g)
+    lead = g.shape[:nb]
+    size = _prod(shape)
+    nlead = _prod(lead)
+    fl = np.asarray(flat).ravel()
+    gv = g.reshape((nlead, fl.size))
+    if fl.size and np.unique(fl).size == fl.size:
+        out = np.zeros((nlead, size), dtype=g.dtype)
+        out[:, fl] = gv
+    else:
+        pos = (np.arange(nlead, dtype=np.intp)[:, None] * size + fl[None, :]).ravel()
+        if np.iscomplexobj(g):
+            out = (np.bincount(pos, gv.real.ravel(), nlead * size)
+                   + 1j * np.bincount(pos, gv.imag.ravel(), nlead * size))
+        else:
+            out = np.bincount(pos, gv.ravel(), nlead * size)
+        out = out.astype(g.dtype if g.dtype.kind in "fc" else np.float64, copy=False)
+    return out.reshape(lead + tuple(shape))
+
+
+@gather.frule(symbolic_zeros=True)
+def _gather_jvp(primals, tangents, flat, nb=0):
+    (x,), (dx,) = primals, tangents
+    ans = gather(x, flat, nb)
+    if dx is None:
+        return ans, None
+    return ans, gather(dx, flat, nb + ndim_of(dx) - ndim_of(x))
+
+
+@gather.rrule
+def _gather_vjp(x, flat, nb=0):
+    ans = gather(x, flat, nb)
+    xs = shape_of(x)
+    nd = ndim_of(ans)
+
+    def pullback(g):
+        k = ndim_of(g) - nd
+        return (scatter_add(g, flat, xs[nb:], nb + k),)
+    return ans, pullback
+
+
+@scatter_add.frule(symbolic_zeros=True)
+def _scatter_add_jvp(primals, tangents, flat, shape, nb=0):
+    (g,), (dg,) = primals, tangents
+    ans = scatter_add(g, flat, shape, nb)
+    if dg is None:
+        return ans, None
+    return ans, scatter_add(dg, flat, shape, nb + ndim_of(dg) - ndim_of(g))
+
+
+@scatter_add.rrule
+def _scatter_add_vjp(g, flat, shape, nb=0):
+    ans = scatter_add(g, flat, shape, nb)
+    nd = ndim_of(ans)
+
+    def pullback(h):
+        k = ndim_of(h) - nd
+        return (gather(h, flat, nb + k),)
+    return ans, pullback
+
+
+def gather_flat(x, flat):
+    """``x.ravel()[flat]`` for a static integer array ``flat`` (any shape)."""
+    return gather(x, np.asarray(flat, dtype=np.intp))
+
+
+def scatter_flat(g, flat, shape):
+    """Zeros of ``shape`` with ``g`` added at flat positions ``flat`` (repeats add up)."""
+    return scatter_add(g, np.asarray(flat, dtype=np.intp), tuple(shape))
+
+
+# -- view tracking ----------------------------------------------------------------------------------
+_views_of = {}  # id(base) -> (weakref(base), [weakref(view), ...])
+_base_of = {}   # id(view) -> (weakref(view), weakref(base))
+
+
+def _drop_base(bid, ref):
+    ent = _views_of.get(bid)
+    if ent is not None and ent[0] is ref:
+        del _views_of[bid]
+
+
+def _drop_view(vid, ref):
+    ent = _base_of.get(vid)
+    if ent is not None and ent[0] is ref:
+        del _base_of[vid]
+
+
+def register_view(view, base):
+    """Record that ``view`` shares memory with ``base`` (as NumPy's view would)."""
+    if not isinstance(view, Tracer) or not isinstance(base, Tracer) or view is base:
+        return view
+    bid = id(base)
+    ent = _views_of.get(bid)
+    if ent is None or ent[0]() is not base:
+        ent = (weakref.ref(base, lambda r, bid=bid: _drop_base(bid, r)), [])
+        _views_of[bid] = ent
+    vid = id(view)
+    vref = weakref.ref(view, lambda r, vid=vid: _drop_view(vid, r))
+    lst = ent[1]
+    lst.append(vref)
+    if len(lst) >= 64 and (len(lst) & (len(lst) - 1)) == 0:  # prune now and then
+        lst[:] = [r for r in lst if r() is not None]
+    _base_of[vid] = (vref, ent[0])
+    return view
+
+
+def _live_base(x):
+    ent = _base_of.get(id(x))
+    if ent is None or ent[0]() is not x:
+        return None
+    return ent[1]()
+
+
+_STALE_MSG = (
+    "this traced array is a view (a slice such as x[1:3] or x[0], x.T, a reshape) of an "
+    "array that was later modified with x[idx] = v, so its value is out of date and its "
+    "derivative would be wrong. Take a copy before modifying the base (y = wnp.copy(x[1:3])), "
+    "or index the base again after the assignment.")
+
+_stale_classes = {}
+
+
+def _stale_class(cls):
+    sc = _stale_classes.get(cls)
+    if sc is None:
+        def value(self):
+            raise ValueError(_STALE_MSG)
+
+        def _repr(self):
+            return f"<stale view ({cls.__name__}): {_STALE_MSG}>"
+        sc = type(f"Stale{cls.__name__}", (cls,), {"__slots__": (), "value": property(value),
+                                                    "__repr__": _repr, "_stale": True})
+        _stale_classes[cls] = sc
+    return sc
+
+
+def _invalidate_views(base):
+    ent = _views_of.pop(id(base), None)
+    if ent is None or ent[0]() is not base:
+        return
+    for r in ent[1]:
+        v = r()
+        if v is None or getattr(type(v), "_stale", False):
+            continue
+        v.__class__ = _stale_class(type(v))
+        _invalidate_views(v)
+
+
+# -- x[idx] and x[idx] = v ------------------------------------------------------------------------------
+def getitem(x, idx):
+    """``x[idx]`` for a (possibly traced) array ``x``."""
+    nidx, adv = normalize_index(idx)
+    if not isinstance(x, Tracer):
+        return np.asarray(x)[nidx]
+    if not adv:
+        ans = getitem_basic(x, nidx)
+        if isinstance(_plain(ans), np.ndarray):  # NumPy gives a view (not a scalar copy)
+            register_view(ans, x)
+        return ans
+    return gather(x, _flat_positions(shape_of(x), nidx))
+
+
+def _placed(xs, dt, nidx, adv, v):
+    """``(mask, placed)``: where ``x[idx] = v`` writes, and ``v`` written there (zeros elsewhere)."""
+    owner = np.full(xs, -1, dtype=np.intp)
+    probe = np.broadcast_to(np.empty((), dtype=np.int8), xs)[nidx]
+    sel = probe.shape
+    owner[nidx] = np.arange(_prod(sel), dtype=np.intp).reshape(sel)
+    mask = owner >= 0
+    if isinstance(v, Tracer):
+        from .joining import astype
+        if v.dtype != dt:
+            v = astype(v, dt)
+        if shape_of(v) != sel:
+            from .shape import broadcast_to
+            v = broadcast_to(v, sel)
+    else:
+        v = np.broadcast_to(np.asarray(v, dtype=dt), sel)
+        placed = np.zeros(xs, dtype=dt)
+        placed[nidx] = v
+        return mask, placed
+    if not adv:
+        return mask, scatter_basic(v, xs, nidx)
+    written = np.flatnonzero(mask)
+    src = owner.ravel()[written]  # the entry of v that won (the last write, as NumPy)
+    return mask, scatter_add(gather(v, src), written, xs)
+
+
+def index_update(x, idx, v):
+    """A new array: ``x`` with ``x[idx] = v`` (the functional form; ``x`` is unchanged)."""
+    nidx, adv = normalize_index(idx)
+    xs = shape_of(x)
+    if not isinstance(x, Tracer) and not isinstance(v, Tracer):
+        out = np.array(x, copy=True)
+        out[idx] = v
+        return out
+    from .elementwise import where
+    dt = np.asarray(_plain(x)).dtype
+    mask, placed = _placed(xs, dt, nidx, adv, v)
+    return where(mask, placed, x)
+
+
+def _slot_names(cls):
+    for c in cls.__mro__:
+        s = c.__dict__.get("__slots__", ())
+        if isinstance(s, str):
+            s = (s,)
+        for name in s:
+            if name not in ("__weakref__", "__dict__"):
+                yield name
+
+
+def setitem(x, idx, v):
+    """``x[idx] = v`` on a traced array: rebinds ``x`` to the updated value's node."""
+    x.value  # a stale view raises here  # noqa: B018
+    base = _live_base(x)
+    if base is not None:
+        raise ValueError(
+            "cannot assign into a view of another traced array (a slice such as x[1:3] or "
+            "x[0], x.T, x.reshape(...)): NumPy would write through to the base array, which "
+            "wengert does not follow. Assign into the base (x[1:3][0] = v  ->  x[1] = v), or "
+            "into a copy (y = wnp.copy(x[1:3]); y[0] = v).")
+    new = index_update(x, idx, v)
+    if type(new) is not type(x) or new._trace is not x._trace:
+        raise TypeError(
+            "x[idx] = v where v is traced by a transform that x is not part of (e.g. an inner "
+            "wg.grad closing over an outer array). Use the functional form "
+            "wnp.index_update(x, idx, v), which returns the new array.")
+    for name in _slot_names(type(x)):
+        object.__setattr__(x, name, getattr(new, name))
+    if hasattr(x, "__dict__") and hasattr(new, "__dict__"):
+        x.__dict__.update(new.__dict__)
+    _invalidate_views(x)
+
+
+# -- functions built on gather ------------------------------------------------------------------------
+def _axis(axis, nd):
+    if not -nd <= axis < max(nd, 1):
+        raise np.exceptions.AxisError(axis, nd)
+    return axis % nd if nd else 0
+
+
+def take(a, indices, axis=None, out=None, mode="raise"):
+    if out is not None:
+        raise NotImplementedError("wnp.take with out= is not supported on traced values")
+    if not isinstance(a, Tracer):
+        return np.take(a, indices, axis=axis, mode=mode)
+    if isinstance(indices, Tracer):
+        raise TypeError(_TRACED_INDEX)
+    pos = np.arange(a.size, dtype=np.intp).reshape(shape_of(a))
+    return gather(a, np.take(pos, indices, axis=axis, mode=mode))
+
+
+def take_along_axis(arr, indices, axis=-1):
+    if not isinstance(arr, Tracer):
+        return np.take_along_axis(arr, indices, axis=axis)
+    if isinstance(indices, Tracer):
+        raise TypeError(_TRACED_INDEX)
+    pos = np.arange(arr.size, dtype=np.intp).reshape(shape_of(arr))
+    if axis is None:
+        pos = pos.ravel()
+    return gather(arr, np.take_along_axis(pos, np.asarray(indices), axis=axis))
+
+
+def compress(condition, a, axis=None, out=None):
+    if not isinstance(a, Tracer):
+        return np.compress(condition, a, axis=axis, out=out)
+    pos = np.arange(a.size, dtype=np.intp).reshape(shape_of(a))
+    return gather(a, np.compress(_plain(condition), pos, axis=axis))
+
+
+def extract(condition, arr):
+    if not isinstance(arr, Tracer):
+        return np.extract(condition, arr)
+    pos = np.arange(arr.size, dtype=np.intp).reshape(shape_of(arr))
+    return gather(arr, np.extract(_plain(condition), pos))
+
+
+def sort(a, axis=-1, kind=None, order=None, stable=None):
+    """Differentiable sort: a gather by ``argsort`` (ties keep the derivative of each entry)."""
+    if not isinstance(a, Tracer):
+        return np.sort(a, axis=axis, kind=kind, order=order, stable=stable)
+    v = np.asarray(_plain(a))
+    pos = np.arange(v.size, dtype=np.intp).reshape(v.shape)
+    if axis is None:
+        v, pos = v.ravel(), pos.ravel()
+        axis = -1
+    perm = np.argsort(v, axis=axis, kind=kind or "stable")
+    return gather(a, np.take_along_axis(pos, perm, axis=axis))
+
+
+def select(condlist, choicelist, default=0):
+    if not _has_tracer(list(choicelist)) and not isinstance(default, Tracer):
+        return np.select(condlist, choicelist, default)
+    from .elementwise import where
+    if len(condlist) != len(choicelist):
+        raise ValueError("list of cases must be same length as list of conditions")
+    out = default
+    for c, x in reversed(list(zip(condlist, choicelist))):
+        out = where(_plain(c), x, out)
+    return out

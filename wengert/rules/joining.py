@@ -1,0 +1,660 @@
+"""Shape and joining: concatenate, astype and copy are primitives; the rest compose them
+with reshape / transpose / broadcast_to (rules/shape.py) and indexing (rules/indexing.py).
+
+Each public function returns exactly what NumPy returns when no argument is traced.
+"""
+import numpy as np
+
+from ..core import Tracer, ndim_of, primitive, shape_of
+from .indexing import gather, getitem_basic, register_view, scatter_basic
+from .shape import broadcast_to, reshape, transpose
+
+__all__ = ["concatenate", "astype", "copy", "ravel", "flatten", "swapaxes", "moveaxis",
+           "expand_dims", "squeeze", "stack", "hstack", "vstack", "dstack", "column_stack",
+           "row_stack", "split", "array_split", "hsplit", "vsplit", "dsplit", "tile", "repeat",
+           "flip", "fliplr", "flipud", "roll", "rot90", "pad", "diag", "diagflat", "diagonal",
+           "tril", "triu", "trace", "atleast_1d", "atleast_2d", "atleast_3d", "array", "asarray",
+           "asanyarray", "ascontiguousarray", "zeros_like", "ones_like", "full_like",
+           "empty_like", "append", "broadcast_arrays", "real", "imag", "conj", "conjugate",
+           "zeros", "ones", "full", "empty"]
+
+
+def _plain(x):
+    while isinstance(x, Tracer):
+        x = x.value
+    return x
+
+
+def _traced(*xs):
+    for x in xs:
+        if isinstance(x, Tracer):
+            return True
+        if isinstance(x, (list, tuple)) and _traced(*x):
+            return True
+    return False
+
+
+def _dtype(x):
+    v = _plain(x)
+    return v.dtype if hasattr(v, "dtype") else np.result_type(v)
+
+
+def _axis(axis, nd):
+    if not -nd <= axis < nd:
+        raise np.exceptions.AxisError(axis, nd)
+    return axis % nd
+
+
+# -- primitives ------------------------------------------------------------------------------------
+@primitive(name="concatenate")
+def _concatenate(*arrays, axis=0):
+    return np.concatenate(arrays, axis=axis)
+
+
+@_concatenate.frule(symbolic_zeros=True)
+def _concatenate_jvp(primals, tangents, axis=0):
+    ans = _concatenate(*primals, axis=axis)
+    lead = None
+    for x, t in zip(primals, tangents):
+        if t is not None:
+            lead = shape_of(t)[:ndim_of(t) - ndim_of(x)]
+            break
+    if lead is None:
+        return ans, None
+    ts = [np.zeros(lead + shape_of(x), dtype=_dtype(x)) if t is None else t
+          for x, t in zip(primals, tangents)]
+    return ans, _concatenate(*ts, axis=axis + len(lead))
+
+
+@_concatenate.rrule(needs=True)
+def _concatenate_vjp(*arrays, needs, axis=0):
+    ans = _concatenate(*arrays, axis=axis)
+    nd = ndim_of(ans)
+    bounds = np.cumsum([0] + [shape_of(a)[axis] for a in arrays])
+
+    def pullback(g):
+        nb = ndim_of(g) - nd
+        pre = (slice(None),) * (nb + axis)
+        return tuple(getitem_basic(g, pre + (slice(int(lo), int(hi)),)) if need else None
+                     for need, lo, hi in zip(needs, bounds[:-1], bounds[1:]))
+    return ans, pullback
+
+
+@primitive(name="astype", nargs=1)
+def _astype(x, dtype):
+    return np.asarray(x).astype(dtype)
+
+
+def _float_kind(dt):
+    return np.issubdtype(np.dtype(dt), np.inexact)
+
+
+@_astype.frule(symbolic_zeros=True)
+def _astype_jvp(primals, tangents, dtype):
+    (x,), (dx,) = primals, tangents
+    ans = _astype(x, dtype)
+    if dx is None or not _float_kind(dtype):
+        return ans, None
+    return ans, _astype(dx, dtype)
+
+
+@_astype.rrule
+def _astype_vjp(x, dtype):
+    ans = _astype(x, dtype)
+    xdt = _dtype(x)
+    ok = _float_kind(dtype)
+    return ans, lambda g: (_astype(g, xdt) if ok else None,)
+
+
+@primitive(name="copy")
+def _copy(x):
+    return np.array(x, copy=True)
+
+
+@_copy.frule(symbolic_zeros=True)
+def _copy_jvp(primals, tangents):
+    return _copy(primals[0]), tangents[0]
+
+
+@_copy.rrule
+def _copy_vjp(x):
+    return _copy(x), lambda g: (g,)
+
+
+# -- creation and conversion -------------------------------------------------------------------------
+def astype(x, dtype, order="K", casting="unsafe", subok=True, copy=True):
+    """``x.astype(dtype)``: float -> float keeps the derivative (the cotangent is cast back)."""
+    if not isinstance(x, Tracer):
+        return np.asarray(x).astype(dtype, order=order, casting=casting, subok=subok, copy=copy)
+    if np.dtype(dtype) == _dtype(x) and not copy:
+        return x
+    return _astype(x, np.dtype(dtype))
+
+
+def copy(a, order="K", subok=False):
+    if not isinstance(a, Tracer):
+        return np.copy(a, order=order, subok=subok)
+    return _copy(a)
+
+
+def _stack_nested(obj, dtype):
+    if isinstance(obj, (list, tuple)):
+        if not _traced(*obj):
+            return np.array(obj, dtype=dtype)
+        return stack([_stack_nested(o, dtype) for o in obj])
+    if isinstance(obj, Tracer):
+        return obj if dtype is None else astype(obj, dtype, copy=False)
+    return np.asarray(obj, dtype=dtype)
+
+
+def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
+    """``np.array``; a (nested) list holding traced values is stacked."""
+    if like is not None and isinstance(like, Tracer) and not _traced(object):
+        return _like_traced(np.array(object, dtype=dtype, copy=copy, order=order,
+                                     ndmin=ndmin), like)
+    if not _traced(object):
+        return np.array(object, dtype=dtype, copy=copy, order=order, subok=subok, ndmin=ndmin)
+    if isinstance(object, Tracer):
+        out = _copy(object) if copy else object
+        if dtype is not None and np.dtype(dtype) != _dtype(out):
+            out = _astype(out, np.dtype(dtype))
+    else:
+        out = _stack_nested(object, dtype)
+    if ndmin > ndim_of(out):
+        out = reshape(out, (1,) * (ndmin - ndim_of(out)) + shape_of(out))
+    return out
+
+
+def asarray(a, dtype=None, order=None, *, like=None, **kwargs):
+    if not _traced(a):
+        if like is not None and isinstance(like, Tracer):
+            return _like_traced(np.asarray(a, dtype=dtype), like)
+        return np.asarray(a, dtype=dtype, order=order, **kwargs)
+    if isinstance(a, Tracer):
+        if dtype is not None and np.dtype(dtype) != _dtype(a):
+            return _astype(a, np.dtype(dtype))
+        return a
+    return _stack_nested(a, dtype)
+
+
+asanyarray = asarray
+
+
+def ascontiguousarray(a, dtype=None, *, like=None):
+    if not _traced(a):
+        return np.ascontiguousarray(a, dtype=dtype)
+    return asarray(a, dtype=dtype)
+
+
+def _like_traced(value, like):
+    """A plain ``value`` as a traced array of ``like``'s trace with zero derivative.
+
+    ``a = wnp.zeros(n, like=x)`` makes an array that can take ``a[i] = traced``.
+    """
+    return _constant(like, value=np.asarray(value))
+
+
+@primitive(name="constant_like", nargs=1)
+def _constant(like, value):
+    return value
+
+
+@_constant.frule(symbolic_zeros=True)
+def _constant_jvp(primals, tangents, value):
+    return value, None
+
+
+@_constant.rrule
+def _constant_vjp(like, value):
+    return value, lambda g: (None,)
+
+
+def _creator(np_fn):
+    def fn(*args, like=None, **kwargs):
+        if like is not None and isinstance(like, Tracer):
+            return _like_traced(np_fn(*args, **kwargs), like)
+        return np_fn(*args, like=like, **kwargs) if like is not None else np_fn(*args, **kwargs)
+    fn.__name__ = np_fn.__name__
+    fn.__doc__ = (f"``np.{np_fn.__name__}``; with ``like=`` a traced array, the result is a "
+                  "traced constant that accepts ``a[i] = v`` with traced ``v``.")
+    return fn
+
+
+zeros = _creator(np.zeros)
+ones = _creator(np.ones)
+empty = _creator(np.zeros)  # zeros: a traced 'empty' never exposes garbage
+empty.__name__ = "empty"
+full = _creator(np.full)
+
+
+def zeros_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
+    """A plain array of zeros (no derivative), shaped like ``a`` (traced or not)."""
+    return np.zeros_like(_plain(a), dtype=dtype, order=order, subok=subok, shape=shape, **kw)
+
+
+def ones_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
+    return np.ones_like(_plain(a), dtype=dtype, order=order, subok=subok, shape=shape, **kw)
+
+
+def empty_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
+    return np.empty_like(_plain(a), dtype=dtype, order=order, subok=subok, shape=shape, **kw)
+
+
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
+    if isinstance(fill_value, Tracer):
+        s = shape_of(a) if shape is None else tuple(np.atleast_1d(shape))
+        return broadcast_to(astype(fill_value, dtype or _dtype(a), copy=False), s) + 0.0
+    return np.full_like(_plain(a), fill_value, dtype=dtype, order=order, subok=subok,
+                        shape=shape, **kw)
+
+
+def real(val):
+    if not isinstance(val, Tracer):
+        return np.real(val)
+    if np.iscomplexobj(_plain(val)):
+        raise NotImplementedError("numpy.real of a complex traced value has no wengert rule")
+    return val
+
+
+def imag(val):
+    if not isinstance(val, Tracer):
+        return np.imag(val)
+    return np.zeros_like(_plain(val))
+
+
+def conj(x, *args, **kwargs):
+    if not isinstance(x, Tracer):
+        return np.conj(x, *args, **kwargs)
+    if np.iscomplexobj(_plain(x)):
+        raise NotImplementedError("numpy.conj of a complex traced value has no wengert rule")
+    return x
+
+
+conjugate = conj
+
+
+# -- reshaping -------------------------------------------------------------------------------------------
+def _view(ans, base):
+    register_view(ans, base)
+    return ans
+
+
+def ravel(a, order="C"):
+    if not isinstance(a, Tracer):
+        return np.ravel(a, order=order)
+    if order not in ("C", "K", "A"):
+        return reshape(transpose(a), (-1,))
+    return _view(reshape(a, (-1,)), a)
+
+
+def flatten(a, order="C"):
+    if not isinstance(a, Tracer):
+        return np.asarray(a).flatten(order=order)
+    return _copy(ravel(a, order))
+
+
+def swapaxes(a, axis1, axis2):
+    if not isinstance(a, Tracer):
+        return np.swapaxes(a, axis1, axis2)
+    nd = ndim_of(a)
+    perm = list(range(nd))
+    i, j = _axis(axis1, nd), _axis(axis2, nd)
+    perm[i], perm[j] = perm[j], perm[i]
+    return _view(transpose(a, tuple(perm)), a)
+
+
+def moveaxis(a, source, destination):
+    if not isinstance(a, Tracer):
+        return np.moveaxis(a, source, destination)
+    nd = ndim_of(a)
+    src = [_axis(s, nd) for s in np.atleast_1d(source)]
+    dst = [_axis(d, nd) for d in np.atleast_1d(destination)]
+    order = [n for n in range(nd) if n not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return _view(transpose(a, tuple(order)), a)
+
+
+def expand_dims(a, axis):
+    if not isinstance(a, Tracer):
+        return np.expand_dims(a, axis)
+    return _view(reshape(a, np.expand_dims(np.empty(shape_of(a), np.int8), axis).shape), a)
+
+
+def squeeze(a, axis=None):
+    if not isinstance(a, Tracer):
+        return np.squeeze(a, axis=axis)
+    return _view(reshape(a, np.squeeze(np.empty(shape_of(a), np.int8), axis=axis).shape), a)
+
+
+def atleast_1d(*arys):
+    if not _traced(*arys):
+        return np.atleast_1d(*arys)
+    res = [a if ndim_of(a) >= 1 else reshape(a, (1,)) for a in arys]
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+def atleast_2d(*arys):
+    if not _traced(*arys):
+        return np.atleast_2d(*arys)
+    res = []
+    for a in arys:
+        s = shape_of(a)
+        res.append(a if len(s) >= 2 else reshape(a, (1,) * (2 - len(s)) + s))
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+def atleast_3d(*arys):
+    if not _traced(*arys):
+        return np.atleast_3d(*arys)
+    res = []
+    for a in arys:
+        s = shape_of(a)
+        if len(s) == 0:
+            s2 = (1, 1, 1)
+        elif len(s) == 1:
+            s2 = (1,) + s + (1,)
+        elif len(s) == 2:
+            s2 = s + (1,)
+        else:
+            s2 = s
+        res.append(a if s2 == s else reshape(a, s2))
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+# -- joining ----------------------------------------------------------------------------------------------
+def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
+    arrays = list(arrays)
+    if not _traced(*arrays):
+        return np.concatenate(arrays, axis=axis, out=out, dtype=dtype, casting=casting)
+    if out is not None:
+        raise NotImplementedError("wnp.concatenate with out= is not supported on traced values")
+    if axis is None:
+        arrays = [ravel(a) for a in arrays]
+        axis = 0
+    arrays = [a if isinstance(a, Tracer) else np.asarray(a) for a in arrays]
+    nd = ndim_of(arrays[0])
+    if nd == 0:
+        raise ValueError("zero-dimensional arrays cannot be concatenated")
+    out = _concatenate(*arrays, axis=_axis(axis, nd))
+    if dtype is not None:
+        out = astype(out, dtype, copy=False)
+    return out
+
+
+def stack(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
+    arrays = list(arrays)
+    if not _traced(*arrays):
+        return np.stack(arrays, axis=axis, out=out, dtype=dtype, casting=casting)
+    if not arrays:
+        raise ValueError("need at least one array to stack")
+    shapes = {shape_of(a) for a in arrays}
+    if len(shapes) != 1:
+        raise ValueError("all input arrays must have the same shape")
+    s = shapes.pop()
+    ax = _axis(axis, len(s) + 1)
+    ns = s[:ax] + (1,) + s[ax:]
+    return concatenate([reshape(a, ns) if isinstance(a, Tracer) else np.reshape(a, ns)
+                        for a in arrays], axis=ax, dtype=dtype)
+
+
+def hstack(tup, *, dtype=None, casting="same_kind"):
+    tup = list(tup)
+    if not _traced(*tup):
+        return np.hstack(tup, dtype=dtype, casting=casting)
+    arrs = [atleast_1d(a) for a in tup]
+    return concatenate(arrs, axis=0 if ndim_of(arrs[0]) == 1 else 1, dtype=dtype)
+
+
+def vstack(tup, *, dtype=None, casting="same_kind"):
+    tup = list(tup)
+    if not _traced(*tup):
+        return np.vstack(tup, dtype=dtype, casting=casting)
+    return concatenate([atleast_2d(a) for a in tup], axis=0, dtype=dtype)
+
+
+row_stack = vstack
+
+
+def dstack(tup):
+    tup = list(tup)
+    if not _traced(*tup):
+        return np.dstack(tup)
+    return concatenate([atleast_3d(a) for a in tup], axis=2)
+
+
+def column_stack(tup):
+    tup = list(tup)
+    if not _traced(*tup):
+        return np.column_stack(tup)
+    cols = []
+    for a in tup:
+        if ndim_of(a) < 2:
+            a = reshape(a, (-1, 1)) if isinstance(a, Tracer) else np.reshape(a, (-1, 1))
+        cols.append(a)
+    return concatenate(cols, axis=1)
+
+
+def append(arr, values, axis=None):
+    if not _traced(arr, values):
+        return np.append(arr, values, axis=axis)
+    if axis is None:
+        return concatenate([ravel(arr), ravel(values)], axis=0)
+    return concatenate([arr, values], axis=axis)
+
+
+def broadcast_arrays(*args, subok=False):
+    if not _traced(*args):
+        return np.broadcast_arrays(*args, subok=subok)
+    s = np.broadcast_shapes(*(shape_of(a) for a in args))
+    return tuple(broadcast_to(a, s) if shape_of(a) != s else a for a in args)
+
+
+# -- splitting ---------------------------------------------------------------------------------------------
+def _slice_along(a, axis, lo, hi, step=None):
+    idx = (slice(None),) * axis + (slice(lo, hi, step),)
+    return _view(getitem_basic(a, idx), a)
+
+
+def array_split(ary, indices_or_sections, axis=0):
+    if not isinstance(ary, Tracer):
+        return np.array_split(ary, indices_or_sections, axis=axis)
+    ax = _axis(axis, ndim_of(ary))
+    n = shape_of(ary)[ax]
+    if np.ndim(indices_or_sections) == 0:
+        k = int(indices_or_sections)
+        if k <= 0:
+            raise ValueError("number sections must be larger than 0.")
+        each, extra = divmod(n, k)
+        sizes = [each + 1] * extra + [each] * (k - extra)
+        bounds = np.cumsum([0] + sizes)
+    else:
+        bounds = [0] + list(indices_or_sections) + [n]
+    return [_slice_along(ary, ax, int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def split(ary, indices_or_sections, axis=0):
+    if not isinstance(ary, Tracer):
+        return np.split(ary, indices_or_sections, axis=axis)
+    if np.ndim(indices_or_sections) == 0:
+        n = shape_of(ary)[_axis(axis, ndim_of(ary))]
+        if n % int(indices_or_sections):
+            raise ValueError("array split does not result in an equal division")
+    return array_split(ary, indices_or_sections, axis)
+
+
+def hsplit(ary, indices_or_sections):
+    if not isinstance(ary, Tracer):
+        return np.hsplit(ary, indices_or_sections)
+    return split(ary, indices_or_sections, axis=1 if ndim_of(ary) > 1 else 0)
+
+
+def vsplit(ary, indices_or_sections):
+    if not isinstance(ary, Tracer):
+        return np.vsplit(ary, indices_or_sections)
+    return split(ary, indices_or_sections, axis=0)
+
+
+def dsplit(ary, indices_or_sections):
+    if not isinstance(ary, Tracer):
+        return np.dsplit(ary, indices_or_sections)
+    return split(ary, indices_or_sections, axis=2)
+
+
+# -- tiling, repeating, flipping ------------------------------------------------------------------------
+def tile(A, reps):
+    if not isinstance(A, Tracer):
+        return np.tile(A, reps)
+    reps = tuple(np.atleast_1d(reps).tolist())
+    s = shape_of(A)
+    nd = max(len(s), len(reps))
+    s = (1,) * (nd - len(s)) + s
+    reps = (1,) * (nd - len(reps)) + reps
+    inter = tuple(v for pair in zip((1,) * nd, s) for v in pair)
+    big = tuple(v for pair in zip(reps, s) for v in pair)
+    x = reshape(A, inter)
+    x = broadcast_to(x, big)
+    return reshape(x, tuple(r * d for r, d in zip(reps, s)))
+
+
+def repeat(a, repeats, axis=None):
+    if not isinstance(a, Tracer):
+        return np.repeat(a, repeats, axis=axis)
+    if axis is None:
+        a = ravel(a)
+        axis = 0
+    ax = _axis(axis, ndim_of(a))
+    s = shape_of(a)
+    if np.ndim(repeats) == 0 or np.size(repeats) == 1:
+        r = int(np.ravel(repeats)[0]) if np.ndim(repeats) else int(repeats)
+        x = reshape(a, s[:ax + 1] + (1,) + s[ax + 1:])
+        x = broadcast_to(x, s[:ax + 1] + (r,) + s[ax + 1:])
+        return reshape(x, s[:ax] + (s[ax] * r,) + s[ax + 1:])
+    pos = np.arange(int(np.prod(s)), dtype=np.intp).reshape(s)
+    return gather(a, np.repeat(pos, repeats, axis=ax))
+
+
+def flip(m, axis=None):
+    if not isinstance(m, Tracer):
+        return np.flip(m, axis=axis)
+    nd = ndim_of(m)
+    axes = range(nd) if axis is None else [_axis(a, nd) for a in np.atleast_1d(axis)]
+    idx = tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(nd))
+    return _view(getitem_basic(m, idx), m)
+
+
+def fliplr(m):
+    if not isinstance(m, Tracer):
+        return np.fliplr(m)
+    if ndim_of(m) < 2:
+        raise ValueError("Input must be >= 2-d.")
+    return flip(m, 1)
+
+
+def flipud(m):
+    if not isinstance(m, Tracer):
+        return np.flipud(m)
+    if ndim_of(m) < 1:
+        raise ValueError("Input must be >= 1-d.")
+    return flip(m, 0)
+
+
+def roll(a, shift, axis=None):
+    if not isinstance(a, Tracer):
+        return np.roll(a, shift, axis=axis)
+    pos = np.arange(a.size, dtype=np.intp).reshape(shape_of(a))
+    return gather(a, np.roll(pos, shift, axis=axis))
+
+
+def rot90(m, k=1, axes=(0, 1)):
+    if not isinstance(m, Tracer):
+        return np.rot90(m, k, axes)
+    pos = np.arange(m.size, dtype=np.intp).reshape(shape_of(m))
+    return gather(m, np.rot90(pos, k, axes))
+
+
+def pad(array, pad_width, mode="constant", **kwargs):
+    """``np.pad``: ``constant`` (traced or plain fill), ``edge``, ``reflect``, ``symmetric``,
+    ``wrap`` are differentiable."""
+    if not isinstance(array, Tracer):
+        return np.pad(array, pad_width, mode=mode, **kwargs)
+    s = shape_of(array)
+    nd = len(s)
+    pw = np.broadcast_to(np.asarray(pad_width, dtype=np.intp).reshape(-1, 2)
+                         if np.ndim(pad_width) else np.asarray(pad_width, dtype=np.intp),
+                         (nd, 2))
+    if mode == "constant":
+        cv = kwargs.pop("constant_values", 0)
+        if kwargs:
+            raise TypeError(f"unexpected keyword arguments for mode 'constant': {list(kwargs)}")
+        new_shape = tuple(int(d + lo + hi) for d, (lo, hi) in zip(s, pw))
+        idx = tuple(slice(int(lo), int(lo + d)) for d, (lo, _) in zip(s, pw))
+        out = scatter_basic(array, new_shape, idx)
+        if not (np.ndim(cv) == 0 and not isinstance(cv, Tracer) and cv == 0):
+            if isinstance(cv, Tracer):
+                raise NotImplementedError("wnp.pad with traced constant_values")
+            fill = np.pad(np.zeros(s, dtype=_dtype(array)), pad_width, mode="constant",
+                          constant_values=cv)
+            out = out + fill
+        return out
+    if mode in ("edge", "reflect", "symmetric", "wrap"):
+        pos = np.arange(array.size, dtype=np.intp).reshape(s)
+        return gather(array, np.pad(pos, pad_width, mode=mode, **kwargs))
+    raise NotImplementedError(f"wnp.pad with mode={mode!r} on traced values (supported: "
+                              "constant, edge, reflect, symmetric, wrap)")
+
+
+# -- diagonals and triangles --------------------------------------------------------------------------
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    if not isinstance(a, Tracer):
+        return np.diagonal(a, offset, axis1, axis2)
+    pos = np.arange(a.size, dtype=np.intp).reshape(shape_of(a))
+    return _view(gather(a, np.diagonal(pos, offset, axis1, axis2)), a)
+
+
+def diag(v, k=0):
+    if not isinstance(v, Tracer):
+        return np.diag(v, k)
+    s = shape_of(v)
+    if len(s) == 2:
+        return diagonal(v, k)
+    if len(s) != 1:
+        raise ValueError("Input must be 1- or 2-d.")
+    n = s[0] + abs(k)
+    from .indexing import scatter_add
+    pos = np.diag(np.arange(1, s[0] + 1), k).ravel()
+    flat = np.flatnonzero(pos)[np.argsort(pos[pos > 0], kind="stable")]
+    return scatter_add(v, flat.astype(np.intp), (n, n))
+
+
+def diagflat(v, k=0):
+    if not isinstance(v, Tracer):
+        return np.diagflat(v, k)
+    return diag(ravel(v), k)
+
+
+def _tri_mask(a, k, lower):
+    s = shape_of(a)
+    m = np.tri(s[-2], s[-1], k, dtype=bool) if lower else ~np.tri(s[-2], s[-1], k - 1, dtype=bool)
+    return m
+
+
+def tril(m, k=0):
+    if not isinstance(m, Tracer):
+        return np.tril(m, k)
+    from .elementwise import where
+    return where(_tri_mask(m, k, True), m, 0.0)
+
+
+def triu(m, k=0):
+    if not isinstance(m, Tracer):
+        return np.triu(m, k)
+    from .elementwise import where
+    return where(_tri_mask(m, k, False), m, 0.0)
+
+
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    if not isinstance(a, Tracer):
+        return np.trace(a, offset, axis1, axis2, dtype, out)
+    from .shape import sum_
+    return sum_(diagonal(a, offset, axis1, axis2), axis=-1)

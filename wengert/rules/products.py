@@ -1,0 +1,360 @@
+"""Products: matmul and einsum are primitives; dot, vdot, inner, outer, tensordot, kron
+and cross are compositions.
+
+Tangents and cotangents may carry leading batch axes (a whole Jacobian in one
+pass): matmul is declared ``broadcasting=True`` so the core gives a batched
+tangent of a lower-rank operand its broadcast axes and sums cotangents back to
+each operand's shape; einsum gives the batch axes letters of their own.
+"""
+import string
+from collections import Counter
+
+import numpy as np
+
+from ..core import Tracer, ndim_of, primitive, shape_of
+from .indexing import gather
+from .shape import broadcast_to, reshape, sum_, transpose
+
+__all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "kron", "cross",
+           "vecdot", "matvec", "vecmat"]
+
+
+def _plain(x):
+    while isinstance(x, Tracer):
+        x = x.value
+    return x
+
+
+def _traced(*xs):
+    return any(isinstance(x, Tracer) for x in xs)
+
+
+def _swap_last(x):
+    nd = ndim_of(x)
+    return transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+# -- matmul --------------------------------------------------------------------------------------------
+@primitive(name="matmul", broadcasting=True)
+def _matmul(a, b):
+    return np.matmul(a, b)
+
+
+@_matmul.frule(symbolic_zeros=True)
+def _matmul_jvp(primals, tangents):
+    a, b = primals
+    da, db = tangents
+    ans = _matmul(a, b)
+    t = None
+    if da is not None:
+        t = _matmul(da, b)
+    if db is not None:
+        t2 = _matmul(a, db)
+        t = t2 if t is None else t + t2
+    return ans, t
+
+
+@_matmul.rrule(needs=True)
+def _matmul_vjp(a, b, needs):
+    ans = _matmul(a, b)
+
+    def pullback(g):
+        return (_matmul(g, _swap_last(b)) if needs[0] else None,
+                _matmul(_swap_last(a), g) if needs[1] else None)
+    return ans, pullback
+
+
+def matmul(x1, x2, /, out=None, **kwargs):
+    if not _traced(x1, x2):
+        return np.matmul(x1, x2, out=out, **kwargs)
+    if out is not None:
+        raise NotImplementedError("wnp.matmul with out= is not supported on traced values")
+    a = x1 if isinstance(x1, Tracer) else np.asarray(x1)
+    b = x2 if isinstance(x2, Tracer) else np.asarray(x2)
+    if ndim_of(a) == 0 or ndim_of(b) == 0:
+        raise ValueError("matmul: Input operand does not have enough dimensions")
+    va, vb = ndim_of(a) == 1, ndim_of(b) == 1
+    if va:
+        a = reshape(a, (1,) + shape_of(a))
+    if vb:
+        b = reshape(b, shape_of(b) + (1,))
+    if shape_of(a)[-1] != shape_of(b)[-2]:
+        raise ValueError(f"matmul: Input operand 1 has a mismatch in its core dimension 0 "
+                         f"(size {shape_of(b)[-2]} is different from {shape_of(a)[-1]})")
+    r = _matmul(a, b)
+    if va or vb:
+        s = shape_of(r)
+        s = s[:-2] + (() if va else s[-2:-1]) + (() if vb else s[-1:])
+        r = reshape(r, s)
+    return r
+
+
+# -- einsum ----------------------------------------------------------------------------------------------
+@primitive(name="einsum")
+def _einsum(*operands, ins, out):
+    opt = "greedy" if len(operands) > 2 else False
+    return np.einsum(",".join(ins) + "->" + out, *operands, optimize=opt)
+
+
+def _free_letters(ins, out, k):
+    used = set("".join(ins) + out)
+    free = [c for c in string.ascii_letters if c not in used]
+    if len(free) < k:
+        raise ValueError("einsum: too many axes for the available subscript letters")
+    return "".join(free[:k])
+
+
+@_einsum.frule(symbolic_zeros=True)
+def _einsum_jvp(primals, tangents, ins, out):
+    ans = _einsum(*primals, ins=ins, out=out)
+    t = None
+    for i, dt in enumerate(tangents):
+        if dt is None:
+            continue
+        nb = ndim_of(dt) - ndim_of(primals[i])
+        bl = _free_letters(ins, out, nb)
+        ops = list(primals)
+        ops[i] = dt
+        sub = list(ins)
+        sub[i] = bl + ins[i]
+        term = _einsum(*ops, ins=tuple(sub), out=bl + out)
+        t = term if t is None else t + term
+    return ans, t
+
+
+@_einsum.rrule(needs=True)
+def _einsum_vjp(*operands, needs, ins, out):
+    ans = _einsum(*operands, ins=ins, out=out)
+
+    def pullback(g):
+        nb = ndim_of(g) - len(out)
+        bl = _free_letters(ins, out, nb)
+        cts = []
+        for i, need in enumerate(needs):
+            if not need:
+                cts.append(None)
+                continue
+            others = [op for j, op in enumerate(operands) if j != i]
+            osubs = tuple(s for j, s in enumerate(ins) if j != i)
+            cts.append(_einsum(g, *others, ins=(bl + out,) + osubs, out=bl + ins[i]))
+        return tuple(cts)
+    return ans, pullback
+
+
+def _parse_einsum(subscripts, shapes):
+    """Explicit subscripts with ``...`` expanded into letters: ``(ins, out)``."""
+    s = subscripts.replace(" ", "")
+    if "->" in s:
+        lhs, out = s.split("->")
+    else:
+        lhs, out = s, None
+    ins = lhs.split(",")
+    if len(ins) != len(shapes):
+        raise ValueError("einsum: number of subscripts does not match the number of operands")
+    used = set(c for c in s if c.isalpha())
+    free = [c for c in string.ascii_letters if c not in used]
+    n_ell = 0
+    for sub, shape in zip(ins, shapes):
+        if "..." in sub:
+            n_ell = max(n_ell, len(shape) - (len(sub) - 3))
+    ell = "".join(free[:n_ell])
+    new_ins = []
+    for sub, shape in zip(ins, shapes):
+        if "..." in sub:
+            k = len(shape) - (len(sub) - 3)
+            sub = sub.replace("...", ell[n_ell - k:] if k else "")
+        if len(sub) != len(shape):
+            raise ValueError(f"einsum: operand has {len(shape)} dimensions but subscripts "
+                             f"'{sub}' name {len(sub)}")
+        new_ins.append(sub)
+    if out is None:
+        counts = Counter("".join(i.replace("...", "") for i in lhs.split(",")))
+        out = ell + "".join(sorted((c for c in counts if counts[c] == 1 and c not in ell),
+                                   key=lambda c: (c.isupper(), c) if False else c))
+    else:
+        out = out.replace("...", ell)
+    return new_ins, out
+
+
+def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
+    """``np.einsum`` with string subscripts (explicit, implicit, ``...``)."""
+    if not isinstance(subscripts, str):
+        raise NotImplementedError("wnp.einsum takes string subscripts on traced values")
+    if not _traced(*operands):
+        return np.einsum(subscripts, *operands, out=out, optimize=optimize, **kwargs)
+    if out is not None:
+        raise NotImplementedError("wnp.einsum with out= is not supported on traced values")
+    ops = [o if isinstance(o, Tracer) else np.asarray(o) for o in operands]
+    ins, outs = _parse_einsum(subscripts, [shape_of(o) for o in ops])
+    # sizes of each letter, broadcasting size-1 axes as NumPy does
+    size = {}
+    for sub, o in zip(ins, ops):
+        for c, d in zip(sub, shape_of(o)):
+            if d != 1 or c not in size:
+                if c in size and size[c] != 1 and d != size[c]:
+                    raise ValueError(f"einsum: operands could not be broadcast together: "
+                                     f"axis '{c}' has sizes {size[c]} and {d}")
+                size[c] = d
+    new_ops, new_ins = [], []
+    for k, (sub, o) in enumerate(zip(ins, ops)):
+        # a repeated letter in one operand: take that diagonal first
+        if len(set(sub)) != len(sub):
+            uniq = "".join(dict.fromkeys(sub))
+            pos = np.arange(int(np.prod(shape_of(o), dtype=int)), dtype=np.intp)
+            pos = np.einsum(f"{sub}->{uniq}", pos.reshape(shape_of(o)))
+            o = gather(o, pos) if isinstance(o, Tracer) else np.einsum(f"{sub}->{uniq}", o)
+            sub = uniq
+        # a letter only this operand has and the output lacks: sum it out first
+        others = "".join(s for j, s in enumerate(ins) if j != k) + outs
+        lone = tuple(i for i, c in enumerate(sub) if c not in others)
+        if lone:
+            o = sum_(o, axis=lone) if isinstance(o, Tracer) else np.sum(o, axis=lone)
+            sub = "".join(c for i, c in enumerate(sub) if i not in lone)
+        want = tuple(size[c] for c in sub)
+        if shape_of(o) != want:
+            o = broadcast_to(o, want) if isinstance(o, Tracer) else np.broadcast_to(o, want)
+        new_ops.append(o)
+        new_ins.append(sub)
+    return _einsum(*new_ops, ins=tuple(new_ins), out=outs)
+
+
+# -- compositions ----------------------------------------------------------------------------------------
+def _as(x):
+    return x if isinstance(x, Tracer) else np.asarray(x)
+
+
+def tensordot(a, b, axes=2):
+    if not _traced(a, b):
+        return np.tensordot(a, b, axes)
+    a, b = _as(a), _as(b)
+    sa, sb = shape_of(a), shape_of(b)
+    if np.ndim(axes) == 0:
+        n = int(axes)
+        ax_a = list(range(len(sa) - n, len(sa)))
+        ax_b = list(range(n))
+    else:
+        ax_a, ax_b = axes
+        ax_a = [int(i) for i in np.atleast_1d(ax_a)]
+        ax_b = [int(i) for i in np.atleast_1d(ax_b)]
+    ax_a = [i % len(sa) for i in ax_a]
+    ax_b = [i % len(sb) for i in ax_b]
+    for i, j in zip(ax_a, ax_b):
+        if sa[i] != sb[j]:
+            raise ValueError("shape-mismatch for sum")
+    free_a = [i for i in range(len(sa)) if i not in ax_a]
+    free_b = [i for i in range(len(sb)) if i not in ax_b]
+    k = int(np.prod([sa[i] for i in ax_a], dtype=int))
+    m = int(np.prod([sa[i] for i in free_a], dtype=int))
+    n = int(np.prod([sb[i] for i in free_b], dtype=int))
+    at = transpose(a, tuple(free_a + ax_a)) if free_a + ax_a != list(range(len(sa))) else a
+    bt = transpose(b, tuple(ax_b + free_b)) if ax_b + free_b != list(range(len(sb))) else b
+    r = _matmul(reshape(at, (m, k)), reshape(bt, (k, n)))
+    return reshape(r, tuple(sa[i] for i in free_a) + tuple(sb[i] for i in free_b))
+
+
+def dot(a, b, out=None):
+    if not _traced(a, b):
+        return np.dot(a, b, out=out)
+    if out is not None:
+        raise NotImplementedError("wnp.dot with out= is not supported on traced values")
+    a, b = _as(a), _as(b)
+    na, nb = ndim_of(a), ndim_of(b)
+    if na == 0 or nb == 0:
+        return a * b
+    if na <= 2 and nb <= 2:
+        return matmul(a, b)
+    return tensordot(a, b, axes=([-1], [0 if nb == 1 else -2]))
+
+
+def vdot(a, b, /):
+    if not _traced(a, b):
+        return np.vdot(a, b)
+    a, b = _as(a), _as(b)
+    if np.iscomplexobj(_plain(a)) or np.iscomplexobj(_plain(b)):
+        raise NotImplementedError("wnp.vdot of complex traced values has no wengert rule")
+    return sum_(reshape(a, (-1,)) * reshape(b, (-1,)))
+
+
+def inner(a, b, /):
+    if not _traced(a, b):
+        return np.inner(a, b)
+    a, b = _as(a), _as(b)
+    if ndim_of(a) == 0 or ndim_of(b) == 0:
+        return a * b
+    return tensordot(a, b, axes=([-1], [-1]))
+
+
+def outer(a, b, out=None):
+    if not _traced(a, b):
+        return np.outer(a, b, out=out)
+    a, b = _as(a), _as(b)
+    return reshape(a, (-1, 1)) * reshape(b, (1, -1))
+
+
+def vecdot(x1, x2, /, *, axis=-1, **kwargs):
+    if not _traced(x1, x2):
+        return np.vecdot(x1, x2, axis=axis, **kwargs)
+    return sum_(_as(x1) * _as(x2), axis=axis)
+
+
+def matvec(x1, x2, /, **kwargs):
+    if not _traced(x1, x2):
+        return np.matvec(x1, x2, **kwargs)
+    x2 = _as(x2)
+    return reshape(matmul(x1, reshape(x2, shape_of(x2) + (1,))),
+                   np.broadcast_shapes(shape_of(x1)[:-2], shape_of(x2)[:-1])
+                   + shape_of(x1)[-2:-1])
+
+
+def vecmat(x1, x2, /, **kwargs):
+    if not _traced(x1, x2):
+        return np.vecmat(x1, x2, **kwargs)
+    x1 = _as(x1)
+    r = matmul(reshape(x1, shape_of(x1)[:-1] + (1,) + shape_of(x1)[-1:]), x2)
+    s = shape_of(r)
+    return reshape(r, s[:-2] + s[-1:])
+
+
+def kron(a, b):
+    if not _traced(a, b):
+        return np.kron(a, b)
+    a, b = _as(a), _as(b)
+    sa, sb = shape_of(a), shape_of(b)
+    nd = max(len(sa), len(sb))
+    sa = (1,) * (nd - len(sa)) + sa
+    sb = (1,) * (nd - len(sb)) + sb
+    ai = reshape(a, tuple(v for d in sa for v in (d, 1)))
+    bi = reshape(b, tuple(v for d in sb for v in (1, d)))
+    return reshape(ai * bi, tuple(x * y for x, y in zip(sa, sb)))
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    if not _traced(a, b):
+        return np.cross(a, b, axisa, axisb, axisc, axis)
+    from .joining import moveaxis, stack
+    a, b = _as(a), _as(b)
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a = moveaxis(a, axisa, -1) if ndim_of(a) > 1 else a
+    b = moveaxis(b, axisb, -1) if ndim_of(b) > 1 else b
+    na, nb_ = shape_of(a)[-1], shape_of(b)[-1]
+    if na not in (2, 3) or nb_ not in (2, 3):
+        raise ValueError("incompatible dimensions for cross product\n"
+                         "(dimension must be 2 or 3)")
+    a0, a1 = a[..., 0], a[..., 1]
+    b0, b1 = b[..., 0], b[..., 1]
+    a2 = a[..., 2] if na == 3 else None
+    b2 = b[..., 2] if nb_ == 3 else None
+    if na == 2 and nb_ == 2:
+        return a0 * b1 - a1 * b0
+    if na == 2:
+        c = [a1 * b2, -(a0 * b2), a0 * b1 - a1 * b0]
+    elif nb_ == 2:
+        c = [-(a2 * b1), a2 * b0, a0 * b1 - a1 * b0]
+    else:
+        c = [a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0]
+    c = [ci if isinstance(ci, Tracer) else np.asarray(ci) for ci in c]
+    s = np.broadcast_shapes(*(shape_of(ci) for ci in c))
+    c = [broadcast_to(ci, s) if shape_of(ci) != s else ci for ci in c]
+    r = stack(c, axis=-1)
+    return moveaxis(r, -1, axisc) if ndim_of(r) > 1 else r

@@ -1,0 +1,534 @@
+"""Reductions: sum, prod, max/min (ties split the derivative evenly), cumsum, cumprod, and
+compositions of them (mean, var, std, ptp, average, logsumexp).  Also the
+non-differentiable ones (argmax, any, ...) that give plain values.
+
+Each public function returns exactly what NumPy returns when no argument is traced.
+"""
+import numpy as np
+
+from ..core import Tracer, ndim_of, primitive, shape_of
+from .arithmetic import multiply
+from .elementwise import exp, log, sqrt, where
+from .indexing import getitem_basic
+from .joining import _concatenate, astype
+from .shape import _norm_axes, broadcast_to, reshape, sum_, transpose
+
+__all__ = ["sum", "prod", "product", "mean", "var", "std", "max", "min", "amax", "amin", "ptp",
+           "average", "cumsum", "cumprod", "cumulative_sum", "cumulative_prod", "logsumexp",
+           "nansum", "nanmean", "argmax", "argmin", "argsort", "nonzero", "any", "all",
+           "count_nonzero", "argwhere", "flatnonzero", "searchsorted"]
+
+_builtin_sum = sum
+
+
+def _plain(x):
+    while isinstance(x, Tracer):
+        x = x.value
+    return x
+
+
+def _dtype(x):
+    v = _plain(x)
+    return v.dtype if hasattr(v, "dtype") else np.result_type(v)
+
+
+def _kept_shape(xs, axes):
+    return tuple(1 if i in axes else d for i, d in enumerate(xs))
+
+
+def _expand(g, ans, xs, axes):
+    """Cotangent ``g`` of a reduction (batch axes in front) broadcast back to ``B + xs``."""
+    gs = shape_of(g)
+    nb = len(gs) - ndim_of(ans)
+    return broadcast_to(reshape(g, gs[:nb] + _kept_shape(xs, axes)), gs[:nb] + tuple(xs))
+
+
+def _axes_arg(axis, nd):
+    return None if axis is None else _norm_axes(axis, nd)
+
+
+# -- sum (the primitive lives in rules/shape.py) ----------------------------------------------
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=0, where=True):
+    if not isinstance(a, Tracer):
+        kw = {}
+        if not (type(initial) is int and initial == 0):  # pass only what the caller passed
+            kw["initial"] = initial
+        if where is not True:
+            kw["where"] = where
+        return np.sum(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+    _no_out(out, "sum")
+    if where is not True:
+        a = _where_fill(where, a, 0.0)
+    if dtype is not None:
+        a = astype(a, dtype, copy=False)
+    r = sum_(a, axis=_axes_arg(axis, ndim_of(a)), keepdims=keepdims)
+    if isinstance(initial, Tracer) or initial != 0:
+        r = r + initial
+    return r
+
+
+def _no_out(out, name):
+    if out is not None:
+        raise NotImplementedError(f"wnp.{name} with out= is not supported on traced values; "
+                                  "use the return value")
+
+
+def _where_fill(mask, a, fill):
+    mask = _plain(mask)
+    if shape_of(mask) != shape_of(a):
+        s = np.broadcast_shapes(np.shape(mask), shape_of(a))
+        if s != shape_of(a):
+            a = broadcast_to(a, s)
+    return where(mask, a, fill)
+
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    if not isinstance(a, Tracer):
+        return np.nansum(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+    return sum(where(np.isnan(_plain(a)), 0.0, a), axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+# -- products -----------------------------------------------------------------------------------------------
+@primitive(name="cumsum", nargs=1)
+def _cumsum(x, axis):
+    return np.cumsum(x, axis=axis)
+
+
+def _reverse_idx(axis):
+    return (slice(None),) * axis + (slice(None, None, -1),)
+
+
+@_cumsum.frule(symbolic_zeros=True)
+def _cumsum_jvp(primals, tangents, axis):
+    (x,), (dx,) = primals, tangents
+    ans = _cumsum(x, axis)
+    if dx is None:
+        return ans, None
+    return ans, _cumsum(dx, axis + ndim_of(dx) - ndim_of(x))
+
+
+@_cumsum.rrule
+def _cumsum_vjp(x, axis):
+    ans = _cumsum(x, axis)
+    nd = ndim_of(ans)
+
+    def pullback(g):
+        ax = axis + ndim_of(g) - nd
+        r = _reverse_idx(ax)
+        return (getitem_basic(_cumsum(getitem_basic(g, r), ax), r),)
+    return ans, pullback
+
+
+@primitive(name="cumprod", nargs=1)
+def _cumprod(x, axis):
+    return np.cumprod(x, axis=axis)
+
+
+def _cumprod_matrix(x, axis):
+    """``D[..., k, i] = d y_i / d x_k`` for ``y = cumprod(x)`` along ``axis`` (moved last)."""
+    nd = ndim_of(x)
+    perm = tuple(i for i in range(nd) if i != axis) + (axis,)
+    xm = transpose(x, perm)
+    n = shape_of(xm)[-1]
+    eye = np.eye(n, dtype=bool)
+    rows = where(eye, 1.0, reshape(xm, shape_of(xm)[:-1] + (1, n)))  # x with x_k -> 1 in row k
+    upper = np.triu(np.ones((n, n), dtype=bool))                       # k <= i
+    return where(upper, _cumprod(rows, nd), 0.0), perm
+
+
+def _inv(perm):
+    return tuple(int(i) for i in np.argsort(perm))
+
+
+@_cumprod.frule(symbolic_zeros=True)
+def _cumprod_jvp(primals, tangents, axis):
+    (x,), (dx,) = primals, tangents
+    ans = _cumprod(x, axis)
+    if dx is None:
+        return ans, None
+    nd = ndim_of(x)
+    nb = ndim_of(dx) - nd
+    D, perm = _cumprod_matrix(x, axis)
+    bperm = tuple(range(nb)) + tuple(p + nb for p in perm)
+    dm = transpose(dx, bperm)
+    dm = reshape(dm, shape_of(dm) + (1,))
+    t = sum_(dm * D, axis=nb + nd - 1)
+    return ans, transpose(t, tuple(range(nb)) + tuple(p + nb for p in _inv(perm)))
+
+
+@_cumprod.rrule
+def _cumprod_vjp(x, axis):
+    ans = _cumprod(x, axis)
+    nd = ndim_of(x)
+
+    def pullback(g):
+        nb = ndim_of(g) - nd
+        D, perm = _cumprod_matrix(x, axis)
+        bperm = tuple(range(nb)) + tuple(p + nb for p in perm)
+        gm = transpose(g, bperm)
+        gs = shape_of(gm)
+        gm = reshape(gm, gs[:-1] + (1, gs[-1]))
+        t = sum_(gm * D, axis=nb + nd)
+        return (transpose(t, tuple(range(nb)) + tuple(p + nb for p in _inv(perm))),)
+    return ans, pullback
+
+
+def cumsum(a, axis=None, dtype=None, out=None):
+    if not isinstance(a, Tracer):
+        return np.cumsum(a, axis=axis, dtype=dtype, out=out)
+    _no_out(out, "cumsum")
+    if dtype is not None:
+        a = astype(a, dtype, copy=False)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    return _cumsum(a, axis % ndim_of(a))
+
+
+def cumprod(a, axis=None, dtype=None, out=None):
+    if not isinstance(a, Tracer):
+        return np.cumprod(a, axis=axis, dtype=dtype, out=out)
+    _no_out(out, "cumprod")
+    if dtype is not None:
+        a = astype(a, dtype, copy=False)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    return _cumprod(a, axis % ndim_of(a))
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+    if not isinstance(x, Tracer):
+        return np.cumulative_sum(x, axis=axis, dtype=dtype, out=out,
+                                 include_initial=include_initial)
+    if axis is None:
+        if ndim_of(x) > 1:
+            raise ValueError("axis must be specified for multi-dimensional arrays")
+        axis = 0
+    r = cumsum(x, axis=axis, dtype=dtype)
+    if include_initial:
+        ax = axis % ndim_of(x)
+        s = list(shape_of(r))
+        s[ax] = 1
+        r = _concatenate(np.zeros(s, _dtype(r)), r, axis=ax)
+    return r
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+    if not isinstance(x, Tracer):
+        return np.cumulative_prod(x, axis=axis, dtype=dtype, out=out,
+                                  include_initial=include_initial)
+    if axis is None:
+        if ndim_of(x) > 1:
+            raise ValueError("axis must be specified for multi-dimensional arrays")
+        axis = 0
+    r = cumprod(x, axis=axis, dtype=dtype)
+    if include_initial:
+        ax = axis % ndim_of(x)
+        s = list(shape_of(r))
+        s[ax] = 1
+        r = _concatenate(np.ones(s, _dtype(r)), r, axis=ax)
+    return r
+
+
+@primitive(name="prod")
+def _prod(x, axis=None, keepdims=False):
+    return np.prod(x, axis=axis, keepdims=keepdims)
+
+
+def _prod_others(x, axes):
+    """``prod over axes of x, leaving out each entry`` (no division: exact at zeros)."""
+    xs = shape_of(x)
+    nd = len(xs)
+    keep = tuple(i for i in range(nd) if i not in axes)
+    perm = keep + tuple(axes)
+    xt = transpose(x, perm) if perm != tuple(range(nd)) else x
+    ts = shape_of(xt)
+    lead = ts[:len(keep)]
+    k = int(np.prod(ts[len(keep):], dtype=int))
+    xr = reshape(xt, lead + (k,))
+    one = np.ones(lead + (1,), dtype=_dtype(x))
+    ell = (Ellipsis,)
+    left = _cumprod(_concatenate(one, getitem_basic(xr, ell + (slice(None, -1),)), axis=len(lead)),
+                    len(lead))
+    rev = ell + (slice(None, None, -1),)
+    right = getitem_basic(_cumprod(getitem_basic(
+        _concatenate(getitem_basic(xr, ell + (slice(1, None),)), one, axis=len(lead)), rev),
+        len(lead)), rev)
+    o = reshape(left * right, ts)
+    return transpose(o, _inv(perm)) if perm != tuple(range(nd)) else o
+
+
+@_prod.frule(symbolic_zeros=True)
+def _prod_jvp(primals, tangents, axis=None, keepdims=False):
+    (x,), (dx,) = primals, tangents
+    ans = _prod(x, axis, keepdims)
+    if dx is None:
+        return ans, None
+    axes = _norm_axes(axis, ndim_of(x))
+    nb = ndim_of(dx) - ndim_of(x)
+    if not axes:
+        return ans, dx
+    o = _prod_others(x, axes)
+    return ans, sum_(dx * o, axis=tuple(a + nb for a in axes), keepdims=keepdims)
+
+
+@_prod.rrule
+def _prod_vjp(x, axis=None, keepdims=False):
+    ans = _prod(x, axis, keepdims)
+    xs = shape_of(x)
+    axes = _norm_axes(axis, len(xs))
+
+    def pullback(g):
+        if not axes:
+            return (g,)
+        return (_expand(g, ans, xs, axes) * _prod_others(x, axes),)
+    return ans, pullback
+
+
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=1, where=True):
+    if not isinstance(a, Tracer):
+        kw = {}
+        if not (type(initial) is int and initial == 1):
+            kw["initial"] = initial
+        if where is not True:
+            kw["where"] = where
+        return np.prod(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+    _no_out(out, "prod")
+    if where is not True:
+        a = _where_fill(where, a, 1.0)
+    if dtype is not None:
+        a = astype(a, dtype, copy=False)
+    r = _prod(a, _axes_arg(axis, ndim_of(a)), keepdims)
+    if isinstance(initial, Tracer) or initial != 1:
+        r = r * initial
+    return r
+
+
+product = prod
+
+
+# -- max / min --------------------------------------------------------------------------------------------
+def _extremum(np_fn, name):
+    p = primitive(lambda x, axis=None, keepdims=False: np_fn(x, axis=axis, keepdims=keepdims),
+                  name=name)
+
+    def weights(x, ans, axes):
+        """1/(number of ties) where x attains the extremum, else 0 (a plain array)."""
+        xv = np.asarray(_plain(x))
+        av = np.asarray(_plain(ans)).reshape(_kept_shape(xv.shape, axes))
+        hit = (xv == av)
+        cnt = np.sum(hit, axis=axes, keepdims=True)
+        return (hit / np.maximum(cnt, 1)).astype(xv.dtype, copy=False)
+
+    @p.frule(symbolic_zeros=True)
+    def jvp(primals, tangents, axis=None, keepdims=False):
+        (x,), (dx,) = primals, tangents
+        ans = p(x, axis, keepdims)
+        if dx is None:
+            return ans, None
+        axes = _norm_axes(axis, ndim_of(x))
+        nb = ndim_of(dx) - ndim_of(x)
+        w = weights(x, ans, axes)
+        return ans, sum_(dx * w, axis=tuple(a + nb for a in axes), keepdims=keepdims)
+
+    @p.rrule
+    def vjp(x, axis=None, keepdims=False):
+        ans = p(x, axis, keepdims)
+        xs = shape_of(x)
+        axes = _norm_axes(axis, len(xs))
+        w = weights(x, ans, axes)
+        return ans, lambda g: (_expand(g, ans, xs, axes) * w,)
+    return p
+
+
+_amax = _extremum(np.max, "max")
+_amin = _extremum(np.min, "min")
+
+
+def _make_extremum(np_fn, prim, combine, name):
+    def fn(a, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True):
+        if not isinstance(a, Tracer):
+            kw = {}
+            if initial is not np._NoValue:
+                kw["initial"] = initial
+            if where is not True:
+                kw["where"] = where
+            return np_fn(a, axis=axis, out=out, keepdims=keepdims, **kw)
+        _no_out(out, name)
+        if where is not True:
+            if initial is np._NoValue:
+                raise ValueError(f"reduction operation '{name}' does not have an identity, "
+                                 "so to use a where mask one has to specify 'initial'")
+            a = _where_fill(where, a, initial)
+        r = prim(a, _axes_arg(axis, ndim_of(a)), keepdims)
+        if initial is not np._NoValue:
+            r = combine(r, initial)
+        return r
+    fn.__name__ = name
+    fn.__doc__ = (f"``np.{name}``; where several entries attain the {name}imum, the "
+                  "derivative is split evenly between them.")
+    return fn
+
+
+def _maximum(a, b):
+    from .elementwise import maximum
+    return maximum(a, b)
+
+
+def _minimum(a, b):
+    from .elementwise import minimum
+    return minimum(a, b)
+
+
+max = _make_extremum(np.max, _amax, _maximum, "max")
+min = _make_extremum(np.min, _amin, _minimum, "min")
+amax = max
+amin = min
+
+
+def ptp(a, axis=None, out=None, keepdims=False):
+    if not isinstance(a, Tracer):
+        return np.ptp(a, axis=axis, out=out, keepdims=keepdims)
+    return max(a, axis, keepdims=keepdims) - min(a, axis, keepdims=keepdims)
+
+
+# -- moments ---------------------------------------------------------------------------------------------
+def _count(a, axis, where):
+    s = shape_of(a)
+    if where is not True:
+        m = np.broadcast_to(_plain(where), np.broadcast_shapes(np.shape(_plain(where)), s))
+        return np.sum(m, axis=axis, keepdims=True)
+    axes = _norm_axes(axis, len(s))
+    return int(np.prod([s[i] for i in axes], dtype=int))
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
+    if not isinstance(a, Tracer):
+        kw = {} if where is True else {"where": where}
+        return np.mean(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+    _no_out(out, "mean")
+    if dtype is not None:
+        a = astype(a, dtype, copy=False)
+    n = _count(a, axis, where)
+    tot = sum(a, axis=axis, keepdims=keepdims, where=where)
+    if not isinstance(n, int):
+        n = n if keepdims else np.reshape(n, shape_of(tot))
+        n = n.astype(_dtype(tot))
+    else:
+        n = float(n)
+    return tot / n
+
+
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
+        mean=None, correction=None):
+    if not isinstance(a, Tracer):
+        kw = {} if where is True else {"where": where}
+        if mean is not None:
+            kw["mean"] = mean
+        if correction is not None:
+            kw["correction"] = correction
+        return np.var(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
+    _no_out(out, "var")
+    if correction is not None:
+        ddof = correction
+    if dtype is not None:
+        a = astype(a, dtype, copy=False)
+    m = mean if mean is not None else _mean(a, axis=axis, keepdims=True, where=where)
+    d = a - m
+    n = _count(a, axis, where)
+    ss = sum(d * d, axis=axis, keepdims=keepdims, where=where)
+    if not isinstance(n, int):
+        n = n if keepdims else np.reshape(n, shape_of(ss))
+        return ss / (n - ddof).astype(_dtype(ss))
+    return ss / float(n - ddof)
+
+
+_mean = mean
+
+
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=None,
+        correction=None):
+    if not isinstance(a, Tracer):
+        kw = {} if where is True else {"where": where}
+        if mean is not None:
+            kw["mean"] = mean
+        if correction is not None:
+            kw["correction"] = correction
+        return np.std(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
+    return sqrt(var(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims,
+                    where=where, mean=mean, correction=correction))
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    if not isinstance(a, Tracer):
+        return np.nanmean(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+    return mean(a, axis=axis, dtype=dtype, keepdims=keepdims, where=~np.isnan(_plain(a)))
+
+
+def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    if not isinstance(a, Tracer) and not isinstance(weights, Tracer):
+        return np.average(a, axis=axis, weights=weights, returned=returned, keepdims=keepdims)
+    if weights is None:
+        r = mean(a, axis=axis, keepdims=keepdims)
+        if returned:
+            n = _count(a, axis, True)
+            return r, np.broadcast_to(np.asarray(float(n), dtype=_dtype(r)), shape_of(r))
+        return r
+    if shape_of(weights) != shape_of(a):
+        if axis is None:
+            raise TypeError("Axis must be specified when shapes of a and weights differ.")
+        ax = axis % ndim_of(a)
+        ws = [1] * ndim_of(a)
+        ws[ax] = shape_of(weights)[0]
+        weights = reshape(weights, tuple(ws)) if isinstance(weights, Tracer) \
+            else np.reshape(weights, ws)
+    wsum = sum(broadcast_to(weights, np.broadcast_shapes(shape_of(weights), shape_of(a)))
+               if isinstance(weights, Tracer) else
+               np.broadcast_to(weights, np.broadcast_shapes(np.shape(weights), shape_of(a))),
+               axis=axis, keepdims=keepdims)
+    r = sum(multiply(a, weights), axis=axis, keepdims=keepdims) / wsum
+    if returned:
+        return r, wsum
+    return r
+
+
+def logsumexp(a, axis=None, keepdims=False):
+    """``log(sum(exp(a)))``, stable: the max is subtracted first, as a constant (the
+    result does not depend on it, so the derivative is exact: a softmax)."""
+    av = np.asarray(_plain(a))
+    shift = np.max(av, axis=axis, keepdims=True) if av.size else np.zeros(())
+    shift = np.where(np.isfinite(shift), shift, 0.0).astype(av.dtype)
+    r = log(sum(exp(a - shift), axis=axis, keepdims=True)) + shift
+    if not keepdims:
+        axes = _norm_axes(axis, av.ndim)
+        r = reshape(r, tuple(d for i, d in enumerate(shape_of(r)) if i not in axes))
+    return r
+
+
+# -- not differentiable: plain values -------------------------------------------------------------------
+def _strip(obj):
+    if isinstance(obj, Tracer):
+        return _plain(obj)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_strip(o) for o in obj)
+    return obj
+
+
+def _nondiff(np_fn):
+    def fn(*args, **kwargs):
+        return np_fn(*(_strip(a) for a in args), **{k: _strip(v) for k, v in kwargs.items()})
+    fn.__name__ = np_fn.__name__
+    fn.__doc__ = f"``np.{np_fn.__name__}`` on the values (not differentiable: a plain result)."
+    fn._nondiff = True
+    return fn
+
+
+argmax = _nondiff(np.argmax)
+argmin = _nondiff(np.argmin)
+argsort = _nondiff(np.argsort)
+nonzero = _nondiff(np.nonzero)
+any = _nondiff(np.any)
+all = _nondiff(np.all)
+count_nonzero = _nondiff(np.count_nonzero)
+argwhere = _nondiff(np.argwhere)
+flatnonzero = _nondiff(np.flatnonzero)
+searchsorted = _nondiff(np.searchsorted)
