@@ -86,9 +86,10 @@ def _leaf_paths(d, prefix):
     if k == "none":
         return []
     out = []
-    keys = d.meta if k == "dict" else range(len(d.children))
+    keys = d.meta if k == "dict" else d.meta._fields if k == "namedtuple" else \
+        range(len(d.children))
     for j, (key, c) in enumerate(zip(keys, d.children)):
-        part = key if k == "dict" and isinstance(key, str) and key.isidentifier() else str(j)
+        part = key if isinstance(key, str) and key.isidentifier() else str(j)
         out += _leaf_paths(c, f"{prefix}_{part}")
     return out
 

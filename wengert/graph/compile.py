@@ -86,7 +86,8 @@ class Compiled:
         self.cache = {}      # signature -> list of (graph, generated function)
         self.num_traces = 0
         self._warned = False
-        functools.update_wrapper(self, f)
+        # name and docs of f, but not its __dict__ (f may itself be a Compiled)
+        functools.update_wrapper(self, f, updated=())
 
     def __repr__(self):
         return f"<wengert compiled {getattr(self.f, '__name__', 'function')}: " \

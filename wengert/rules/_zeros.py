@@ -4,7 +4,7 @@ Written with primitives, so they are differentiable again.
 """
 import numpy as np
 
-from ..core import ndim_of, shape_of
+from ..core import ndim_of, primitive, shape_of
 
 
 def dtype_of(x):
@@ -45,3 +45,21 @@ def insert_axes(t, nb, k):
 def batch_ndim(t, x):
     """How many leading batch axes the tangent/cotangent ``t`` of ``x`` carries."""
     return ndim_of(t) - ndim_of(x)
+
+
+def _as_float_impl(x):
+    return float(x)
+
+
+as_float = primitive(_as_float_impl, name="as_float")  # a 0-d value as a Python float
+
+
+@as_float.frule(symbolic_zeros=True)
+def as_float_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    return as_float(x), dx
+
+
+@as_float.rrule
+def as_float_vjp(x):
+    return as_float(x), lambda g: (g,)

@@ -1,0 +1,418 @@
+"""Static graphs (API.md section 5): trace, graph-based AD, simplify, source, compile, dot.
+
+The graph engine must agree with the eager engines bit for bit: the graph of a
+derivative is recorded from the same rules, and the generated code calls the
+same implementations.
+"""
+import collections
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import wengert as wg
+import wengert.numpy as wnp
+from wengert.graph import Graph, GraphTracer
+
+
+def same(a, b):
+    """Equal structure, types, dtypes, shapes and bits (nan equal to nan)."""
+    la, da = wg.tree.flatten(a) if hasattr(wg, "tree") else (None, None)
+    from wengert.tree import flatten
+    la, da = flatten(a)
+    lb, db = flatten(b)
+    assert da == db, (da, db)
+    for x, y in zip(la, lb):
+        assert type(x) is type(y) or (np.ndim(x) == 0 and np.ndim(y) == 0
+                                      and isinstance(x, (float, np.floating))
+                                      and isinstance(y, (float, np.floating))), (type(x), type(y))
+        assert np.shape(x) == np.shape(y)
+        if hasattr(x, "dtype") and hasattr(y, "dtype"):
+            assert x.dtype == y.dtype, (x.dtype, y.dtype)
+        xa, ya = np.asarray(x), np.asarray(y)
+        assert np.array_equal(xa, ya, equal_nan=True), (x, y)
+        assert np.array_equal(np.signbit(xa), np.signbit(ya)), (x, y)
+    return True
+
+
+# -- the corpus ------------------------------------------------------------------------------
+def seed_z(x, y):
+    return x * y + wnp.sin(x)
+
+
+def babylonian(x, n=10):
+    t = (1 + x) / 2
+    for _ in range(n):
+        t = (t + x / t) / 2
+    return t
+
+
+def poly(x):
+    return 3.0 * x ** 3 - 2.0 * x ** 2 + x - 7.0
+
+
+def smooth(x):
+    return wnp.exp(-x * x) * wnp.cos(3.0 * x) + wnp.log1p(x * x) / (1.0 + wnp.tanh(x) ** 2)
+
+
+def smooth_sum(x):
+    return wnp.sum(smooth(x))
+
+
+def arr_sum(x):
+    return wnp.sum(wnp.sin(x) * x ** 2 + wnp.sqrt(x * x + 1.0))
+
+
+def arr_shapes(x):
+    y = wnp.reshape(x, (3, 2))
+    z = wnp.transpose(y) * wnp.broadcast_to(wnp.sum(x, axis=0), (2, 3))
+    return wnp.sum(z * z) + wnp.sum(wnp.sum(x, axis=1, keepdims=True) * x)
+
+
+def arr_broadcast(x, y):
+    return wnp.sum(wnp.tanh(x[None] if False else wnp.reshape(x, (1, 3)) * y) / (y * y + 1.0))
+
+
+def two_args(x, y):
+    return wnp.sum(x * wnp.cos(y) - wnp.exp(x / 4.0) * y)
+
+
+def pytree_fn(p):
+    return wnp.sum(p["w"] * p["b"][0]) + p["b"][1] ** 2 * wnp.sum(p["w"])
+
+
+X2 = np.array([[0.3, -0.7, 1.1], [0.5, 0.2, -1.3]])
+SCALAR_CASES = [(seed_z, (0.5, 4.2)), (babylonian, (2.0,)), (poly, (0.7,)), (smooth, (0.4,))]
+ARRAY_CASES = [
+    (arr_sum, (X2,)),
+    (arr_shapes, (X2,)),
+    (arr_broadcast, (np.array([0.1, 0.2, -0.3]), np.array([[1.0], [0.5], [-2.0]]))),
+    (two_args, (np.array([0.4, -1.0, 2.0]), np.array([1.5, 0.1, -0.2]))),
+    (pytree_fn, ({"w": X2, "b": (0.7, -1.2)},)),
+    (smooth_sum, (np.linspace(-1, 1, 5),)),
+    (arr_sum, (X2.astype(np.float32),)),
+    (smooth_sum, (np.linspace(-1, 1, 5).astype(np.float32),)),
+]
+CASES = SCALAR_CASES + ARRAY_CASES
+IDS = [f"{f.__name__}-{i}" for i, (f, _) in enumerate(CASES)]
+
+
+@pytest.mark.parametrize("f,args", CASES, ids=IDS)
+def test_trace_evaluates_like_eager(f, args):
+    g = wg.trace(f, *args)
+    assert isinstance(g, Graph) and len(g) > 0
+    assert same(g(*args), f(*args))
+    # evaluated on other inputs of the same signature too
+    other = wg.tree.tree_map(lambda a: a * 0.9 + 0.05, args) if hasattr(wg, "tree") else None
+    from wengert.tree import tree_map
+    other = tree_map(lambda a: a * 0.9 + 0.05, args)
+    assert same(g(*other), f(*other))
+
+
+@pytest.mark.parametrize("f,args", CASES, ids=IDS)
+def test_grad_graph_equals_eager_grad(f, args):
+    g = wg.trace(f, *args)
+    nums = tuple(range(len(args)))
+    dg = g.grad(nums)
+    assert same(dg(*args), wg.grad(f, nums)(*args))
+    assert same(dg.simplify()(*args), wg.grad(f, nums)(*args))
+    assert same(wg.compile(wg.grad(f, nums))(*args), wg.grad(f, nums)(*args))
+
+
+@pytest.mark.parametrize("f,args", [c for c in CASES if c[0] is not pytree_fn],
+                         ids=[i for c, i in zip(CASES, IDS) if c[0] is not pytree_fn])
+def test_hessian_graph_equals_eager(f, args):
+    g = wg.trace(f, *args)
+    H = g.hessian()
+    assert same(H(*args), wg.hessian(f)(*args))
+    if np.ndim(args[0]) == 0:
+        assert same(g.grad().grad()(*args), wg.grad(wg.grad(f))(*args))
+        assert same(g.grad().grad().grad()(*args), wg.grad(wg.grad(wg.grad(f)))(*args))
+
+
+@pytest.mark.parametrize("f,args", CASES, ids=IDS)
+def test_simplify_and_compile_are_exact(f, args):
+    g = wg.trace(f, *args)
+    for h in (g, g.grad(tuple(range(len(args))))):
+        s = h.simplify()
+        assert len(s) <= len(h)
+        assert s.stats["before"] == len(h) and s.stats["after"] == len(s)
+        assert same(s(*args), h(*args))
+        assert same(h.compile()(*args), h(*args))
+        fm = h.simplify(fast_math=True)
+        for a, b in zip(wg.tree.flatten(fm(*args))[0] if hasattr(wg, "tree") else [],
+                        []):
+            pass
+        from wengert.tree import flatten
+        for a, b in zip(flatten(fm(*args))[0], flatten(h(*args))[0]):
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+    cf = wg.compile(f)
+    assert same(cf(*args), f(*args))
+    assert same(cf(*args), f(*args))  # second call: generated code only
+    assert cf.num_traces == 1
+
+
+@pytest.mark.parametrize("f,args", CASES, ids=IDS)
+def test_jvp_and_jacobian_graphs(f, args):
+    from wengert.tree import tree_map
+    g = wg.trace(f, *args)
+    tangents = tree_map(lambda a: a * 0.5 - 0.25, args)
+    want = wg.jvp(f, args, tangents)
+    assert same(g.jvp()(*args, *tangents), want)
+    if len(args) == 1:
+        assert same(g.jacobian(mode="reverse")(*args), wg.jacobian(f, mode="reverse")(*args))
+        assert same(g.jacobian(mode="forward")(*args), wg.jacobian(f, mode="forward")(*args))
+
+
+def test_seed_example_programs():
+    g = wg.trace(seed_z, 0.5, 4.2)
+    assert g.source() == ("def seed_z(x, y):\n    v1 = x * y\n    v2 = sin(x)\n"
+                          "    v3 = v1 + v2\n    return v3\n")
+    dg = g.grad((0, 1)).simplify()
+    assert "cos(x)" in dg.source()
+    assert dg(0.5, 4.2) == (5.077582561890373, 0.5)
+    assert len(dg) < len(g.grad((0, 1)))
+    j = g.jvp()
+    assert j.source().startswith("def jvp_seed_z(x, y, dx, dy):")
+    assert j(0.5, 4.2, 1.0, 0.0)[1] == 5.077582561890373
+
+
+def test_babylonian_derivative_graph():
+    g = wg.trace(babylonian, 2.0)
+    d = g.grad()
+    assert d(2.0) == wg.grad(babylonian)(2.0) == wg.derivative(babylonian)(2.0)
+    assert abs(d(2.0) - 0.5 / np.sqrt(2.0)) < 1e-15
+    assert d(0.0) == wg.grad(babylonian)(0.0)  # the exact fallback is not needed here
+    c = wg.compile(babylonian)
+    assert c(0.0) == babylonian(0.0)
+
+
+def test_python_scalars_stay_scalars():
+    f = lambda x, y: x * y + 2.0 * x  # noqa: E731
+    g = wg.trace(f, 0.5, 4.2)
+    assert type(g(0.5, 4.2)) is float and g(0.5, 4.2) == f(0.5, 4.2)
+    assert type(g.compile()(1.5, 2.0)) is float
+    assert type(g.grad()(0.5, 4.2)) is float
+    assert "2.0 * x" in g.source()
+
+
+def test_float_division_by_zero_matches_eager():
+    f = lambda x, y: x / y + x  # noqa: E731
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for a, b in [(1.0, 0.0), (-1.0, 0.0), (0.0, 0.0), (3.0, 2.0)]:
+            # Python raises for 1.0 / 0.0; the divide primitive gives NumPy's inf
+            eager = wg.jvp(f, (a, b), (0.0, 0.0))[0]
+            assert same(wg.compile(f)(a, b), eager)
+            assert same(wg.compile(wg.grad(f))(a, b), wg.grad(f)(a, b))
+        big = lambda x: x ** 2.0 * 1e300  # noqa: E731  (Python raises OverflowError)
+        assert same(wg.compile(big)(1e200), wg.jvp(big, (1e200,), (0.0,))[0])
+
+
+def test_pytrees_in_and_out():
+    Pt = collections.namedtuple("Pt", "a b")
+
+    def f(p, xs, n):
+        return {"s": p.a * xs[0] + n, "t": [p.b * xs[1], (xs[0],)], "none": None}
+    args = (Pt(0.5, np.arange(3.0)), [1.5, 2.5], 3)
+    g = wg.trace(f, *args)
+    assert same(g(*args), f(*args))
+    assert same(wg.compile(f)(*args), f(*args))
+    src = g.source()
+    assert "p_a, p_b = p" in src and "xs_0, xs_1 = xs" in src
+    with pytest.raises(ValueError):
+        g((0.5, 1.0), [1.0], 3)
+
+
+def test_guards_retrace():
+    def f(x):
+        if x > 0:
+            return wnp.sin(x) * 2.0
+        return x * x - 1.0
+    cf = wg.compile(f)
+    for v in (0.5, -0.5, 1.5, -2.0):
+        assert same(cf(v), f(v))
+    assert cf.num_traces == 2
+    g = wg.trace(f, 0.5)
+    assert g.guards and "GuardFailure" in g.source()
+    with pytest.raises(ValueError, match="branch"):
+        g(-1.0)
+    df = wg.compile(wg.grad(f))
+    for v in (0.5, -0.5, 1.5, -2.0):
+        assert same(df(v), wg.grad(f)(v))
+    h = wg.compile(wg.hessian(f))
+    for v in (0.5, -0.5):
+        assert same(h(v), wg.hessian(f)(v))
+
+
+def test_guards_on_arrays_and_while():
+    def f(x):
+        s = wnp.sum(x)
+        while s < 10.0:
+            s = s * 2.0
+        return s
+    cf = wg.compile(f)
+    for v in (np.ones(3), np.full(3, 0.2), np.ones(3) * 5.0, np.ones(3)):
+        assert same(cf(v), f(v))
+    assert same(wg.compile(wg.grad(f))(np.ones(3)), wg.grad(f)(np.ones(3)))
+
+
+def test_too_many_traces_warns_then_runs_eagerly():
+    f = lambda x, n: x ** n  # noqa: E731
+    cf = wg.compile(f, max_traces=2)
+    with pytest.warns(RuntimeWarning, match="max_traces"):
+        out = [cf(2.0, n) for n in range(4)]
+    assert out == [f(2.0, n) for n in range(4)]
+    assert cf.num_traces == 2
+
+
+def test_compile_composes_with_transforms():
+    def f(x):
+        return wnp.sum(wnp.sin(x) * x)
+    x = np.array([0.3, 1.2, -0.4])
+    cf = wg.compile(f)
+    assert same(wg.grad(cf)(x), wg.grad(f)(x))
+    assert same(wg.hessian(cf)(x), wg.hessian(f)(x))
+    assert same(wg.jacobian(cf, mode="forward")(x), wg.jacobian(f, mode="forward")(x))
+    assert same(wg.compile(wg.hessian(f))(x), wg.hessian(f)(x))
+    assert same(wg.compile(wg.grad(wg.compile(f)))(x), wg.grad(f)(x))
+    # nested with closure over an outer traced value: eager fallback, still right
+    outer = wg.derivative(lambda a: wg.compile(lambda y: a * y * y)(3.0))(2.0)
+    assert outer == 9.0
+    assert wg.derivative(wg.compile(babylonian))(2.0) == wg.derivative(babylonian)(2.0)
+
+
+def test_escaped_tracer_raises():
+    leak = []
+
+    def f(x):
+        leak.append(x)
+        return x * 2.0
+    wg.trace(f, 1.0)
+    with pytest.raises(RuntimeError, match="escaped"):
+        leak[0] + 1.0
+    with pytest.raises(RuntimeError, match="escaped"):
+        bool(leak[0] > 0)
+
+
+def test_float_and_int_of_tracer_raise():
+    with pytest.raises(TypeError, match="wnp"):
+        wg.trace(lambda x: float(x) * 2.0, 1.0)
+    with pytest.raises(TypeError):
+        wg.trace(lambda x: int(x), 1.0)
+
+
+def test_static_arguments_are_baked_and_keyed():
+    def f(x, n, flag):
+        return x ** n if flag else -x
+    cf = wg.compile(f)
+    assert cf(2.0, 3, True) == 8.0 and cf(2.0, 2, True) == 4.0 and cf(2.0, 2, False) == -2.0
+    assert cf.num_traces == 3
+    g = wg.trace(f, 2.0, 3, True)
+    assert "3" in g.source()
+
+
+def test_simplify_rewrites():
+    x = np.array([1.0, -0.0, np.nan, np.inf])
+    f = lambda x: -(-(x * 1.0)) / 1.0 + (x - x) * 0.0 + x ** 1  # noqa: E731
+    g = wg.trace(f, x)
+    s = g.simplify(report=False)
+    assert s.stats["after"] < s.stats["before"]
+    with np.errstate(all="ignore"):
+        assert same(s(x), g(x))
+    # a constant that broadcasts x to a larger shape is not dropped
+    h = wg.trace(lambda x: x * np.ones((2, 3)) + np.zeros((2, 3)), np.array([1.0, 2.0, 3.0]))
+    assert h.simplify(fast_math=True)(np.array([1.0, 2.0, 3.0])).shape == (2, 3)
+    # dtype promotion is not dropped either
+    k = wg.trace(lambda x: x * np.float64(1.0), np.ones(2, np.float32))
+    assert k.simplify()(np.ones(2, np.float32)).dtype == np.float64
+    # common subexpressions and constants
+    c = wg.trace(lambda x: wnp.sin(x) * wnp.sin(x) + 2.0 * 3.0, 0.3)
+    sc = c.simplify()
+    assert sc.source().count("sin(") == 1 and same(sc(0.3), c(0.3))
+    # fast math: x * 0 and x + 0 go
+    z = wg.trace(lambda x: x * 0.0 + x, 0.3).simplify(fast_math=True)
+    assert z.num_ops == 0
+
+
+def test_simplify_report(capsys):
+    wg.trace(babylonian, 2.0).grad().simplify(report=True)
+    out = capsys.readouterr().out
+    assert "->" in out and "nodes" in out
+
+
+def test_to_dot():
+    g = wg.trace(seed_z, 0.5, 4.2)
+    dot = g.to_dot()
+    assert dot.startswith('digraph "seed_z"') and "multiply" in dot and "sin" in dot
+    assert "= 2.1" in dot and "n0 -> n2" in dot
+    assert wg.to_dot(g) == dot
+    assert "sin" in wg.to_dot(seed_z, 0.5, 4.2)
+    t = wg.Tape()
+    z = seed_z(t.var(0.5), t.var(4.2))
+    tdot = wg.to_dot(z)
+    assert "digraph" in tdot and "sin" in tdot and "input" in tdot
+    assert "guard" in wg.to_dot(lambda x: x * 2.0 if x > 0 else x, 1.0)
+
+
+def test_graph_tracer_is_a_tracer():
+    seen = []
+
+    def f(x):
+        seen.append(type(x))
+        return x + 1.0
+    wg.trace(f, 1.0)
+    assert seen == [GraphTracer]
+
+
+def test_comparisons_and_masks_recorded():
+    def f(x):
+        return wnp.sum(wnp.where(x > 0.5, x * 2.0, -x))
+    x = np.array([0.2, 0.8, 1.5])
+    cf = wg.compile(f)
+    y = np.array([0.9, 0.1, 0.6])
+    assert same(cf(x), f(x)) and same(cf(y), f(y))
+    dcf = wg.compile(wg.grad(f))
+    assert same(dcf(y), wg.grad(f)(y))
+
+
+# -- random expression programs ------------------------------------------------------------------
+UNARY = [wnp.sin, wnp.cos, wnp.tanh, wnp.exp, lambda a: a * a, lambda a: -a,
+         lambda a: wnp.log1p(a * a), lambda a: wnp.sqrt(a * a + 1.0)]
+BINARY = [lambda a, b: a + b, lambda a, b: a - b, lambda a, b: a * b,
+          lambda a, b: a / (b * b + 1.0), lambda a, b: a * 0.5 + b * 2.0]
+
+
+def build_program(ops):
+    def prog(x, y):
+        vals = [x, y]
+        for kind, i, j, k in ops:
+            a, b = vals[i % len(vals)], vals[j % len(vals)]
+            vals.append(UNARY[k % len(UNARY)](a) if kind == 0 else BINARY[k % len(BINARY)](a, b))
+        return wnp.sum(vals[-1]) + 0.0 * wnp.sum(x)
+    return prog
+
+
+op_st = st.tuples(st.integers(0, 1), st.integers(0, 20), st.integers(0, 20), st.integers(0, 20))
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(op_st, min_size=1, max_size=10),
+       x=st.floats(-2, 2), y=st.floats(-2, 2), shaped=st.booleans())
+def test_random_programs(ops, x, y, shaped):
+    prog = build_program(ops)
+    if shaped:
+        args = (np.array([x, y, x * y]), np.array([y, 0.5, -x]))
+    else:
+        args = (x, y)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = prog(*args)
+        g = wg.trace(prog, *args)
+        assert same(g(*args), want)
+        assert same(g.simplify()(*args), want)
+        assert same(wg.compile(prog)(*args), want)
+        d = wg.grad(prog, (0, 1))(*args)
+        assert same(g.grad((0, 1))(*args), d)
+        assert same(wg.compile(wg.grad(prog, (0, 1)))(*args), d)
