@@ -566,19 +566,21 @@ class _SubtapeVJP:
         """
         sub = self.tape.subtape()
         ins = [sub._leaf(v) if w else v for v, w in zip(in_vals, want)]
+        # the redirection lasts through the sweep: pullbacks of regions recorded on the
+        # sub-tape (nested scans and checkpoints) run user code that reads our Vars again
         with self.tape.redirected(sub), sub.active():
             outs = fn(ins)
             # an output may be a captured Var itself: use its input on the sub-tape
             outs = [sub.own(o) if isinstance(o, Var) and o._trace is not sub
                     and o._trace.resolve() is sub else o for o in outs]
-        seeds = {}
-        for o, g in zip(outs, out_cts):
-            if g is None or not isinstance(o, Var) or o._trace is not sub:
-                continue
-            seeds[o.index] = g if o.index not in seeds else seeds[o.index] + g
-        if not seeds:
-            return [None] * len(ins)
-        adj = sub.sweep(seeds)
+            seeds = {}
+            for o, g in zip(outs, out_cts):
+                if g is None or not isinstance(o, Var) or o._trace is not sub:
+                    continue
+                seeds[o.index] = g if o.index not in seeds else seeds[o.index] + g
+            if not seeds:
+                return [None] * len(ins)
+            adj = sub.sweep(seeds)
         res = [adj[v.index] if w else None for v, w in zip(ins, want)]
         cap = self.captured
         for idx, leaf in sub.lifted.items():
