@@ -317,17 +317,49 @@ def schedule_payload(query):
     except ImportError:
         raise ApiError("checkpoint schedules are not available in this version", 501) from None
     try:
-        actions = checkpoint_schedule(n, strategy, snapshots=snapshots)
+        sched = checkpoint_schedule(n, strategy,
+                                    snapshots=snapshots if strategy == "binomial" else None)
     except (ValueError, TypeError) as e:
         raise ApiError(f"{e}") from None
-    return {"n": n, "strategy": strategy, "snapshots": snapshots,
-            "actions": [a.to_dict() if hasattr(a, "to_dict") else _action_dict(a)
-                        for a in actions]}
+    actions = [a.to_dict() for a in sched]
+    out = {"n": n, "strategy": strategy,
+           "snapshots": getattr(sched, "snapshots", snapshots), "actions": actions,
+           "rows": schedule_rows(n, actions)}
+    if hasattr(sched, "stats"):
+        st = sched.stats()
+        out["stats"] = {k: st[k] for k in ("advanced", "reversed", "inverted", "max_stored",
+                                           "max_snapshots") if k in st}
+    return out
 
 
-def _action_dict(a):
-    if isinstance(a, dict):
-        return a
-    if isinstance(a, (tuple, list)):
-        return {"kind": str(a[0]), "args": [x for x in a[1:]]}
-    return {"kind": str(a)}
+def schedule_rows(n, actions):
+    """The seed's diagram as data: one row per reversed step (after a first row for the
+    forward sweep), one character per state: ``X`` stored, ``+`` recomputed since the
+    previous row, ``<`` rebuilt by the inverse step, ``^`` the step reversed, ``.`` none."""
+    stored, recomputed, inverted = set(), set(), set()
+    rows = []
+
+    def row(label, at):
+        cells = []
+        for j in range(n):
+            cells.append("^" if j == at else "X" if j in stored else "<" if j in inverted
+                         else "+" if j in recomputed else ".")
+        rows.append({"label": label, "at": at, "cells": "".join(cells)})
+
+    for a in actions:
+        k = a["kind"]
+        if k == "advance":
+            if rows:  # the forward sweep itself is not a recomputation
+                recomputed.update(range(a["start"] + 1, a["stop"] + 1))
+        elif k == "store":
+            stored.add(a["index"])
+        elif k == "free":
+            stored.discard(a["index"])
+        elif k == "invert":
+            inverted.add(a["index"])
+        elif k == "reverse":
+            if not rows:
+                row("forward sweep", None)
+            row(f"reverse {a['index']:x}", a["index"])
+            recomputed, inverted = set(), set()
+    return rows

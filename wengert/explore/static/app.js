@@ -383,58 +383,6 @@ function updateUrl() {
 }
 
 // -- checkpoint schedules -----------------------------------------------------------------------
-function actionKind(a) {
-  const k = String(a.kind || a.action || a.type || a.op || "").toLowerCase();
-  if (k.startsWith("adv")) return "advance";
-  if (k.startsWith("store") || k.startsWith("snap") || k.startsWith("take") || k === "save") return "store";
-  if (k.startsWith("restore") || k.startsWith("load") || k.startsWith("restart")) return "restore";
-  if (k.startsWith("rev") || k.includes("turn") || k.startsWith("back") || k.startsWith("step")) return "reverse";
-  if (k.startsWith("free") || k.startsWith("drop") || k.startsWith("delete") || k.startsWith("evict") || k.startsWith("discard")) return "free";
-  return k || "?";
-}
-function num(a, keys) {
-  for (const k of keys) if (typeof a[k] === "number") return a[k];
-  return null;
-}
-
-// simulate the actions: rows of the tutorial's diagram, one per reversed step
-function scheduleRows(n, actions) {
-  let pos = 0;
-  const stored = new Set();
-  let recomputed = new Set();
-  const rows = [];
-  let advances = 0, maxStored = 0;
-  for (const a of actions) {
-    const k = actionKind(a);
-    if (k === "advance") {
-      const to = num(a, ["to", "stop", "end", "target"]);
-      const from = num(a, ["from", "start", "begin"]);
-      const cnt = num(a, ["steps", "count", "n"]);
-      if (from !== null) pos = from;
-      const end = to !== null ? to : pos + (cnt !== null ? cnt : 1);
-      for (let i = pos + 1; i <= end; i++) recomputed.add(i);
-      advances += Math.max(0, end - pos);
-      pos = end;
-    } else if (k === "store") {
-      const i = num(a, ["index", "step", "state", "at", "i", "position"]);
-      stored.add(i !== null ? i : pos);
-      maxStored = Math.max(maxStored, stored.size);
-    } else if (k === "restore") {
-      const i = num(a, ["index", "step", "state", "at", "i", "position", "from"]);
-      pos = i !== null ? i : pos;
-    } else if (k === "free") {
-      const i = num(a, ["index", "step", "state", "at", "i", "position"]);
-      stored.delete(i);
-    } else if (k === "reverse") {
-      const i = num(a, ["index", "step", "at", "i", "position", "from"]);
-      const at = i !== null ? i : pos;
-      rows.push({ at, stored: new Set(stored), recomputed });
-      recomputed = new Set();
-    }
-  }
-  return { rows, advances, maxStored };
-}
-
 async function loadSchedule() {
   showError("sched-error", "");
   const n = $("sched-n").value, strategy = $("sched-strategy").value, snaps = $("sched-snapshots").value;
@@ -448,31 +396,36 @@ async function loadSchedule() {
 }
 
 function drawSchedule(data) {
-  const n = data.n, svg = $("schedule");
-  const { rows, advances, maxStored } = scheduleRows(n, data.actions);
+  const n = data.n, svg = $("schedule"), rows = data.rows;
   const list = $("sched-actions");
   list.replaceChildren();
-  for (const a of data.actions.slice(0, 2000)) list.append(h("li", JSON.stringify(a)));
-  $("sched-summary").textContent = `${data.actions.length} actions; ${rows.length} reverse steps; ` +
-    `${advances} forward steps (including the first sweep); at most ${maxStored} states stored at once.`;
-  const cw = 22, rh = 20, left = 10, top = 26;
-  const width = left * 2 + (n + 1) * cw, height = top + rows.length * rh + 10;
+  for (const a of data.actions.slice(0, 5000)) {
+    list.append(h("li", a.kind === "advance" ? `advance ${a.start} \u2192 ${a.stop}` : `${a.kind} ${a.index}`));
+  }
+  const st = data.stats || {};
+  $("sched-summary").textContent = `${data.strategy}, N = ${n}` +
+    (data.strategy === "binomial" ? `, ${data.snapshots} snapshots` : "") +
+    `: ${data.actions.length} actions; ${st.advanced} steps advanced (the forward sweep included); ` +
+    `at most ${st.max_stored} states stored at once` + (st.inverted ? `; ${st.inverted} inverse steps` : "") + ".";
+  const cw = 20, rh = 19, left = 8, top = 24, labelW = 110;
+  const width = left * 2 + n * cw + labelW, height = top + rows.length * rh + 8;
   svg.replaceChildren();
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.setAttribute("width", width);
   svg.setAttribute("height", height);
-  for (let i = 0; i <= n; i++) {
-    svg.append(el("text", { x: left + i * cw + cw / 2, y: 16, class: "head" }, i.toString(16)));
+  for (let i = 0; i < n; i++) {
+    svg.append(el("text", { x: left + i * cw + cw / 2, y: 15, class: "head" }, i.toString(16)));
   }
+  const cls = { "X": "stored", "+": "recomputed", "<": "recomputed", "^": "caret", ".": "head" };
   rows.forEach((r, j) => {
-    const y = top + j * rh + 14;
-    for (let i = 0; i <= n; i++) {
-      let ch = "", cls = "";
-      if (r.stored.has(i)) { ch = "X"; cls = "stored"; }
-      else if (r.recomputed.has(i)) { ch = "+"; cls = "recomputed"; }
-      if (i === r.at) { ch = ch ? ch + "^" : "^"; cls = cls || "caret"; }
-      if (ch) svg.append(el("text", { x: left + i * cw + cw / 2, y, class: cls }, ch));
+    const y = top + j * rh + 13;
+    const g = el("g", { class: "sched-row", "data-label": r.label });
+    for (let i = 0; i < n; i++) {
+      const ch = r.cells[i];
+      g.append(el("text", { x: left + i * cw + cw / 2, y, class: cls[ch] || "" }, ch === "." ? "\u00b7" : ch));
     }
+    g.append(el("text", { x: left + n * cw + 10, y, class: "head lab" }, r.label));
+    svg.append(g);
   });
 }
 
