@@ -90,14 +90,16 @@ def _zeros_like(x):
 
 def _fit(g, like):
     """Give a derivative the type and dtype of the input it is taken with respect to."""
-    if type(like) is float:
+    if isinstance(g, (np.ndarray, np.generic)) and g.dtype.kind == "c" and \
+            np.dtype(_leaf_dtype(like) or float).kind != "c":
+        g = g.real  # a real input's cotangent is real (complex intermediates, JAX's convention)
+    if type(_plain(like)) is float:  # (like may be traced, e.g. into a graph)
         if isinstance(g, (np.generic, np.ndarray)) and np.ndim(g) == 0:
             return float(g)
+        if isinstance(g, Tracer) and type(_plain(g)) is not float and np.ndim(_plain(g)) == 0:
+            from .rules._zeros import as_float  # traced: the same conversion, recorded
+            return as_float(g)
         return g
-    if isinstance(g, Tracer) and type(_plain(like)) is float and type(_plain(g)) is not float \
-            and np.ndim(_plain(g)) == 0:  # traced (e.g. into a graph): the same conversion
-        from .rules._zeros import as_float
-        return as_float(g)
     if isinstance(g, (np.ndarray, np.generic)):
         dt = _leaf_dtype(like)
         if dt is not None and g.dtype != dt:

@@ -15,7 +15,10 @@ def dtype_of(x):
 
 def zeros_like_value(x):
     """A zero with ``x``'s shape and dtype (a plain value even if ``x`` is traced)."""
-    if isinstance(x, float):
+    v = x
+    while hasattr(v, "_trace"):  # a tracer: look at the plain value underneath
+        v = v.value
+    if isinstance(v, float):
         return 0.0
     return np.zeros(shape_of(x), dtype=dtype_of(x))
 
