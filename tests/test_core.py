@@ -276,3 +276,24 @@ def test_scalar_fast_path_matches_general_path():
         d_general = wg.jvp(f, (np.float64(x),), (np.float64(1.0),))[1]  # NumPy scalars
         assert d_fast == d_general
         assert wg.grad(f)(x) == pytest.approx(d_fast, rel=1e-15)
+
+
+def test_taylor_high_order_is_polynomial_not_exponential():
+    import time
+    f = lambda x: wnp.tanh(x) / (1.0 + x * x) + wnp.sqrt(x) * wnp.log(x)  # noqa: E731
+    t0 = time.perf_counter()
+    cs = wg.taylor(f, 0.7, 1.0, 16)
+    assert time.perf_counter() - t0 < 5.0  # nested duals would need 2**16 passes
+    assert len(cs) == 17
+    np.testing.assert_allclose(float(cs[5]), wg.derivative(f, 5)(0.7) / 120, rtol=1e-10)
+
+
+def test_taylor_on_arrays_and_pytrees():
+    x = np.array([0.2, 0.5, 0.9])
+    v = np.array([1.0, -1.0, 0.5])
+    cs = wg.taylor(lambda x: wnp.sum(wnp.exp(x) * x), x, v, 3)
+    for k, c in enumerate(cs):
+        want = wg.derivative(lambda t: wnp.sum(wnp.exp(x + t * v) * (x + t * v)), k)(0.0)
+        np.testing.assert_allclose(c, want / math.factorial(k), rtol=1e-12)
+    cs = wg.taylor(lambda p: {"a": p[0] * p[1]}, (1.0, 2.0), (1.0, 1.0), 2)
+    assert [c["a"] for c in cs] == [2.0, 3.0, 1.0]

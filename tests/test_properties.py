@@ -88,3 +88,20 @@ def test_elementwise_on_arrays_matches_scalars(e, xs):
     g = wg.grad(lambda a: wnp.sum(f(a, y, z)))(x)
     want = [wg.grad(f)(float(a), float(b), float(c)) for a, b, c in zip(x, y, z)]
     np.testing.assert_allclose(g, want, rtol=1e-10, atol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(expr, point, st.tuples(*[st.floats(-1, 1, allow_nan=False)] * 3))
+def test_taylor_mode_matches_nested_derivatives(e, p, d):
+    """One pass of truncated Taylor arithmetic equals k-fold nested forward mode / k!."""
+    import math
+    f = build(e)
+    x, v = np.array(p, float), np.array(d, float)
+
+    def along(t):
+        return f(x[0] + t * v[0], x[1] + t * v[1], x[2] + t * v[2])
+
+    cs = wg.taylor(lambda xs: f(*xs), tuple(map(float, x)), tuple(map(float, v)), 4)
+    for k in range(5):
+        want = wg.derivative(along, k)(0.0) / math.factorial(k)
+        np.testing.assert_allclose(float(cs[k]), float(want), rtol=1e-8, atol=1e-10)

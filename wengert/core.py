@@ -168,6 +168,8 @@ class Primitive:
         self._partials = None
         self._symbolic_zeros = False
         self._rrule_needs = False
+        self.linear = False    # f(a x + b y) = a f(x) + b f(y) in all array arguments
+        self.bilinear = False  # linear in each of its two array arguments
         self.domain = None  # sampling domain for generated tests
 
     def __repr__(self):

@@ -132,7 +132,21 @@ def positive_partials(ans, x):
     return (1.0,)
 
 
-@absolute.partials
-def absolute_partials(ans, x):
-    from .elementwise import sign
-    return (sign(x),)  # 0 at x == 0, as JAX and PyTorch
+@absolute.frule(symbolic_zeros=True)
+def absolute_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    from .fft import abs_jvp  # real for complex x: Re(conj(x) dx) / |x|
+    return absolute(x), None if dx is None else abs_jvp(x, dx)
+
+
+@absolute.rrule
+def absolute_vjp(x):
+    from .fft import abs_pullback_factor  # sign(x), conjugated for complex x
+    return absolute(x), lambda g: (g * abs_pullback_factor(x),)  # 0 at x == 0, as JAX
+
+
+# structure the Taylor engine uses: linear maps act on coefficients one by one,
+# bilinear ones take the Cauchy product
+for _p in (add, subtract, negative, positive):
+    _p.linear = True
+multiply.bilinear = True

@@ -133,3 +133,7 @@ def transpose_vjp(x, axes=None):
         nb = ndim_of(g) - nd
         return (transpose(g, tuple(range(nb)) + tuple(nb + int(a) for a in inv)),)
     return transpose(x, axes), pullback
+
+
+for _p in (reshape, sum_, broadcast_to, transpose):
+    _p.linear = True  # Taylor coefficients map one by one
