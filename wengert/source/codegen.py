@@ -1,0 +1,718 @@
+"""Derivative programs from the normalised IR: forward (tangents ``dx``) and reverse
+(a forward sweep, then adjoints ``gx`` in reverse order).
+
+The derivative text of each primitive comes from its rules, evaluated on symbols
+(see :mod:`wengert.source.symbolic`); when that is not possible the program calls
+the rule at run time (``b, b_pullback = pullback(sum, (x,), ...)``).
+
+Values the reverse sweep needs and that may be overwritten later (anything
+assigned twice or inside a loop) are pushed on ``stack`` right after they are
+computed and popped just before the adjoint statements that read them.  Branches
+push which way they went (unless the test can simply be evaluated again) and loops
+push their iteration count (unless they run over a ``range`` that can be reversed).
+"""
+from __future__ import annotations
+
+import ast
+import ast as _ast
+
+from ..core import Primitive
+from .normalize import Break, If, Keep, Loop, Op, SourceError
+from .symbolic import (ADD, ATOM, MUL, Sym, SymTrace, Unknowable, operator_table,
+                       prim_display, render_const)
+
+__all__ = ["ReverseGen", "ForwardGen"]
+
+_HELPERS = ("pullback", "pushforward", "vjp_call", "jvp_call", "unbroadcast", "broadcast_like",
+            "add_at")
+
+
+def _text_prec(text):
+    try:
+        node = _ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return 0
+    if isinstance(node, (_ast.Name, _ast.Call, _ast.Attribute, _ast.Subscript, _ast.Constant)):
+        if isinstance(node, _ast.Constant) and isinstance(node.value, (int, float)) and \
+                node.value < 0:
+            return 14
+        return ATOM
+    if isinstance(node, _ast.BinOp):
+        return {_ast.Add: ADD, _ast.Sub: ADD, _ast.Pow: 15}.get(type(node.op), MUL)
+    if isinstance(node, _ast.UnaryOp):
+        return 14
+    return 0
+
+
+def _names_in(text):
+    try:
+        tree = _ast.parse(text)
+    except SyntaxError:
+        return set()
+    return {n.id for n in _ast.walk(tree) if isinstance(n, _ast.Name)}
+
+
+def _is_number_text(text):
+    try:
+        v = _ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return False
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _literal(text):
+    try:
+        return _ast.literal_eval(text), True
+    except (ValueError, SyntaxError):
+        return None, False
+
+
+class _Base:
+    """Analyses shared by both modes: activity, stability, which values may be arrays."""
+
+    def __init__(self, fn, active_inputs, scalar_params):
+        self.fn = fn
+        self.used = set(fn.names) | set(_HELPERS)
+        self.namespace = {}       # name -> object the generated code needs
+        self.scalar_params = scalar_params
+        self.count_assignments()
+        self.activity(active_inputs)
+        self.shapes()
+        self.dnames = {}
+        self.gnames = {}
+
+    # -- naming ------------------------------------------------------------------------------
+    def fresh(self, base):
+        name, k = base, 1
+        while name in self.used:
+            k += 1
+            name = f"{base}{k}"
+        self.used.add(name)
+        return name
+
+    def dname(self, v):
+        if v not in self.dnames:
+            self.dnames[v] = self.fresh("d" + v if "d" + v not in self.fn.names else "d_" + v)
+        return self.dnames[v]
+
+    def gname(self, v):
+        if v not in self.gnames:
+            self.gnames[v] = self.fresh("g" + v if "g" + v not in self.fn.names else "g_" + v)
+        return self.gnames[v]
+
+    # -- analyses -------------------------------------------------------------------------------
+    def walk(self, body, depth=0):
+        for s in body:
+            yield s, depth
+            if isinstance(s, If):
+                yield from self.walk(s.body, depth)
+                yield from self.walk(s.orelse, depth)
+            elif isinstance(s, Loop):
+                yield from self.walk(s.body, depth + 1)
+
+    def count_assignments(self):
+        counts = {p: 1 for p in self.fn.params}
+        in_loop = set()
+        for s, depth in self.walk(self.fn.body):
+            targets = ()
+            if isinstance(s, Op):
+                targets = (s.target,)
+            elif isinstance(s, Keep):
+                targets = s.targets
+            elif isinstance(s, Loop) and s.target:
+                targets = (s.target,)
+                in_loop.add(s.target)
+            for t in targets:
+                counts[t] = counts.get(t, 0) + 1
+                if depth:
+                    in_loop.add(t)
+        self.unstable = {n for n, c in counts.items() if c > 1} | in_loop
+        self.counts = counts
+
+    def activity(self, inputs):
+        active = set(inputs)
+        changed = True
+        while changed:
+            changed = False
+            for s, _ in self.walk(self.fn.body):
+                if isinstance(s, Op) and s.kind != "inactive" and s.target not in active:
+                    ops = list(s.args) + [v for v in s.params.values()
+                                          if not isinstance(v, str)]
+                    if any(o.is_name and o.name in active for o in ops):
+                        active.add(s.target)
+                        changed = True
+        self.active = active
+
+    def is_active(self, operand):
+        return operand.is_name and operand.name in self.active
+
+    def shapes(self):
+        """``self.arrays``: names that may hold arrays (the rest are surely scalars)."""
+        arrays = {p for p, s in zip(self.fn.params, self.scalar_params) if not s}
+        changed = True
+        while changed:
+            changed = False
+            for s, _ in self.walk(self.fn.body):
+                targets = []
+                if isinstance(s, Op):
+                    if s.target in arrays:
+                        continue
+                    if s.kind == "inactive":
+                        may = not _is_number_text(s.text)
+                    elif s.kind == "copy":
+                        may = self.maybe_array(s.args[0], arrays)
+                    elif s.kind == "prim" and (s.fn._partials is not None or s.fn.broadcasting
+                                               or s.fn in operator_table()) and not s.params:
+                        may = any(self.maybe_array(a, arrays) for a in s.args)
+                    else:
+                        may = True
+                    if may:
+                        targets = [s.target]
+                elif isinstance(s, Keep):
+                    targets = [t for t in s.targets if t not in arrays]
+                for t in targets:
+                    arrays.add(t)
+                    changed = True
+        self.arrays = arrays
+
+    def maybe_array(self, operand, arrays=None):
+        arrays = self.arrays if arrays is None else arrays
+        if operand.is_name:
+            return operand.name in arrays or (operand.name not in self.fn.params and
+                                              operand.name not in self.counts)
+        if operand.has_value:
+            return not isinstance(operand.value, (int, float))
+        return not _is_number_text(operand.text)
+
+    def needs_unbroadcast(self, op, i):
+        """Can argument ``i`` of a broadcasting primitive be smaller than the result?"""
+        if not op.fn.broadcasting or len(op.args) < 2:
+            return False
+        a = op.args[i]
+        others = [b for j, b in enumerate(op.args) if j != i]
+        if not self.maybe_array(a):
+            return any(self.maybe_array(b) for b in others)
+        return any(self.maybe_array(b) and not (b.is_name and a.is_name and b.name == a.name)
+                   for b in others)
+
+    # -- symbols for a primitive's arguments --------------------------------------------------------
+    def sym_args(self, trace, op):
+        out = []
+        for a in op.args:
+            if a.is_name:
+                out.append(trace.sym(a.name))
+            elif a.has_value and isinstance(a.value, (int, float)):
+                out.append(a.value)
+            else:
+                out.append(Sym(a.text, trace, _text_prec(a.text)))
+        params = {}
+        for k, text in op.params.items():
+            v, ok = _literal(text)
+            if not ok:
+                raise Unknowable("a parameter that is not a literal")
+            params[k] = v
+        return out, params
+
+    def note_names(self, text):
+        """Record the primitives a derivative text calls, so the program can import them."""
+        for name in _names_in(text):
+            obj = self.display_objects().get(name)
+            if obj is not None:
+                self.namespace[name] = obj
+        if "math." in text:
+            import math
+            self.namespace["math"] = math
+
+    _display_objects = None
+
+    def display_objects(self):
+        if _Base._display_objects is None:
+            from .. import numpy as wnp
+            from .symbolic import display_names
+            d = {}
+            for prim, name in display_names().items():
+                if name.startswith("wnp."):
+                    d["wnp"] = wnp
+                else:
+                    d[name] = prim
+            _Base._display_objects = d
+        return _Base._display_objects
+
+    def prim_ref(self, prim):
+        """A name for calling ``prim`` itself (the run-time fallback)."""
+        name = prim_display(prim)
+        if name.startswith("wnp."):
+            from .. import numpy as wnp
+            self.namespace["wnp"] = wnp
+            return name
+        if name in self.namespace and self.namespace[name] is not prim:
+            name = self.fresh(name)
+        self.namespace[name] = prim
+        return name
+
+    def args_text(self, op):
+        return ", ".join(a.src() for a in op.args)
+
+    def params_text(self, op):
+        return "{" + ", ".join(f"{k!r}: {v}" for k, v in op.params.items()) + "}"
+
+    def tuple_text(self, items):
+        items = list(items)
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+    def primal_line(self, op):
+        """The statement computing ``op`` itself (the original program's line)."""
+        if op.kind == "inactive":
+            return f"{op.target} = {op.text}"
+        if op.kind == "copy":
+            return f"{op.target} = {op.args[0].src()}"
+        if op.kind == "sub":
+            return f"{op.target} = {op.args[0].src()}[{op.index}]"
+        if op.kind == "prim":
+            trace = SymTrace()
+            try:
+                args, params = self.sym_args(trace, op)
+                s = op.fn(*args, **params)
+                if not isinstance(s, Sym):
+                    raise Unknowable("constant")
+                self.namespace.update(trace.used)
+                return f"{op.target} = {s.text}"
+            except Unknowable:
+                name = self.prim_ref(op.fn)
+                kw = "".join(f", {k}={v}" for k, v in op.params.items())
+                return f"{op.target} = {name}({self.args_text(op)}{kw})"
+        raise AssertionError(op.kind)
+
+    def call_kwargs(self, op):
+        return {k: v for k, v in op.params.items()}
+
+
+# ================================================================================================
+class ForwardGen(_Base):
+    """Program B: each statement followed by its differential."""
+
+    def __init__(self, fn, scalar_params, transform):
+        super().__init__(fn, fn.params, scalar_params)
+        self.transform = transform  # f -> name of its generated jvp (for user calls)
+
+    def block(self, body, ind):
+        lines = []
+        for s in body:
+            if isinstance(s, Op):
+                for line in self.op(s):
+                    lines.append(ind + line)
+            elif isinstance(s, Keep):
+                lines.append(ind + s.text)
+            elif isinstance(s, Break):
+                lines.append(ind + "break")
+            elif isinstance(s, If):
+                lines.append(f"{ind}if {s.test}:")
+                lines += self.block(s.body, ind + "    ") or [ind + "    pass"]
+                if s.orelse:
+                    lines.append(f"{ind}else:")
+                    lines += self.block(s.orelse, ind + "    ")
+            elif isinstance(s, Loop):
+                lines.append(f"{ind}{s.header}:")
+                lines += self.block(s.body, ind + "    ") or [ind + "    pass"]
+        return lines
+
+    def tangent(self, operand):
+        return self.dname(operand.name) if self.is_active(operand) else None
+
+    def op(self, op):
+        v = op.target
+        if v not in self.active:
+            return [self.primal_line(op)]
+        dv = self.dname(v)
+        if op.kind == "inactive":
+            return [self.primal_line(op), f"{dv} = 0.0"]
+        if op.kind == "copy":
+            t = self.tangent(op.args[0])
+            return [self.primal_line(op), f"{dv} = {t if t else '0.0'}"]
+        if op.kind == "sub":
+            t = self.tangent(op.args[0])
+            return [self.primal_line(op), f"{dv} = {t}[{op.index}]" if t else f"{dv} = 0.0"]
+        if op.kind == "prim":
+            try:
+                text = self.symbolic(op)
+                line = self.primal_line(op)
+                if text is None:
+                    return [line, f"{dv} = 0.0"]
+                if any(self.needs_unbroadcast(op, i) for i in range(len(op.args))):
+                    self.namespace["broadcast_like"] = _runtime("broadcast_like")
+                    text = f"broadcast_like({text}, {v})"
+                return [line, f"{dv} = {text}"]
+            except Unknowable:
+                pass
+            name = self.prim_ref(op.fn)
+            self.namespace["pushforward"] = _runtime("pushforward")
+            ts = [self.tangent(a) or "None" for a in op.args]
+            return [f"{v}, {dv} = pushforward({name}, {self.tuple_text(a.src() for a in op.args)}"
+                    f", {self.tuple_text(ts)}, {self.params_text(op)})"]
+        if op.kind == "call":
+            name = self.transform(op.fn)
+            ts = [self.tangent(a) or "0.0" for a in op.args]
+            return [f"{v}, {dv} = {name}({self.tuple_text(a.src() for a in op.args)}, "
+                    f"{self.tuple_text(ts)})"]
+        if op.kind == "opaque":
+            self.namespace[op.fname] = op.fn
+            self.namespace["jvp_call"] = _runtime("jvp_call")
+            ts = [self.tangent(a) or "None" for a in op.args]
+            kw = "{" + ", ".join(f"{k!r}: {o.src() if not isinstance(o, str) else o}"
+                                 for k, o in op.params.items()) + "}"
+            return [f"{v}, {dv} = jvp_call({op.fname}, {self.tuple_text(a.src() for a in op.args)}"
+                    f", {self.tuple_text(ts)}, {kw})"]
+        raise AssertionError(op.kind)
+
+    def symbolic(self, op):
+        """The tangent text of a primitive, from its rules; None if it is zero."""
+        trace = SymTrace()
+        args, params = self.sym_args(trace, op)
+        ans = trace.sym(op.target)
+        trace.remember(op.fn, args, params, ans)
+        prim = op.fn
+        tangents = [trace.sym(self.dname(a.name), lin=True) if self.is_active(a) else None
+                    for a in op.args]
+        if prim._partials is not None:
+            ps = prim._partials(ans, *args, **params)
+            terms = []
+            for p, t in zip(ps, tangents):
+                if p is None or t is None:
+                    continue
+                terms.append(p * t)
+            out = None
+            for t in terms:
+                out = t if out is None else out + t
+        else:
+            if prim._frule is None:
+                raise Unknowable("no frule")
+            if not prim._symbolic_zeros and any(t is None for t in tangents):
+                raise Unknowable("zeros needed")
+            _, out = prim._frule(tuple(args), tuple(tangents), **params)
+        if out is None:
+            return None
+        self.namespace.update(trace.used)
+        if not isinstance(out, Sym):
+            return render_const(out)[0]
+        return out.text
+
+    def generate(self, name):
+        body = self.block(self.fn.body, "    ")
+        ps = self.fn.params
+        dps = [self.dname(p) for p in ps]
+        outs = self.fn.outputs
+        douts = []
+        for o in outs:
+            douts.append(self.dname(o) if o in self.active else "0.0")
+        head = [f"def {name}(primals, tangents):",
+                f"    {', '.join(ps)}{',' if len(ps) == 1 else ''} = primals",
+                f"    {', '.join(dps)}{',' if len(dps) == 1 else ''} = tangents"]
+        if self.fn.out_is_tuple:
+            ret = f"    return ({', '.join(outs)},), ({', '.join(douts)},)"
+        else:
+            ret = f"    return {outs[0]}, {douts[0]}"
+        return "\n".join(head + body + [ret]) + "\n", body
+
+
+# ================================================================================================
+class ReverseGen(_Base):
+    """A forward sweep, then the adjoint statements in reverse order."""
+
+    def __init__(self, fn, active_inputs, scalar_params, transform, split=False):
+        super().__init__(fn, active_inputs, scalar_params)
+        self.transform = transform  # f -> name of its generated vjp (for user calls)
+        self.split = split
+        self.stack = None
+        self.restored = set()       # loop targets the reverse loop sets again
+        self.accumulated = set()    # adjoint names that receive contributions
+        self.ct = None
+        self.pb_unstable = set()
+
+    def stack_name(self):
+        if self.stack is None:
+            self.stack = self.fresh("stack")
+        return self.stack
+
+    def g(self, v):
+        return self.gname(v)
+
+    # -- one assignment -----------------------------------------------------------------------
+    def acc(self, target_var, contribution):
+        """``gx += c`` (``gx -= c`` for a negation; ``gx = gx + c`` for arrays)."""
+        gv = self.g(target_var)
+        self.accumulated.add(gv)
+        if isinstance(contribution, Sym):
+            neg = contribution.neg
+            c, prec = (neg.text, neg.prec) if neg is not None else (contribution.text,
+                                                                    contribution.prec)
+            op = "-" if neg is not None else "+"
+        else:
+            c, prec, op = contribution, ATOM, "+"
+        if target_var in self.arrays:
+            if prec <= ADD:
+                c = f"({c})"
+            return f"{gv} = {gv} {op} {c}"
+        return f"{gv} {op}= {c}"
+
+    def op(self, op):
+        """(forward lines, reverse lines) for one assignment."""
+        v = op.target
+        fwd = [self.primal_line(op)] if op.kind in ("inactive", "copy", "sub", "prim") else []
+        if v not in self.active:
+            return fwd, []
+        gv = self.g(v)
+        rev = []
+        actives = [i for i, a in enumerate(op.args) if self.is_active(a)]
+        if op.kind == "inactive":
+            pass
+        elif op.kind == "copy":
+            if actives:
+                rev.append(self.acc(op.args[0].name, Sym(gv, None)))
+        elif op.kind == "sub":
+            if actives:
+                base = op.args[0].name
+                self.namespace["add_at"] = _runtime("add_at")
+                gb = self.g(base)
+                self.accumulated.add(gb)
+                rev.append(f"{gb} = add_at({gb}, {base}, {op.index}, {gv})")
+        elif op.kind == "prim":
+            try:
+                rev = self.symbolic(op, actives)
+            except Unknowable:
+                name = self.prim_ref(op.fn)
+                self.namespace["pullback"] = _runtime("pullback")
+                pb = self.pullback_name(v)
+                needs = self.tuple_text("True" if i in actives else "False"
+                                        for i in range(len(op.args)))
+                fwd = [f"{v}, {pb} = pullback({name}, "
+                       f"{self.tuple_text(a.src() for a in op.args)}, {needs}, "
+                       f"{self.params_text(op)})"]
+                rev = self.spread(pb, gv, op, actives)
+        elif op.kind in ("call", "opaque"):
+            pb = self.pullback_name(v)
+            args = self.tuple_text(a.src() for a in op.args)
+            if op.kind == "call":
+                name = self.transform(op.fn)
+                fwd = [f"{v}, {pb} = {name}({', '.join(a.src() for a in op.args)})"]
+            else:
+                self.namespace[op.fname] = op.fn
+                self.namespace["vjp_call"] = _runtime("vjp_call")
+                act = self.tuple_text("True" if i in actives else "False"
+                                      for i in range(len(op.args)))
+                kw = "{" + ", ".join(f"{k!r}: {o.src() if not isinstance(o, str) else o}"
+                                     for k, o in op.params.items()) + "}"
+                fwd = [f"{v}, {pb} = vjp_call({op.fname}, {args}, {act}, {kw})"]
+            rev = self.spread(pb, gv, op, actives)
+        if v in self.unstable and rev:
+            rev.append(f"{gv} = 0.0")
+        elif v in self.unstable and v in self.active:
+            rev.append(f"{gv} = 0.0")
+        return fwd, rev
+
+    def pullback_name(self, v):
+        pb = self.fresh(f"{v}_pullback")
+        if v in self.unstable:
+            self.pb_unstable.add(pb)
+        return pb
+
+    def spread(self, pb, gv, op, actives):
+        if not actives:
+            return []
+        if len(actives) == 1:
+            i = actives[0]
+            return [self.acc(op.args[i].name, f"{pb}({gv})[{i}]")]
+        if self.ct is None:
+            self.ct = self.fresh("ct")
+        lines = [f"{self.ct} = {pb}({gv})"]
+        for i in actives:
+            lines.append(self.acc(op.args[i].name, f"{self.ct}[{i}]"))
+        return lines
+
+    def symbolic(self, op, actives):
+        trace = SymTrace()
+        args, params = self.sym_args(trace, op)
+        ans = trace.sym(op.target)
+        trace.remember(op.fn, args, params, ans)
+        g = trace.sym(self.g(op.target), lin=True)
+        prim = op.fn
+        n = len(op.args)
+        if prim._partials is not None:
+            ps = prim._partials(ans, *args, **params)
+            cts = [None if (p is None or i not in actives) else p * g
+                   for i, p in enumerate(ps)]
+        else:
+            if prim._rrule is None:
+                raise Unknowable("no rrule")
+            needs = tuple(i in actives for i in range(n))
+            if prim._rrule_needs:
+                _, pb = prim._rrule(*args, needs=needs, **params)
+            else:
+                _, pb = prim._rrule(*args, **params)
+            cts = pb(g)
+            if not isinstance(cts, (tuple, list)):
+                cts = (cts,)
+        if len(cts) != n:
+            raise Unknowable("pullback arity")
+        self.namespace.update(trace.used)
+        lines = []
+        for i in actives:
+            c = cts[i]
+            if c is None:
+                continue
+            if not isinstance(c, Sym):
+                c = Sym(render_const(c)[0], trace)
+            if self.needs_unbroadcast(op, i):
+                self.namespace["unbroadcast"] = _runtime("unbroadcast")
+                neg = c.neg
+                inner = neg if neg is not None else c
+                wrapped = Sym(f"unbroadcast({inner.text}, {op.args[i].name})", trace)
+                c = Sym(f"-{wrapped.text}", trace, 14, neg=wrapped) if neg is not None else wrapped
+            lines.append(self.acc(op.args[i].name, c))
+        return lines
+
+    # -- blocks -------------------------------------------------------------------------------
+    def block(self, body, ind, btail=()):
+        """(forward lines, reverse lines) of a block; the reverse lines are already reversed.
+
+        ``btail``: statements the forward sweep runs just before a ``break`` (the branch
+        flags of the enclosing ifs, which must be the last things pushed).
+        """
+        fwd, rev_parts = [], []
+        for s in body:
+            f, r = self.stmt(s, ind, btail)
+            fwd += f
+            rev_parts.append(r)
+        rev = []
+        for r in reversed(rev_parts):
+            rev += r
+        return fwd, rev
+
+    def stmt(self, s, ind, btail=()):
+        inner = ind + "    "
+        if isinstance(s, Op):
+            fwd, rev = self.op(s)
+            need = set()
+            for line in rev:
+                need |= _names_in(line)
+            need = sorted(n for n in need if (n in self.unstable and n not in self.restored
+                                              and n not in self.gnames.values() and n != self.ct
+                                              and n in self.counts) or n in self.pb_unstable)
+            if need:
+                st = self.stack_name()
+                one = need[0] if len(need) == 1 else None
+                fwd.append(f"{st}.append({one if one else '(' + ', '.join(need) + ')'})")
+                rev = [f"{', '.join(need)} = {st}.pop()"] + rev
+            return [ind + x for x in fwd], [ind + x for x in rev]
+        if isinstance(s, Keep):
+            return [ind + s.text], []
+        if isinstance(s, Break):
+            return [ind + x for x in btail] + [ind + "break"], []
+        if isinstance(s, If):
+            stable = all(n not in self.unstable for n in _names_in(s.test))
+            st = None if stable else self.stack_name()
+            push_t = () if stable else (f"{st}.append(True)",)
+            push_f = () if stable else (f"{st}.append(False)",)
+            bf, br = self.block(s.body, inner, tuple(push_t) + tuple(btail))
+            of, orv = self.block(s.orelse, inner, tuple(push_f) + tuple(btail))
+            if (not br and not orv) or stable:
+                if not br and not orv and not stable:
+                    # nothing to reverse: run it again without the flags
+                    bf, _ = self.block(s.body, inner, btail)
+                    of, _ = self.block(s.orelse, inner, btail)
+                fwd = [f"{ind}if {s.test}:"] + (bf or [inner + "pass"])
+                if of:
+                    fwd += [f"{ind}else:"] + of
+                if not br and not orv:
+                    return fwd, []
+                test = s.test
+            else:
+                fwd = [f"{ind}if {s.test}:"] + _ending(bf, inner + push_t[0])
+                fwd += [f"{ind}else:"] + _ending(of, inner + push_f[0])
+                test = f"{st}.pop()"
+            if br:
+                rev = [f"{ind}if {test}:"] + br
+                if orv:
+                    rev += [f"{ind}else:"] + orv
+            else:
+                rev = [f"{ind}if not ({test}):" if stable else f"{ind}if not {test}:"] + orv
+            return fwd, rev
+        if isinstance(s, Loop):
+            reversible = (not s.is_while and s.target is not None and s.range_args is not None
+                          and self.counts.get(s.target, 0) == 1
+                          and all(n not in self.unstable for a in s.range_args
+                                  for n in _names_in(a))
+                          and not _has_break(s.body))
+            if reversible:
+                self.restored.add(s.target)
+            bf, br = self.block(s.body, inner)
+            if not br:
+                return [f"{ind}{s.header}:"] + (bf or [inner + "pass"]), []
+            if reversible:
+                uses_target = any(s.target in _names_in(x) for x in br)
+                head = (f"for {s.target} in reversed(range({', '.join(s.range_args)}))"
+                        if uses_target else f"for {s.target} in range({', '.join(s.range_args)})")
+                return [f"{ind}{s.header}:"] + bf, [f"{ind}{head}:"] + br
+            st = self.stack_name()
+            cnt = self.fresh("count")
+            fwd = [f"{ind}{cnt} = 0", f"{ind}{s.header}:", f"{inner}{cnt} += 1"] + bf + \
+                  [f"{ind}{st}.append({cnt})"]
+            rev = [f"{ind}for _ in range({st}.pop()):"] + br
+            return fwd, rev
+        raise AssertionError(type(s))
+
+    def generate(self, name, argnums, out_tuple):
+        if self.fn.out_is_tuple:
+            raise SourceError("reverse mode of a function returning a tuple",
+                              self.fn.first_line, self.fn.filename,
+                              "wg.source.grad needs a scalar output")
+        fwd, rev = self.block(self.fn.body, "    ")
+        out = self.fn.outputs[0]
+        ps = self.fn.params
+        gout = self.g(out) if out in self.active else None
+        wrt = ps if self.split else [ps[i] for i in argnums]
+        init = sorted((self.accumulated | {self.g(p) for p in wrt if p in self.active})
+                      - {gout})
+        init_lines = [f"    {' = '.join(init)} = 0.0"] if init else []
+        grads = [self.g(p) if p in self.active else "0.0" for p in wrt]
+        st = [f"    {self.stack} = []"] if self.stack else []
+        sig = ", ".join(f"{p}={self.fn.defaults[p]}" if p in self.fn.defaults else p for p in ps)
+        if not self.split:
+            lines = [f"def {name}({sig}):"] + st + fwd + init_lines
+            if gout:
+                lines.append(f"    {gout} = 1.0")
+            lines += rev
+            if out_tuple:
+                lines.append(f"    return ({', '.join(grads)},)")
+            else:
+                lines.append(f"    return {grads[0]}")
+            return "\n".join(lines) + "\n", (fwd, init_lines, gout, rev)
+        # split: the forward sweep returns its value and a pullback closing over it
+        gparam = gout or self.fresh("g" + out)
+        lines = [f"def {name}({sig}):"] + st + fwd
+        lines.append(f"    def pullback({gparam}):")
+        lines += ["    " + x for x in init_lines]
+        lines += ["    " + x for x in rev]
+        lines.append(f"        return ({', '.join(grads)}{',' if len(grads) == 1 else ''})")
+        lines.append(f"    return {out}, pullback")
+        return "\n".join(lines) + "\n", None
+
+
+def _has_break(body):
+    for s in body:
+        if isinstance(s, Break):
+            return True
+        if isinstance(s, If) and (_has_break(s.body) or _has_break(s.orelse)):
+            return True
+    return False
+
+
+def _ending(lines, push):
+    """Append the flag push to a branch, unless the branch ends in a break (which has it)."""
+    if lines and lines[-1].strip() == "break":
+        return lines
+    return lines + [push]
+
+
+def _runtime(name):
+    from . import runtime
+    return getattr(runtime, name)

@@ -1,0 +1,46 @@
+"""The home of generated derivative functions, so they pickle by reference.
+
+``wg.source.grad(f)`` registers its function here under a name that says how to
+build it again (``grad__<module>__<qualname>__<argnums>``); unpickling in a fresh
+process imports the user's module, finds ``f`` and transforms it once more.  This
+works for functions defined at the top level of an importable module.
+"""
+import importlib
+
+_SEP = "__"
+_DOT = "_DOT_"
+
+
+def encode(kind, f, argnums):
+    if isinstance(argnums, int):
+        nums = str(argnums)
+    else:
+        nums = "t" + "_".join(str(i) for i in argnums)
+    mod = f.__module__.replace(".", _DOT)
+    qual = f.__qualname__.replace(".", _DOT)
+    return f"{kind}{_SEP}{mod}{_SEP}{qual}{_SEP}{nums}"
+
+
+def decode(name):
+    kind, mod, qual, nums = name.split(_SEP)
+    mod = mod.replace(_DOT, ".")
+    qual = qual.replace(_DOT, ".")
+    if nums.startswith("t"):
+        argnums = tuple(int(i) for i in nums[1:].split("_") if i)
+    else:
+        argnums = int(nums)
+    return kind, mod, qual, argnums
+
+
+def __getattr__(name):
+    # an unpickled reference to a function not generated yet in this process
+    try:
+        kind, mod, qual, argnums = decode(name)
+    except ValueError:
+        raise AttributeError(name) from None
+    obj = importlib.import_module(mod)
+    for part in qual.split("."):
+        obj = getattr(obj, part)
+    from . import grad, jvp
+    fn = grad(obj, argnums) if kind == "grad" else jvp(obj)
+    return fn

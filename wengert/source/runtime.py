@@ -1,0 +1,142 @@
+"""The few helpers generated programs call besides the primitives themselves.
+
+All are written with wengert operations, so a generated derivative can be
+differentiated again by any engine.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import Tracer, ndim_of, shape_of
+
+__all__ = ["pullback", "pushforward", "vjp_call", "jvp_call", "unbroadcast", "broadcast_like",
+           "add_at", "fit"]
+
+
+def _nz(c):
+    return 0.0 if c is None else c
+
+
+def pullback(prim, args, needs, params):
+    """``(ans, pullback)`` from the primitive's reverse rule; zeros come back as ``0.0``."""
+    ans, pb = prim.pullback_of(tuple(args), params, tuple(needs))
+
+    def pullback_(g):
+        return tuple(_nz(c) for c in pb(g))
+    return ans, pullback_
+
+
+def pushforward(prim, args, tangents, params):
+    """``(ans, tangent)`` from the primitive's forward rule (``None`` tangents are zero)."""
+    ans, t = prim.pushforward(tuple(args), tuple(tangents), params)
+    return ans, _nz(t)
+
+
+def vjp_call(fn, args, active, kwargs):
+    """Reverse mode through a function without a rule or source: the tape engine."""
+    from ..transforms import vjp
+    idx = [i for i, a in enumerate(active) if a]
+
+    def partial(*xs):
+        full = list(args)
+        for i, x in zip(idx, xs):
+            full[i] = x
+        return fn(*full, **kwargs)
+    if not idx:
+        return fn(*args, **kwargs), lambda g: tuple(0.0 for _ in args)
+    ans, pb = vjp(partial, *[args[i] for i in idx])
+
+    def pullback_(g):
+        cts = pb(g)
+        out = [0.0] * len(args)
+        for i, c in zip(idx, cts):
+            out[i] = c
+        return tuple(out)
+    return ans, pullback_
+
+
+def jvp_call(fn, args, tangents, kwargs):
+    """Forward mode through a function without a rule or source: dual numbers."""
+    from ..transforms import jvp
+    idx = [i for i, t in enumerate(tangents) if t is not None]
+    if not idx:
+        return fn(*args, **kwargs), 0.0
+
+    def partial(*xs):
+        full = list(args)
+        for i, x in zip(idx, xs):
+            full[i] = x
+        return fn(*full, **kwargs)
+    return jvp(partial, tuple(args[i] for i in idx),
+               tuple(broadcast_like(tangents[i], args[i]) for i in idx))
+
+
+def unbroadcast(g, like):
+    """Sum the cotangent ``g`` of a broadcast result back to the shape of ``like``."""
+    xs = shape_of(like)
+    if shape_of(g) == xs:
+        return g
+    from ..rules._zeros import sum_to
+    return sum_to(g, 0, xs)
+
+
+def broadcast_like(t, like):
+    """A tangent with the shape of the value it belongs to (zeros may arrive as ``0.0``)."""
+    xs = shape_of(like)
+    if shape_of(t) == xs:
+        return t
+    from .. import numpy as wnp
+    return wnp.broadcast_to(t, xs)
+
+
+def add_at(gx, x, idx, g):
+    """``gx`` plus the cotangent ``g`` of ``x[idx]`` placed at ``idx``."""
+    if isinstance(x, (list, tuple)):
+        out = list(gx) if isinstance(gx, list) else [0.0] * len(x)
+        out[idx] = out[idx] + g
+        return out
+    if isinstance(x, dict):
+        out = dict(gx) if isinstance(gx, dict) else {k: 0.0 for k in x}
+        out[idx] = out[idx] + g
+        return out
+    xs = shape_of(x)
+    key = idx if isinstance(idx, tuple) else (idx,)
+    if all(isinstance(k, (int, np.integer)) for k in key) and len(key) <= len(xs) and \
+            ndim_of(g) == len(xs) - len(key):
+        # an element (or a block of trailing axes): scatter with a mask, no index rule needed
+        from .. import numpy as wnp
+        mask = np.zeros(xs, dtype=bool)
+        mask[key] = True
+        return gx + wnp.where(mask, g, 0.0)
+    from ..transforms import vjp
+    _, pb = vjp(lambda a: a[idx], x)
+    return gx + pb(g)[0]
+
+
+def fit(g, x):
+    """The derivative with respect to ``x``: its shape, dtype and structure."""
+    from ..tree import flatten, unflatten
+    from ..rules._zeros import dtype_of, zeros_like_value
+    if isinstance(x, (list, tuple, dict)):
+        xl, d = flatten(x)
+        if not isinstance(g, (list, tuple, dict)):
+            return unflatten(d, [zeros_like_value(v) for v in xl])
+        gl, _ = flatten(g)
+        return unflatten(d, [fit(a, v) for a, v in zip(gl, xl)])
+    if isinstance(g, Tracer):
+        if shape_of(g) != shape_of(x):
+            g = broadcast_like(g, x) if ndim_of(g) < ndim_of(x) else unbroadcast(g, x)
+        return g
+    if isinstance(x, Tracer):
+        return g if shape_of(g) == shape_of(x) else broadcast_like(g, x)
+    xs = shape_of(x)
+    if shape_of(g) != xs:
+        g = np.broadcast_to(g, xs).copy() if ndim_of(g) < len(xs) else unbroadcast(g, x)
+    dt = dtype_of(x)
+    if isinstance(x, float):
+        return float(g) if not isinstance(g, float) else g
+    if isinstance(g, (np.ndarray, np.generic)) and g.dtype != dt and np.issubdtype(dt, np.floating):
+        g = g.astype(dt)
+    elif isinstance(g, float) and isinstance(x, (np.ndarray, np.generic)):
+        g = np.asarray(g, dt) if xs == () else np.full(xs, g, dt)
+    return g
