@@ -151,7 +151,9 @@ def gradient(expr, env):
     args = tuple(env[n] for n in names)
     if not names:
         return expr.evaluate({}), {}
-    value, g = wg.value_and_grad(expr, argnums=tuple(range(len(names))))(*args)
+    import numpy as np
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        value, g = wg.value_and_grad(expr, argnums=tuple(range(len(names))))(*args)
     return value, dict(zip(names, g))
 
 

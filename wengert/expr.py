@@ -159,6 +159,7 @@ def parse(text):
     try:
         with warnings.catch_warnings():  # "invalid decimal literal" and friends: refused below
             warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
             tree = ast.parse(stripped, mode="eval")
     except SyntaxError as e:
         msg = (e.msg or "invalid syntax").splitlines()[0][:120]

@@ -64,6 +64,7 @@ class Handler(BaseHTTPRequestHandler):
     sys_version = ""
     timeout = 10  # seconds to send a request: slow clients are dropped
     protocol_version = "HTTP/1.0"
+    default_request_version = "HTTP/1.0"  # answer even garbage with a status line
 
     # -- responses -----------------------------------------------------------------
     def _send(self, status, body, ctype, extra=()):

@@ -1,0 +1,380 @@
+"""The explorer's server: the seeds' gradient through the API, and strict, bounded handling of
+hostile requests (each a 4xx JSON error, quickly, with the server answering afterwards)."""
+import http.client
+import json
+import random
+import socket
+import threading
+import time
+
+import pytest
+
+import wengert as wg
+from wengert.explore import make_server
+from wengert.explore.api import expression_payload
+from wengert.explore.server import MAX_BODY, is_loopback
+
+SEED_EXPR = "x*y + sin(x)"
+VALUE, DX, DY = 2.579425538604203, 5.077582561890373, 0.5
+BOUND = 2.0  # seconds per request
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = make_server("127.0.0.1", 0)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def request(server, method, path, body=None, headers=None):
+    host, port = server.server_address[:2]
+    c = http.client.HTTPConnection(host, port, timeout=10)
+    t0 = time.perf_counter()
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        data = r.read()
+    finally:
+        c.close()
+    elapsed = time.perf_counter() - t0
+    return r.status, r.getheader("Content-Type") or "", data, elapsed
+
+
+def post(server, obj=None, raw=None):
+    body = raw if raw is not None else json.dumps(obj).encode()
+    return request(server, "POST", "/api/expression", body,
+                   {"Content-Type": "application/json"})
+
+
+def assert_client_error(result, *statuses):
+    status, ctype, data, elapsed = result
+    assert 400 <= status < 500, (status, data[:200])
+    if statuses:
+        assert status in statuses, (status, data[:200])
+    assert ctype.startswith("application/json")
+    msg = json.loads(data)["error"]
+    assert isinstance(msg, str) and msg and "\n" not in msg and "Traceback" not in msg
+    assert elapsed < BOUND, elapsed
+    return msg
+
+
+def assert_alive(server):
+    status, _, data, _ = post(server, {"expr": SEED_EXPR, "inputs": {"x": 0.5, "y": 4.2}})
+    assert status == 200 and json.loads(data)["value"] == VALUE
+
+
+# -- the seeds' example ------------------------------------------------------------------------
+def test_seed_gradient_via_api(server):
+    status, ctype, data, _ = post(server, {"expr": SEED_EXPR, "inputs": {"x": 0.5, "y": 4.2}})
+    assert status == 200 and ctype.startswith("application/json")
+    d = json.loads(data)
+    assert d["value"] == VALUE
+    assert d["gradient"] == {"x": DX, "y": DY}
+    assert d["adjoints"] == {"x": DX, "y": DY}  # the step-by-step accumulation agrees
+    g = wg.grad(lambda x, y: x * y + wg.numpy.sin(x), argnums=(0, 1))(0.5, 4.2)
+    assert (d["gradient"]["x"], d["gradient"]["y"]) == tuple(float(v) for v in g)
+    assert d["variables"] == ["x", "y"]
+    assert d["source"] == "def f(x, y):\n    return x * y + sin(x)\n"
+
+
+def test_payload_structure():
+    d = expression_payload(SEED_EXPR, {"x": 0.5, "y": 4.2})
+    nodes, edges = d["graph"]["nodes"], d["graph"]["edges"]
+    assert [n["label"] for n in nodes] == ["x", "y", "*", "sin", "+"]
+    assert [n["name"] for n in nodes] == ["x", "y", "v1", "v2", "v3"]
+    assert [n["layer"] for n in nodes] == [0, 0, 1, 1, 2]
+    assert len(edges) == 5
+    # forward steps: every node once, in evaluation order, with its value
+    assert [s["node"] for s in d["forward"]] == [0, 1, 2, 3, 4]
+    assert d["forward"][2]["value"] == 2.1
+    # backward steps: seed the output, then push along edges in reverse order
+    b = d["backward"]
+    assert b[0] == {"kind": "seed", "node": 4, "adjoint": 1.0, "text": "gv3 = 1"}
+    pushes = [(s["source"], s["target"], s["local"]) for s in b[1:]]
+    assert pushes == [(2, 4, 1.0), (3, 4, 1.0), (0, 3, pytest.approx(0.8775825618903728)),
+                      (0, 2, 4.2), (1, 2, 0.5)]
+    assert b[-2]["adjoint"] == DX and b[-1]["adjoint"] == DY
+    # the tape is the one wg.Tape records
+    assert [r["op"] for r in d["tape"]] == ["input", "input", "multiply", "sin", "add"]
+    assert d["tape"][2]["args"] == ["x", "y"]
+
+
+def test_shared_subexpression_accumulates():
+    d = expression_payload("sin(x*y) * (x*y)", {"x": 0.3, "y": 0.9})
+    muls = [n for n in d["graph"]["nodes"] if n["label"] == "*"]
+    assert len(muls) == 2  # x*y once
+    g = wg.grad(lambda x, y: wg.numpy.sin(x * y) * (x * y), argnums=(0, 1))(0.3, 0.9)
+    assert d["gradient"]["x"] == pytest.approx(float(g[0]), rel=1e-15)
+    assert d["adjoints"]["x"] == pytest.approx(float(g[0]), rel=1e-12)
+    assert d["adjoints"]["y"] == pytest.approx(float(g[1]), rel=1e-12)
+
+
+def test_random_inputs_in_unit_interval(server):
+    for _ in range(20):
+        status, _, data, _ = post(server, {"expr": "a + b*c"})
+        d = json.loads(data)
+        assert status == 200 and set(d["inputs"]) == {"a", "b", "c"}
+        assert all(0.0 <= v <= 1.0 for v in d["inputs"].values())
+
+
+def test_non_finite_values_are_json_strings(server):
+    status, _, data, _ = post(server, {"expr": "log(x) + 1/y", "inputs": {"x": 0, "y": 0}})
+    assert status == 200
+    d = json.loads(data)  # strict JSON: no NaN / Infinity tokens
+    assert d["value"] in ("inf", "-inf", "nan")
+
+
+def test_static_files(server):
+    status, ctype, data, _ = request(server, "GET", "/")
+    assert status == 200 and ctype.startswith("text/html") and b"wengert explorer" in data
+    for path, kind in [("/static/app.js", "text/javascript"), ("/static/style.css", "text/css")]:
+        status, ctype, _, _ = request(server, "GET", path)
+        assert status == 200 and ctype.startswith(kind)
+
+
+def test_page_loads_nothing_from_elsewhere(server):
+    for path in ["/", "/static/app.js", "/static/style.css"]:
+        _, _, data, _ = request(server, "GET", path)
+        assert b"http://" not in data.replace(b"http://www.w3.org/2000/svg", b"")
+        assert b"https://" not in data
+
+
+def test_schedule(server):
+    status, _, data, _ = request(server, "GET", "/api/schedule?n=16&strategy=ctz&snapshots=3")
+    if status == 501:
+        pytest.skip("wengert.checkpoint not available")
+    assert status == 200
+    d = json.loads(data)
+    assert d["n"] == 16 and d["strategy"] == "ctz"
+    kinds = {a["kind"] for a in d["actions"]}
+    assert {"advance", "store", "reverse"} <= kinds
+    rows = d["rows"]
+    assert rows[0]["cells"] == "X.......X...X.XX"  # the seed's diagram after the forward sweep
+    assert rows[1]["cells"] == "X.......X...X.X^"
+    assert rows[5]["cells"] == "X.......X+X^...."  # recompute from 8, keeping a
+    assert rows[9]["cells"] == "X+++X+X^........"  # to get 7, recompute from 0 keeping 4, 6
+    assert len(rows) == 17
+    assert d["stats"]["max_stored"] <= 16 .bit_length() + 1
+
+
+@pytest.mark.parametrize("query", ["n=0", "n=-1", "n=abc", "n=100000", "strategy=nope",
+                                   "n=16&n=17", "snapshots=x&strategy=binomial", "bogus=1",
+                                   "n=1e3", "n=%ff", "&".join(["n=1"] * 50)])
+def test_schedule_bad_queries(server, query):
+    result = request(server, "GET", "/api/schedule?" + query)
+    if result[0] == 501:
+        pytest.skip("wengert.checkpoint not available")
+    assert_client_error(result, 400)
+
+
+# -- hostile requests ----------------------------------------------------------------------------
+_ATTACKS = ["x.__class__", "().__class__.__bases__[0].__subclasses__()", "__import__('os')",
+            "9**9**9", "exp(1e5)", "lambda: 1", "open('/etc/passwd')", "x[0]", "'a'*10**9",
+            "getattr(x, '__dict__')", "[x for x in range(10**9)]", "x if y else z",
+            "eval('1')", "sin", "foo(x)", "__builtins__", "(" * 150 + "x" + ")" * 150,
+            "-" * 5000 + "x", "x" * 20_000, "\x00", "\ud800", "1e999"]
+
+
+def _hostile_expression(rng):
+    kind = rng.randrange(5)
+    if kind == 0:
+        return rng.choice(_ATTACKS)
+    if kind == 1:
+        return "".join(rng.choice(["__", "import", "(", ")", ".", "x", "'", "[", "]", "**",
+                                   "9", "lambda", ":", "os", "sin", " ", "\\", "\n"])
+                       for _ in range(rng.randrange(1, 25)))
+    if kind == 2:
+        return rng.choice(["+", "*", "-"]).join(["x"] * rng.choice([300, 2000, 4000]))
+    if kind == 3:
+        return "".join(chr(rng.randrange(1, 0xD7FF)) for _ in range(rng.randrange(1, 30)))
+    return rng.choice(_ATTACKS) + rng.choice(["", " + x", "*y", ".__class__"])
+
+
+def _hostile_body(rng):
+    kind = rng.randrange(9)
+    if kind == 0:
+        return b"\xff\xfe" + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40)))
+    if kind == 1:
+        return b'{"expr": "x\xc3\x28"}'  # invalid UTF-8 inside a string
+    if kind == 2:
+        return rng.choice([b"{", b"}", b"{bad json", b'{"expr": }', b"[" * 5000,
+                           b'{"expr": "x", }', b"NaN", b'{"expr": NaN}', b"",
+                           b'{"expr": "x", "inputs": {"x": Infinity}}'])
+    if kind == 3:
+        return json.dumps(rng.choice([[], "x", 1, None, {}, {"expr": 1}, {"expr": None},
+                                      {"expr": ["x"]}, {"expr": "x", "inputs": [1]},
+                                      {"expr": "x", "inputs": {"x": "abc"}},
+                                      {"expr": "x", "inputs": {"x": True}},
+                                      {"expr": "x", "inputs": {"x": 1e308 * 10}},
+                                      {"expr": "x", "extra": 1}])).encode()
+    if kind == 4:
+        return b'{"inputs": ' + b"[" * 3000 + b"]" * 3000 + b"}"
+    if kind == 5:
+        return json.dumps({"expr": "x", "inputs": {"x": int("9" * 400)}}).encode()
+    return json.dumps({"expr": _hostile_expression(rng)}).encode()
+
+
+def test_thousands_of_hostile_requests(server):
+    rng = random.Random(7)
+    statuses = {}
+    slowest = 0.0
+    for i in range(2000):
+        body = _hostile_body(rng)
+        status, ctype, data, elapsed = post(server, raw=body)
+        if status == 200:  # random junk can be a valid expression now and then
+            json.loads(data)
+            continue
+        assert_client_error((status, ctype, data, elapsed))
+        statuses[status] = statuses.get(status, 0) + 1
+        slowest = max(slowest, elapsed)
+    assert sum(statuses.values()) > 1800
+    assert set(statuses) <= {400, 413, 422}
+    assert_alive(server)
+
+
+@pytest.mark.parametrize("size", [MAX_BODY + 1, 1 << 20, 8 << 20])
+def test_large_bodies_refused(server, size):
+    body = json.dumps({"expr": "x" + " " * size}).encode()
+    try:
+        result = post(server, raw=body)
+    except (ConnectionError, BrokenPipeError):
+        result = None  # very large: the server may hang up before the client finishes
+    if result is not None:
+        msg = assert_client_error(result, 413)
+        assert "too large" in msg
+    assert_alive(server)
+
+
+def test_expression_too_large_for_drawing(server):
+    text = " + ".join(f"sin(a{i}) * cos(b{i})" for i in range(100))  # 600 nodes, shallow
+    msg = assert_client_error(post(server, {"expr": text}), 413)
+    assert "too large" in msg
+
+
+TRAVERSALS = [
+    "/static/../../etc/passwd", "/static/../server.py", "/static/..%2f..%2fserver.py",
+    "/static/%2e%2e/%2e%2e/etc/passwd", "/static/%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+    "/static/%252e%252e/server.py", "/static/..\\..\\server.py", "/static/%5c..%5cserver.py",
+    "/static//etc/passwd", "/static/%2fetc%2fpasswd", "/static/./../api.py",
+    "/static/app.js%00.png", "/static/%00", "/static/", "/static", "/../../etc/passwd",
+    "/etc/passwd", "//etc/passwd", "/static/....//....//etc/passwd", "/static/..;/server.py",
+    "/static/%c0%ae%c0%ae/server.py", "/static/nonexistent.js", "/static/../__init__.py",
+    "/static/" + "a/" * 2000, "/api/expression", "/api/nope", "/index.php", "/.git/config",
+]
+
+
+@pytest.mark.parametrize("path", TRAVERSALS, ids=[p[:40] for p in TRAVERSALS])
+def test_path_traversal_refused(server, path):
+    result = request(server, "GET", path)
+    msg = assert_client_error(result, 400, 404, 405)
+    assert "root:" not in msg
+    assert b"import" not in result[2]
+
+
+def test_path_traversal_over_raw_socket(server):
+    """Paths sent exactly as written, with no client-side normalisation."""
+    host, port = server.server_address[:2]
+    for path in ["/static/../../../../etc/passwd", "/static/../server.py",
+                 "/static/%2e%2e/%2e%2e/%2e%2e/etc/passwd", "/static/..%2fapi.py"]:
+        with socket.create_connection((host, port), timeout=10) as s:
+            s.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        head = data.split(b"\r\n", 1)[0]
+        assert head.split()[1] in (b"400", b"404"), head
+        assert b"root:" not in data and b"import" not in data
+
+
+@pytest.mark.parametrize("raw", [
+    b"GARBAGE\r\n\r\n", b"GET\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"\x00\x01\x02\r\n\r\n",
+    b"GET /" + b"a" * 70000 + b" HTTP/1.0\r\n\r\n",
+    b"BREW / HTTP/1.0\r\n\r\n", b"DELETE / HTTP/1.0\r\n\r\n",
+    b"POST /api/expression HTTP/1.0\r\nContent-Length: abc\r\n\r\n",
+    b"POST /api/expression HTTP/1.0\r\nContent-Length: -5\r\n\r\n",
+    b"POST /api/expression HTTP/1.0\r\n\r\n",
+    b"POST /api/expression HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"POST /api/expression HTTP/1.0\r\nContent-Length: 10\r\n\r\n{}",
+    b"GET / HTTP/1.0\r\n" + b"X-A: b\r\n" * 200 + b"\r\n",
+    b"GET / HTTP/1.0\r\nHost: evil.example\r\n\r\n",
+])
+def test_malformed_requests(server, raw):
+    host, port = server.server_address[:2]
+    t0 = time.perf_counter()
+    with socket.create_connection((host, port), timeout=15) as s:
+        s.sendall(raw)
+        if b"Content-Length: 10\r\n" in raw:
+            s.shutdown(socket.SHUT_WR)  # the body never completes
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    assert time.perf_counter() - t0 < 12
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split()[1])
+    assert 400 <= status < 500, head
+    assert json.loads(body)["error"]
+    assert_alive(server)
+
+
+def test_slow_client_does_not_block_others(server):
+    host, port = server.server_address[:2]
+    slow = socket.create_connection((host, port), timeout=30)
+    try:
+        slow.sendall(b"POST /api/expression HTTP/1.0\r\nContent-Length: 1000\r\n\r\n{")
+        t0 = time.perf_counter()
+        assert_alive(server)  # served by another thread meanwhile
+        assert time.perf_counter() - t0 < BOUND
+    finally:
+        slow.close()
+
+
+def test_security_headers(server):
+    host, port = server.server_address[:2]
+    c = http.client.HTTPConnection(host, port, timeout=10)
+    c.request("GET", "/")
+    r = c.getresponse()
+    r.read()
+    assert r.getheader("X-Content-Type-Options") == "nosniff"
+    assert "default-src 'self'" in r.getheader("Content-Security-Policy")
+    c.close()
+
+
+# -- binding ---------------------------------------------------------------------------------------
+def test_loopback_detection():
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
+    assert is_loopback("127.8.9.10")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.10")
+    assert not is_loopback("example.com") and not is_loopback("::")
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "example.com"])
+def test_non_loopback_bind_refused_without_explicit_host(host):
+    with pytest.raises(PermissionError, match="not a loopback address; pass --host"):
+        make_server(host, 0)
+
+
+def test_explicit_non_loopback_bind_allowed():
+    srv = make_server("0.0.0.0", 0, allow_remote=True)
+    try:
+        assert srv.server_address[0] == "0.0.0.0" and not srv.loopback
+    finally:
+        srv.server_close()
+
+
+def test_serve_refuses_and_says_so(monkeypatch):
+    from wengert.explore import server as server_mod
+    with pytest.raises(PermissionError) as info:
+        server_mod.make_server("0.0.0.0", 0)
+    assert "--host" in str(info.value)
+
+
+def test_default_bind_is_loopback():
+    srv = make_server()
+    try:
+        assert srv.server_address[0] == "127.0.0.1"
+        assert srv.url.startswith("http://127.0.0.1:")
+    finally:
+        srv.server_close()
