@@ -28,6 +28,12 @@ class ForeignTracerError(TypeError):
 
 
 class GraphTrace(Trace):
+    # non-differentiable computations (masks, argmax...) on graph tracers must be recorded,
+    # not computed on the example's values: a value baked into the graph would be wrong for
+    # the next inputs.  Code that strips tracers for such computations stops at tracers
+    # whose trace says so.
+    records_nondiff = True
+
     def __init__(self):
         self.level = new_level()
         self.nodes = []
@@ -107,6 +113,18 @@ _INVERT = primitive(operator.invert, name="invert")
 _INVERT.partials(lambda ans, x: (None,))
 
 
+_NONDIFF = {}
+
+
+def _nondiff_for(func):
+    p = _NONDIFF.get(func)
+    if p is None:
+        p = _NONDIFF[func] = primitive(func, name=getattr(func, "__name__", "nondiff"))
+        p.partials(lambda ans, *xs, **kw: (None,) * len(xs))
+        p.nondiff = True
+    return p
+
+
 def _binary(p, reflected=False):
     if reflected:
         return lambda self, other: p(other, self)
@@ -144,6 +162,23 @@ class GraphTracer(Tracer):
 
     def __invert__(self):
         return _INVERT(self)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from .. import _dispatch
+        fn = _dispatch.HANDLED.get(func)
+        if fn is not None and getattr(fn, "_nondiff", False) and not any(
+                isinstance(a, (list, tuple)) for a in args):
+            # a non-differentiable NumPy function (argmax, any...): recorded as a node
+            return _nondiff_for(func)(*args, **kwargs)
+        return Tracer.__array_function__(self, func, types, args, kwargs)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from .. import _dispatch
+        fn = getattr(_dispatch._wnp(), _dispatch._UFUNC_ALIASES.get(ufunc.__name__,
+                                                                    ufunc.__name__), None)
+        if method == "__call__" and not kwargs and getattr(fn, "_nondiff", False):
+            return _nondiff_for(ufunc)(*inputs)  # logical_or, isnan...: recorded as a node
+        return Tracer.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
 
     def __hash__(self):
         return id(self)
