@@ -45,6 +45,11 @@ def _text_prec(text):
 
 
 def _names_in(text):
+    text = text.strip()
+    if text.endswith(":"):
+        text += " pass"
+    if text.startswith(("else:", "elif")):
+        text = "if 1: pass\n" + text
     try:
         tree = _ast.parse(text)
     except SyntaxError:
@@ -626,8 +631,8 @@ class ReverseGen(_Base):
                     return fwd, []
                 test = s.test
             else:
-                fwd = [f"{ind}if {s.test}:"] + _ending(bf, inner + push_t[0])
-                fwd += [f"{ind}else:"] + _ending(of, inner + push_f[0])
+                fwd = [f"{ind}if {s.test}:"] + _ending(bf, inner + push_t[0], s.body)
+                fwd += [f"{ind}else:"] + _ending(of, inner + push_f[0], s.orelse)
                 test = f"{st}.pop()"
             if br:
                 rev = [f"{ind}if {test}:"] + br
@@ -706,9 +711,9 @@ def _has_break(body):
     return False
 
 
-def _ending(lines, push):
+def _ending(lines, push, body):
     """Append the flag push to a branch, unless the branch ends in a break (which has it)."""
-    if lines and lines[-1].strip() == "break":
+    if body and isinstance(body[-1], Break):
         return lines
     return lines + [push]
 

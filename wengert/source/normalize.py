@@ -349,7 +349,8 @@ class Normaliser:
         self.out_is_tuple = out_is_tuple
         body = self.remove_jumps(body, in_loop=False)
         ir = self.block(body)
-        rename_temporaries(ir, self.names)
+        mapping = rename_temporaries(ir, self.names)
+        outs = [mapping.get(o, o) for o in outs]
         return Function(fdef.name, self.params, defaults, ir, outs, out_is_tuple,
                         self.names.used, self.namespace, self.filename, self.offset + 1,
                         self.func)

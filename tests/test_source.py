@@ -1,0 +1,449 @@
+"""Source-to-source AD: generated programs agree with the eager engines."""
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+import wengert as wg
+import wengert.numpy as wnp
+from wengert.numpy import cos, exp, sin, sqrt, tanh
+from wengert.source import SourceError, programs_from_source
+
+
+# -- the corpus: plain Python functions --------------------------------------------------------
+def seeds_example(x, y):
+    return x * y + sin(x)
+
+
+def babylonian(x, n=10):
+    t = (1 + x) / 2
+    for _ in range(n):
+        t = (t + x / t) / 2
+    return t
+
+
+def babylonian_while(x):
+    t = (1 + x) / 2
+    while abs(t * t - x) > 1e-12 * x:
+        t = (t + x / t) / 2
+    return t
+
+
+def counted_while(x, y):
+    k = 0
+    s = x
+    while k < 5:
+        s = s * y + sin(s)
+        k += 1
+    return s
+
+
+def branches(x, y):
+    if x > y:
+        z = x * y
+    elif x > 0.0:
+        z = x / y + cos(x)
+    else:
+        z = y - x ** 3
+    return z * z
+
+
+def early_return(x, y):
+    if x < 0.0:
+        return -x * y
+    a = exp(x)
+    if a > 3.0:
+        return a * y
+    return a + y * y
+
+
+def helper(u, v):
+    w = u * v
+    return sin(w) + u
+
+
+def helper2(u):
+    return helper(u, u * 2.0) * u
+
+
+def nested_calls(x, y):
+    a = helper(x, y)
+    b = helper2(a)
+    return a * b + helper(b, x)
+
+
+def with_math(x, y):
+    return math.sin(x) * math.exp(y) + math.sqrt(x * x + y * y) + abs(x - y)
+
+
+def with_math_ref(x, y):
+    return wnp.sin(x) * wnp.exp(y) + wnp.sqrt(x * x + y * y) + wnp.abs(x - y)
+
+
+def with_numpy(x, y):
+    return np.sin(x) * np.cos(y) + np.tanh(x * y) + np.log(1.0 + x * x)
+
+
+def loops_break_continue(x, y):
+    s = 0.0
+    for i in range(10):
+        if i % 3 == 1:
+            continue
+        s = s + x * i - sin(s * y)
+        if s > 5.0:
+            break
+    return s
+
+
+def return_in_loop(x, y):
+    t = x
+    for i in range(20):
+        t = t * y + 0.1
+        if t > 2.0:
+            return t * x
+    return t - x
+
+
+def nested_loops(x, y):
+    s = x
+    for i in range(3):
+        for j in range(i + 1):
+            s = s * y + sin(s) * j
+        s = s / (1.0 + s * s)
+    return s
+
+
+def unpack_and_aug(x, y):
+    a, b = x * y, x + y
+    a, b = b, a
+    a += b * 2.0
+    b *= a
+    b -= x
+    c = a if a > b else b
+    return a * b + c
+
+
+def reassign_param(x, y):
+    x = x * 2.0
+    y = y + x
+    x = sin(x) * y
+    return x * y
+
+
+def powers(x, y):
+    return x ** 3 + x ** y + 2.0 ** x + sqrt(x) / y - tanh(y) ** 2
+
+
+SCALAR_CORPUS = [
+    (seeds_example, (0.5, 4.2)),
+    (babylonian, (2.0,)),
+    (babylonian_while, (3.0,)),
+    (counted_while, (0.3, 0.9)),
+    (branches, (1.5, 0.7)),
+    (branches, (0.5, 0.7)),
+    (branches, (-0.5, 0.7)),
+    (early_return, (-0.5, 0.3)),
+    (early_return, (0.5, 0.3)),
+    (early_return, (1.5, 0.3)),
+    (nested_calls, (0.4, 0.8)),
+    (with_math, (0.4, 0.8)),
+    (with_numpy, (0.4, 0.8)),
+    (loops_break_continue, (0.4, 0.8)),
+    (loops_break_continue, (1.4, 0.3)),
+    (return_in_loop, (0.5, 1.3)),
+    (return_in_loop, (0.5, 0.5)),
+    (nested_loops, (0.5, 1.3)),
+    (unpack_and_aug, (0.5, 1.3)),
+    (unpack_and_aug, (1.5, -1.3)),
+    (reassign_param, (0.5, 1.3)),
+    (powers, (0.5, 1.3)),
+]
+
+
+def _ids(corpus):
+    return [f"{f.__name__}-{'-'.join(str(a) for a in args if not isinstance(a, np.ndarray))}"
+            for f, args in corpus]
+
+
+def close(a, b, tol=1e-12):
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    assert np.allclose(a, b, rtol=tol, atol=tol), (a, b)
+
+
+REFERENCE = {with_math: with_math_ref}  # math.* cannot run on tracers: compare with wnp.*
+
+
+@pytest.mark.parametrize("f, args", SCALAR_CORPUS, ids=_ids(SCALAR_CORPUS))
+def test_grad_matches_tape(f, args):
+    nums = tuple(range(len(args)))
+    got = wg.source.grad(f, argnums=nums)(*args)
+    ref = REFERENCE.get(f, f)
+    want = wg.grad(ref, argnums=nums)(*args)
+    for g, w in zip(got, want):
+        close(g, w)
+    # argnums=0: a single gradient
+    close(wg.source.grad(f)(*args), wg.grad(ref)(*args))
+
+
+@pytest.mark.parametrize("f, args", SCALAR_CORPUS, ids=_ids(SCALAR_CORPUS))
+def test_jvp_matches_dual(f, args):
+    rng = np.random.default_rng(0)
+    tangents = tuple(float(t) for t in rng.standard_normal(len(args)))
+    out, t = wg.source.jvp(f)(args, tangents)
+    out_ref, t_ref = wg.jvp(REFERENCE.get(f, f), args, tangents)
+    close(out, out_ref)
+    close(t, t_ref)
+
+
+@pytest.mark.parametrize("f, args", [c for c in SCALAR_CORPUS if c[0] is not with_math],
+                         ids=_ids([c for c in SCALAR_CORPUS if c[0] is not with_math]))
+def test_second_derivatives(f, args):
+    df = wg.source.grad(f)
+    close(wg.grad(df)(*args), wg.hessian(f)(*args) if len(args) == 1 else
+          wg.hessian(f)(*args), tol=1e-10)
+    # forward over the generated gradient, and the generated jvp under reverse mode
+    close(wg.derivative(lambda x: df(x, *args[1:]))(args[0]), wg.hessian(f)(*args), tol=1e-10)
+    jf = wg.source.jvp(f)
+    tangents = (1.0,) + (0.0,) * (len(args) - 1)
+    d2 = wg.grad(lambda x: jf((x,) + args[1:], tangents)[1])(args[0])
+    close(d2, wg.hessian(f)(*args), tol=1e-10)
+
+
+# -- arrays -----------------------------------------------------------------------------------------
+def array_fn(x, w):
+    h = wnp.tanh(x * w + 0.5)
+    return wnp.sum(h * h) + wnp.sum(sin(x)) * 2.0
+
+
+def dot_fn(x, w):
+    return np.dot(x, w) * wnp.sum(x * x) + np.dot(x, x)
+
+
+def loop_over_array(x, c):
+    s = 0.0
+    for v in x:
+        s = s + v * v * c
+    return s
+
+
+def rosenbrock_loop(x):
+    s = 0.0
+    for i in range(len(x) - 1):
+        s = s + 100.0 * (x[i + 1] - x[i] ** 2) ** 2 + (1.0 - x[i]) ** 2
+    return s
+
+
+def broadcast_fn(x, c):
+    # c is a scalar, x an array: c's gradient sums over x's elements
+    return wnp.sum(x * c + c * c * x ** 2)
+
+
+ARRAY_CORPUS = [
+    (array_fn, (np.linspace(-1, 1, 5), np.linspace(0.5, 1.5, 5))),
+    (dot_fn, (np.linspace(-1, 1, 4), np.linspace(0.5, 1.5, 4))),
+    (loop_over_array, (np.linspace(-1, 1, 4), 0.7)),
+    (rosenbrock_loop, (np.linspace(-1, 1, 6),)),
+    (broadcast_fn, (np.linspace(-1, 1, 3), 0.7)),
+]
+
+
+@pytest.mark.parametrize("f, args", ARRAY_CORPUS, ids=[f.__name__ for f, _ in ARRAY_CORPUS])
+def test_arrays(f, args):
+    nums = tuple(range(len(args)))
+    got = wg.source.grad(f, argnums=nums)(*args)
+    want = wg.grad(f, argnums=nums)(*args)
+    for g, w in zip(got, want):
+        close(g, w)
+    rng = np.random.default_rng(1)
+    tangents = tuple(rng.standard_normal(np.shape(a)) if np.ndim(a) else 0.3 for a in args)
+    out, t = wg.source.jvp(f)(args, tangents)
+    out_ref, t_ref = wg.jvp(f, args, tangents)
+    close(out, out_ref)
+    close(t, t_ref)
+    # second order: the Hessian of the first argument
+    x0 = args[0]
+    h = wg.jacobian(lambda x: wg.source.grad(f)(x, *args[1:]))(x0)
+    close(h, wg.hessian(f)(*args), tol=1e-10)
+
+
+def test_list_argument():
+    x = [0.1 * i for i in range(6)]
+    g = wg.source.grad(rosenbrock_loop)(x)
+    want = wg.grad(rosenbrock_loop)(x)
+    assert isinstance(g, list) and len(g) == 6
+    close(g, want)
+
+
+def test_float32_kept():
+    x = np.linspace(-1, 1, 5).astype(np.float32)
+    w = np.linspace(0.5, 1.5, 5).astype(np.float32)
+    g = wg.source.grad(array_fn)(x, w)
+    assert g.dtype == np.float32
+    close(g, wg.grad(array_fn)(x, w), tol=1e-5)
+
+
+# -- the programs read like the seeds' ---------------------------------------------------------------
+def test_programs_from_source_seeds_form():
+    fwd, rev = programs_from_source("def f(x, y):\n    return x * y + sin(x)\n", "f")
+    assert fwd.splitlines() == ["a = x * y", "da = y * dx + x * dy", "b = sin(x)",
+                                "db = cos(x) * dx", "z = a + b", "dz = da + db"]
+    lines = rev.splitlines()
+    assert lines[:3] == ["a = x * y", "b = sin(x)", "z = a + b"]
+    assert lines[4:] == ["gz = 1.0", "ga += gz", "gb += gz", "gx += cos(x) * gb",
+                         "gx += y * ga", "gy += x * ga"]
+    # both are Python, and running them gives the derivatives
+    env = {"sin": wnp.sin, "cos": wnp.cos, "x": 0.5, "y": 4.2, "dx": 1.0, "dy": 0.0}
+    exec(compile(fwd, "<fwd>", "exec"), env)
+    assert env["dz"] == pytest.approx(5.077582561890373, abs=1e-14)
+    env = {"sin": wnp.sin, "cos": wnp.cos, "x": 0.5, "y": 4.2}
+    exec(compile(rev, "<rev>", "exec"), env)
+    assert (env["gx"], env["gy"]) == pytest.approx((5.077582561890373, 0.5), abs=1e-14)
+
+
+@pytest.mark.parametrize("expr", ["x / y - exp(x) ** 2 + tanh(y) * -x",
+                                  "sqrt(x * x + y) * log(y) - x ** y",
+                                  "arctan2(y, x) + hypot(x, y) * cosh(x)",
+                                  "maximum(x, y) * x + where(x > y, x, y)"])
+def test_programs_from_source_run(expr):
+    src = f"def f(x, y):\n    return {expr}\n"
+    fwd, rev = programs_from_source(src, "f")
+    ns = dict(vars(wnp))
+    from wengert.source import runtime
+    ns.update({k: getattr(runtime, k) for k in runtime.__all__})
+    x, y = 0.7, 1.3
+    f = lambda x, y: eval(expr, dict(vars(wnp)), {"x": x, "y": y})  # noqa: E731
+    env = dict(ns, x=x, y=y, dx=1.0, dy=0.0)
+    exec(compile(fwd, "<fwd>", "exec"), env)
+    close(env["dz"], wg.grad(f)(x, y))
+    env = dict(ns, x=x, y=y)
+    exec(compile(rev, "<rev>", "exec"), env)
+    close((env["gx"], env["gy"]), wg.grad(f, argnums=(0, 1))(x, y))
+
+
+def test_derivative_text_comes_from_the_rules():
+    # a new primitive with partials needs no change in the source transformer
+    @wg.primitive
+    def softplus(x):
+        return np.logaddexp(0.0, x)
+
+    softplus.partials(lambda ans, x: (wnp.exp(x - ans),))
+    global _softplus
+    _softplus = softplus
+    df = wg.source.grad(uses_softplus)
+    assert "exp(x - a) * ga" in df.source
+    close(df(0.3), wg.grad(uses_softplus)(0.3))
+
+
+_softplus = None
+
+
+def uses_softplus(x):
+    return _softplus(x) * x
+
+
+def test_source_is_readable():
+    src = wg.source.grad(babylonian).source
+    assert "stack.append" in src and "gx += " in src
+    assert "for _ in range(n):" in src
+    src = wg.source.jvp(babylonian).source
+    assert "dt = 0.5 * dc" in src
+
+
+# -- functions as objects ---------------------------------------------------------------------------
+def test_pickle_by_reference():
+    df = wg.source.grad(seeds_example, argnums=(0, 1))
+    df2 = pickle.loads(pickle.dumps(df))
+    assert df2 is df
+    close(df2(0.5, 4.2), (5.077582561890373, 0.5))
+    jf = wg.source.jvp(babylonian)
+    assert pickle.loads(pickle.dumps(jf)) is jf
+
+
+def test_unpickle_in_fresh_registry():
+    from wengert.source import generated
+    df = wg.source.grad(seeds_example)
+    data = pickle.dumps(df)
+    delattr(generated, df.__qualname__)
+    df2 = pickle.loads(data)
+    close(df2(0.5, 4.2), 5.077582561890373)
+
+
+# -- errors ---------------------------------------------------------------------------------------------
+def uses_try(x):
+    try:
+        y = x * 2.0
+    except ValueError:
+        y = x
+    return y
+
+
+def uses_with(x):
+    with open("f") as fh:
+        y = x * len(fh.name)
+    return y
+
+
+def uses_generator(x):
+    yield x * 2.0
+
+
+def uses_lambda(x):
+    g = lambda u: u * 2.0  # noqa: E731
+    return g(x)
+
+
+def uses_global(x):
+    global _counter
+    _counter = x
+    return x * 2.0
+
+
+def uses_nested_def(x):
+    def inner(u):
+        return u * x
+    return inner(x)
+
+
+def uses_setitem(x):
+    y = x * 1.0
+    y[0] = 2.0
+    return y
+
+
+def uses_star(x):
+    return helper(*x)
+
+
+def uses_eval(x):
+    return eval("x * 2")
+
+
+@pytest.mark.parametrize("f, what", [
+    (uses_try, "try"), (uses_with, "with"), (uses_generator, "yield"),
+    (uses_lambda, "lambda"), (uses_global, "global"), (uses_nested_def, "nested function"),
+    (uses_setitem, "assignment into an element"), (uses_star, "starred"), (uses_eval, "eval")])
+def test_unsupported_syntax_names_construct_and_line(f, what):
+    import inspect
+    with pytest.raises(SourceError) as info:
+        wg.source.grad(f)
+    err = info.value
+    assert isinstance(err, NotImplementedError)
+    assert what in str(err)
+    lines, first = inspect.getsourcelines(f)
+    assert first < err.lineno < first + len(lines)
+    assert __file__.rstrip("c") in str(err) or "test_source" in str(err)
+
+
+def test_lambda_itself_rejected():
+    with pytest.raises(SourceError, match="lambda"):
+        wg.source.grad(lambda x: x * 2.0)
+
+
+def test_grad_argument_checks():
+    with pytest.raises(TypeError):
+        wg.source.grad(seeds_example)(1, 2.0)
+    with pytest.raises(ValueError):
+        wg.source.grad(seeds_example, argnums=3)
