@@ -22,7 +22,8 @@ from ..rules.indexing import (compress, extract, getitem as _getitem,  # noqa: F
 from ..rules.joining import *  # noqa: F401,F403
 from ..rules.reductions import *  # noqa: F401,F403
 from ..rules.products import *  # noqa: F401,F403
-from ..rules import elementwise as _elementwise, joining as _joining, reductions as _red
+from ..rules import (elementwise as _elementwise, indexing as _indexing, joining as _joining,
+                     reductions as _red)
 from ..rules.shape import reshape as _reshape_prim, transpose as _transpose_prim
 
 abs = absolute
@@ -93,10 +94,10 @@ def where(condition, x=None, y=None):
     """``np.where(c, x, y)`` (x and y differentiated, never NaN from the unselected branch);
     ``np.where(c)`` is ``nonzero`` (plain)."""
     if x is None and y is None:
-        return _np.where(_red._strip(condition))
+        return _red.nonzero(condition)
     if x is None or y is None:
         raise ValueError("either both or neither of x and y should be given")
-    return _elementwise.where(_red._strip(condition), x, y)
+    return _elementwise.where(_indexing.strip_eager(condition), x, y)
 
 
 def clip(a, a_min=None, a_max=None, out=None, **kwargs):
@@ -129,6 +130,9 @@ def result_type(*arrays_and_dtypes):
 
 
 # not differentiable: comparisons, predicates, integer-valued results -> plain values
+# (under graph tracing predicates are recorded; index-like results are guarded)
+_INDEX_LIKE = {"unique", "histogram", "bincount", "digitize", "lexsort", "argpartition",
+               "nanargmax", "nanargmin", "unravel_index", "ravel_multi_index"}
 for _name in ("greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
               "logical_and", "logical_or", "logical_not", "logical_xor", "isnan", "isinf",
               "isfinite", "isposinf", "isneginf", "signbit", "isclose", "allclose",
@@ -137,7 +141,7 @@ for _name in ("greater", "greater_equal", "less", "less_equal", "equal", "not_eq
               "nanargmax", "nanargmin", "unravel_index", "ravel_multi_index", "isin",
               "sometrue", "alltrue"):
     if hasattr(_np, _name):
-        globals()[_name] = _red._nondiff(getattr(_np, _name))
+        globals()[_name] = _red._nondiff(getattr(_np, _name), guard=_name in _INDEX_LIKE)
 del _name
 
 
@@ -159,3 +163,4 @@ linalg = _importlib.import_module(__name__ + ".linalg")
 random = _importlib.import_module(__name__ + ".random")
 
 _register_numpy_dispatch(globals(), _np)
+fft._export_complex(globals())  # complex support (linalg/fft helper)

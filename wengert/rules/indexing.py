@@ -32,6 +32,62 @@ def _plain(x):
     return x
 
 
+def strip_eager(x):
+    """The value under the eager tracers (``Var``, ``Dual``): a plain value, or a tracer
+    of a trace that records guards (a graph being traced), which is kept."""
+    while isinstance(x, Tracer) and not hasattr(x._trace, "guard"):
+        x = x.value
+    return x
+
+
+_NONDIFF_PRIMS = {}
+
+
+def _nondiff_primitive(fn, name):
+    p = _NONDIFF_PRIMS.get((fn, name))
+    if p is None:
+        def impl(*args, **kw):
+            return fn(*args, **kw)
+        impl.__name__ = impl.__qualname__ = name
+        p = primitive(impl, name=name)
+
+        @p.frule(symbolic_zeros=True)
+        def _jvp(primals, tangents, **kw):
+            return p(*primals, **kw), None
+
+        @p.rrule
+        def _vjp(*args, **kw):
+            return p(*args, **kw), lambda g: (None,) * len(args)
+        p.nondiff = True
+        _NONDIFF_PRIMS[(fn, name)] = p
+    return p
+
+
+def recorded(fn, *args, name=None, **kw):
+    """``fn`` on the values of ``args``, not differentiated.  Plain under the eager engines;
+    under graph tracing it is recorded as a node, so a compiled graph recomputes it."""
+    vals = [strip_eager(a) for a in args]
+    if not any(isinstance(v, Tracer) for v in vals):
+        return fn(*vals, **kw)
+    return _nondiff_primitive(fn, name or getattr(fn, "__name__", "nondiff"))(*vals, **kw)
+
+
+def _same(a, b):
+    return np.shape(a) == np.shape(b) and bool(np.all(a == b))
+
+
+def concrete(fn, *args, name=None, **kw):
+    """``fn`` on the values of ``args`` as a plain value (an index, a permutation...).
+    Under graph tracing it is recorded with a guard: inputs giving another result
+    re-trace instead of reusing a stale one."""
+    r = recorded(fn, *args, name=name, **kw)
+    if not isinstance(r, Tracer):
+        return r
+    plain = _plain(r)
+    bool(_nondiff_primitive(_same, "same_value")(r, plain))  # records the guard
+    return plain
+
+
 def _prod(shape):
     n = 1
     for d in shape:
@@ -53,7 +109,11 @@ def normalize_index(idx):
     advanced = False
     for i in idx:
         if isinstance(i, Tracer):
-            raise TypeError(_TRACED_INDEX)
+            s = strip_eager(i)
+            if not isinstance(s, Tracer) or not (s.dtype == bool
+                                                 or np.issubdtype(s.dtype, np.integer)):
+                raise TypeError(_TRACED_INDEX)
+            i = concrete(np.asarray, s)  # a mask or index computed inside a traced graph
         if i is None or i is Ellipsis:
             out.append(i)
         elif isinstance(i, slice):
@@ -427,27 +487,32 @@ def compress(condition, a, axis=None, out=None):
     if not isinstance(a, Tracer):
         return np.compress(condition, a, axis=axis, out=out)
     pos = np.arange(a.size, dtype=np.intp).reshape(shape_of(a))
-    return gather(a, np.compress(_plain(condition), pos, axis=axis))
+    return gather(a, np.compress(concrete(np.asarray, condition), pos, axis=axis))
 
 
 def extract(condition, arr):
     if not isinstance(arr, Tracer):
         return np.extract(condition, arr)
     pos = np.arange(arr.size, dtype=np.intp).reshape(shape_of(arr))
-    return gather(arr, np.extract(_plain(condition), pos))
+    return gather(arr, np.extract(concrete(np.asarray, condition), pos))
 
 
 def sort(a, axis=-1, kind=None, order=None, stable=None):
     """Differentiable sort: a gather by ``argsort`` (ties keep the derivative of each entry)."""
     if not isinstance(a, Tracer):
         return np.sort(a, axis=axis, kind=kind, order=order, stable=stable)
-    v = np.asarray(_plain(a))
-    pos = np.arange(v.size, dtype=np.intp).reshape(v.shape)
+    pos = np.arange(a.size, dtype=np.intp).reshape(shape_of(a))
+    v = a
     if axis is None:
-        v, pos = v.ravel(), pos.ravel()
+        v, pos = reshape_any(a, (-1,)), pos.ravel()
         axis = -1
-    perm = np.argsort(v, axis=axis, kind=kind or "stable")
+    perm = concrete(np.argsort, v, axis=axis, kind=kind or "stable")
     return gather(a, np.take_along_axis(pos, perm, axis=axis))
+
+
+def reshape_any(x, shape):
+    from .shape import reshape
+    return reshape(x, shape)
 
 
 def select(condlist, choicelist, default=0):
@@ -458,5 +523,5 @@ def select(condlist, choicelist, default=0):
         raise ValueError("list of cases must be same length as list of conditions")
     out = default
     for c, x in reversed(list(zip(condlist, choicelist))):
-        out = where(_plain(c), x, out)
+        out = where(strip_eager(c), x, out)
     return out

@@ -4,12 +4,14 @@ non-differentiable ones (argmax, any, ...) that give plain values.
 
 Each public function returns exactly what NumPy returns when no argument is traced.
 """
+import builtins
+
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
 from .arithmetic import multiply
 from .elementwise import exp, log, sqrt, where
-from .indexing import getitem_basic
+from .indexing import concrete, getitem_basic, recorded, strip_eager
 from .joining import _concatenate, astype
 from .shape import _norm_axes, broadcast_to, reshape, sum_, transpose
 
@@ -74,7 +76,7 @@ def _no_out(out, name):
 
 
 def _where_fill(mask, a, fill):
-    mask = _plain(mask)
+    mask = strip_eager(mask)
     if shape_of(mask) != shape_of(a):
         s = np.broadcast_shapes(np.shape(mask), shape_of(a))
         if s != shape_of(a):
@@ -85,7 +87,7 @@ def _where_fill(mask, a, fill):
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
     if not isinstance(a, Tracer):
         return np.nansum(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
-    return sum(where(np.isnan(_plain(a)), 0.0, a), axis=axis, dtype=dtype, keepdims=keepdims)
+    return sum(where(recorded(np.isnan, a), 0.0, a), axis=axis, dtype=dtype, keepdims=keepdims)
 
 
 # -- products -----------------------------------------------------------------------------------------------
@@ -312,12 +314,8 @@ def _extremum(np_fn, name):
                   name=name)
 
     def weights(x, ans, axes):
-        """1/(number of ties) where x attains the extremum, else 0 (a plain array)."""
-        xv = np.asarray(_plain(x))
-        av = np.asarray(_plain(ans)).reshape(_kept_shape(xv.shape, axes))
-        hit = (xv == av)
-        cnt = np.sum(hit, axis=axes, keepdims=True)
-        return (hit / np.maximum(cnt, 1)).astype(xv.dtype, copy=False)
+        """1/(number of ties) where x attains the extremum, else 0 (not differentiated)."""
+        return recorded(_tie_weights, x, ans, axes=axes)
 
     @p.frule(symbolic_zeros=True)
     def jvp(primals, tangents, axis=None, keepdims=False):
@@ -338,6 +336,13 @@ def _extremum(np_fn, name):
         w = weights(x, ans, axes)
         return ans, lambda g: (_expand(g, ans, xs, axes) * w,)
     return p
+
+
+def _tie_weights(xv, av, axes):
+    xv = np.asarray(xv)
+    hit = xv == np.reshape(av, _kept_shape(xv.shape, axes))
+    cnt = np.sum(hit, axis=axes, keepdims=True)
+    return (hit / np.maximum(cnt, 1)).astype(xv.dtype, copy=False)
 
 
 _amax = _extremum(np.max, "max")
@@ -395,7 +400,8 @@ def ptp(a, axis=None, out=None, keepdims=False):
 def _count(a, axis, where):
     s = shape_of(a)
     if where is not True:
-        m = np.broadcast_to(_plain(where), np.broadcast_shapes(np.shape(_plain(where)), s))
+        w = concrete(np.asarray, where)
+        m = np.broadcast_to(w, np.broadcast_shapes(np.shape(w), s))
         return np.sum(m, axis=axis, keepdims=True)
     axes = _norm_axes(axis, len(s))
     return int(np.prod([s[i] for i in axes], dtype=int))
@@ -461,7 +467,8 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
     if not isinstance(a, Tracer):
         return np.nanmean(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
-    return mean(a, axis=axis, dtype=dtype, keepdims=keepdims, where=~np.isnan(_plain(a)))
+    return mean(a, axis=axis, dtype=dtype, keepdims=keepdims,
+                where=recorded(np.logical_not, recorded(np.isnan, a)))
 
 
 def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
@@ -491,15 +498,19 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     return r
 
 
+def _lse_shift(av, axis):
+    av = np.asarray(av)
+    shift = np.max(av, axis=axis, keepdims=True) if av.size else np.zeros((), av.dtype)
+    return np.where(np.isfinite(shift), shift, 0.0).astype(av.dtype)
+
+
 def logsumexp(a, axis=None, keepdims=False):
     """``log(sum(exp(a)))``, stable: the max is subtracted first, as a constant (the
     result does not depend on it, so the derivative is exact: a softmax)."""
-    av = np.asarray(_plain(a))
-    shift = np.max(av, axis=axis, keepdims=True) if av.size else np.zeros(())
-    shift = np.where(np.isfinite(shift), shift, 0.0).astype(av.dtype)
+    shift = recorded(_lse_shift, a, axis=axis)
     r = log(sum(exp(a - shift), axis=axis, keepdims=True)) + shift
     if not keepdims:
-        axes = _norm_axes(axis, av.ndim)
+        axes = _norm_axes(axis, ndim_of(a))
         r = reshape(r, tuple(d for i, d in enumerate(shape_of(r)) if i not in axes))
     return r
 
@@ -513,11 +524,16 @@ def _strip(obj):
     return obj
 
 
-def _nondiff(np_fn):
+def _nondiff(np_fn, guard=True):
+    """``np_fn`` on the values, not differentiated.  Under graph tracing, index-like
+    results are concrete with a guard (``guard=True``); predicates stay recorded."""
     def fn(*args, **kwargs):
-        return np_fn(*(_strip(a) for a in args), **{k: _strip(v) for k, v in kwargs.items()})
+        if not builtins.any(isinstance(strip_eager(a), Tracer)
+                            for a in list(args) + list(kwargs.values())):
+            return np_fn(*(_strip(a) for a in args), **{k: _strip(v) for k, v in kwargs.items()})
+        return (concrete if guard else recorded)(np_fn, *args, **kwargs)
     fn.__name__ = np_fn.__name__
-    fn.__doc__ = f"``np.{np_fn.__name__}`` on the values (not differentiable: a plain result)."
+    fn.__doc__ = f"``np.{np_fn.__name__}`` on the values (not differentiated)."
     fn._nondiff = True
     return fn
 
@@ -525,10 +541,21 @@ def _nondiff(np_fn):
 argmax = _nondiff(np.argmax)
 argmin = _nondiff(np.argmin)
 argsort = _nondiff(np.argsort)
-nonzero = _nondiff(np.nonzero)
-any = _nondiff(np.any)
-all = _nondiff(np.all)
+any = _nondiff(np.any, guard=False)
+all = _nondiff(np.all, guard=False)
 count_nonzero = _nondiff(np.count_nonzero)
 argwhere = _nondiff(np.argwhere)
 flatnonzero = _nondiff(np.flatnonzero)
 searchsorted = _nondiff(np.searchsorted)
+
+
+def nonzero(a):
+    """``np.nonzero`` on the values (not differentiated)."""
+    s = strip_eager(a)
+    if not isinstance(s, Tracer):
+        return np.nonzero(_plain(a))
+    v = concrete(np.argwhere, s)
+    return tuple(np.ascontiguousarray(c) for c in v.T)
+
+
+nonzero._nondiff = True
