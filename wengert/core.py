@@ -391,8 +391,10 @@ class _UnbroadcastPullback(_CheckedPullback):
 def _unbroadcast(g, x, ans):
     """Sum a cotangent of ``ans`` (with leading batch axes) back to ``x``'s shape."""
     tx = type(x)
-    if tx is type(g) and (tx is float or (tx is np.ndarray and x.shape == g.shape)):
+    if tx is type(g) and (tx is float or (tx is np.ndarray and x.shape == g.shape
+                                          and (g.dtype.kind != "c" or x.dtype.kind == "c"))):
         return g  # the common cases, quickly
+    g = _real_for_real(g, x)
     xs = shape_of(x)
     gs = shape_of(g)
     nb = len(gs) - ndim_of(ans)
@@ -402,6 +404,23 @@ def _unbroadcast(g, x, ans):
         return g
     from .rules._zeros import sum_to
     return sum_to(g, nb, xs)
+
+
+_FLOAT = np.dtype(float)
+
+
+def _real_for_real(g, x):
+    """A real argument's cotangent is real (``x * 1j``: JAX's complex convention)."""
+    if type(g) is complex:
+        return g if isinstance(x, complex) or getattr(x, "dtype", _FLOAT).kind == "c" \
+            else g.real
+    dg = getattr(g, "dtype", None)
+    if dg is None or dg.kind != "c":
+        return g
+    if isinstance(x, complex) or getattr(x, "dtype", _FLOAT).kind == "c":
+        return g
+    from .rules.fft import real
+    return real(g)
 
 
 def _fill_tangent(t, ans):

@@ -27,6 +27,8 @@ class ForwardTrace(Trace):
                 if a._trace is self:
                     primals.append(a.value)
                     tangents.append(a._tangent)
+                    if isinstance(a.value, Tracer):  # nested: an outer trace's value
+                        plain = False
                     continue
                 plain = False
             primals.append(a)

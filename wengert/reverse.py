@@ -89,6 +89,8 @@ class Tape(Trace):
                     primals.append(a.value)
                     parents.append(a.index)
                     needs.append(True)
+                    if isinstance(a.value, Tracer):  # nested: an outer trace's value
+                        plain = False
                     continue
                 plain = False
             primals.append(a)

@@ -1,0 +1,282 @@
+"""Discrete Fourier transforms, and the complex elementwise functions they need.
+
+Complex convention (JAX's): a cotangent ``g`` of a complex value ``z`` pairs with
+a tangent as ``Re(sum(g * dz))``.  So the pullback of a complex-linear map is its
+plain transpose (the DFT matrix is symmetric: the pullback of ``fft`` is ``fft``),
+holomorphic functions pull back by ``g * f'(z)`` (what every ``partials`` rule
+already does), and ``grad`` of a real loss with respect to a complex ``z`` is
+``dL/dx - i dL/dy``.  Where a real input becomes complex (``fft`` of a real
+array, ``rfft``) the pullback keeps the real part: the cotangent of a real
+input is real.
+
+All FFT primitives are linear, so each rule applies a transform to the tangent
+or cotangent.  Axes are stored negative, so tangents with leading batch axes are
+transformed along the right axes.
+"""
+import numpy as np
+
+from ..core import ndim_of, primitive, shape_of
+from ._zeros import dtype_of
+from .elementwise import sign, where
+
+# -- complex elementwise -------------------------------------------------------------------
+
+
+def _is_complex(x):
+    return np.issubdtype(dtype_of(x), np.complexfloating)
+
+
+@primitive
+def real(val):
+    return np.real(val)
+
+
+@real.frule(symbolic_zeros=True)
+def real_jvp(primals, tangents):
+    (z,), (dz,) = primals, tangents
+    return real(z), None if dz is None else real(dz)
+
+
+@real.rrule
+def real_vjp(z):
+    return real(z), lambda g: (g,)  # Re(g dz) = g Re(dz) for real g
+
+
+@primitive
+def imag(val):
+    return np.imag(val)
+
+
+@imag.frule(symbolic_zeros=True)
+def imag_jvp(primals, tangents):
+    (z,), (dz,) = primals, tangents
+    return imag(z), None if dz is None or not _is_complex(z) else imag(dz)
+
+
+@imag.rrule
+def imag_vjp(z):
+    cplx = _is_complex(z)
+    return imag(z), lambda g: ((-1j) * g if cplx else None,)  # Im(dz) = Re(-i dz)
+
+
+@primitive
+def conj(x):
+    return np.conjugate(x)
+
+
+conjugate = conj
+
+
+@conj.frule(symbolic_zeros=True)
+def conj_jvp(primals, tangents):
+    (z,), (dz,) = primals, tangents
+    return conj(z), None if dz is None else conj(dz)
+
+
+@conj.rrule
+def conj_vjp(z):
+    return conj(z), lambda g: (conj(g),)
+
+
+@primitive
+def angle(z, deg=False):
+    return np.angle(z, deg=deg)
+
+
+@angle.frule(symbolic_zeros=True)
+def angle_jvp(primals, tangents, deg=False):
+    (z,), (dz,) = primals, tangents
+    ans = angle(z, deg=deg)
+    if dz is None or not _is_complex(z):
+        return ans, None  # piecewise constant on the reals
+    t = imag(dz / z)  # d arg z = Im(dz / z)
+    return ans, t * (180.0 / np.pi) if deg else t
+
+
+@angle.rrule
+def angle_vjp(z, deg=False):
+    ans = angle(z, deg=deg)
+    cplx = _is_complex(z)
+
+    def pullback(g):
+        if not cplx:
+            return (None,)
+        gz = (-1j) * g / z
+        return (gz * (180.0 / np.pi) if deg else gz,)
+    return ans, pullback
+
+
+def _unit_conj(z):
+    """``conj(z) / |z|`` (0 at 0), differentiable: unlike ``sign``, it is not constant."""
+    from .arithmetic import absolute
+    r = absolute(z)
+    zero = r == 0
+    return where(zero, 0.0, conj(z) / where(zero, 1.0, r))
+
+
+def abs_jvp(x, dx):
+    """The tangent of ``|x|``; real for complex ``x`` (``Re(conj(x) dx) / |x|``)."""
+    return real(_unit_conj(x) * dx) if _is_complex(x) else dx * sign(x)
+
+
+def abs_pullback_factor(x):
+    """``g * factor`` is the cotangent of ``x`` for the cotangent ``g`` of ``|x|``."""
+    return _unit_conj(x) if _is_complex(x) else sign(x)
+
+
+COMPLEX = {p.name: p for p in (real, imag, conj, angle)}
+
+# -- padding / truncation: the adjoint of n= and s= ---------------------------------------------
+
+
+@primitive(name="fix_length")
+def _fix_length(x, lengths, axes):
+    """Zero-pad or truncate ``x`` to ``lengths`` along ``axes`` (negative axis numbers)."""
+    x = np.asarray(x)
+    for n, ax in zip(lengths, axes):
+        cur = x.shape[ax]
+        if n < cur:
+            idx = [slice(None)] * x.ndim
+            idx[ax] = slice(0, n)
+            x = x[tuple(idx)]
+        elif n > cur:
+            pad = [(0, 0)] * x.ndim
+            pad[ax] = (0, n - cur)
+            x = np.pad(x, pad)
+    return x
+
+
+@_fix_length.frule(symbolic_zeros=True)
+def fix_length_jvp(primals, tangents, lengths, axes):
+    (x,), (dx,) = primals, tangents
+    ans = _fix_length(x, lengths=lengths, axes=axes)
+    return ans, None if dx is None else _fix_length(dx, lengths=lengths, axes=axes)
+
+
+@_fix_length.rrule
+def fix_length_vjp(x, lengths, axes):
+    back = tuple(shape_of(x)[a] for a in axes)
+    ans = _fix_length(x, lengths=lengths, axes=axes)
+    return ans, lambda g: (_fix_length(g, lengths=back, axes=axes),)
+
+
+def _fit_lengths(x, lengths, axes):
+    cur = tuple(shape_of(x)[a] for a in axes)
+    return x if cur == tuple(lengths) else _fix_length(x, lengths=tuple(lengths), axes=axes)
+
+
+# -- the transforms --------------------------------------------------------------------------------
+# Every primitive takes (a, s, axes, norm): s the transform lengths (None: the input's),
+# axes negative.  One-dimensional NumPy functions get n=s[0], axis=axes[0].
+
+_INVERSE_NORM = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}
+
+
+def _impl(np_fn, one_d):
+    if one_d:
+        def impl(a, s=None, axes=(-1,), norm=None):
+            return np_fn(a, n=None if s is None else s[0], axis=axes[0], norm=norm)
+    else:
+        def impl(a, s=None, axes=(-1,), norm=None):
+            return np_fn(a, s=s, axes=axes, norm=norm)
+    impl.__name__ = np_fn.__name__
+    impl.__doc__ = np_fn.__doc__
+    return impl
+
+
+def _linear_frule(p):
+    @p.frule(symbolic_zeros=True)
+    def jvp(primals, tangents, s=None, axes=(-1,), norm=None):
+        (x,), (dx,) = primals, tangents
+        ans = p(x, s=s, axes=axes, norm=norm)
+        return ans, None if dx is None else p(dx, s=s, axes=axes, norm=norm)
+    return jvp
+
+
+def _c2c(np_fn, one_d):
+    """fft / ifft / fft2 / fftn ...: complex-linear, with a symmetric matrix."""
+    p = primitive(_impl(np_fn, one_d), name=np_fn.__name__)
+    _linear_frule(p)
+
+    @p.rrule
+    def vjp(x, s=None, axes=(-1,), norm=None):
+        ans = p(x, s=s, axes=axes, norm=norm)
+        lengths = tuple(shape_of(x)[a] for a in axes)
+        cplx = _is_complex(x)
+
+        def pullback(g):
+            gx = _fit_lengths(p(g, s=None, axes=axes, norm=norm), lengths, axes)
+            return (gx if cplx else real(gx),)
+        return ans, pullback
+    return p
+
+
+def _r2c(np_fn, full_fn, one_d):
+    """rfft / rfftn: the first half (last axis) of the full transform of a real input."""
+    p = primitive(_impl(np_fn, one_d), name=np_fn.__name__)
+    full = _FULL[full_fn]
+    _linear_frule(p)
+
+    @p.rrule
+    def vjp(x, s=None, axes=(-1,), norm=None):
+        ans = p(x, s=s, axes=axes, norm=norm)
+        lengths = tuple(shape_of(x)[a] for a in axes)
+        n = tuple(s) if s is not None else lengths
+
+        def pullback(g):
+            # fftn zero-pads the half spectrum back to the full length along the last axis
+            gx = full(g, s=n, axes=axes, norm=norm)
+            return (real(_fit_lengths(gx, lengths, axes)),)
+        return ans, pullback
+    return p
+
+
+def _c2r(np_fn, half_fn, one_d):
+    """irfft / irfftn: real output from a half spectrum (imaginary parts of the
+    self-conjugate bins are ignored, so the map is real-linear only)."""
+    p = primitive(_impl(np_fn, one_d), name=np_fn.__name__)
+    half = _HALF[half_fn]
+    _linear_frule(p)
+
+    @p.rrule
+    def vjp(x, s=None, axes=(-1,), norm=None):
+        ans = p(x, s=s, axes=axes, norm=norm)
+        lengths = tuple(shape_of(x)[a] for a in axes)
+        n = tuple(shape_of(ans)[a] for a in axes)
+        last = n[-1]
+        k = last // 2 + 1
+        w = np.full(k, 2.0, dtype=dtype_of(ans))
+        w[0] = 1.0
+        if last % 2 == 0:
+            w[-1] = 1.0
+        w = w.reshape((k,) + (1,) * (-axes[-1] - 1))  # along the last transformed axis
+        cplx = _is_complex(x)
+
+        def pullback(g):
+            gx = conj(half(g, s=n, axes=axes, norm=_INVERSE_NORM[norm])) * w
+            gx = _fit_lengths(gx, lengths, axes)
+            return (gx if cplx else real(gx),)
+        return ans, pullback
+    return p
+
+
+_FULL = {}
+_HALF = {}
+
+fft = _c2c(np.fft.fft, True)
+ifft = _c2c(np.fft.ifft, True)
+fft2 = _c2c(np.fft.fft2, False)
+ifft2 = _c2c(np.fft.ifft2, False)
+fftn = _c2c(np.fft.fftn, False)
+ifftn = _c2c(np.fft.ifftn, False)
+_FULL.update(fft=fft, fftn=fftn, fft2=fft2)
+rfft = _r2c(np.fft.rfft, "fft", True)
+rfft2 = _r2c(np.fft.rfft2, "fft2", False)
+rfftn = _r2c(np.fft.rfftn, "fftn", False)
+_HALF.update(rfft=rfft, rfft2=rfft2, rfftn=rfftn)
+irfft = _c2r(np.fft.irfft, "rfft", True)
+irfft2 = _c2r(np.fft.irfft2, "rfft2", False)
+irfftn = _c2r(np.fft.irfftn, "rfftn", False)
+
+FFT = {p.name: p for p in (fft, ifft, fft2, ifft2, fftn, ifftn, rfft, rfft2, rfftn, irfft,
+                           irfft2, irfftn)}
