@@ -24,6 +24,7 @@ import numpy as np
 from ..core import ndim_of, primitive, shape_of
 from ._zeros import dtype_of
 from .elementwise import absolute, power, sign, where
+from .products import matmul
 from .shape import _norm_axes, broadcast_to, reshape, sum_, transpose
 
 # -- helpers: matrix operations written with primitives ------------------------------------
@@ -31,13 +32,7 @@ from .shape import _norm_axes, broadcast_to, reshape, sum_, transpose
 
 def _mm(a, b):
     """Matrix product over the last two axes, broadcasting the leading ones."""
-    from .. import numpy as wnp
-    mm = getattr(wnp, "matmul", None)
-    if mm is not None and not getattr(mm, "_passthrough", False):
-        return mm(a, b)
-    # until wnp.matmul exists: a broadcast product summed over the shared axis
-    sa, sb = shape_of(a), shape_of(b)
-    return sum_(reshape(a, sa + (1,)) * reshape(b, sb[:-2] + (1,) + sb[-2:]), axis=-2)
+    return matmul(a, b)
 
 
 def _mT(x):
