@@ -84,7 +84,7 @@ def test_payload_structure():
     d = expression_payload(SEED_EXPR, {"x": 0.5, "y": 4.2})
     nodes, edges = d["graph"]["nodes"], d["graph"]["edges"]
     assert [n["label"] for n in nodes] == ["x", "y", "*", "sin", "+"]
-    assert [n["name"] for n in nodes] == ["x", "y", "v1", "v2", "v3"]
+    assert [n["name"] for n in nodes] == ["x", "y", "a", "b", "z"]  # as the seeds name them
     assert [n["layer"] for n in nodes] == [0, 0, 1, 1, 2]
     assert len(edges) == 5
     # forward steps: every node once, in evaluation order, with its value
@@ -92,7 +92,7 @@ def test_payload_structure():
     assert d["forward"][2]["value"] == 2.1
     # backward steps: seed the output, then push along edges in reverse order
     b = d["backward"]
-    assert b[0] == {"kind": "seed", "node": 4, "adjoint": 1.0, "text": "gv3 = 1"}
+    assert b[0] == {"kind": "seed", "node": 4, "adjoint": 1.0, "text": "gz = 1"}
     pushes = [(s["source"], s["target"], s["local"]) for s in b[1:]]
     assert pushes == [(2, 4, 1.0), (3, 4, 1.0), (0, 3, pytest.approx(0.8775825618903728)),
                       (0, 2, 4.2), (1, 2, 0.5)]

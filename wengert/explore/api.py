@@ -74,16 +74,7 @@ def expression_payload(text, inputs=None, *, rng=None, seconds=MAX_SECONDS):
                        f"the limit is {MAX_NODES})", 413)
     env = _inputs(expr, inputs, rng)
 
-    # names in the seeds' style: inputs by name, intermediates v1, v2, ...
-    names, k = {}, 0
-    for n in expr.nodes:
-        if n.kind == "input":
-            names[n.id] = n.name
-        elif n.kind == "const":
-            names[n.id] = n.label
-        else:
-            k += 1
-            names[n.id] = f"v{k}"
+    names = _names(expr)
 
     # the tape, recorded by evaluating on Vars
     tape = wg.Tape()
@@ -201,6 +192,35 @@ def expression_payload(text, inputs=None, *, rng=None, seconds=MAX_SECONDS):
         "programs": {"forward": progs[0], "reverse": progs[1]} if progs else None,
         "programs_error": prog_error,
     }
+
+
+_RESERVED = {"d", "g", "l", "o"}  # d and g prefix tangents and adjoints; l, o read as 1, 0
+
+
+def _names(expr):
+    """Names in the seeds' style (and the source transformer's): inputs by their own
+    names, intermediates a, b, c, ... (skipping names in use), the result z."""
+    used = set(expr.variables) | {n.op for n in expr.nodes if n.kind == "op"} | {"pi"}
+    letters = (chr(ord("a") + r) + (str(i) if i else "") for i in range(10**6)
+               for r in range(26))
+
+    def letter():
+        for name in letters:
+            if name not in used and name not in _RESERVED:
+                used.add(name)
+                return name
+    names = {}
+    for n in expr.nodes:
+        if n.kind == "input":
+            names[n.id] = n.name
+        elif n.kind == "const":
+            names[n.id] = n.label
+        elif n.id != expr.root:
+            names[n.id] = letter()
+    root = expr.nodes[expr.root]
+    if root.kind == "op":
+        names[root.id] = "z" if "z" not in used else letter()
+    return names
 
 
 def _partial(fn, x):

@@ -70,6 +70,7 @@ async function load(expr, inputs, keepStep) {
     data = await api("POST", "/api/expression", { expr, inputs });
   } catch (e) {
     showError("error", e.message);
+    document.body.dataset.errors = String((+document.body.dataset.errors || 0) + 1);
     return;
   }
   const sameShape = state.data && state.data.expr === data.expr;
@@ -83,6 +84,8 @@ async function load(expr, inputs, keepStep) {
   buildPrograms(data);
   updateUrl();
   render();
+  document.body.dataset.loads = String((+document.body.dataset.loads || 0) + 1);
+  document.body.dataset.inputs = JSON.stringify(data.inputs);
 }
 
 function totalSteps() {
