@@ -40,8 +40,17 @@ _JVPS = {}   # user function -> dispatcher of its generated jvp
 _counter = [0]
 
 
-def _is_scalar(a):
-    return not isinstance(a, (list, tuple, dict)) and ndim_of(a) == 0
+def _kind(a):
+    """'s' for a scalar, '1' for a vector (1-d array, list of scalars), 'a' otherwise."""
+    if isinstance(a, (list, tuple)):
+        for e in a:
+            if isinstance(e, (list, tuple, dict)) or ndim_of(e) != 0:
+                return "a"
+        return "1"
+    if isinstance(a, dict):
+        return "a"
+    nd = ndim_of(a)
+    return "s" if nd == 0 else ("1" if nd == 1 else "a")
 
 
 def _compile(src, name, namespace, label):
@@ -95,7 +104,7 @@ class _Specialised:
             if pattern in self.programs:
                 return self.programs[pattern]
             fn = self.fn
-            pattern = tuple(pattern) + (True,) * (len(fn.params) - len(pattern))
+            pattern = tuple(pattern) + ("s",) * (len(fn.params) - len(pattern))
             name = f"{fn.name}_{self.kind}"
             if self.kind == "jvp":
                 gen = ForwardGen(fn, pattern, None)
@@ -115,7 +124,7 @@ class _Specialised:
             return func, src
 
     def program(self, args):
-        pattern = tuple(_is_scalar(a) for a in args)
+        pattern = tuple(_kind(a) for a in args)
         got = self.programs.get(pattern)
         if got is None:
             got = self.build(pattern)
@@ -165,7 +174,7 @@ def grad(f, argnums=0):
             raise ValueError(f"grad: argnums={argnums!r} but {f.__name__} takes {nparams} "
                              "argument(s)")
     nums = tuple(i % nparams for i in nums)
-    func, src = spec.build(tuple(True for _ in spec.fn.params))
+    func, src = spec.build(tuple("s" for _ in spec.fn.params))
     one = isinstance(argnums, int)
     df = _make_grad(spec, nums, one)
     functools.update_wrapper(df, f)
@@ -215,7 +224,7 @@ def jvp(f):
     from . import generated
     from .runtime import broadcast_like
     spec = _Specialised(f, "jvp")
-    func, src = spec.build(tuple(True for _ in spec.fn.params))
+    func, src = spec.build(tuple("s" for _ in spec.fn.params))
 
     def jf(primals, tangents):
         primals, tangents = tuple(primals), tuple(tangents)
@@ -297,7 +306,7 @@ def programs_from_source(src, func_name):
     gy += x * ga
     """
     fn = parse_source(src, func_name, _text_namespace())
-    scalars = tuple(True for _ in fn.params)
+    scalars = tuple("s" for _ in fn.params)
     fgen = ForwardGen(fn, scalars, _no_calls)
     _, fbody = fgen.generate(f"{func_name}_jvp")
     rgen = ReverseGen(fn, fn.params, scalars, _no_calls)

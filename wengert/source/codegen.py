@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import ast as _ast
+import re
 
 from ..core import Primitive
 from .normalize import Break, If, Keep, Loop, Op, SourceError
@@ -153,7 +154,11 @@ class _Base:
 
     def shapes(self):
         """``self.arrays``: names that may hold arrays (the rest are surely scalars)."""
-        arrays = {p for p, s in zip(self.fn.params, self.scalar_params) if not s}
+        arrays = {p for p, s in zip(self.fn.params, self.scalar_params) if s != "s"}
+        self.vectors = {p for p, s in zip(self.fn.params, self.scalar_params) if s == "1"}
+        int_names = {s.target for s, _ in self.walk(self.fn.body)
+                     if isinstance(s, Loop) and s.range_args is not None
+                     and self.counts.get(s.target) == 1}
         changed = True
         while changed:
             changed = False
@@ -169,6 +174,14 @@ class _Base:
                     elif s.kind == "prim" and (s.fn._partials is not None or s.fn.broadcasting
                                                or s.fn in operator_table()) and not s.params:
                         may = any(self.maybe_array(a, arrays) for a in s.args)
+                    elif s.kind == "sub":
+                        # an element of a vector, at an integer index
+                        may = not (s.args[0].is_name and s.args[0].name in self.vectors
+                                   and self.counts.get(s.args[0].name) == 1
+                                   and _int_index(s.index, int_names))
+                    elif s.kind == "call":
+                        may = not callee_scalar(s.fn, tuple(
+                            "a" if self.maybe_array(a, arrays) else "s" for a in s.args))
                     else:
                         may = True
                     if may:
@@ -671,6 +684,7 @@ class ReverseGen(_Base):
                               self.fn.first_line, self.fn.filename,
                               "wg.source.grad needs a scalar output")
         fwd, rev = self.block(self.fn.body, "    ")
+        rev = _peephole(rev)
         out = self.fn.outputs[0]
         ps = self.fn.params
         gout = self.g(out) if out in self.active else None
@@ -700,6 +714,95 @@ class ReverseGen(_Base):
         lines.append(f"        return ({', '.join(grads)}{',' if len(grads) == 1 else ''})")
         lines.append(f"    return {out}, pullback")
         return "\n".join(lines) + "\n", None
+
+
+_RESET = re.compile(r"^(\s*)(\w+) = 0\.0$")
+
+
+def _peephole(lines):
+    """``gt = 0.0`` then ``gt += c`` is ``gt = c``; resets never read again are dropped."""
+    out = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = _RESET.match(line)
+        if m and i + 1 < len(lines):
+            ind, g = m.groups()
+            nxt = lines[i + 1]
+            m2 = re.match(rf"^{ind}{g} ([+-])= (.*)$", nxt) or \
+                re.match(rf"^{ind}{g} = {g} ([+-]) (.*)$", nxt)
+            if m2:
+                sign, e = m2.groups()
+                if sign == "-":
+                    e = f"-{e}" if re.fullmatch(r"[\w.]+(\(.*\))?", e) and not \
+                        e.startswith("(") else f"-({e})"
+                out.append(f"{ind}{g} = {e}")
+                i += 2
+                continue
+        out.append(line)
+        i += 1
+    # a reset at the outermost level that nothing reads afterwards
+    if out:
+        base = min(len(x) - len(x.lstrip()) for x in out)
+        keep = []
+        for k, line in enumerate(out):
+            m = _RESET.match(line)
+            if m and len(m.group(1)) == base:
+                g = m.group(2)
+                if not any(re.search(rf"\b{g}\b", later) for later in out[k + 1:]):
+                    continue
+            keep.append(line)
+        out = keep
+    return out
+
+
+def _int_index(text, int_names):
+    """Is the index surely one integer (a constant, a range loop's variable, arithmetic)?"""
+    try:
+        node = _ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+
+    def ok(n):
+        if isinstance(n, _ast.Constant):
+            return isinstance(n.value, int) and not isinstance(n.value, bool)
+        if isinstance(n, _ast.Name):
+            return n.id in int_names
+        if isinstance(n, _ast.BinOp) and isinstance(n.op, (_ast.Add, _ast.Sub, _ast.Mult,
+                                                            _ast.FloorDiv, _ast.Mod)):
+            return ok(n.left) and ok(n.right)
+        if isinstance(n, _ast.UnaryOp) and isinstance(n.op, _ast.USub):
+            return ok(n.operand)
+        return False
+    return ok(node)
+
+
+_CALLEE = {}
+_IN_PROGRESS = set()
+
+
+def callee_scalar(f, pattern):
+    """Does the user function ``f`` return a scalar for arguments of these kinds?"""
+    key = (f, pattern)
+    if key in _CALLEE:
+        return _CALLEE[key]
+    if key in _IN_PROGRESS:
+        return False  # recursion: assume the worst
+    _IN_PROGRESS.add(key)
+    try:
+        from .normalize import normalise
+        fn = normalise(f)
+        if fn.out_is_tuple or len(pattern) > len(fn.params):
+            res = False
+        else:
+            pat = tuple(pattern) + ("s",) * (len(fn.params) - len(pattern))
+            res = fn.outputs[0] not in _Base(fn, (), pat).arrays
+    except Exception:
+        res = False
+    finally:
+        _IN_PROGRESS.discard(key)
+    _CALLEE[key] = res
+    return res
 
 
 def _has_break(body):

@@ -92,11 +92,12 @@ def broadcast_like(t, like):
 def add_at(gx, x, idx, g):
     """``gx`` plus the cotangent ``g`` of ``x[idx]`` placed at ``idx``."""
     if isinstance(x, (list, tuple)):
-        out = list(gx) if isinstance(gx, list) else [0.0] * len(x)
+        # the list of adjoints belongs to the generated program: updated in place
+        out = gx if isinstance(gx, list) else [0.0] * len(x)
         out[idx] = out[idx] + g
         return out
     if isinstance(x, dict):
-        out = dict(gx) if isinstance(gx, dict) else {k: 0.0 for k in x}
+        out = gx if isinstance(gx, dict) else {k: 0.0 for k in x}
         out[idx] = out[idx] + g
         return out
     xs = shape_of(x)
