@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 import sys
 import types
@@ -232,45 +233,50 @@ def _ctz_forward(n):
 def _ctz_reverse(n):
     stack = _prefixes(n - 1)
     cur = n - 1
-    out = []
     for i in range(n - 1, -1, -1):
         top = stack[-1]
         if top != i:
             if cur != top:
-                out.append(Action("restore", top))
+                yield Action("restore", top)
             pos = top
             for p in _prefixes(i):
                 if p > top:
-                    out.append(Action("advance", pos, p))
-                    out.append(Action("store", p))
+                    yield Action("advance", pos, p)
+                    yield Action("store", p)
                     stack.append(p)
                     pos = p
         elif cur != i:
-            out.append(Action("restore", i))
-        out.append(Action("reverse", i))
-        out.append(Action("free", i))
+            yield Action("restore", i)
+        yield Action("reverse", i)
+        yield Action("free", i)
         stack.pop()
         cur = None
-    return out
+
+
+def _ctz_schedule(n):
+    yield from _ctz_forward(n)
+    yield from _ctz_reverse(n)
 
 
 def _all_schedule(n):
-    acts = [Action("store", 0)]
+    yield Action("store", 0)
     for k in range(1, n):
-        acts += [Action("advance", k - 1, k), Action("store", k)]
+        yield Action("advance", k - 1, k)
+        yield Action("store", k)
     for i in range(n - 1, -1, -1):
         if i != n - 1:
-            acts.append(Action("restore", i))
-        acts += [Action("reverse", i), Action("free", i)]
-    return acts
+            yield Action("restore", i)
+        yield Action("reverse", i)
+        yield Action("free", i)
 
 
 def _invert_schedule(n):
-    acts = [Action("advance", 0, n - 1)] if n > 1 else []
-    acts.append(Action("reverse", n - 1))
+    if n > 1:
+        yield Action("advance", 0, n - 1)
+    yield Action("reverse", n - 1)
     for i in range(n - 2, -1, -1):
-        acts += [Action("invert", i), Action("reverse", i)]
-    return acts
+        yield Action("invert", i)
+        yield Action("reverse", i)
 
 
 @functools.lru_cache(maxsize=None)
@@ -310,44 +316,40 @@ def _best_split(n, s):
 
 
 def _binomial_schedule(n, s):
-    acts = [Action("store", 0)]
-    cur = [0]
-
-    def at(a):
-        if cur[0] != a:
-            acts.append(Action("restore", a))
-            cur[0] = a
-
-    work = [("rev", 0, n, s)]
+    yield Action("store", 0)
+    cur = 0
+    work = [("rev", 0, n, s)]  # an explicit stack: no recursion limit
     while work:
         task = work.pop()
         if task[0] == "free":
-            acts.append(Action("free", task[1]))
+            yield Action("free", task[1])
             continue
         _, a, m_n, m_s = task
         if m_n == 1:
-            at(a)
-            acts.append(Action("reverse", a))
-            cur[0] = None
+            if cur != a:
+                yield Action("restore", a)
+            yield Action("reverse", a)
+            cur = None
         elif m_s == 0:
             for k in range(a + m_n - 1, a - 1, -1):
-                at(a)
+                if cur != a:
+                    yield Action("restore", a)
                 if k > a:
-                    acts.append(Action("advance", a, k))
-                acts.append(Action("reverse", k))
-                cur[0] = None
+                    yield Action("advance", a, k)
+                yield Action("reverse", k)
+                cur = None
         else:
             m = _best_split(m_n, m_s)
-            at(a)
-            acts.append(Action("advance", a, a + m))
-            acts.append(Action("store", a + m))
-            cur[0] = a + m
+            if cur != a:
+                yield Action("restore", a)
+            yield Action("advance", a, a + m)
+            yield Action("store", a + m)
+            cur = a + m
             # executed in the order: right part, free its snapshot, left part
             work.append(("rev", a, m, m_s))
             work.append(("free", a + m))
             work.append(("rev", a + m, m_n - m, m_s - 1))
-    acts.append(Action("free", 0))
-    return acts
+    yield Action("free", 0)
 
 
 def _default_snapshots(n):
@@ -370,25 +372,39 @@ def checkpoint_schedule(length, strategy="ctz", snapshots=None):
     >>> s.stats()["advanced"], s.stats()["max_stored"]
     (4, 3)
     """
+    n, snapshots = _check(length, strategy, snapshots)
+    return Schedule(iter_schedule(n, strategy, snapshots), n, strategy, snapshots)
+
+
+def _check(length, strategy, snapshots):
     n = int(length)
     if n < 1:
         raise ValueError(f"checkpoint_schedule needs length >= 1, got {length!r}")
-    if strategy == "all":
-        acts = _all_schedule(n)
-    elif strategy == "ctz":
-        acts = list(_ctz_forward(n)) + _ctz_reverse(n)
-    elif strategy == "binomial":
-        if snapshots is None:
-            snapshots = _default_snapshots(n)
-        if int(snapshots) < 0:
-            raise ValueError("snapshots must be >= 0")
-        snapshots = int(snapshots)
-        acts = _binomial_schedule(n, snapshots)
-    elif strategy == "invert":
-        acts = _invert_schedule(n)
-    else:
+    if strategy not in STRATEGIES:
         raise ValueError(f"unknown checkpoint strategy {strategy!r}; use one of {STRATEGIES}")
-    return Schedule(acts, n, strategy, snapshots if strategy == "binomial" else None)
+    if strategy != "binomial":
+        return n, None
+    if snapshots is None:
+        snapshots = _default_snapshots(n)
+    if int(snapshots) < 0:
+        raise ValueError("snapshots must be >= 0")
+    return n, int(snapshots)
+
+
+def iter_schedule(length, strategy="ctz", snapshots=None):
+    """The actions of ``checkpoint_schedule`` one at a time (a generator).
+
+    This is what ``wg.scan`` executes: the schedule is never held whole, so its
+    own memory stays O(log N) for "ctz" and O(snapshots) for "binomial".
+    """
+    n, snapshots = _check(length, strategy, snapshots)
+    if strategy == "all":
+        return _all_schedule(n)
+    if strategy == "ctz":
+        return _ctz_schedule(n)
+    if strategy == "binomial":
+        return _binomial_schedule(n, snapshots)
+    return _invert_schedule(n)
 
 
 # =====================================================================================
@@ -557,6 +573,7 @@ class _SubtapeVJP:
     def __init__(self, tape):
         self.tape = tape
         self.captured = {}  # parent-tape Var index -> accumulated cotangent
+        self._owned = set()  # indices whose accumulator is our own array (add in place)
 
     def __call__(self, fn, in_vals, want, out_cts):
         """``fn(list of inputs) -> list of outputs``; ``want[i]``: input i gets a cotangent.
@@ -585,8 +602,19 @@ class _SubtapeVJP:
         cap = self.captured
         for idx, leaf in sub.lifted.items():
             g = adj[leaf.index]
-            if g is not None:
-                cap[idx] = g if idx not in cap else cap[idx] + g
+            if g is None:
+                continue
+            if idx not in cap:
+                cap[idx] = g
+            elif idx in self._owned:
+                np.add(cap[idx], g, out=cap[idx])
+            else:
+                acc = cap[idx] + g
+                cap[idx] = acc
+                # a plain array of our own from now on: later steps add in place
+                if type(acc) is np.ndarray and not isinstance(g, Tracer) \
+                        and acc.shape == np.shape(g) and acc.dtype == np.result_type(g, acc):
+                    self._owned.add(idx)
         return res
 
 
@@ -772,8 +800,9 @@ def scan(step, init, xs=None, length=None, *, checkpoint="all", snapshots=None, 
     tape = _top_trace(init_leaves + xs_leaves)
     if not isinstance(tape, Tape):
         return _plain_scan(step, init, xs_leaves, xs_def, n)
+    _check(n, checkpoint, snapshots)
     return _Scan(step, init_leaves, carry_def, xs_leaves, xs_def, n, tape,
-                 checkpoint_schedule(n, checkpoint, snapshots), inverse).run(init)
+                 functools.partial(iter_schedule, n, checkpoint, snapshots), inverse).run(init)
 
 
 class _Scan:
@@ -781,6 +810,7 @@ class _Scan:
 
     def __init__(self, step, init_leaves, carry_def, xs_leaves, xs_def, n, tape, schedule,
                  inverse):
+        # schedule(): a fresh generator of the actions (never held whole)
         self.tape, self.schedule, self.n = tape, schedule, n
         self.init_vals, self.init_owned = _strip(init_leaves, tape)
         self.xs_vals, self.xs_owned = _strip(xs_leaves, tape)
@@ -790,14 +820,20 @@ class _Scan:
 
     # -- executing actions -------------------------------------------------------------
     def _forward_phase(self, collect):
-        """Run the actions before the first reverse; returns (current, snapshots, ys)."""
-        loop = self.loop
+        """Run the actions before the first reverse.
+
+        Returns the current state, the snapshots, the ys (if ``collect``) and the
+        rest of the schedule (starting with that first reverse action).
+        """
         cur = self.init_vals
         stored = {}
-        ys = [None] * self.n if collect else None
-        for a in self.schedule[:self.schedule.split]:
+        ys = [] if collect else None
+        actions = self.schedule()
+        for a in actions:
+            if a.kind == "reverse":
+                return cur, stored, ys, itertools.chain((a,), actions)
             cur = self._do(a, cur, stored, ys)
-        return cur, stored, ys
+        raise AssertionError("a schedule without reverse actions")
 
     def _do(self, a, cur, stored, ys=None):
         k = a.kind
@@ -805,8 +841,8 @@ class _Scan:
             loop = self.loop
             for j in range(a.index, a.stop):
                 cur, yl = loop(cur, loop.x_at(j))
-                if ys is not None:
-                    ys[j] = yl
+                if ys is not None and yl:
+                    ys.append(yl)
         elif k == "store":
             stored[a.index] = cur
             if len(stored) > self.stats["max_stored"]:
@@ -823,9 +859,10 @@ class _Scan:
         tape = self.tape
         touched = {}
         with tape.paused(touched):
-            cur, stored, ys = self._forward_phase(collect=True)
+            cur, stored, ys, rest = self._forward_phase(collect=True)
             final, y_last = self.loop(cur, self.loop.x_at(self.n - 1))
-            ys[self.n - 1] = y_last
+            if y_last:
+                ys.append(y_last)
             y_def = self.loop.y_def
             ys_stacked = _stack_ys(y_def, ys)
         ys_leaves = flatten(ys_stacked)[0] if ys_stacked is not None else []
@@ -846,7 +883,7 @@ class _Scan:
         carry_out = unflatten(self.loop.carry_def, final)
         if not parents or not live:
             return carry_out, ys_stacked
-        self.cur, self.stored, self.fresh = cur, stored, True
+        self.cur, self.stored, self.rest = cur, stored, rest
         self.live, self.n_carry = live, n_carry
         self.ys_ndim = [ndim_of(y) for y in ys_leaves]
         node = tape.record(parents, self.pullback, "scan", [outs[j] for j in live],
@@ -869,13 +906,12 @@ class _Scan:
             g_out[j] = g
         g_carry = g_out[:self.n_carry]
         g_ys = g_out[self.n_carry:]
-        if self.fresh:
-            cur, stored = self.cur, self.stored
-            self.fresh = False
-            self.cur = self.stored = None
+        if self.rest is not None:
+            cur, stored, rest = self.cur, self.stored, self.rest
+            self.cur = self.stored = self.rest = None
         else:  # called again: rebuild the forward phase's snapshots first
             with tape.paused({}):
-                cur, stored, _ = self._forward_phase(collect=False)
+                cur, stored, _, rest = self._forward_phase(collect=False)
         vjp = _SubtapeVJP(tape)
         carry_want = [_is_float(v) for v in self.init_vals]
         x_want = list(self.xs_want)
@@ -889,8 +925,7 @@ class _Scan:
             cl, yl = loop(state, x)
             return list(cl) + list(yl)
 
-        schedule = self.schedule
-        for a in schedule[schedule.split:]:
+        for a in rest:
             if a.kind != "reverse":
                 with tape.paused({}):
                     cur = self._do(a, cur, stored)
