@@ -181,10 +181,10 @@ def compile(f=None, *, max_traces=16, simplify=True):
     ...         return wnp.sin(x)
     ...     return x * x
     >>> cf = wg.compile(f)
-    >>> cf(0.5) == f(0.5), cf(-2.0) == f(-2.0), cf.num_traces
-    (True, True, 2)
+    >>> print(cf(0.5) == f(0.5), cf(-2.0) == f(-2.0), cf.num_traces)
+    True True 2
     >>> dcf = wg.compile(wg.grad(f))
-    >>> dcf(0.5) == wg.grad(f)(0.5)
+    >>> print(dcf(0.5) == wg.grad(f)(0.5))
     True
     """
     if f is None:

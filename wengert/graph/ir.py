@@ -99,7 +99,14 @@ class Graph:
         if d != self.in_def:
             raise ValueError(f"{self.name}: the graph was traced for arguments structured as "
                              f"{self.in_def!r}, got {d!r}")
-        return [x for x, s in zip(leaves, self.leaf_slots) if not isinstance(s, tuple)]
+        out = []
+        for x, s in zip(leaves, self.leaf_slots):
+            if not isinstance(s, tuple):
+                out.append(x)
+            elif not (x is s[1] or (type(x) is type(s[1]) and x == s[1])):
+                raise ValueError(f"{self.name}: the graph was traced with the static argument "
+                                 f"{s[1]!r}, got {x!r}; trace again (wg.compile does)")
+        return out
 
     def __call__(self, *args):
         leaves = self._input_leaves(args)

@@ -240,7 +240,7 @@ def trace(f, *example_args, _names=None, _name=None, **kwargs):
         v2 = sin(x)
         v3 = v1 + v2
         return v3
-    >>> g(0.5, 4.2)
+    >>> print(g(0.5, 4.2))
     2.579425538604203
     """
     tr = GraphTrace()
