@@ -1,5 +1,15 @@
-"""Shared timing helpers: medians of repeated runs, and optional peers."""
-import importlib
+"""Shared timing helpers: medians of repeated runs, and optional peers.
+
+Imported before NumPy by every benchmark: BLAS runs on one thread, as PyTorch is
+told to, so the ratios compare the libraries rather than thread scheduling on a
+shared two-core machine.
+"""
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import importlib  # noqa: E402
 import statistics
 import time
 

@@ -7,11 +7,12 @@ root against the plain function.
 
     python benchmarks/bench_core.py
 """
-import numpy as np
+from _util import fmt, median_time, optional, row  # first: sets BLAS to one thread
 
-import wengert as wg
-import wengert.numpy as wnp
-from _util import fmt, median_time, optional, row
+import numpy as np  # noqa: E402
+
+import wengert as wg  # noqa: E402
+import wengert.numpy as wnp  # noqa: E402
 
 N_OPS = 301
 

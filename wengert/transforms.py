@@ -36,9 +36,16 @@ def _leaf_dtype(x):
 
 
 def check_differentiable(x, what):
-    """Raise ``TypeError`` unless ``x`` is a float (array); ``what`` names it."""
+    """Raise ``TypeError`` unless ``x`` is a float (array); ``what`` names it.
+
+    ``what`` may be a function giving the name, so it costs nothing unless needed.
+    """
+    if type(x) is float:
+        return
     dt = _leaf_dtype(x)
     if dt is None or not np.issubdtype(dt, np.floating):
+        if callable(what):
+            what = what()
         kind = "bool" if dt == np.dtype(bool) else (
             "integer" if dt is not None and np.issubdtype(dt, np.integer) else type(x).__name__)
         raise TypeError(
@@ -70,7 +77,7 @@ def _argnums_tuple(argnums, nargs, fname):
 def _check_args(f, args, nums, fname):
     for i in nums:
         for leaf in flatten(args[i])[0]:
-            check_differentiable(leaf, f"{fname}: {_arg_name(f, i)}")
+            check_differentiable(leaf, lambda: f"{fname}: {_arg_name(f, i)}")
 
 
 def _value_in(x, trace):
@@ -496,7 +503,7 @@ def check_grad(f, *args, order=1, modes=("forward", "reverse"), rtol=1e-5, atol=
     args = tuple(args)
     for a_i in range(len(args)):
         for leaf in flatten(args[a_i])[0]:
-            check_differentiable(leaf, f"check_grad: {_arg_name(f, a_i)}")
+            check_differentiable(leaf, lambda: f"check_grad: {_arg_name(f, a_i)}")
     x_vec = _to_vec(args)
     n = x_vec.size
     low_precision = any(_leaf_dtype(x) == np.float32 for x in flatten(args)[0])

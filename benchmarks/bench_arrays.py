@@ -1,0 +1,189 @@
+"""Array programs: time ÷ a hand-written NumPy derivative, and ÷ peers when installed.
+
+* an MLP gradient step (two layers, 256 × 32 inputs, tanh),
+* a logistic-regression Hessian-vector product (500 × 50),
+* the dense 200 × 200 Jacobian of a 1-D diffusion residual.
+
+    python benchmarks/bench_arrays.py
+"""
+from _util import fmt, median_time, optional, row  # first: sets BLAS to one thread
+
+import numpy as np  # noqa: E402
+
+import wengert as wg  # noqa: E402
+import wengert.numpy as wnp  # noqa: E402
+
+rng = np.random.default_rng(0)
+
+
+# -- MLP ----------------------------------------------------------------------------
+X = rng.standard_normal((256, 32))
+Y = rng.standard_normal((256, 1))
+PARAMS = [rng.standard_normal((32, 64)) * 0.2, np.zeros(64), rng.standard_normal((64, 1)) * 0.2,
+          np.zeros(1)]
+
+
+def mlp_loss(m):
+    def loss(p):
+        W1, b1, W2, b2 = p
+        h = m.tanh(X @ W1 + b1)
+        r = h @ W2 + b2 - Y
+        return m.mean(r * r)
+    return loss
+
+
+def mlp_grad_numpy(p):
+    W1, b1, W2, b2 = p
+    a = X @ W1 + b1
+    h = np.tanh(a)
+    r = h @ W2 + b2 - Y
+    gr = 2.0 * r / r.size
+    gW2 = h.T @ gr
+    gb2 = gr.sum(0)
+    gh = gr @ W2.T
+    ga = gh * (1 - h * h)
+    return [X.T @ ga, ga.sum(0), gW2, gb2]
+
+
+# -- logistic regression HVP ------------------------------------------------------------
+A = rng.standard_normal((500, 50))
+LAB = np.sign(rng.standard_normal(500))
+LAM = 1e-2
+W0 = rng.standard_normal(50) * 0.1
+V0 = rng.standard_normal(50)
+
+
+def logreg_loss(m):
+    def loss(w):
+        z = LAB * (A @ w)
+        return m.mean(m.logaddexp(0.0, -z)) + 0.5 * LAM * m.sum(w * w)
+    return loss
+
+
+def logreg_hvp_numpy(w, v):
+    z = LAB * (A @ w)
+    s = 1.0 / (1.0 + np.exp(-z))
+    return A.T @ (s * (1 - s) * (A @ v)) / len(LAB) + LAM * v
+
+
+# -- diffusion Jacobian ----------------------------------------------------------------------
+N = 200
+XD = rng.standard_normal(N)
+
+
+def residual(m):
+    def r(x):
+        pad = m.concatenate([m.zeros(1), x, m.zeros(1)])
+        return pad[:-2] - 2.0 * x + pad[2:] + x * x
+    return r
+
+
+def residual_jac_numpy(x):
+    J = np.diag(-2.0 + 2.0 * x)
+    i = np.arange(N - 1)
+    J[i, i + 1] = 1.0
+    J[i + 1, i] = 1.0
+    return J
+
+
+def check(a, b):
+    for u, v in zip(a if isinstance(a, (list, tuple)) else [a], b if isinstance(b, (list, tuple))
+                    else [b]):
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=1e-8, atol=1e-10)
+
+
+def main():
+    ag = optional("autograd")
+    torch = optional("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+    row("program", "hand NumPy µs", "engine µs", "÷ hand", width=46)
+
+    # MLP
+    t_hand = median_time(mlp_grad_numpy, PARAMS)
+    g = wg.grad(mlp_loss(wnp))
+    check(g(PARAMS), mlp_grad_numpy(PARAMS))
+    t = median_time(g, PARAMS)
+    row("MLP gradient: wengert grad", fmt(t_hand * 1e6), fmt(t * 1e6), fmt(t / t_hand), width=46)
+    try:
+        gc = wg.compile(g)
+        check(gc(PARAMS), mlp_grad_numpy(PARAMS))
+        t = median_time(gc, PARAMS)
+        row("MLP gradient: wengert compile(grad)", "", fmt(t * 1e6), fmt(t / t_hand), width=46)
+    except Exception as e:
+        row(f"MLP gradient: compile unavailable ({type(e).__name__}: {e})"[:80], width=46)
+    if ag is not None:
+        import autograd.numpy as anp
+        ga = ag.grad(mlp_loss(anp))
+        t = median_time(ga, PARAMS)
+        row("MLP gradient: autograd", "", fmt(t * 1e6), fmt(t / t_hand), width=46)
+    if torch is not None:
+        Xt, Yt = torch.tensor(X), torch.tensor(Y)
+
+        def torch_step(p):
+            ps = [torch.tensor(a, requires_grad=True) for a in p]
+            W1, b1, W2, b2 = ps
+            r = torch.tanh(Xt @ W1 + b1) @ W2 + b2 - Yt
+            torch.mean(r * r).backward()
+            return [q.grad for q in ps]
+        t = median_time(torch_step, PARAMS)
+        row("MLP gradient: PyTorch eager", "", fmt(t * 1e6), fmt(t / t_hand), width=46)
+
+    # logistic-regression HVP
+    t_hand = median_time(logreg_hvp_numpy, W0, V0)
+    f = logreg_loss(wnp)
+    check(wg.hvp(f, W0, V0), logreg_hvp_numpy(W0, V0))
+    t = median_time(lambda w, v: wg.hvp(f, w, v), W0, V0)
+    row("logistic HVP: wengert hvp", fmt(t_hand * 1e6), fmt(t * 1e6), fmt(t / t_hand), width=46)
+    try:
+        hc = wg.compile(lambda w, v: wg.hvp(f, w, v))
+        check(hc(W0, V0), logreg_hvp_numpy(W0, V0))
+        t = median_time(hc, W0, V0)
+        row("logistic HVP: wengert compile(hvp)", "", fmt(t * 1e6), fmt(t / t_hand), width=46)
+    except Exception as e:
+        row(f"logistic HVP: compile unavailable ({type(e).__name__})", width=46)
+    if ag is not None:
+        import autograd.numpy as anp
+        hv = ag.hessian_vector_product(logreg_loss(anp))
+        t = median_time(hv, W0, V0)
+        row("logistic HVP: autograd", "", fmt(t * 1e6), fmt(t / t_hand), width=46)
+    if torch is not None:
+        At, Lt = torch.tensor(A), torch.tensor(LAB)
+
+        def tloss(w):
+            z = Lt * (At @ w)
+            return torch.mean(torch.logaddexp(torch.zeros(()), -z)) + 0.5 * LAM * torch.sum(w * w)
+
+        def torch_hvp(w, v):
+            return torch.autograd.functional.hvp(tloss, torch.tensor(w), torch.tensor(v))[1]
+        t = median_time(torch_hvp, W0, V0)
+        row("logistic HVP: PyTorch (double backward)", "", fmt(t * 1e6), fmt(t / t_hand), width=46)
+
+    # dense Jacobian
+    t_hand = median_time(residual_jac_numpy, XD)
+    r = residual(wnp)
+    for mode in ("forward", "reverse"):
+        J = wg.jacobian(r, mode=mode)
+        check(J(XD), residual_jac_numpy(XD))
+        t = median_time(J, XD)
+        row(f"200x200 Jacobian: wengert {mode}", fmt(t_hand * 1e6), fmt(t * 1e6),
+            fmt(t / t_hand), width=46)
+    if ag is not None:
+        import autograd.numpy as anp
+        Ja = ag.jacobian(residual(anp))
+        t = median_time(Ja, XD, repeat=3)
+        row("200x200 Jacobian: autograd", "", fmt(t * 1e6), fmt(t / t_hand), width=46)
+    if torch is not None:
+        import torch.func
+        rt = residual(torch)
+
+        def tj(x):
+            return torch.func.jacrev(rt)(torch.tensor(x))
+        # torch.zeros(1) for the padding, in float64 like x
+        torch.set_default_dtype(torch.float64)
+        t = median_time(tj, XD)
+        row("200x200 Jacobian: torch.func.jacrev", "", fmt(t * 1e6), fmt(t / t_hand), width=46)
+
+
+if __name__ == "__main__":
+    main()
