@@ -42,7 +42,15 @@ _counter = [0]
 
 def _kind(a):
     """'s' for a scalar, '1' for a vector (1-d array, list of scalars), 'a' otherwise."""
+    t = type(a)
+    if t is float:
+        return "s"
+    if t is np.ndarray:
+        nd = a.ndim
+        return "s" if nd == 0 else ("1" if nd == 1 else "a")
     if isinstance(a, (list, tuple)):
+        if all(type(e) is float for e in a):
+            return "1"
         for e in a:
             if isinstance(e, (list, tuple, dict)) or ndim_of(e) != 0:
                 return "a"

@@ -5,9 +5,13 @@ differentiated again by any engine.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..core import Tracer, ndim_of, shape_of
+from ..rules._zeros import dtype_of, zeros_like_value
+from ..tree import flatten, unflatten
 
 __all__ = ["pullback", "pushforward", "vjp_call", "jvp_call", "unbroadcast", "broadcast_like",
            "add_at", "fit"]
@@ -89,6 +93,9 @@ def broadcast_like(t, like):
     return wnp.broadcast_to(t, xs)
 
 
+_OWNED = weakref.WeakValueDictionary()  # id -> adjoint arrays add_at made (safe to update)
+
+
 def add_at(gx, x, idx, g):
     """``gx`` plus the cotangent ``g`` of ``x[idx]`` placed at ``idx``."""
     if isinstance(x, (list, tuple)):
@@ -101,6 +108,15 @@ def add_at(gx, x, idx, g):
         out[idx] = out[idx] + g
         return out
     xs = shape_of(x)
+    if type(x) is np.ndarray and not isinstance(g, Tracer) and not isinstance(gx, Tracer):
+        # plain arrays: scatter in place into an array this program owns
+        out = _OWNED.get(id(gx))
+        if out is not gx:
+            out = np.zeros(xs, dtype=x.dtype if np.issubdtype(x.dtype, np.floating) else float)
+            out += gx
+            _OWNED[id(out)] = out
+        out[idx] += g
+        return out
     key = idx if isinstance(idx, tuple) else (idx,)
     if all(isinstance(k, (int, np.integer)) for k in key) and len(key) <= len(xs) and \
             ndim_of(g) == len(xs) - len(key):
@@ -116,9 +132,21 @@ def add_at(gx, x, idx, g):
 
 def fit(g, x):
     """The derivative with respect to ``x``: its shape, dtype and structure."""
-    from ..tree import flatten, unflatten
-    from ..rules._zeros import dtype_of, zeros_like_value
-    if isinstance(x, (list, tuple, dict)):
+    tx = type(x)
+    if tx is float:
+        if type(g) is float:
+            return g
+        if isinstance(g, Tracer):
+            return g if ndim_of(g) == 0 else unbroadcast(g, x)
+        if isinstance(g, np.generic) or (isinstance(g, np.ndarray) and g.ndim == 0):
+            return g
+        return float(g) if ndim_of(g) == 0 else float(np.sum(g))
+    if tx is list or tx is tuple:
+        if type(g) is list and len(g) == len(x):
+            out = [a if type(a) is float and type(v) is float else fit(a, v)
+                   for a, v in zip(g, x)]
+            return out if tx is list else tuple(out)
+    if tx is list or tx is tuple or tx is dict or isinstance(x, (list, tuple, dict)):
         xl, d = flatten(x)
         if not isinstance(g, (list, tuple, dict)):
             return unflatten(d, [zeros_like_value(v) for v in xl])
@@ -134,8 +162,6 @@ def fit(g, x):
     if shape_of(g) != xs:
         g = np.broadcast_to(g, xs).copy() if ndim_of(g) < len(xs) else unbroadcast(g, x)
     dt = dtype_of(x)
-    if isinstance(x, float):
-        return float(g) if not isinstance(g, float) else g
     if isinstance(g, (np.ndarray, np.generic)) and g.dtype != dt and np.issubdtype(dt, np.floating):
         g = g.astype(dt)
     elif isinstance(g, float) and isinstance(x, (np.ndarray, np.generic)):
