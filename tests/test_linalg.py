@@ -90,6 +90,13 @@ CASES = {
     "norm_mat_-2": (lambda x: wla.norm(x, -2), lambda: (_rect(4, 3),)),
     "norm_mat_1": (lambda x: wla.norm(x, 1), lambda: (_rect(3, 4),)),
     "norm_mat_inf": (lambda x: wla.norm(x, np.inf, axis=(2, 0)), lambda: (_rect(3, 2, 4),)),
+    "cond": (wla.cond, lambda: (_general(2, 3, 3),)),
+    "cond_fro": (lambda a: wla.cond(a, "fro"), lambda: (_general(3, 3),)),
+    "trace_diagonal": (lambda a: (wla.trace(a), wla.diagonal(a, offset=1)),
+                       lambda: (_rect(2, 3, 3),)),
+    "tensorinv": (lambda a: wla.tensorinv(a, ind=2), lambda: (_general(4, 4).reshape(2, 2, 4),)),
+    "tensorsolve": (wla.tensorsolve, lambda: (_general(6, 6).reshape(2, 3, 6),
+                                              _rect(2, 3, seed=1))),
     "vector_norm": (lambda x: wla.vector_norm(x, axis=(0, 1), ord=4), lambda: (_rect(2, 3),)),
     "matrix_norm": (lambda x: wla.matrix_norm(x, ord=-1), lambda: (_rect(2, 3, 3),)),
 }

@@ -53,6 +53,7 @@ def _one_d(name):
                     norm=norm)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``numpy.fft.{name}``, differentiable (a linear primitive)."
+    fn.__wengert_primitive__ = prim
     return fn
 
 
@@ -69,6 +70,7 @@ def _n_d(name, default_axes=None):
         return prim(a, s=s2, axes=ax, norm=norm)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``numpy.fft.{name}``, differentiable (a linear primitive)."
+    fn.__wengert_primitive__ = prim
     return fn
 
 

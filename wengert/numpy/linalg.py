@@ -10,6 +10,8 @@ matrices too.  ``numpy.linalg.solve(t, b)`` on a traced ``t`` comes here (NEP 18
 >>> np.allclose(g, np.linalg.inv(a).T)
 True
 """
+import sys as _sys
+
 import numpy as _np
 from numpy.linalg import LinAlgError  # noqa: F401
 
@@ -331,17 +333,104 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     return _matrix(x, ord, (-2, -1), keepdims)
 
 
-# -- everything else: NumPy's own, or the wnp function of the same name ------------------------
+for _fn, _prim in ((solve, _rl._solve), (slogdet, _rl.slogdet), (cholesky, _rl._cholesky),
+                   (eigh, _rl._eigh), (svd, _rl._svd), (qr, _rl._qr), (pinv, _rl.pinv),
+                   (lstsq, _rl._lstsq)):
+    _fn.__wengert_primitive__ = _prim  # a NumPy-signature wrapper around one primitive
+del _fn, _prim
 
-_FROM_WNP = ("matmul", "matrix_transpose", "diagonal", "trace", "outer", "cross", "tensordot",
-             "vecdot")
+
+# -- more compositions --------------------------------------------------------------------------
+
+
+def cond(x, p=None):
+    """The condition number (2-norm by default: largest over smallest singular value)."""
+    if not _traced(x):
+        return _np.linalg.cond(x, p)
+    if p is None or p in (2, -2):
+        s = _rl.svdvals(x)
+        k = _shape(s)[-1]
+        first = _np.zeros(k, dtype=s.dtype)
+        last = _np.zeros(k, dtype=s.dtype)
+        first[0], last[-1] = 1.0, 1.0
+        big, small = _sum(s * first, axis=-1), _sum(s * last, axis=-1)
+        return small / big if p == -2 else big / small
+    return norm(x, p, axis=(-2, -1)) * norm(inv(x), p, axis=(-2, -1))
+
+
+def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
+    """The rank: an integer, not differentiated."""
+    return _np.linalg.matrix_rank(_plain(A), tol=None if tol is None else _plain(tol),
+                                  hermitian=hermitian, rtol=rtol)
+
+
+matrix_rank._nondiff = True
+
+
+def tensorinv(a, ind=2):
+    """The inverse of ``a`` seen as a linear map from its last axes to its first ``ind``."""
+    if not _traced(a):
+        return _np.linalg.tensorinv(a, ind)
+    s = _shape(a)
+    out_shape, in_shape = s[:ind], s[ind:]
+    m = int(_np.prod(out_shape))
+    ia = inv(_reshape(a, (m, int(_np.prod(in_shape)))))
+    return _reshape(ia, in_shape + out_shape)
+
+
+def tensorsolve(a, b, axes=None):
+    """Solve ``tensordot(a, x, x.ndim) = b`` for ``x``."""
+    if not _traced(a, b):
+        return _np.linalg.tensorsolve(a, b, axes)
+    nd = len(_shape(a))
+    if axes is not None:
+        allaxes = [i for i in range(nd) if i not in [k % nd for k in axes]]
+        allaxes += [k % nd for k in axes]
+        a = _transpose(a, tuple(allaxes))
+    sb = _shape(b)
+    q = _shape(a)[len(sb):]
+    n = int(_np.prod(q))
+    x = _rl._solve(_reshape(a, (n, n)), _reshape(b, (n, 1)))
+    return _reshape(x, q)
+
+
+def trace(x, /, *, offset=0, dtype=None):
+    """The trace over the last two axes (``numpy.linalg.trace``)."""
+    if not _traced(x):
+        return _np.linalg.trace(x, offset=offset, dtype=dtype)
+    return _wnp().trace(x, offset=offset, axis1=-2, axis2=-1, dtype=dtype)
+
+
+def diagonal(x, /, *, offset=0):
+    """The diagonals over the last two axes (``numpy.linalg.diagonal``)."""
+    if not _traced(x):
+        return _np.linalg.diagonal(x, offset=offset)
+    return _wnp().diagonal(x, offset=offset, axis1=-2, axis2=-1)
+
+
+def matrix_transpose(x, /):
+    """Swap the last two axes."""
+    if not _traced(x):
+        return _np.linalg.matrix_transpose(x)
+    return _rl._mT(x)
+
+
+def _bind_from_wnp():
+    """``matmul``, ``outer``, ``cross``, ``tensordot``, ``vecdot``: wengert.numpy's."""
+    wnp = _sys.modules[__name__.rsplit(".", 1)[0]]
+    for name in ("matmul", "outer", "cross", "tensordot", "vecdot"):
+        fn = vars(wnp).get(name)
+        if fn is not None and not getattr(fn, "_passthrough", False):
+            globals()[name] = fn
+
+
+_bind_from_wnp()
+
+
+# -- everything else: NumPy's own -------------------------------------------------------------
 
 
 def __getattr__(name):
-    if name in _FROM_WNP:
-        fn = getattr(_wnp(), name, None)
-        if fn is not None and not getattr(fn, "_passthrough", False):
-            return fn
     attr = getattr(_np.linalg, name)
     if callable(attr) and not isinstance(attr, type):
         attr = _passthrough(f"linalg.{name}", attr)
