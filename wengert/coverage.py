@@ -17,7 +17,7 @@ the record:
   raises ``NotImplementedError`` naming the function.
 
 >>> rows = coverage_rows()
->>> row = next(r for r in rows if r.module == "numpy.linalg" and r.name == "solve")
+>>> row = next(r for r in rows if r.module == "numpy.linalg" and r.name == "norm")
 >>> row.kind, row.forward, row.reverse
 ('composite', True, True)
 """
