@@ -13,7 +13,7 @@ graphs with code generation, and source-to-source transformation.
 """
 from . import _dispatch, rules  # noqa: F401  (registers the built-in rules)
 from .core import Primitive, primitive
-from . import forward
+from . import forward, reverse
 from .forward import Dual
 from .reverse import Grad, Tape, Var
 from .transforms import (check_grad, derivative, grad, hessian, hvp, jacobian, jvp, taylor,
@@ -22,6 +22,7 @@ from . import numpy  # noqa: F401
 
 _dispatch.install_operators()
 forward.install_fast_paths(rules.OPERATORS)
+reverse.install_fast_paths(rules.OPERATORS)
 
 __version__ = "0.1.0"
 

@@ -288,3 +288,59 @@ class Grad:
         if len(vs) == 1:
             return self._one(vs[0])
         return tuple(self._one(v) for v in vs)
+
+
+def _binary_fast_path(prim, name, reflected):
+    """An operator method for Vars that records a partials-declared primitive directly.
+
+    The same rule (the primitive's partials), recorded in fewer Python calls; any
+    case it does not cover (other traces, paused or redirected tapes, Python's
+    exceptions on floats) takes the general path.
+    """
+    from .core import _PartialsPullback
+    impl, partials, broadcasting = prim.impl, prim._partials, prim.broadcasting
+    impl = getattr(impl, "python_operator", impl)
+    general = getattr(Tracer, name)
+    no_params = {}
+
+    def method(self, other):
+        tape = self._trace
+        a = self.value
+        if tape._redirect is not None or tape._paused is not None or tape._parent is not None \
+                or isinstance(a, Tracer):
+            return general(self, other)
+        if type(other) is Var:
+            if other._trace is not tape or isinstance(other.value, Tracer):
+                return general(self, other)
+            b, ib = other.value, other.index
+        elif isinstance(other, Tracer):
+            return general(self, other)
+        else:
+            b, ib = other, -1
+        ia = self.index
+        if reflected:
+            a, b, ia, ib = b, a, ib, ia
+        try:
+            ans = impl(a, b)
+        except (ArithmeticError, ValueError, TypeError):
+            return general(self, other)
+        if type(ans) is complex:
+            return general(self, other)
+        pb = _PartialsPullback(partials, (a, b), ans, no_params, broadcasting,
+                               (ia >= 0, ib >= 0))
+        idx = len(tape._pullbacks)
+        tape._parents.append((ia, ib))
+        tape._pullbacks.append(pb)
+        tape._names.append(prim.name)
+        return Var(ans, tape, idx)
+    method.__name__ = name
+    return method
+
+
+def install_fast_paths(operators):
+    """Give ``Var`` the fast path for every binary operator declared by partials."""
+    for name, fn in operators.items():
+        reflected = name.startswith("__r")
+        prim = getattr(fn, "_reflects", fn)
+        if getattr(prim, "_partials", None) is not None and getattr(prim, "nargs", 0) == 2:
+            setattr(Var, name, _binary_fast_path(prim, name, reflected))
