@@ -786,7 +786,7 @@ def scan(step, init, xs=None, length=None, *, checkpoint="all", snapshots=None, 
     >>> xs = [0.5, 1.0, 1.5, 2.0, 2.5]
     >>> f = lambda c0, how: wnp.sum(wg.scan(step, c0, wnp.asarray(xs), checkpoint=how)[1])
     >>> [round(float(wg.grad(f)(0.3, how)), 10) for how in ("all", "ctz", "binomial")]
-    [5.6012543045, 5.6012543045, 5.6012543045]
+    [6.6064037563, 6.6064037563, 6.6064037563]
     """
     if checkpoint not in STRATEGIES:
         raise ValueError(f"unknown checkpoint strategy {checkpoint!r}; use one of {STRATEGIES}")
