@@ -49,6 +49,12 @@ _METHODS = ("sum", "mean", "prod", "var", "std", "max", "min", "cumsum", "cumpro
 
 
 def _method(name):
+    if name == "sort":  # ndarray.sort sorts in place and returns None
+        def sort(self, *args, **kwargs):
+            from .rules.indexing import sort_inplace
+            sort_inplace(self, *args, **kwargs)
+        return sort
+
     def method(self, *args, **kwargs):
         return getattr(_wnp(), name)(self, *args, **kwargs)
     method.__name__ = name

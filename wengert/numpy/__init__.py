@@ -70,7 +70,8 @@ def transpose(a, axes=None):
     """``np.transpose``; on a traced array the result is a view (tracked for ``x[i] = v``)."""
     if not isinstance(a, _Tracer):
         return _np.transpose(a, axes)
-    return _joining._view(_transpose_prim(a, None if axes is None else tuple(axes)), a)
+    perm = tuple(range(a.ndim))[::-1] if axes is None else tuple(int(i) % a.ndim for i in axes)
+    return _joining._view(_transpose_prim(a, perm), a, _indexing.transpose_writer(perm))
 
 
 permute_dims = transpose
@@ -87,7 +88,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
         raise NotImplementedError("wnp.reshape with order='F' on traced values")
     shape = (shape,) if isinstance(shape, (int, _np.integer)) else tuple(shape)
     out = _reshape_prim(a, shape)
-    return out if copy else _joining._view(out, a)
+    return out if copy else _joining._view(out, a, _indexing.reshape_writer)
 
 
 def where(condition, x=None, y=None):

@@ -30,6 +30,14 @@ def _setitem(x, idx, v):
     return si(x, idx, v)
 
 
+def _inplace(f):
+    # x += v: a traced array is updated in place, as a NumPy array (rules/indexing.py)
+    def method(self, other):
+        from .indexing import inplace
+        return inplace(f, self, other)
+    return method
+
+
 OPERATORS = {
     "__add__": add, "__radd__": _r(add),
     "__sub__": subtract, "__rsub__": _r(subtract),
@@ -41,4 +49,7 @@ OPERATORS = {
     "__matmul__": _matmul, "__rmatmul__": _r(_matmul),
     "__neg__": negative, "__pos__": positive, "__abs__": absolute,
     "__getitem__": _getitem, "__setitem__": _setitem,
+    "__iadd__": _inplace(add), "__isub__": _inplace(subtract), "__imul__": _inplace(multiply),
+    "__itruediv__": _inplace(divide), "__ifloordiv__": _inplace(floor_divide),
+    "__imod__": _inplace(remainder), "__ipow__": _inplace(power), "__imatmul__": _inplace(_matmul),
 }

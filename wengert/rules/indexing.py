@@ -306,8 +306,31 @@ def _drop_view(vid, ref):
         del _base_of[vid]
 
 
-def register_view(view, base):
-    """Record that ``view`` shares memory with ``base`` (as NumPy's view would)."""
+def index_writer(idx):
+    """How a view ``base[idx]`` (basic index) writes its new value back into ``base``."""
+    return lambda base, new: index_update(base, idx, new)
+
+
+def reshape_writer(base, new):
+    from .shape import reshape
+    return reshape(new, shape_of(base))
+
+
+def transpose_writer(perm):
+    inv = tuple(int(i) for i in np.argsort(perm))
+
+    def write(base, new):
+        from .shape import transpose
+        return transpose(new, inv)
+    return write
+
+
+def register_view(view, base, writer=None):
+    """Record that ``view`` shares memory with ``base`` (as NumPy's view would).
+
+    ``writer(base, new_view_value)`` gives the new value of ``base`` when the view is
+    assigned into (``None``: a read-only view, such as ``np.diagonal``'s).
+    """
     if not isinstance(view, Tracer) or not isinstance(base, Tracer) or view is base:
         return view
     bid = id(base)
@@ -321,15 +344,17 @@ def register_view(view, base):
     lst.append(vref)
     if len(lst) >= 64 and (len(lst) & (len(lst) - 1)) == 0:  # prune now and then
         lst[:] = [r for r in lst if r() is not None]
-    _base_of[vid] = (vref, ent[0])
+    _base_of[vid] = (vref, ent[0], writer)
     return view
 
 
 def _live_base(x):
+    """``(base, writer)`` if ``x`` is a view of a base that is still alive, else ``None``."""
     ent = _base_of.get(id(x))
     if ent is None or ent[0]() is not x:
         return None
-    return ent[1]()
+    base = ent[1]()
+    return None if base is None else (base, ent[2])
 
 
 _STALE_MSG = (
@@ -376,7 +401,7 @@ def getitem(x, idx):
     if not adv:
         ans = getitem_basic(x, nidx)
         if isinstance(_plain(ans), np.ndarray):  # NumPy gives a view (not a scalar copy)
-            register_view(ans, x)
+            register_view(ans, x, index_writer(nidx))
         return ans
     return gather(x, _flat_positions(shape_of(x), nidx))
 
@@ -431,27 +456,70 @@ def _slot_names(cls):
                 yield name
 
 
-def setitem(x, idx, v):
-    """``x[idx] = v`` on a traced array: rebinds ``x`` to the updated value's node."""
-    x.value  # a stale view raises here  # noqa: B018
-    base = _live_base(x)
-    if base is not None:
-        raise ValueError(
-            "cannot assign into a view of another traced array (a slice such as x[1:3] or "
-            "x[0], x.T, x.reshape(...)): NumPy would write through to the base array, which "
-            "wengert does not follow. Assign into the base (x[1:3][0] = v  ->  x[1] = v), or "
-            "into a copy (y = wnp.copy(x[1:3]); y[0] = v).")
-    new = index_update(x, idx, v)
+def _rebind(x, new):
+    """Make the tracer object ``x`` stand for ``new`` (same engine), as NumPy's in-place
+    update would make every reference to ``x`` see the new values."""
     if type(new) is not type(x) or new._trace is not x._trace:
         raise TypeError(
-            "x[idx] = v where v is traced by a transform that x is not part of (e.g. an inner "
-            "wg.grad closing over an outer array). Use the functional form "
-            "wnp.index_update(x, idx, v), which returns the new array.")
+            "an in-place update (x[idx] = v, x += v) of an array with a value traced by a "
+            "transform that x is not part of (e.g. an inner wg.grad closing over an outer "
+            "array). Use the functional forms: wnp.index_update(x, idx, v), x = x + v.")
     for name in _slot_names(type(x)):
         object.__setattr__(x, name, getattr(new, name))
     if hasattr(x, "__dict__") and hasattr(new, "__dict__"):
         x.__dict__.update(new.__dict__)
     _invalidate_views(x)
+
+
+def _assign(x, new):
+    """``x`` takes the value ``new`` (its shape and dtype).  A view writes through to its
+    base, as in NumPy, and every other view of that base goes stale."""
+    x.value  # a stale view raises here  # noqa: B018
+    ent = _live_base(x)
+    if ent is None:
+        _rebind(x, new)
+        return
+    base, writer = ent
+    if writer is None:
+        raise ValueError("assignment destination is read-only (a view such as wnp.diagonal(x) "
+                         "or wnp.broadcast_to(x)); assign into a copy: y = wnp.copy(view)")
+    _assign(base, writer(base, new))  # makes every view of base stale, x included
+    cls = type(x)
+    if getattr(cls, "_stale", False):
+        x.__class__ = cls.__mro__[1]
+    _rebind(x, new)
+    register_view(x, base, writer)
+
+
+def setitem(x, idx, v):
+    """``x[idx] = v`` on a traced array: rebinds ``x`` to the updated value's node (and
+    writes through to the base if ``x`` is a view)."""
+    x.value  # a stale view raises here  # noqa: B018
+    _assign(x, index_update(x, idx, v))
+
+
+def inplace(op, x, v):
+    """``x op= v``: a traced array is updated in place (every alias of it sees the new
+    value, as with NumPy); a traced scalar gives a new value (as a Python float)."""
+    if ndim_of(x) == 0:
+        return op(x, v)
+    new = op(x, v)
+    if shape_of(new) != shape_of(x):
+        raise ValueError(f"non-broadcastable output operand with shape {shape_of(x)} doesn't "
+                         f"match the broadcast shape {shape_of(new)}")
+    dt = np.asarray(_plain(x)).dtype
+    if np.asarray(_plain(new)).dtype != dt:
+        from .joining import astype
+        new = astype(new, dt)
+    _assign(x, new)
+    return x
+
+
+def sort_inplace(x, axis=-1, kind=None, order=None, *, stable=None):
+    """``x.sort()``: sorts a traced array in place, as ``ndarray.sort``."""
+    if ndim_of(x) == 0:
+        raise np.exceptions.AxisError("axis -1 is out of bounds for array of dimension 0")
+    _assign(x, sort(x, axis=axis, kind=kind, order=order))
 
 
 # -- functions built on gather ------------------------------------------------------------------------

@@ -6,7 +6,8 @@ Each public function returns exactly what NumPy returns when no argument is trac
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
-from .indexing import gather, getitem_basic, register_view, scatter_basic
+from .indexing import (gather, getitem_basic, index_writer, register_view, reshape_writer,
+                       scatter_basic, transpose_writer)
 from .shape import broadcast_to, reshape, transpose
 
 __all__ = ["concatenate", "astype", "copy", "ravel", "flatten", "swapaxes", "moveaxis",
@@ -274,8 +275,10 @@ conjugate = conj
 
 
 # -- reshaping -------------------------------------------------------------------------------------------
-def _view(ans, base):
-    register_view(ans, base)
+def _view(ans, base, writer=None):
+    """``ans`` shares memory with ``base`` as in NumPy; ``writer`` writes it back
+    (``None``: read-only)."""
+    register_view(ans, base, writer)
     return ans
 
 
@@ -284,7 +287,7 @@ def ravel(a, order="C"):
         return np.ravel(a, order=order)
     if order not in ("C", "K", "A"):
         return reshape(transpose(a), (-1,))
-    return _view(reshape(a, (-1,)), a)
+    return _view(reshape(a, (-1,)), a, reshape_writer)
 
 
 def flatten(a, order="C"):
@@ -300,7 +303,7 @@ def swapaxes(a, axis1, axis2):
     perm = list(range(nd))
     i, j = _axis(axis1, nd), _axis(axis2, nd)
     perm[i], perm[j] = perm[j], perm[i]
-    return _view(transpose(a, tuple(perm)), a)
+    return _view(transpose(a, tuple(perm)), a, transpose_writer(perm))
 
 
 def moveaxis(a, source, destination):
@@ -312,19 +315,21 @@ def moveaxis(a, source, destination):
     order = [n for n in range(nd) if n not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
-    return _view(transpose(a, tuple(order)), a)
+    return _view(transpose(a, tuple(order)), a, transpose_writer(order))
 
 
 def expand_dims(a, axis):
     if not isinstance(a, Tracer):
         return np.expand_dims(a, axis)
-    return _view(reshape(a, np.expand_dims(np.empty(shape_of(a), np.int8), axis).shape), a)
+    return _view(reshape(a, np.expand_dims(np.empty(shape_of(a), np.int8), axis).shape), a,
+                 reshape_writer)
 
 
 def squeeze(a, axis=None):
     if not isinstance(a, Tracer):
         return np.squeeze(a, axis=axis)
-    return _view(reshape(a, np.squeeze(np.empty(shape_of(a), np.int8), axis=axis).shape), a)
+    return _view(reshape(a, np.squeeze(np.empty(shape_of(a), np.int8), axis=axis).shape), a,
+                 reshape_writer)
 
 
 def atleast_1d(*arys):
@@ -453,7 +458,7 @@ def broadcast_arrays(*args, subok=False):
 # -- splitting ---------------------------------------------------------------------------------------------
 def _slice_along(a, axis, lo, hi, step=None):
     idx = (slice(None),) * axis + (slice(lo, hi, step),)
-    return _view(getitem_basic(a, idx), a)
+    return _view(getitem_basic(a, idx), a, index_writer(idx))
 
 
 def array_split(ary, indices_or_sections, axis=0):
@@ -540,7 +545,7 @@ def flip(m, axis=None):
     nd = ndim_of(m)
     axes = range(nd) if axis is None else [_axis(a, nd) for a in np.atleast_1d(axis)]
     idx = tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(nd))
-    return _view(getitem_basic(m, idx), m)
+    return _view(getitem_basic(m, idx), m, index_writer(idx))
 
 
 def fliplr(m):
