@@ -127,6 +127,7 @@ class _Specialised:
                 gen.transform = self.transform_vjp(gen)
                 src, _ = gen.generate(name, nums, not isinstance(self.argnums, int))
             func = _compile(src, name, _namespace(fn, gen), f"{self.kind} of {fn.name}")
+            src = src.rstrip("\n")
             func.source = src
             self.programs[pattern] = (func, src)
             return func, src

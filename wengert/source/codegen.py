@@ -117,21 +117,34 @@ class _Base:
                 yield from self.walk(s.body, depth + 1)
 
     def count_assignments(self):
-        counts = {p: 1 for p in self.fn.params}
+        """``counts``: how often a name is assigned along one path (branches are
+        exclusive); ``unstable``: names that may be overwritten (more than once on a
+        path, or inside a loop), whose old values the reverse sweep must keep."""
         in_loop = set()
-        for s, depth in self.walk(self.fn.body):
-            targets = ()
-            if isinstance(s, Op):
-                targets = (s.target,)
-            elif isinstance(s, Keep):
-                targets = s.targets
-            elif isinstance(s, Loop) and s.target:
-                targets = (s.target,)
-                in_loop.add(s.target)
-            for t in targets:
-                counts[t] = counts.get(t, 0) + 1
-                if depth:
-                    in_loop.add(t)
+
+        def path(body, depth):
+            c = {}
+            for s in body:
+                sub = {}
+                if isinstance(s, Op):
+                    sub = {s.target: 1}
+                elif isinstance(s, Keep):
+                    sub = {t: 1 for t in s.targets}
+                elif isinstance(s, If):
+                    a, b = path(s.body, depth), path(s.orelse, depth)
+                    sub = {k: max(a.get(k, 0), b.get(k, 0)) for k in set(a) | set(b)}
+                elif isinstance(s, Loop):
+                    sub = path(s.body, depth + 1)
+                    if s.target:
+                        sub[s.target] = sub.get(s.target, 0) + 1
+                    in_loop.update(sub)
+                for k, v in sub.items():
+                    c[k] = c.get(k, 0) + v
+            return c
+
+        counts = path(self.fn.body, 0)
+        for p in self.fn.params:
+            counts[p] = counts.get(p, 0) + 1
         self.unstable = {n for n, c in counts.items() if c > 1} | in_loop
         self.counts = counts
 
@@ -701,7 +714,7 @@ class ReverseGen(_Base):
                 lines.append(f"    {gout} = 1.0")
             lines += rev
             if out_tuple:
-                lines.append(f"    return ({', '.join(grads)},)")
+                lines.append(f"    return {self.tuple_text(grads)}")
             else:
                 lines.append(f"    return {grads[0]}")
             return "\n".join(lines) + "\n", (fwd, init_lines, gout, rev)
@@ -711,7 +724,7 @@ class ReverseGen(_Base):
         lines.append(f"    def pullback({gparam}):")
         lines += ["    " + x for x in init_lines]
         lines += ["    " + x for x in rev]
-        lines.append(f"        return ({', '.join(grads)}{',' if len(grads) == 1 else ''})")
+        lines.append(f"        return {self.tuple_text(grads)}")
         lines.append(f"    return {out}, pullback")
         return "\n".join(lines) + "\n", None
 
