@@ -516,3 +516,44 @@ def test_checkpoint_inside_scan_step():
 
     assert abs(wg.grad(lambda c: loss(c, True))(0.3) - wg.grad(lambda c: loss(c, False))(0.3)) \
         < 1e-13
+
+
+@pytest.mark.parametrize("n", [5, 16, 37, 64])
+def test_ctz_calls_per_step(n):
+    per_step = collections.Counter()
+
+    def step(c, x):
+        per_step[int(x)] += 1
+        return c * 0.99 + wnp.sin(c) * 0.01, None
+
+    wg.grad(lambda c: wg.scan(step, c, np.arange(n), checkpoint="ctz")[0])(0.3)
+    # primal pass once, reverse phase at most ceil(log2 N) times including the taped run
+    assert max(per_step.values()) <= 1 + _ceil_log2(n)
+    st = wg.checkpoint_schedule(n, "ctz").stats()
+    for k in range(n):
+        assert per_step[k] == 1 + st["recomputed"][k] + 1
+
+
+def test_scan_under_compile_is_unrolled():
+    def f(x):
+        c, ys = wg.scan(lambda c, u: (c * wnp.sin(c) + u, c * c), x, np.arange(3.0),
+                        checkpoint="ctz")
+        return wnp.sum(ys) + c
+
+    assert abs(wg.compile(f)(0.5) - f(0.5)) < 1e-14
+    assert abs(wg.compile(wg.grad(f))(0.5) - wg.grad(f)(0.5)) < 1e-14
+
+
+def test_jvp_with_pytree_carry():
+    init = {"a": np.array([0.1, 0.2]), "b": 0.5}
+    t_init = {"a": np.array([1.0, 0.0]), "b": 1.0}
+
+    def f(init):
+        c, ys = wg.scan(lambda c, x: ({"a": c["a"] * wnp.cos(c["b"] + x), "b": c["b"] * 0.9},
+                                      wnp.sum(c["a"])), init, np.linspace(0, 1, 6),
+                        checkpoint="binomial", snapshots=1)
+        return wnp.sum(c["a"]) + c["b"] + wnp.sum(ys)
+
+    _, t = wg.jvp(f, (init,), (t_init,))
+    g = wg.grad(f)(init)
+    assert abs(t - (np.dot(g["a"], t_init["a"]) + g["b"] * t_init["b"])) < 1e-12
