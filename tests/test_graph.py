@@ -420,3 +420,37 @@ def test_random_programs(ops, x, y, shaped):
         d = wg.grad(prog, (0, 1))(*args)
         assert same(g.grad((0, 1))(*args), d)
         assert same(wg.compile(wg.grad(prog, (0, 1)))(*args), d)
+
+
+# -- indexing in loops: the reverse sweep's sums of scatters are fused into one buffer -------------
+def rosenbrock(x):
+    s = 0.0
+    for i in range(len(x) - 1):
+        s = s + 100.0 * (x[i + 1] - x[i] ** 2) ** 2 + (1.0 - x[i]) ** 2
+    return s
+
+
+def sliced(x):
+    return wnp.sum(x[1:3] * x[2:4]) + x[0] * 0.0 + wnp.sum(x[::2] ** 2) * x[-1]
+
+
+@pytest.mark.parametrize("f", [rosenbrock, sliced])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_indexing_gradients_exact(f, dtype):
+    x = np.linspace(-1.2, 1.3, 12).astype(dtype)
+    signed = np.array([-0.0, 0.0, -0.0, 1.0, -0.0, -0.0, 2.0, -0.0, 0.0, -0.0, -0.0, -0.0],
+                      dtype)
+    dg = wg.compile(wg.grad(f))
+    for v in (x, signed, x[::-1].copy()):
+        assert same(dg(v), wg.grad(f)(v))
+        assert same(wg.trace(f, v).grad()(v), wg.grad(f)(v))
+    assert "] += " in dg.graphs[0].source()
+    assert same(wg.compile(wg.hessian(f))(x), wg.hessian(f)(x))
+
+
+def test_rosenbrock_on_a_list_of_floats():
+    xs = list(np.linspace(-1.2, 1.3, 20))
+    xs = [float(v) for v in xs]
+    dg = wg.compile(wg.grad(rosenbrock))
+    assert same(dg(xs), wg.grad(rosenbrock)(xs))
+    assert all(type(v) is float for v in dg(xs))

@@ -166,6 +166,7 @@ def _body(g, em, names, fast):
     for i, b in g.guards:
         guard_of.setdefault(i, []).append(b)
     counter = 0
+    fused, chain_end, scatter_of = _accumulations(g, live)
     expr = {}  # node index -> source of its value
     for k, i in enumerate(g.input_nodes):
         expr[i] = names[k]
@@ -178,6 +179,34 @@ def _body(g, em, names, fast):
             lit = literal(n.value)
             expr[i] = _atom(lit) if lit is not None else em.bind(n.value, f"c{i}")
             continue
+        elif i in fused:
+            step = fused[i]
+            kind = step[0]
+            if kind == "skip":
+                continue
+            if kind == "start":  # zeros of the shape, the first scatter written in
+                counter += 1
+                v = expr[i] = f"v{counter}"
+                sn = g.nodes[i]
+                lines.append(f"{v} = {em.bind(np.zeros, 'zeros')}({_lit(sn.params['shape'], em)}"
+                             f", {em.bind(step[2], 'dtype')})")
+                lines.append(f"{v}[{_index_src(sn.params['idx'], em)}] = {expr[sn.args[0]]}")
+                continue
+            if kind == "start+":  # a copy of the accumulator, the first scatter added in
+                counter += 1
+                v = expr[i] = f"v{counter}"
+                sn = g.nodes[step[2]]
+                lines.append(f"{v} = {expr[step[1]]}.copy()")
+            else:
+                sn = step[2]
+                v = expr[i] = expr[step[1]]
+            lines.append(f"{v}[{_index_src(sn.params['idx'], em)}] += {expr[sn.args[0]]}")
+            if i in chain_end:  # +0.0 where the unfused sums added zeros: -0.0 -> +0.0
+                mask = chain_end[i]
+                if mask is True:
+                    lines.append(f"{v} += 0.0")
+                elif mask is not None:
+                    lines.append(f"{v}[{em.bind(mask, 'zero_added')}] += 0.0")
         else:
             counter += 1
             v = f"v{counter}"
@@ -194,6 +223,105 @@ def _body(g, em, names, fast):
             lines.append(f"if {cond}: raise GuardFailure({i})"
                          f"  # traced with {expr[i]} {'true' if b else 'false'}")
     return lines, expr, used_fast
+
+
+# -- fusing sums of scatters: "gx = gx + zeros-with-v-at-idx" becomes "gx[idx] += v" -------
+# A fact about primitives, kept here: these write their first argument at the static basic
+# index ``idx`` of zeros of ``shape`` (dtype of the argument).  Reverse sweeps through
+# indexing (x[i] in a loop) produce long sums of them; the fused form writes into one buffer.
+SCATTERS = {"scatter_basic"}
+
+
+def _lit(v, em):
+    lit = literal(v)
+    return lit if lit is not None else em.bind(v, "k")
+
+
+def _index_src(idx, em):
+    if type(idx) is tuple and len(idx) == 1 and type(idx[0]) is int:
+        return repr(idx[0])
+    if type(idx) is tuple and idx and literal(idx) is not None:
+        return ", ".join(literal(e) for e in idx)
+    return _lit(idx, em)
+
+
+def _accumulations(g, live):
+    """Chains ``a_k = a_(k-1) + scatter(v_k)`` to emit as in-place updates of one buffer.
+
+    Exact: the unfused sum adds ``+0.0`` outside each ``idx``, which changes nothing but
+    ``-0.0`` into ``+0.0``; the fused form does that once at the end, where it happened.
+    """
+    nodes = g.nodes
+    uses = [0] * len(nodes)
+    for i, n in enumerate(nodes):
+        if live[i]:
+            for a in n.args:
+                uses[a] += 1
+    for o in g.outputs:
+        uses[o] += 1
+    for i, _ in g.guards:
+        uses[i] += 1
+    scatter_of = {}
+    for i, n in enumerate(nodes):
+        if (live[i] and n.kind == "op" and n.prim.name in SCATTERS and len(n.args) == 1
+                and isinstance(n.value, np.ndarray) and uses[i] == 1):
+            scatter_of[i] = n
+    fused, chain_end = {}, {}
+    prev_of = {}  # add node -> (accumulator node, scatter node)
+    for i, n in enumerate(nodes):
+        if not (live[i] and n.kind == "op" and n.prim.impl is operator.add and not n.params
+                and isinstance(n.value, np.ndarray)):
+            continue
+        a, b = n.args
+        if b in scatter_of and a not in scatter_of or (b in scatter_of and a in scatter_of):
+            acc, sc = a, b
+        elif a in scatter_of:
+            acc, sc = b, a
+        else:
+            continue
+        av, sv = nodes[acc].value, nodes[sc].value
+        if not (isinstance(av, np.ndarray) and av.shape == sv.shape == n.value.shape
+                and av.dtype == sv.dtype == n.value.dtype and av.dtype.kind == "f"):
+            continue
+        prev_of[i] = (acc, sc)
+    # follow chains from their ends
+    taken = set()
+    for end in sorted(prev_of, reverse=True):
+        if end in taken:
+            continue
+        chain = [end]
+        while True:
+            acc, _ = prev_of[chain[-1]]
+            if acc in prev_of and uses[acc] == 1 and acc not in taken:
+                chain.append(acc)
+            else:
+                break
+        chain.reverse()
+        if len(chain) < 2:
+            continue
+        first_acc = prev_of[chain[0]][0]
+        taken.update(chain)
+        steps = [prev_of[c][1] for c in chain]
+        if first_acc in scatter_of:
+            fused[first_acc] = ("start", first_acc, nodes[first_acc].value.dtype)
+            prev = first_acc
+        else:
+            prev = None
+        shape = nodes[chain[-1]].value.shape
+        inserted = np.zeros(shape, bool)
+        for c, sc in zip(chain, steps):
+            if prev is None:
+                fused[c] = ("start+", first_acc, sc)
+            else:
+                fused[c] = ("add", prev, nodes[sc])
+            prev = c
+            covered = np.zeros(shape, bool)
+            covered[nodes[sc].params["idx"]] = True
+            inserted |= ~covered
+        chain_end[chain[-1]] = True if inserted.all() else (inserted if inserted.any() else None)
+        for sc in steps:
+            fused[sc] = ("skip",)
+    return fused, chain_end, scatter_of
 
 
 def _call(n, args, em, fast, arg_values):

@@ -36,25 +36,28 @@ class _Unkeyable(Exception):
     pass
 
 
-def _sig(x, flags):
+class _Traced(Exception):
+    pass
+
+
+def _sig(x):
+    """The part of the cache key one argument contributes (raises _Traced for tracers)."""
     t = type(x)
     if t is float:
         return float
     if t is np.ndarray:
         return (x.shape, x.dtype.str)
     if t is list or t is tuple:
-        if all(type(e) is float for e in x):
-            return (t, "floats", len(x))
-        return (t,) + tuple(_sig(e, flags) for e in x)
+        for e in x:
+            if type(e) is not float:
+                return (t,) + tuple(map(_sig, x))
+        return (t, "floats", len(x))
     if t is dict:
-        return (dict, tuple(x), tuple(_sig(v, flags) for v in x.values()))
+        return (dict, tuple(x), tuple(map(_sig, x.values())))
     if isinstance(x, Tracer):
-        flags.append(True)
-        while isinstance(x, Tracer):
-            x = x.value
-        return ("traced", _sig(x, flags))
+        raise _Traced
     if isinstance(x, tuple):  # namedtuple
-        return (t,) + tuple(_sig(e, flags) for e in x)
+        return (t,) + tuple(map(_sig, x))
     if isinstance(x, np.generic):
         return (t, x.dtype.str)
     if isinstance(x, (int, bool, str, bytes, complex)) or x is None:
@@ -64,6 +67,35 @@ def _sig(x, flags):
     except TypeError:
         raise _Unkeyable from None
     return (t, x)
+
+
+def _sig_traced(x):
+    """The key of a traced argument: that of its plain value, marked."""
+    if isinstance(x, Tracer):
+        while isinstance(x, Tracer):
+            x = x.value
+        return ("traced", _sig(x))
+    t = type(x)
+    if t is list or t is tuple or (isinstance(x, tuple)):
+        return (t,) + tuple(map(_sig_traced, x))
+    if t is dict:
+        return (dict, tuple(x), tuple(map(_sig_traced, x.values())))
+    return _sig(x)
+
+
+def _key(args, kwargs, sig):
+    """Keyword arguments are static: baked into the graph, keyed by value."""
+    key = tuple(map(sig, args))
+    if kwargs:
+        kw = ("kwargs",) + tuple(sorted(kwargs.items()))
+        try:
+            hash(kw)
+        except TypeError:
+            raise _Unkeyable from None
+        if any(isinstance(v, Tracer) for v in kwargs.values()):
+            raise _Unkeyable
+        key += (kw,)
+    return key
 
 
 def _plain(tree):
@@ -85,6 +117,7 @@ class Compiled:
         self.simplify = simplify
         self.cache = {}      # signature -> list of (graph, generated function)
         self.num_traces = 0
+        self._fast = {}      # signature -> the generated function, when it is the only one
         self._warned = False
         # name and docs of f, but not its __dict__ (f may itself be a Compiled)
         functools.update_wrapper(self, f, updated=())
@@ -101,31 +134,41 @@ class Compiled:
         return self if obj is None else functools.partial(self, obj)
 
     def __call__(self, *args, **kwargs):
-        flags = []
         try:
-            key = tuple(_sig(a, flags) for a in args)
-            if kwargs:
-                key += (tuple(sorted((k, _sig(v, flags)) for k, v in kwargs.items())),)
+            key = tuple(map(_sig, args)) if not kwargs else _key(args, kwargs, _sig)
+        except _Traced:
+            return self._call_traced(args, kwargs)
         except _Unkeyable:
             return self.f(*args, **kwargs)
-        entries = self.cache.get(key)
-        if entries is not None:
-            if not flags:
-                for _, fn in reversed(entries):
-                    try:
-                        return fn(*args)
-                    except GuardFailure:
-                        pass
-            else:
-                leaves = None
-                for g, _ in reversed(entries):
-                    if leaves is None:
-                        leaves = g._input_leaves(args)
-                    try:
-                        return g.evaluate(leaves)
-                    except GuardFailure:
-                        pass
-        return self._miss(key, args, kwargs, bool(flags))
+        fn = self._fast.get(key)
+        if fn is not None:  # one program for this signature: the common case
+            try:
+                return fn(*args)
+            except GuardFailure:
+                pass
+        else:
+            for _, fn in reversed(self.cache.get(key, ())):
+                try:
+                    return fn(*args)
+                except GuardFailure:
+                    pass
+        return self._miss(key, args, kwargs, False)
+
+    def _call_traced(self, args, kwargs):
+        try:
+            key = _key(args, kwargs, _sig_traced)
+        except _Unkeyable:
+            return self.f(*args, **kwargs)
+        entries = self.cache.get(key, ())
+        leaves = None
+        for g, _ in reversed(entries):
+            if leaves is None:
+                leaves = g._input_leaves(args)
+            try:
+                return g.evaluate(leaves)
+            except GuardFailure:
+                pass
+        return self._miss(key, args, kwargs, True)
 
     def _miss(self, key, args, kwargs, traced):
         if self.num_traces >= self.max_traces:
@@ -147,7 +190,12 @@ class Compiled:
         if self.simplify:
             g = g.simplify()
         fn = build_function(g)
-        self.cache.setdefault(key, []).append((g, fn))
+        entries = self.cache.setdefault(key, [])
+        entries.append((g, fn))
+        if len(entries) == 1:
+            self._fast[key] = fn
+        else:
+            self._fast.pop(key, None)
         if traced:
             return g.evaluate(g._input_leaves(args))
         return fn(*args)
@@ -159,10 +207,10 @@ class Compiled:
     def graph(self, *args, **kwargs):
         """The graph for these arguments (the first one whose guards they pass)."""
         self(*args, **kwargs)
-        flags = []
-        key = tuple(_sig(a, flags) for a in args)
-        if kwargs:
-            key += (tuple(sorted((k, _sig(v, flags)) for k, v in kwargs.items())),)
+        try:
+            key = _key(args, kwargs, _sig)
+        except _Traced:
+            key = _key(args, kwargs, _sig_traced)
         for g, fn in reversed(self.cache.get(key, [])):
             try:
                 g.evaluate(g._input_leaves(_plain(args)))
