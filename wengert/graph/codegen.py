@@ -238,10 +238,21 @@ def _lit(v, em):
 
 
 def _index_src(idx, em):
-    if type(idx) is tuple and len(idx) == 1 and type(idx[0]) is int:
-        return repr(idx[0])
-    if type(idx) is tuple and idx and literal(idx) is not None:
-        return ", ".join(literal(e) for e in idx)
+    """``x[idx]`` source: ``3``, ``1:3``, ``::2, 0``..."""
+    def one(e):
+        if type(e) is slice and all(p is None or type(p) is int
+                                    for p in (e.start, e.stop, e.step)):
+            a, b, c = ("" if p is None else repr(p) for p in (e.start, e.stop, e.step))
+            return f"{a}:{b}" + (f":{c}" if c else "")
+        if e is Ellipsis:
+            return "..."
+        return literal(e) if type(e) in (int, bool) or e is None else None
+    if type(idx) is tuple and idx:
+        parts = [one(e) for e in idx]
+        if None not in parts:
+            return ", ".join(parts) + ("," if len(parts) == 1 and ":" not in parts[0]
+                                       and parts[0] != "..." and type(idx[0]) is not int
+                                       else "")
     return _lit(idx, em)
 
 
