@@ -196,6 +196,8 @@ def cmd_diff(args, out):
 
 
 def _indent(text):
+    if not text.strip():
+        return "    (nothing to compute)"
     return "\n".join("    " + ln if ln else ln for ln in text.rstrip("\n").splitlines())
 
 

@@ -212,12 +212,15 @@ function drawGraph() {
     const k = e.source + ">" + e.target;
     const i = (seen[k] = (seen[k] || 0) + 1) - 1;
     const bend = count[k] > 1 ? (i - (count[k] - 1) / 2) * 50 : 0;
+    // arguments attach side by side on the user's top edge, in argument order
+    const nargs = d.graph.nodes[e.target].args.length;
+    const spread = nargs > 1 ? (e.index - (nargs - 1) / 2) * 28 : 0;
     const pts = [[a.x, a.y + L.H / 2]];
     for (const dId of L.routes[e.id]) pts.push([L.xy[dId].x, L.xy[dId].y]);
-    pts.push([b.x, b.y - L.H / 2]);
+    pts.push([b.x + spread, b.y - L.H / 2]);
     const g = el("g", { class: "edge", "data-edge": String(e.id) });
     // the label sits ~60% down the last segment, clear of the adjoint badge under the argument
-    const t2 = 0.62, u2 = 1 - t2;
+    const t2 = 0.55, u2 = 1 - t2;
     let dpath, lx, ly;
     if (pts.length === 2) {
       const [x1, y1] = pts[0], [x2, y2] = pts[1];
@@ -303,7 +306,12 @@ function render() {
     if (ab) {
       const on = id in adj;
       ab.setAttribute("visibility", on ? "visible" : "hidden");
-      ab.querySelector("text").textContent = on ? "g = " + fmt(adj[id]) : "";
+      const label = on ? "g = " + fmt(adj[id]) : "";
+      ab.querySelector("text").textContent = label;
+      const w = Math.max(60, 7.4 * label.length + 14);
+      const box = ab.querySelector("rect");
+      box.setAttribute("width", w);
+      box.setAttribute("x", -w / 2);
     }
   }
   for (const g of document.querySelectorAll("#graph .edge")) {
@@ -313,8 +321,13 @@ function render() {
     g.classList.toggle("pushed", shown);
     g.classList.toggle("current", id === curEdge);
     g.classList.toggle("forward-current", s > 0 && s <= F && e.target === curNode);
-    g.querySelector("text").textContent = shown ? "\u2202 " + fmt(e.local) : "";
-    g.querySelector(".lbg").setAttribute("visibility", shown ? "visible" : "hidden");
+    const label = shown ? "\u2202 " + fmt(e.local) : "";
+    g.querySelector("text").textContent = label;
+    const bg = g.querySelector(".lbg");
+    bg.setAttribute("visibility", shown ? "visible" : "hidden");
+    const w = 6.8 * label.length + 6;
+    bg.setAttribute("width", w);
+    bg.setAttribute("x", +g.querySelector("text").getAttribute("x") - w / 2);
   }
   // tape table
   for (const tr of $("tape").tBodies[0].rows) {
