@@ -447,3 +447,110 @@ def test_grad_argument_checks():
         wg.source.grad(seeds_example)(1, 2.0)
     with pytest.raises(ValueError):
         wg.source.grad(seeds_example, argnums=3)
+
+
+# -- more of Python ------------------------------------------------------------------------------
+SCALE = 3.0
+
+
+def make_closure(k):
+    def scaled(x, y):
+        return k * x * y + SCALE * sin(x)
+    return scaled
+
+
+closure_fn = make_closure(2.5)
+
+
+def methods_fn(x, w):
+    return (x * w).sum() + wnp.dot(x.T, w) * 0.5 + x.mean() + (w * x.T).mean()
+
+
+def recursive_power(x, n):
+    if n == 0:
+        return 1.0
+    return x * recursive_power(x, n - 1)
+
+
+def kw_helper(u, scale=2.0, shift=0.0):
+    return u * scale + shift
+
+
+def keyword_calls(x, y):
+    return kw_helper(x, shift=y) + kw_helper(y, scale=x)
+
+
+def two_outputs(x, y):
+    a = sin(x) * y
+    return a, a * x + y
+
+
+def iterate_enumerate(x, y):
+    s = x
+    for k, c in enumerate([0.5, 1.5, 2.5]):
+        s = s * c + y ** k
+    return s
+
+
+def with_prints_and_asserts(x, y):
+    assert y > 0.0
+    z = x * y
+    print_nothing(z)
+    return z * x
+
+
+def print_nothing(z):
+    return None
+
+
+def test_closure_values_read_at_transform_time():
+    close(wg.source.grad(closure_fn, argnums=(0, 1))(0.3, 0.7),
+          wg.grad(closure_fn, argnums=(0, 1))(0.3, 0.7))
+
+
+def test_methods_and_transpose():
+    x = np.linspace(-1, 1, 4)
+    w = np.linspace(0.5, 2.0, 4)
+    for nums in (0, 1):
+        close(wg.source.grad(methods_fn, argnums=nums)(x, w), wg.grad(methods_fn, nums)(x, w))
+
+
+def test_recursion():
+    close(wg.source.grad(recursive_power)(1.3, 4), 4 * 1.3 ** 3)
+    out, t = wg.source.jvp(recursive_power)((1.3, 4), (1.0, 0.0))
+    close(t, 4 * 1.3 ** 3)
+
+
+def test_keyword_arguments_to_user_functions():
+    close(wg.source.grad(keyword_calls, argnums=(0, 1))(0.3, 0.7),
+          wg.grad(keyword_calls, argnums=(0, 1))(0.3, 0.7))
+
+
+def test_jvp_tuple_output():
+    out, t = wg.source.jvp(two_outputs)((0.3, 0.7), (1.0, -0.5))
+    out_ref, t_ref = wg.jvp(two_outputs, (0.3, 0.7), (1.0, -0.5))
+    close(out, out_ref)
+    close(t, t_ref)
+    with pytest.raises(SourceError, match="scalar output"):
+        wg.source.grad(two_outputs)
+
+
+def test_inactive_loops_and_statements():
+    for f in (iterate_enumerate, with_prints_and_asserts):
+        close(wg.source.grad(f, argnums=(0, 1))(0.3, 0.7), wg.grad(f, argnums=(0, 1))(0.3, 0.7))
+        out, t = wg.source.jvp(f)((0.3, 0.7), (1.0, 0.5))
+        close(t, wg.jvp(f, (0.3, 0.7), (1.0, 0.5))[1])
+
+
+def test_generated_code_has_line_per_operation():
+    src = wg.source.grad(powers).source
+    for line in src.splitlines()[1:]:
+        if line.endswith("= 0.0"):
+            continue  # the adjoints start at zero, in one line
+        assert line.count("=") <= 2  # one assignment (or an accumulation) per line
+
+
+def test_fallback_calls_the_rule():
+    # maximum's partials branch on values: the program calls the rule at run time
+    fwd, rev = programs_from_source("def f(x, y):\n    return maximum(x, y) * x\n", "f")
+    assert "pullback(maximum" in rev and "pushforward(maximum" in fwd

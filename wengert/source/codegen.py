@@ -135,8 +135,8 @@ class _Base:
                     sub = {k: max(a.get(k, 0), b.get(k, 0)) for k in set(a) | set(b)}
                 elif isinstance(s, Loop):
                     sub = path(s.body, depth + 1)
-                    if s.target:
-                        sub[s.target] = sub.get(s.target, 0) + 1
+                    for t in s.names:
+                        sub[t] = sub.get(t, 0) + 1
                     in_loop.update(sub)
                 for k, v in sub.items():
                     c[k] = c.get(k, 0) + v
@@ -184,8 +184,7 @@ class _Base:
                         may = not _is_number_text(s.text)
                     elif s.kind == "copy":
                         may = self.maybe_array(s.args[0], arrays)
-                    elif s.kind == "prim" and (s.fn._partials is not None or s.fn.broadcasting
-                                               or s.fn in operator_table()) and not s.params:
+                    elif s.kind == "prim" and _elementwise(s.fn) and not s.params:
                         may = any(self.maybe_array(a, arrays) for a in s.args)
                     elif s.kind == "sub":
                         # an element of a vector, at an integer index
@@ -201,6 +200,8 @@ class _Base:
                         targets = [s.target]
                 elif isinstance(s, Keep):
                     targets = [t for t in s.targets if t not in arrays]
+                elif isinstance(s, Loop):
+                    targets = [t for t in s.names if t not in arrays and t not in int_names]
                 for t in targets:
                     arrays.add(t)
                     changed = True
@@ -299,6 +300,11 @@ class _Base:
             return f"{op.target} = {op.args[0].src()}"
         if op.kind == "sub":
             return f"{op.target} = {op.args[0].src()}[{op.index}]"
+        if op.kind in ("call", "opaque"):
+            self.namespace[op.fname] = op.fn
+            kw = "".join(f", {k}={o.src() if not isinstance(o, str) else o}"
+                         for k, o in op.params.items())
+            return f"{op.target} = {op.fname}({self.args_text(op)}{kw})"
         if op.kind == "prim":
             trace = SymTrace()
             try:
@@ -308,7 +314,7 @@ class _Base:
                     raise Unknowable("constant")
                 self.namespace.update(trace.used)
                 return f"{op.target} = {s.text}"
-            except Unknowable:
+            except Exception:
                 name = self.prim_ref(op.fn)
                 kw = "".join(f", {k}={v}" for k, v in op.params.items())
                 return f"{op.target} = {name}({self.args_text(op)}{kw})"
@@ -373,7 +379,7 @@ class ForwardGen(_Base):
                     self.namespace["broadcast_like"] = _runtime("broadcast_like")
                     text = f"broadcast_like({text}, {v})"
                 return [line, f"{dv} = {text}"]
-            except Unknowable:
+            except Exception:
                 pass
             name = self.prim_ref(op.fn)
             self.namespace["pushforward"] = _runtime("pushforward")
@@ -488,7 +494,7 @@ class ReverseGen(_Base):
     def op(self, op):
         """(forward lines, reverse lines) for one assignment."""
         v = op.target
-        fwd = [self.primal_line(op)] if op.kind in ("inactive", "copy", "sub", "prim") else []
+        fwd = [self.primal_line(op)]
         if v not in self.active:
             return fwd, []
         gv = self.g(v)
@@ -509,7 +515,7 @@ class ReverseGen(_Base):
         elif op.kind == "prim":
             try:
                 rev = self.symbolic(op, actives)
-            except Unknowable:
+            except Exception:
                 name = self.prim_ref(op.fn)
                 self.namespace["pullback"] = _runtime("pullback")
                 pb = self.pullback_name(v)
@@ -727,6 +733,22 @@ class ReverseGen(_Base):
         lines.append(f"        return {self.tuple_text(grads)}")
         lines.append(f"    return {out}, pullback")
         return "\n".join(lines) + "\n", None
+
+
+_ELEMENTWISE = None
+
+
+def _elementwise(prim):
+    """Scalar in, scalar out: read from the registries (partials, operators, elementwise)."""
+    global _ELEMENTWISE
+    if _ELEMENTWISE is None:
+        from ..rules import OPERATORS
+        from ..rules.elementwise import REGISTRY
+        _ELEMENTWISE = {p for p in REGISTRY.values() if isinstance(p, Primitive)}
+        _ELEMENTWISE |= {p for k, p in OPERATORS.items()
+                         if isinstance(p, Primitive) and k not in ("__getitem__", "__setitem__",
+                                                                   "__matmul__", "__rmatmul__")}
+    return prim._partials is not None or prim.broadcasting or prim in _ELEMENTWISE
 
 
 _RESET = re.compile(r"^(\s*)(\w+) = 0\.0$")

@@ -100,11 +100,13 @@ class Loop:
     """``header`` is ``for i in range(n)`` or ``while t > 0``; ``target``/``range_args``
     are set for loops over ``range`` (the reverse sweep can then run ``reversed(range(...))``)."""
 
-    __slots__ = ("header", "body", "is_while", "target", "range_args", "lineno")
+    __slots__ = ("header", "body", "is_while", "target", "range_args", "lineno", "names")
 
-    def __init__(self, header, body, is_while, target=None, range_args=None, lineno=None):
+    def __init__(self, header, body, is_while, target=None, range_args=None, lineno=None,
+                 names=None):
         self.header, self.body, self.is_while = header, body, is_while
         self.target, self.range_args, self.lineno = target, range_args, lineno
+        self.names = tuple(names) if names is not None else ((target,) if target else ())
 
 
 class Keep:
@@ -590,13 +592,14 @@ class Normaliser:
                                 range_args=args, lineno=self.line(s)))
                 return
             out.append(Loop(f"for {s.target.id} in {self.passive_text(it)}", self.block(s.body),
-                            False, lineno=self.line(s)))
+                            False, lineno=self.line(s), names=[s.target.id]))
             return
         if not isinstance(s.target, ast.Name):
             if self.is_active(it):
                 self.error("a for loop unpacking the elements of a differentiated value", s)
+            names = [n.id for n in ast.walk(s.target) if isinstance(n, ast.Name)]
             out.append(Loop(f"for {ast.unparse(s.target)} in {self.passive_text(it)}",
-                            self.block(s.body), False, lineno=self.line(s)))
+                            self.block(s.body), False, lineno=self.line(s), names=names))
             return
         # for v in <active array>: for i in range(len(arr)): v = arr[i]
         pre = []
@@ -770,6 +773,8 @@ class Normaliser:
     def ref(self, fn, opname=None):
         """A global name in the generated code for the object ``fn``."""
         base = opname.strip("_") if opname else getattr(fn, "__name__", "fn")
+        if not isinstance(base, str):
+            base = "obj"
         base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "fn"
         for name, obj in self.namespace.items():
             if obj is fn:
@@ -832,7 +837,11 @@ class Normaliser:
                 p = sig.parameters[pname]
                 if p.default is inspect.Parameter.empty:
                     self.error(f"a call to {fn.__name__} without argument {pname!r}", node)
-                break
+                d = p.default
+                if isinstance(d, (int, float, bool)) or d is None:
+                    out.append(Operand(text=repr(d), value=d, has_value=True))
+                else:
+                    out.append(Operand(text=self.ref(d, f"{fn.__name__}_{pname}")))
         if params:
             self.error(f"a call to {fn.__name__} with keyword arguments it does not take "
                        f"in order ({', '.join(params)})", node)
