@@ -34,6 +34,16 @@ def _dtype(x):
     return v.dtype if hasattr(v, "dtype") else np.result_type(v)
 
 
+def _arr(a):
+    """A list or tuple holding traced values becomes one traced array (stacked)."""
+    if isinstance(a, (list, tuple)):
+        from .indexing import _has_tracer
+        if _has_tracer(a):
+            from .joining import asarray
+            return asarray(a)
+    return a
+
+
 def _kept_shape(xs, axes):
     return tuple(1 if i in axes else d for i, d in enumerate(xs))
 
@@ -51,6 +61,7 @@ def _axes_arg(axis, nd):
 
 # -- sum (the primitive lives in rules/shape.py) ----------------------------------------------
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=0, where=True):
+    a = _arr(a)
     if not isinstance(a, Tracer):
         kw = {}
         if not (type(initial) is int and initial == 0):  # pass only what the caller passed
@@ -85,6 +96,7 @@ def _where_fill(mask, a, fill):
 
 
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    a = _arr(a)
     if not isinstance(a, Tracer):
         return np.nansum(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
     return sum(where(recorded(np.isnan, a), 0.0, a), axis=axis, dtype=dtype, keepdims=keepdims)
@@ -176,6 +188,7 @@ def _cumprod_vjp(x, axis):
 
 
 def cumsum(a, axis=None, dtype=None, out=None):
+    a = _arr(a)
     if not isinstance(a, Tracer):
         return np.cumsum(a, axis=axis, dtype=dtype, out=out)
     _no_out(out, "cumsum")
@@ -187,6 +200,7 @@ def cumsum(a, axis=None, dtype=None, out=None):
 
 
 def cumprod(a, axis=None, dtype=None, out=None):
+    a = _arr(a)
     if not isinstance(a, Tracer):
         return np.cumprod(a, axis=axis, dtype=dtype, out=out)
     _no_out(out, "cumprod")
@@ -287,6 +301,7 @@ def _prod_vjp(x, axis=None, keepdims=False):
 
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=1, where=True):
+    a = _arr(a)
     if not isinstance(a, Tracer):
         kw = {}
         if not (type(initial) is int and initial == 1):
@@ -351,6 +366,7 @@ _amin = _extremum(np.min, "min")
 
 def _make_extremum(np_fn, prim, combine, name):
     def fn(a, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True):
+        a = _arr(a)
         if not isinstance(a, Tracer):
             kw = {}
             if initial is not np._NoValue:
@@ -391,6 +407,7 @@ amin = min
 
 
 def ptp(a, axis=None, out=None, keepdims=False):
+    a = _arr(a)
     if not isinstance(a, Tracer):
         return np.ptp(a, axis=axis, out=out, keepdims=keepdims)
     return max(a, axis, keepdims=keepdims) - min(a, axis, keepdims=keepdims)
@@ -408,6 +425,7 @@ def _count(a, axis, where):
 
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
+    a = _arr(a)
     if not isinstance(a, Tracer):
         kw = {} if where is True else {"where": where}
         return np.mean(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
@@ -426,6 +444,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
         mean=None, correction=None):
+    a = _arr(a)
     if not isinstance(a, Tracer):
         kw = {} if where is True else {"where": where}
         if mean is not None:
@@ -453,6 +472,7 @@ _mean = mean
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=None,
         correction=None):
+    a = _arr(a)
     if not isinstance(a, Tracer):
         kw = {} if where is True else {"where": where}
         if mean is not None:
@@ -465,6 +485,7 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
 
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    a = _arr(a)
     if not isinstance(a, Tracer):
         return np.nanmean(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
     return mean(a, axis=axis, dtype=dtype, keepdims=keepdims,
@@ -472,6 +493,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
 
 
 def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    a = _arr(a)
     if not isinstance(a, Tracer) and not isinstance(weights, Tracer):
         return np.average(a, axis=axis, weights=weights, returned=returned, keepdims=keepdims)
     if weights is None:
