@@ -55,10 +55,6 @@ class _Deadline:
             raise ApiError("the expression took too long to evaluate", 422)
 
 
-def _node_name(n, names):
-    return names[n.id]
-
-
 def expression_payload(text, inputs=None, *, rng=None, seconds=MAX_SECONDS):
     """Everything the explorer page shows for ``text`` at ``inputs``."""
     import wengert as wg
@@ -89,7 +85,7 @@ def expression_payload(text, inputs=None, *, rng=None, seconds=MAX_SECONDS):
     for n, v in zip(expr.nodes, tvals):
         if isinstance(v, wg.Var) and v.tape is tape:
             tape_index.setdefault(v.index, n.id)
-    node_of_tape = {i: nid for i, nid in tape_index.items()}
+    node_of_tape = tape_index
     tape_of_node = {nid: i for i, nid in tape_index.items()}
 
     # forward steps
