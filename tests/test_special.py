@@ -10,12 +10,17 @@ from wengert.scipy import special as wsp
 
 # functions whose first argument is an order (not differentiated)
 ORDER_ARG = {"polygamma": np.array([0, 1, 2]), "iv": np.array([0.0, 1.0, 2.5]),
-             "ive": np.array([0.0, 1.0, 2.5])}
+             "ive": np.array([0.0, 1.0, 2.5]), "jv": np.array([0.0, 1.0, 2.5]),
+             "yv": np.array([0.0, 1.0, 2.5]), "kv": np.array([0.0, 1.0, 2.5]),
+             "kve": np.array([0.0, 1.0, 2.5])}
+STATIC_LAST = {"multigammaln": 3}  # multigammaln(a, d): d is an integer
 ELEMENTWISE = sorted(n for n, p in SPECIAL.items() if isinstance(p, Primitive)
                      and p.domain is not None)
 
 
 def _nin(p):
+    if p.name in STATIC_LAST:
+        return 1
     return p.impl.nin if isinstance(p.impl, np.ufunc) else 2
 
 
@@ -31,6 +36,8 @@ def _args(name, dtype, rng, shape=(3,)):
 
 def _diff_fn(name, n=None):
     p = SPECIAL[name]
+    if name in STATIC_LAST:
+        return (lambda x: p(x, STATIC_LAST[name])), 0
     if name in ORDER_ARG:
         n = ORDER_ARG[name] if n is None else n
         return lambda x: p(n, x), 1
@@ -46,7 +53,8 @@ def test_elementwise_check_grad(name, dtype):
     diff_args = args[skip:]
     out = f(*diff_args)
     assert out.dtype == dtype
-    np.testing.assert_allclose(out, getattr(sp, name)(*args), rtol=1e-6)
+    ref_args = args + ((STATIC_LAST[name],) if name in STATIC_LAST else ())
+    np.testing.assert_allclose(out, getattr(sp, name)(*ref_args), rtol=1e-6)
     wg.check_grad(f, *diff_args, order=2, modes=("forward", "reverse"))
     for i in range(len(diff_args)):
         g = wg.grad(lambda *xs: wg.numpy.sum(f(*xs)), argnums=i)(*diff_args)
@@ -64,12 +72,21 @@ def test_elementwise_jacobian_modes_agree_broadcast(name):
         jf = wg.jacobian(f, mode="forward")(x)
         jr = wg.jacobian(f, mode="reverse")(x)
     else:  # broadcasting (2, 1) against (3,)
-        x, y = rng.uniform(lo, hi, (2, 1)), rng.uniform(lo, hi, (3,))
-        jf = wg.jacobian(f, argnums=(0, 1), mode="forward")(x, y)
-        jr = wg.jacobian(f, argnums=(0, 1), mode="reverse")(x, y)
+        xs = [rng.uniform(lo, hi, (2, 1)), rng.uniform(lo, hi, (3,))]
+        xs += [rng.uniform(lo, hi, (1, 3))] * (_nin(p) - 2)
+        nums = tuple(range(len(xs)))
+        jf = wg.jacobian(f, argnums=nums, mode="forward")(*xs)
+        jr = wg.jacobian(f, argnums=nums, mode="reverse")(*xs)
         jf, jr = np.concatenate([j.reshape(6, -1) for j in jf], 1), \
             np.concatenate([j.reshape(6, -1) for j in jr], 1)
     np.testing.assert_allclose(jf, jr, rtol=1e-12, atol=1e-14)
+
+
+def test_softplus_and_aliases():
+    x = np.array([-3.0, 0.0, 2.0])
+    np.testing.assert_allclose(wg.grad(lambda x: wg.numpy.sum(wsp.softplus(x)))(x), sp.expit(x))
+    assert wsp.psi is wsp.digamma
+    wg.check_grad(lambda x: wsp.softplus(x), x, order=2)
 
 
 def test_closed_forms():

@@ -10,7 +10,8 @@ import numpy as np
 import scipy.special as _sp
 
 from ..core import ndim_of, primitive, shape_of
-from .elementwise import REGISTRY, elementwise, exp, log, log1p, sign, sqrt, where
+from . import elementwise as _ew
+from .elementwise import absolute, cos, exp, log, log1p, sign, sin, sqrt, where
 from .shape import _norm_axes, broadcast_to, reshape, sum_
 
 _SQRT_PI = math.sqrt(math.pi)
@@ -21,8 +22,13 @@ SPECIAL = {}  # name -> primitive or composite, for tests and the coverage table
 
 
 def _special(np_fn, partials, *, name=None, domain=(-2.0, 2.0)):
-    p = elementwise(np_fn, partials, name=name, domain=domain)
-    REGISTRY.pop(p.name, None)  # scipy.special names live in their own table
+    """An elementwise primitive over a ``scipy.special`` function (its own table, not
+    ``elementwise.REGISTRY``: ``scipy.special.expm1`` is not ``numpy.expm1``)."""
+    nargs = np_fn.nin if isinstance(np_fn, np.ufunc) else None
+    p = primitive(np_fn, name=name or np_fn.__name__, broadcasting=nargs != 1)
+    p.partials(partials)
+    p.domain = domain
+    p.nondiff = False
     SPECIAL[p.name] = p
     return p
 
@@ -45,7 +51,8 @@ gammaln = _special(_sp.gammaln, lambda ans, x: (digamma(x),), domain=(0.2, 4.0))
 gamma = _special(_sp.gamma, lambda ans, x: (ans * digamma(x),), domain=(0.2, 4.0))
 polygamma = _special(_keep_float32(_sp.polygamma),
                      lambda ans, n, x: (None, polygamma(n + 1, x)), domain=(0.2, 4.0))
-digamma = _special(_sp.digamma, lambda ans, x: (polygamma(1, x),), domain=(0.2, 4.0))
+digamma = _special(_sp.digamma, lambda ans, x: (polygamma(1, x),), name="digamma",
+                   domain=(0.2, 4.0))
 psi = digamma
 SPECIAL["psi"] = digamma
 betaln = _special(_sp.betaln, lambda ans, a, b: (digamma(a) - digamma(a + b),
@@ -105,6 +112,120 @@ i1 = _special(_sp.i1, lambda ans, x: (0.5 * (i0(x) + iv(2.0, x)),))
 i0e = _special(_sp.i0e, lambda ans, x: (i1e(x) - sign(x) * ans,), domain=(0.2, 3.0))
 i1e = _special(_sp.i1e, lambda ans, x: (0.5 * (i0e(x) + ive(2.0, x)) - sign(x) * ans,),
                domain=(0.2, 3.0))
+
+
+# elementary functions, scipy.special's versions ----------------------------------------------
+_RAD = math.pi / 180.0
+_special(_sp.expm1, lambda ans, x: (ans + 1.0,))
+_special(_sp.log1p, lambda ans, x: (1.0 / (1.0 + x),), domain=(-0.9, 3.0))
+_special(_sp.exp2, lambda ans, x: (ans * math.log(2.0),))
+_special(_sp.exp10, lambda ans, x: (ans * math.log(10.0),))
+_special(_sp.cbrt, lambda ans, x: (1.0 / (3.0 * ans * ans),), domain=(0.1, 4.0))
+cosm1 = _special(_sp.cosm1, lambda ans, x: (-sin(x),))
+sindg = _special(_sp.sindg, lambda ans, x: (_RAD * cosdg(x),), domain=(-80.0, 80.0))
+cosdg = _special(_sp.cosdg, lambda ans, x: (-_RAD * sindg(x),), domain=(-80.0, 80.0))
+tandg = _special(_sp.tandg, lambda ans, x: (_RAD * (1.0 + ans * ans),), domain=(-60.0, 60.0))
+cotdg = _special(_sp.cotdg, lambda ans, x: (-_RAD * (1.0 + ans * ans),), domain=(10.0, 80.0))
+radian = _special(_sp.radian, lambda ans, d, m, s: (_RAD, _RAD / 60.0, _RAD / 3600.0))
+
+
+def _exprel_partial(ans, x):
+    zero = x == 0
+    return (where(zero, 0.5, (exp(x) - ans) / where(zero, 1.0, x)),)
+
+
+exprel = _special(_sp.exprel, _exprel_partial)
+dawsn = _special(_sp.dawsn, lambda ans, x: (1.0 - 2.0 * x * ans,))
+erfi = _special(_sp.erfi, lambda ans, x: ((2.0 / _SQRT_PI) * exp(x * x),))
+ndtri_exp = _special(_sp.ndtri_exp,
+                     lambda ans, y: (exp(y + 0.5 * (ans * ans) + _HALF_LOG_2PI),),
+                     domain=(-3.0, -0.1))
+
+# more of the gamma family -------------------------------------------------------------------------
+rgamma = _special(_sp.rgamma, lambda ans, x: (-ans * digamma(x),), domain=(0.2, 4.0))
+loggamma = _special(_sp.loggamma, lambda ans, x: (digamma(x),), domain=(0.2, 4.0))
+poch = _special(_sp.poch, lambda ans, z, m: (ans * (digamma(z + m) - digamma(z)),
+                                             ans * digamma(z + m)), domain=(0.2, 3.0))
+
+
+def _multigammaln(a, d):
+    ans = _sp.multigammaln(a, d)
+    if getattr(a, "dtype", None) == np.float32:
+        ans = np.asarray(ans, np.float32)[()]
+    return ans
+
+
+_multigammaln.__name__ = "multigammaln"
+multigammaln = _special(_multigammaln, lambda ans, a, d: (
+    sum(digamma(a - 0.5 * j) for j in range(int(d))), None), domain=(2.0, 5.0))
+spence = _special(_sp.spence, lambda ans, z: (log(z) / (1.0 - z),), domain=(1.2, 3.0))
+ellipk = _special(_sp.ellipk, lambda ans, m: ((ellipe(m) - (1.0 - m) * ans)
+                                              / (2.0 * m * (1.0 - m)),), domain=(0.1, 0.9))
+ellipe = _special(_sp.ellipe, lambda ans, m: ((ans - ellipk(m)) / (2.0 * m),),
+                  domain=(0.1, 0.9))
+
+# Box-Cox transforms (lmbda differentiated too) ------------------------------------------------------
+
+
+def _boxcox_partials(ans, x, lm):
+    # d/d lmbda = (x^l log x - ans) / l, and (log x)^2 / 2 at l == 0
+    lx = log(x)
+    zero = lm == 0
+    safe = where(zero, 1.0, lm)
+    return (x ** (lm - 1.0),
+            where(zero, 0.5 * lx * lx, (x ** lm * lx - ans) / safe))
+
+
+def _inv_boxcox_partials(ans, y, lm, shift=0.0):
+    u = ans + shift  # x, or 1 + x for inv_boxcox1p
+    zero = lm == 0
+    safe = where(zero, 1.0, lm)
+    t = lm * y + 1.0
+    return (u / t, where(zero, -0.5 * u * y * y,
+                         u * (y / (safe * t) - log(where(zero, 1.0, t)) / (safe * safe))))
+
+
+boxcox = _special(_sp.boxcox, _boxcox_partials, domain=(0.2, 2.0))
+boxcox1p = _special(_sp.boxcox1p, lambda ans, x, lm: _boxcox_partials(ans, 1.0 + x, lm),
+                    domain=(0.2, 2.0))
+inv_boxcox = _special(_sp.inv_boxcox, _inv_boxcox_partials, domain=(0.2, 2.0))
+inv_boxcox1p = _special(_sp.inv_boxcox1p,
+                        lambda ans, y, lm: _inv_boxcox_partials(ans, y, lm, 1.0),
+                        domain=(0.2, 2.0))
+
+# robust losses --------------------------------------------------------------------------------------
+
+
+def _huber_partials(ans, delta, r):
+    inside = absolute(r) <= delta
+    return (where(inside, 0.0, absolute(r) - delta), where(inside, r, delta * sign(r)))
+
+
+def _pseudo_huber_partials(ans, delta, r):
+    s = sqrt(1.0 + (r / delta) ** 2)
+    return (2.0 * delta * (s - 1.0) - r * r / (delta * s), r / s)
+
+
+huber = _special(_sp.huber, _huber_partials, domain=(0.2, 2.0))
+pseudo_huber = _special(_sp.pseudo_huber, _pseudo_huber_partials, domain=(0.2, 2.0))
+
+# Bessel functions of the first and second kind, modified of the second kind -------------------------
+jv = _special(_sp.jv, lambda ans, v, x: (None, 0.5 * (jv(v - 1, x) - jv(v + 1, x))),
+              domain=(0.2, 3.0))
+yv = _special(_sp.yv, lambda ans, v, x: (None, 0.5 * (yv(v - 1, x) - yv(v + 1, x))),
+              domain=(0.2, 3.0))
+kv = _special(_sp.kv, lambda ans, v, x: (None, -0.5 * (kv(v - 1, x) + kv(v + 1, x))),
+              domain=(0.2, 3.0))
+kve = _special(_sp.kve, lambda ans, v, x: (None, ans - 0.5 * (kve(v - 1, x) + kve(v + 1, x))),
+               domain=(0.2, 3.0))
+j0 = _special(_sp.j0, lambda ans, x: (-j1(x),), domain=(0.2, 3.0))
+j1 = _special(_sp.j1, lambda ans, x: (0.5 * (j0(x) - jv(2.0, x)),), domain=(0.2, 3.0))
+y0 = _special(_sp.y0, lambda ans, x: (-y1(x),), domain=(0.2, 3.0))
+y1 = _special(_sp.y1, lambda ans, x: (0.5 * (y0(x) - yv(2.0, x)),), domain=(0.2, 3.0))
+k0 = _special(_sp.k0, lambda ans, x: (-k1(x),), domain=(0.2, 3.0))
+k1 = _special(_sp.k1, lambda ans, x: (-0.5 * (k0(x) + kv(2.0, x)),), domain=(0.2, 3.0))
+k0e = _special(_sp.k0e, lambda ans, x: (ans - k1e(x),), domain=(0.2, 3.0))
+k1e = _special(_sp.k1e, lambda ans, x: (ans - 0.5 * (k0e(x) + kve(2.0, x)),), domain=(0.2, 3.0))
 
 
 # reductions ------------------------------------------------------------------------------------
@@ -245,7 +366,14 @@ def softmax(x, axis=None):
     return exp(log_softmax(x, axis=axis))
 
 
-for _f in (logsumexp, log_softmax, softmax):
+def softplus(x, **kwargs):
+    """``log(1 + exp(x))``, as ``scipy.special.softplus``; its derivative is ``expit``."""
+    if not _traced(x):
+        return _sp.softplus(x, **kwargs)
+    return _ew.logaddexp(0.0, x)
+
+
+for _f in (logsumexp, log_softmax, softmax, softplus):
     _f.composite = True
     SPECIAL[_f.__name__] = _f
 del _f

@@ -16,11 +16,9 @@ import scipy.special as _sp
 
 from .. import _dispatch
 from ..numpy import _passthrough
-from ..rules.special import (SPECIAL as _SPECIAL, beta, betaln, digamma, entr, erf, erfc,  # noqa: F401
-                             erfcinv, erfcx, erfinv, expit, gamma, gammaln, i0, i0e, i1, i1e,
-                             iv, ive, kl_div, log_expit, log_ndtr, log_softmax, logit,
-                             logsumexp, ndtr, ndtri, polygamma, psi, rel_entr, softmax,
-                             xlog1py, xlogy)
+from ..rules.special import SPECIAL as _SPECIAL
+
+globals().update(_SPECIAL)  # every scipy.special function with rules
 
 
 def __getattr__(name):
