@@ -135,7 +135,19 @@ def powers(x, y):
     return x ** 3 + x ** y + 2.0 ** x + sqrt(x) / y - tanh(y) ** 2
 
 
+def while_true(x, y):
+    t = x
+    k = 0
+    while True:
+        t = t * y + sin(t)
+        k += 1
+        if k >= 5:
+            break
+    return t
+
+
 SCALAR_CORPUS = [
+    (while_true, (0.3, 0.9)),
     (seeds_example, (0.5, 4.2)),
     (babylonian, (2.0,)),
     (babylonian_while, (3.0,)),
@@ -554,3 +566,9 @@ def test_fallback_calls_the_rule():
     # maximum's partials branch on values: the program calls the rule at run time
     fwd, rev = programs_from_source("def f(x, y):\n    return maximum(x, y) * x\n", "f")
     assert "pullback(maximum" in rev and "pushforward(maximum" in fwd
+
+
+def test_keyword_call_of_generated_function():
+    df = wg.source.grad(babylonian)
+    close(df(2.0, n=5), wg.grad(babylonian)(2.0, 5))
+    close(df(x=2.0), wg.grad(babylonian)(2.0))

@@ -197,11 +197,20 @@ def grad(f, argnums=0):
     return df
 
 
+def _bind(spec, args, kwargs):
+    """Keyword arguments become positional (the programs are specialised on positions)."""
+    import inspect
+    ba = inspect.signature(spec.f).bind(*args, **kwargs)
+    return ba.args
+
+
 def _make_grad(spec, nums, one):
     from .runtime import fit
     from ..transforms import check_differentiable, _arg_name
 
-    def df(*args):
+    def df(*args, **kwargs):
+        if kwargs:
+            args = _bind(spec, args, kwargs)
         for i in nums:
             if i >= len(args):
                 raise TypeError(f"{spec.f.__name__}_grad: missing argument {i}")

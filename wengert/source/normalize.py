@@ -811,6 +811,9 @@ class Normaliser:
         args = [self.operand(a, out, line) for a in args_nodes]
         params = {}
         for k in e.keywords:
+            if kind == "opaque" and self.is_active(k.value):
+                self.error(f"the keyword argument {k.arg}= computed from a differentiated value "
+                           f"(in a call to {ast.unparse(func)})", e, "pass it positionally")
             if kind == "prim":
                 if self.is_active(k.value):
                     self.error(f"the keyword argument {k.arg}= computed from a differentiated "

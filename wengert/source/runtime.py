@@ -36,10 +36,22 @@ def pushforward(prim, args, tangents, params):
     return ans, _nz(t)
 
 
+def _float_like(x):
+    from ..transforms import _leaf_dtype
+    leaves = flatten(x)[0]
+    if not leaves:
+        return False
+    for v in leaves:
+        dt = _leaf_dtype(v)
+        if dt is None or not np.issubdtype(dt, np.floating):
+            return False
+    return True
+
+
 def vjp_call(fn, args, active, kwargs):
     """Reverse mode through a function without a rule or source: the tape engine."""
     from ..transforms import vjp
-    idx = [i for i, a in enumerate(active) if a]
+    idx = [i for i, a in enumerate(active) if a and _float_like(args[i])]
 
     def partial(*xs):
         full = list(args)
@@ -62,7 +74,7 @@ def vjp_call(fn, args, active, kwargs):
 def jvp_call(fn, args, tangents, kwargs):
     """Forward mode through a function without a rule or source: dual numbers."""
     from ..transforms import jvp
-    idx = [i for i, t in enumerate(tangents) if t is not None]
+    idx = [i for i, t in enumerate(tangents) if t is not None and _float_like(args[i])]
     if not idx:
         return fn(*args, **kwargs), 0.0
 
