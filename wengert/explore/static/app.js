@@ -70,9 +70,12 @@ async function load(expr, inputs, keepStep) {
     data = await api("POST", "/api/expression", { expr, inputs });
   } catch (e) {
     showError("error", e.message);
+    // what is still drawn belongs to the previous expression: say so
+    document.querySelector("#view-expr .layout").classList.add("stale");
     document.body.dataset.errors = String((+document.body.dataset.errors || 0) + 1);
     return;
   }
+  document.querySelector("#view-expr .layout").classList.remove("stale");
   const sameShape = state.data && state.data.expr === data.expr;
   state.data = data;
   if (!keepStep || !sameShape) state.step = 0;
