@@ -59,6 +59,10 @@ CASES = {
     "filter_roundtrip": (lambda x: wfft.irfft(wfft.rfft(x) * np.array([1.0, 0.5, 0.25, 0.0], x.dtype),
                                               n=6), (_x(6),)),
     "complex_constant": (lambda x: wnp.real(x * (2.0 - 1.0j)) + wnp.imag(x * 1j) ** 2, (_x(3),)),
+    "hfft": (lambda a, b: wfft.hfft(_spectrum(a, b), n=6, norm="ortho"),
+             (_x(4), _x(4, seed=1))),
+    "ihfft": (lambda x: _parts(wfft.ihfft(x, axis=0)), (_x(5, 2),)),
+    "real_imag_attributes": (lambda x: (wfft.fft(x).real, wfft.fft(x * x).imag), (_x(4),)),
     "shift": (lambda x: wfft.fftshift(x * x), (_x(5),)),
 }
 
@@ -119,7 +123,7 @@ def test_complex_gradient_convention():
 
 def test_values_and_numpy_dispatch():
     x = _x(4, 6)
-    for name in ("fft", "ifft", "rfft", "fft2", "rfftn", "ifftn"):
+    for name in ("fft", "ifft", "rfft", "fft2", "rfftn", "ifftn", "hfft", "ihfft"):
         got = wg.jvp(lambda x: getattr(wfft, name)(x), (x,), (x,))[0]
         np.testing.assert_array_equal(got, getattr(np.fft, name)(x))
     g_np = wg.grad(lambda x: np.sum(np.abs(np.fft.rfft(x)) ** 2))(x)

@@ -29,6 +29,8 @@ def install_operators():
         setattr(Tracer, name, _method(name))
     Tracer.T = property(lambda self: _wnp().transpose(self))
     Tracer.mT = property(lambda self: _wnp().swapaxes(self, -1, -2))
+    Tracer.real = property(lambda self: _wnp().real(self))  # complex intermediates (fft)
+    Tracer.imag = property(lambda self: _wnp().imag(self))
 
 
 def _as_method(fn):

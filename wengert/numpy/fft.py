@@ -88,6 +88,23 @@ rfftn = _n_d("rfftn")
 irfftn = _n_d("irfftn")
 
 
+_SWAP_NORM = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}
+
+
+def hfft(a, n=None, axis=-1, norm=None, out=None):
+    """``numpy.fft.hfft``: the real spectrum of a Hermitian signal, ``irfft(conj(a))``."""
+    if not _traced(a):
+        return _np.fft.hfft(a, n=n, axis=axis, norm=norm, out=out)
+    return irfft(conj(a), n=n, axis=axis, norm=_SWAP_NORM[norm])
+
+
+def ihfft(a, n=None, axis=-1, norm=None, out=None):
+    """``numpy.fft.ihfft``: ``conj(rfft(a))`` with the inverse normalisation."""
+    if not _traced(a):
+        return _np.fft.ihfft(a, n=n, axis=axis, norm=norm, out=out)
+    return conj(rfft(a, n=n, axis=axis, norm=_SWAP_NORM[norm]))
+
+
 def fftshift(x, axes=None):
     """``numpy.fft.fftshift``: a roll, differentiable through ``wnp.roll``."""
     if not _traced(x):
