@@ -572,3 +572,46 @@ def test_keyword_call_of_generated_function():
     df = wg.source.grad(babylonian)
     close(df(2.0, n=5), wg.grad(babylonian)(2.0, 5))
     close(df(x=2.0), wg.grad(babylonian)(2.0))
+
+
+def loop_helper(x, n):
+    s = 0.0
+    for i in range(n):
+        s = s + x ** i / (i + 1.0)
+    return s * i
+
+
+def calls_loop_helper(x):
+    return loop_helper(x, 4) * x + loop_helper(x * x, 3)
+
+
+def test_user_function_with_loop_variable_used_after_loop():
+    close(wg.source.grad(calls_loop_helper)(0.7), wg.grad(calls_loop_helper)(0.7))
+    close(wg.source.grad(loop_helper)(0.7, 4), wg.grad(loop_helper)(0.7, 4))
+
+
+def test_pickle_across_processes(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+    (tmp_path / "user_mod.py").write_text(textwrap.dedent("""
+        from wengert.numpy import sin
+        def f(x, y):
+            return x * y + sin(x)
+    """))
+    code = textwrap.dedent("""
+        import pickle, sys
+        import wengert as wg
+        if sys.argv[1] == "dump":
+            import user_mod
+            sys.stdout.buffer.write(pickle.dumps(wg.source.grad(user_mod.f, argnums=(0, 1))))
+        else:
+            df = pickle.loads(sys.stdin.buffer.read())
+            print(*[float(g) for g in df(0.5, 4.2)])
+    """)
+    env = dict(__import__("os").environ, PYTHONPATH=f"{tmp_path}:{__import__('os').getcwd()}")
+    data = subprocess.run([sys.executable, "-c", code, "dump"], capture_output=True, env=env,
+                          check=True, cwd=tmp_path).stdout
+    out = subprocess.run([sys.executable, "-c", code, "load"], input=data, capture_output=True,
+                         env=env, check=True, cwd=tmp_path).stdout.decode()
+    assert [float(v) for v in out.split()] == pytest.approx([5.077582561890373, 0.5], abs=1e-14)

@@ -679,13 +679,16 @@ class ReverseGen(_Base):
                           and all(n not in self.unstable for a in s.range_args
                                   for n in _names_in(a))
                           and not _has_break(s.body))
-            if reversible:
+            if reversible and not self.split:
+                # the reverse loop sets the loop variable again: nothing to push for it.
+                # (In a pullback closure that assignment would make it local to the
+                # pullback, so there it is pushed like any other value.)
                 self.restored.add(s.target)
             bf, br = self.block(s.body, inner)
             if not br:
                 return [f"{ind}{s.header}:"] + (bf or [inner + "pass"]), []
             if reversible:
-                uses_target = any(s.target in _names_in(x) for x in br)
+                uses_target = not self.split and any(s.target in _names_in(x) for x in br)
                 head = (f"for {s.target} in reversed(range({', '.join(s.range_args)}))"
                         if uses_target else f"for {s.target} in range({', '.join(s.range_args)})")
                 return [f"{ind}{s.header}:"] + bf, [f"{ind}{head}:"] + br
