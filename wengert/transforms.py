@@ -111,6 +111,11 @@ def _fit(g, like):
         dt = _leaf_dtype(like)
         if dt is not None and g.dtype != dt:
             g = g.astype(dt)
+    elif isinstance(g, Tracer):  # traced (e.g. into a graph): the same cast, recorded
+        dt, gd = _leaf_dtype(like), _leaf_dtype(g)
+        if dt is not None and gd is not None and gd != dt:
+            from .numpy import astype
+            g = astype(g, dt)
     return g
 
 

@@ -128,7 +128,7 @@ class Compiled:
 
     @property
     def graphs(self):
-        return [g for entries in self.cache.values() for g, _ in entries]
+        return [g for entries in self.cache.values() for g, _, _ in entries]
 
     def __get__(self, obj, objtype=None):  # methods: bind like a function
         return self if obj is None else functools.partial(self, obj)
@@ -147,7 +147,7 @@ class Compiled:
             except GuardFailure:
                 pass
         else:
-            for _, fn in reversed(self.cache.get(key, ())):
+            for _, fn, _ in reversed(self.cache.get(key, ())):
                 try:
                     return fn(*args)
                 except GuardFailure:
@@ -161,8 +161,8 @@ class Compiled:
             return self.f(*args, **kwargs)
         entries = self.cache.get(key, ())
         leaves = None
-        for g, _ in reversed(entries):
-            if leaves is None:
+        for _, _, g in reversed(entries):  # the graph as traced: an outer transform then
+            if leaves is None:                # sees the primitives f ran, in f's order
                 leaves = g._input_leaves(args)
             try:
                 return g.evaluate(leaves)
@@ -182,22 +182,21 @@ class Compiled:
                     "independent (wnp.where).", RuntimeWarning, stacklevel=3)
             return self.f(*args, **kwargs)
         try:
-            g = trace(self.f, *_plain(args), **kwargs)
+            raw = trace(self.f, *_plain(args), **kwargs)
         except ForeignTracerError:
             # f closes over a value of an outer transform: no graph of it exists alone
             return self.f(*args, **kwargs)
         self.num_traces += 1
-        if self.simplify:
-            g = g.simplify()
+        g = raw.simplify() if self.simplify else raw
         fn = build_function(g)
         entries = self.cache.setdefault(key, [])
-        entries.append((g, fn))
+        entries.append((g, fn, raw))
         if len(entries) == 1:
             self._fast[key] = fn
         else:
             self._fast.pop(key, None)
         if traced:
-            return g.evaluate(g._input_leaves(args))
+            return raw.evaluate(raw._input_leaves(args))
         return fn(*args)
 
     def source(self, *args, **kwargs):
@@ -211,7 +210,7 @@ class Compiled:
             key = _key(args, kwargs, _sig)
         except _Traced:
             key = _key(args, kwargs, _sig_traced)
-        for g, fn in reversed(self.cache.get(key, [])):
+        for g, fn, _ in reversed(self.cache.get(key, [])):
             try:
                 g.evaluate(g._input_leaves(_plain(args)))
                 return g

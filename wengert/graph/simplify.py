@@ -27,8 +27,11 @@ __all__ = ["simplify"]
 
 # algebraic facts about primitives, kept in one table: the shape operations that
 # are the identity when the result has the operand's shape (read off the values)
-SHAPE_IDENTITIES = {"reshape", "broadcast_to", "transpose", "squeeze", "expand_dims",
-                    "positive", "asarray", "copy", "real"}
+# (a transpose keeps the shape of a square matrix, so it is the identity only for the
+# identity permutation, checked separately)
+SHAPE_IDENTITIES = {"reshape", "broadcast_to", "squeeze", "expand_dims", "positive", "asarray",
+                    "copy", "real"}
+PERMUTATIONS = {"transpose": "axes"}
 _ZERO_IF_EQUAL = {operator.sub}
 
 
@@ -157,6 +160,12 @@ def _identity(b, n, args, fast_math):
         return keep(0)
     if n.prim.name in SHAPE_IDENTITIES and len(args) == 1:
         return keep(0)
+    if n.prim.name in PERMUTATIONS and len(args) == 1:
+        nd = np.ndim(vals[0])
+        axes = n.params.get(PERMUTATIONS[n.prim.name])
+        if (axes is None and nd <= 1) or (axes is not None and tuple(
+                a % nd for a in axes) == tuple(range(nd))):
+            return keep(0)
     if fast_math and len(args) == 1:
         inner = b.nodes[args[0]]
         if inner.kind == "op" and not inner.params and not n.params:
