@@ -22,7 +22,8 @@ import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
 
-__all__ = ["getitem_basic", "scatter_basic", "gather", "scatter_add", "getitem", "setitem",
+__all__ = ["getitem_basic", "scatter_basic", "gather", "scatter_add", "set_basic", "set_flat",
+           "getitem", "setitem",
            "take", "take_along_axis", "compress", "extract", "sort", "select", "index_update"]
 
 
@@ -308,7 +309,10 @@ def _drop_view(vid, ref):
 
 def index_writer(idx):
     """How a view ``base[idx]`` (basic index) writes its new value back into ``base``."""
-    return lambda base, new: index_update(base, idx, new)
+    def write(base, new):
+        return index_update(base, idx, new)
+    write.idx = idx
+    return write
 
 
 def reshape_writer(base, new):
@@ -406,44 +410,105 @@ def getitem(x, idx):
     return gather(x, _flat_positions(shape_of(x), nidx))
 
 
-def _placed(xs, dt, nidx, adv, v):
-    """``(mask, placed)``: where ``x[idx] = v`` writes, and ``v`` written there (zeros elsewhere)."""
-    owner = np.full(xs, -1, dtype=np.intp)
-    probe = np.broadcast_to(np.empty((), dtype=np.int8), xs)[nidx]
-    sel = probe.shape
-    owner[nidx] = np.arange(_prod(sel), dtype=np.intp).reshape(sel)
-    mask = owner >= 0
+@primitive(nargs=2)
+def set_basic(x, v, idx):
+    """A copy of ``x`` with ``[idx] = v`` (a basic index; ``v`` has the selection's shape)."""
+    out = np.array(x, copy=True)
+    out[idx] = v
+    return out
+
+
+@set_basic.frule(symbolic_zeros=True)
+def _set_basic_jvp(primals, tangents, idx):
+    x, v = primals
+    dx, dv = tangents
+    ans = set_basic(x, v, idx)
+    if dx is None and dv is None:
+        return ans, None
+    if dx is not None:
+        nb = ndim_of(dx) - ndim_of(x)
+        lead = shape_of(dx)[:nb]
+    else:
+        nb = ndim_of(dv) - ndim_of(v)
+        lead = shape_of(dv)[:nb]
+        dx = np.zeros(lead + shape_of(x), dtype=np.asarray(_plain(x)).dtype)
+    return ans, set_basic(dx, 0.0 if dv is None else dv, _prefix(nb, idx))
+
+
+@set_basic.rrule(needs=True)
+def _set_basic_vjp(x, v, needs, idx):
+    ans = set_basic(x, v, idx)
+    nd = ndim_of(ans)
+
+    def pullback(g):
+        pre = _prefix(ndim_of(g) - nd, idx)
+        return (set_basic(g, 0.0, pre) if needs[0] else None,
+                getitem_basic(g, pre) if needs[1] else None)
+    return ans, pullback
+
+
+@primitive(nargs=2)
+def set_flat(x, vals, flat, nb=0):
+    """A copy of ``x`` with ``vals`` written at flat positions (after ``nb`` leading axes)."""
+    out = np.array(x, copy=True)
+    out.reshape(out.shape[:nb] + (-1,))[..., flat] = vals
+    return out
+
+
+@set_flat.frule(symbolic_zeros=True)
+def _set_flat_jvp(primals, tangents, flat, nb=0):
+    x, vals = primals
+    dx, dv = tangents
+    ans = set_flat(x, vals, flat, nb)
+    if dx is None and dv is None:
+        return ans, None
+    if dx is not None:
+        k = ndim_of(dx) - ndim_of(x)
+    else:
+        k = ndim_of(dv) - ndim_of(vals)
+        dx = np.zeros(shape_of(dv)[:k] + shape_of(x), dtype=np.asarray(_plain(x)).dtype)
+    return ans, set_flat(dx, 0.0 if dv is None else dv, flat, nb + k)
+
+
+@set_flat.rrule(needs=True)
+def _set_flat_vjp(x, vals, needs, flat, nb=0):
+    ans = set_flat(x, vals, flat, nb)
+    nd = ndim_of(ans)
+
+    def pullback(g):
+        k = nb + ndim_of(g) - nd
+        return (set_flat(g, 0.0, flat, k) if needs[0] else None,
+                gather(g, flat, k) if needs[1] else None)
+    return ans, pullback
+
+
+def index_update(x, idx, v):
+    """A new array: ``x`` with ``x[idx] = v`` (the functional form; ``x`` is unchanged)."""
+    nidx, adv = normalize_index(idx)
+    if not isinstance(x, Tracer) and not isinstance(v, Tracer):
+        out = np.array(x, copy=True)
+        out[nidx] = v
+        return out
+    xs = shape_of(x)
+    dt = np.asarray(_plain(x)).dtype
+    sel = np.broadcast_to(np.empty((), dtype=np.int8), xs)[nidx].shape
     if isinstance(v, Tracer):
-        from .joining import astype
         if v.dtype != dt:
+            from .joining import astype
             v = astype(v, dt)
         if shape_of(v) != sel:
             from .shape import broadcast_to
             v = broadcast_to(v, sel)
     else:
         v = np.broadcast_to(np.asarray(v, dtype=dt), sel)
-        placed = np.zeros(xs, dtype=dt)
-        placed[nidx] = v
-        return mask, placed
     if not adv:
-        return mask, scatter_basic(v, xs, nidx)
-    written = np.flatnonzero(mask)
+        return set_basic(x, v, nidx)
+    owner = np.full(xs, -1, dtype=np.intp)
+    owner[nidx] = np.arange(_prod(sel), dtype=np.intp).reshape(sel)
+    written = np.flatnonzero(owner >= 0)
     src = owner.ravel()[written]  # the entry of v that won (the last write, as NumPy)
-    return mask, scatter_add(gather(v, src), written, xs)
-
-
-def index_update(x, idx, v):
-    """A new array: ``x`` with ``x[idx] = v`` (the functional form; ``x`` is unchanged)."""
-    nidx, adv = normalize_index(idx)
-    xs = shape_of(x)
-    if not isinstance(x, Tracer) and not isinstance(v, Tracer):
-        out = np.array(x, copy=True)
-        out[idx] = v
-        return out
-    from .elementwise import where
-    dt = np.asarray(_plain(x)).dtype
-    mask, placed = _placed(xs, dt, nidx, adv, v)
-    return where(mask, placed, x)
+    vals = gather(v, src) if isinstance(v, Tracer) else np.asarray(v).ravel()[src]
+    return set_flat(x, vals, written)
 
 
 def _slot_names(cls):
@@ -495,7 +560,17 @@ def setitem(x, idx, v):
     """``x[idx] = v`` on a traced array: rebinds ``x`` to the updated value's node (and
     writes through to the base if ``x`` is a view)."""
     x.value  # a stale view raises here  # noqa: B018
+    if isinstance(v, Tracer) and not getattr(type(v), "_stale", False):
+        ent = _live_base(v)
+        if ent is not None and ent[0] is x and getattr(ent[1], "idx", None) is not None:
+            nidx, adv = normalize_index(idx)
+            if not adv and _same_index(ent[1].idx, nidx):
+                return  # x[idx] op= v: the in-place op on the view x[idx] already wrote x
     _assign(x, index_update(x, idx, v))
+
+
+def _same_index(a, b):
+    return len(a) == len(b) and all(type(i) is type(j) and i == j for i, j in zip(a, b))
 
 
 def inplace(op, x, v):
