@@ -41,7 +41,7 @@ _counter = [0]
 
 
 def _kind(a):
-    """'s' for a scalar, '1' for a vector (1-d array, list of scalars), 'a' otherwise."""
+    """'s' a scalar, '1' a 1-d array, 'l' a list or tuple of scalars, 'a' anything else."""
     t = type(a)
     if t is float:
         return "s"
@@ -50,11 +50,11 @@ def _kind(a):
         return "s" if nd == 0 else ("1" if nd == 1 else "a")
     if isinstance(a, (list, tuple)):
         if all(type(e) is float for e in a):
-            return "1"
+            return "l"
         for e in a:
             if isinstance(e, (list, tuple, dict)) or ndim_of(e) != 0:
                 return "a"
-        return "1"
+        return "l"
     if isinstance(a, dict):
         return "a"
     nd = ndim_of(a)

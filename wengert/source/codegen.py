@@ -168,10 +168,23 @@ class _Base:
     def shapes(self):
         """``self.arrays``: names that may hold arrays (the rest are surely scalars)."""
         arrays = {p for p, s in zip(self.fn.params, self.scalar_params) if s != "s"}
-        self.vectors = {p for p, s in zip(self.fn.params, self.scalar_params) if s == "1"}
+        self.vectors = {p for p, s in zip(self.fn.params, self.scalar_params) if s in "1l"}
         int_names = {s.target for s, _ in self.walk(self.fn.body)
                      if isinstance(s, Loop) and s.range_args is not None
                      and self.counts.get(s.target) == 1}
+        self.int_names = int_names
+        # lists of scalars only ever indexed at integers: adjoint lists updated in place
+        self.lists = {p for p, s in zip(self.fn.params, self.scalar_params)
+                      if s == "l" and self.counts.get(p) == 1}
+        for st, _ in self.walk(self.fn.body):
+            if isinstance(st, Op):
+                for i, a in enumerate(st.args):
+                    if a.is_name and a.name in self.lists and not (
+                            st.kind == "sub" and i == 0 and _int_index(st.index, int_names)):
+                        self.lists.discard(a.name)
+                for v in st.params.values():
+                    if not isinstance(v, str) and v.is_name:
+                        self.lists.discard(v.name)
         changed = True
         while changed:
             changed = False
@@ -464,6 +477,7 @@ class ReverseGen(_Base):
         self.accumulated = set()    # adjoint names that receive contributions
         self.ct = None
         self.pb_unstable = set()
+        self.list_adjoints = {}     # adjoint lists of list arguments: gx -> x
 
     def stack_name(self):
         if self.stack is None:
@@ -508,10 +522,14 @@ class ReverseGen(_Base):
         elif op.kind == "sub":
             if actives:
                 base = op.args[0].name
-                self.namespace["add_at"] = _runtime("add_at")
                 gb = self.g(base)
-                self.accumulated.add(gb)
-                rev.append(f"{gb} = add_at({gb}, {base}, {op.index}, {gv})")
+                if base in self.lists:
+                    self.list_adjoints[gb] = base
+                    rev.append(f"{gb}[{op.index}] += {gv}")
+                else:
+                    self.namespace["add_at"] = _runtime("add_at")
+                    self.accumulated.add(gb)
+                    rev.append(f"{gb} = add_at({gb}, {base}, {op.index}, {gv})")
         elif op.kind == "prim":
             try:
                 rev = self.symbolic(op, actives)
@@ -712,8 +730,9 @@ class ReverseGen(_Base):
         gout = self.g(out) if out in self.active else None
         wrt = ps if self.split else [ps[i] for i in argnums]
         init = sorted((self.accumulated | {self.g(p) for p in wrt if p in self.active})
-                      - {gout})
+                      - {gout} - set(self.list_adjoints))
         init_lines = [f"    {' = '.join(init)} = 0.0"] if init else []
+        init_lines += [f"    {g} = [0.0] * len({x})" for g, x in sorted(self.list_adjoints.items())]
         grads = [self.g(p) if p in self.active else "0.0" for p in wrt]
         st = [f"    {self.stack} = []"] if self.stack else []
         sig = ", ".join(f"{p}={self.fn.defaults[p]}" if p in self.fn.defaults else p for p in ps)

@@ -296,6 +296,7 @@ class Normaliser:
         self.names = None
         self.params = []
         self.namespace = {}   # free names referenced -> objects
+        self.memo = {}
 
     # -- errors ------------------------------------------------------------------------
     def error(self, what, node, hint=""):
@@ -547,6 +548,7 @@ class Normaliser:
         return out
 
     def stmt(self, s, out):
+        self.memo = {}  # common subexpressions, within one statement
         if isinstance(s, _Exit):
             return  # the end of the path: nothing follows it any more
         if isinstance(s, ast.Assign):
@@ -625,8 +627,11 @@ class Normaliser:
             if isinstance(value, ast.IfExp):
                 test = self.passive_text(value.test)
                 b, o = [], []
+                saved = dict(self.memo)
                 self.assign(target, value.body, node, b)
+                self.memo = dict(saved)
                 self.assign(target, value.orelse, node, o)
+                self.memo = saved
                 out.append(If(test, b, o, line))
                 return
             self.expr(value, out, target=name, line=line)
@@ -680,8 +685,15 @@ class Normaliser:
                     isinstance(e.operand, ast.Constant):
                 return Operand(text=ast.unparse(e), value=-e.operand.value, has_value=True)
             return Operand(text=self.passive_text(e))
+        key = None
+        if isinstance(e, (ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Attribute)):
+            key = ast.dump(e)
+            if key in self.memo:
+                return Operand(name=self.memo[key])
         tmp = self.names.fresh()
         self.expr(e, out, target=tmp, line=line or self.line(e))
+        if key is not None:
+            self.memo[key] = tmp
         return Operand(name=tmp)
 
     def expr(self, e, out, target, line):
@@ -726,8 +738,11 @@ class Normaliser:
         if isinstance(e, ast.IfExp):
             test = self.passive_text(e.test)
             b, o = [], []
+            saved = dict(self.memo)
             self.expr(e.body, b, target, line)
+            self.memo = dict(saved)
             self.expr(e.orelse, o, target, line)
+            self.memo = saved
             out.append(If(test, b, o, line))
             return
         if isinstance(e, (ast.Tuple, ast.List)):
