@@ -647,3 +647,19 @@ def test_value_dependent_choices_recompute_in_compiled_graphs():
         c(x1), cg(x1)
         np.testing.assert_allclose(c(x2), f(x2))
         np.testing.assert_allclose(cg(x2), wg.grad(f)(x2))
+
+
+@pytest.mark.parametrize("name,f,args,order", TABLE, ids=IDS)
+def test_graph_engine_agrees(name, f, args, order):
+    """The same rules traced into a graph and compiled give the eager values and gradients."""
+    u = np.random.default_rng(2).standard_normal(np.shape(f(*args)))
+
+    def scalar(*xs):
+        return wnp.sum(f(*xs) * u)
+    argnums = tuple(i for i, a in enumerate(args) if not isinstance(a, float))
+    g_eager = wg.grad(scalar, argnums)(*args)
+    g_comp = wg.compile(wg.grad(scalar, argnums))
+    for _ in range(2):  # the second call runs the cached generated code
+        for a, b in zip(g_comp(*args), g_eager):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(wg.compile(f)(*args), f(*args), rtol=1e-12)
