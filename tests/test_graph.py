@@ -383,7 +383,13 @@ def test_comparisons_and_masks_recorded():
 
 # -- random expression programs ------------------------------------------------------------------
 UNARY = [wnp.sin, wnp.cos, wnp.tanh, wnp.exp, lambda a: a * a, lambda a: -a,
-         lambda a: wnp.log1p(a * a), lambda a: wnp.sqrt(a * a + 1.0)]
+         lambda a: wnp.log1p(a * a), lambda a: wnp.sqrt(a * a + 1.0),
+         # identities the simplifier must get exactly right (or leave alone)
+         lambda a: a * 1.0, lambda a: 1.0 * a + 0.0, lambda a: a - 0.0, lambda a: a + (-0.0),
+         lambda a: a / 1.0, lambda a: a ** 1, lambda a: -(-a), lambda a: a * np.float64(1.0),
+         lambda a: a * np.ones(3), lambda a: a + np.zeros((2, 3)), lambda a: a * 0.0,
+         lambda a: a - a, lambda a: wnp.exp(wnp.log(a * a + 0.5)),
+         lambda a: wnp.reshape(a, np.shape(a)), lambda a: wnp.sum(a, axis=-1, keepdims=True)]
 BINARY = [lambda a, b: a + b, lambda a, b: a - b, lambda a, b: a * b,
           lambda a, b: a / (b * b + 1.0), lambda a, b: a * 0.5 + b * 2.0]
 
@@ -401,13 +407,15 @@ def build_program(ops):
 op_st = st.tuples(st.integers(0, 1), st.integers(0, 20), st.integers(0, 20), st.integers(0, 20))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(ops=st.lists(op_st, min_size=1, max_size=10),
-       x=st.floats(-2, 2), y=st.floats(-2, 2), shaped=st.booleans())
+       x=st.floats(-2, 2), y=st.floats(-2, 2), shaped=st.integers(0, 2))
 def test_random_programs(ops, x, y, shaped):
     prog = build_program(ops)
-    if shaped:
+    if shaped == 1:
         args = (np.array([x, y, x * y]), np.array([y, 0.5, -x]))
+    elif shaped == 2:
+        args = (np.array([x, y, x * y], np.float32), np.array([y, 0.5, -x], np.float32))
     else:
         args = (x, y)
     with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -416,6 +424,7 @@ def test_random_programs(ops, x, y, shaped):
         g = wg.trace(prog, *args)
         assert same(g(*args), want)
         assert same(g.simplify()(*args), want)
+        assert same(g.grad((0, 1)).simplify()(*args), wg.grad(prog, (0, 1))(*args))
         assert same(wg.compile(prog)(*args), want)
         d = wg.grad(prog, (0, 1))(*args)
         assert same(g.grad((0, 1))(*args), d)
