@@ -15,7 +15,7 @@ transformed along the right axes.
 """
 import numpy as np
 
-from ..core import ndim_of, primitive, shape_of
+from ..core import primitive, shape_of
 from ._zeros import dtype_of
 from .elementwise import sign, where
 

@@ -11,7 +11,7 @@ import scipy.special as _sp
 
 from ..core import ndim_of, primitive, shape_of
 from . import elementwise as _ew
-from .elementwise import absolute, cos, exp, log, log1p, sign, sin, sqrt, where
+from .elementwise import absolute, exp, log, log1p, sign, sin, sqrt, where
 from .shape import _norm_axes, broadcast_to, reshape, sum_
 
 _SQRT_PI = math.sqrt(math.pi)
