@@ -523,3 +523,22 @@ def test_numpy_functions_through_graphs(name):
     if not g.guards:  # (else the graph holds for A1's branches only; wg.compile re-traces)
         assert same(g(A2), eager(A2)) and same(dg.simplify()(A2), wg.grad(f)(A2))
     assert same(wg.grad(cf)(A2), wg.grad(f)(A2))
+
+
+def test_keyword_arguments_are_static_and_decorator_form():
+    @wg.compile(max_traces=4)
+    def f(x, scale=2.0):
+        return x * scale
+    assert f(3.0) == 6.0 and f(3.0, scale=4.0) == 12.0 and f(3.0, scale=4.0) == 12.0
+    assert f.num_traces == 2
+    with pytest.warns(RuntimeWarning, match="max_traces"):
+        for k in range(5):
+            assert f(1.0, scale=float(k)) == float(k)
+
+
+def test_vjp_graph():
+    f = lambda x, y: wnp.sin(x) * y  # noqa: E731
+    x, y, ct = np.array([0.1, 0.5]), np.array([2.0, 3.0]), np.array([1.0, -1.0])
+    v = wg.trace(f, x, y).vjp()
+    assert v.source().startswith("def vjp_f(x, y, gf):")
+    assert same(v(x, y, ct), wg.vjp(f, x, y)[1](ct))
