@@ -729,7 +729,11 @@ class ReverseGen(_Base):
         ps = self.fn.params
         gout = self.g(out) if out in self.active else None
         wrt = ps if self.split else [ps[i] for i in argnums]
-        init = sorted((self.accumulated | {self.g(p) for p in wrt if p in self.active})
+        read = set()
+        for line in rev:
+            read |= _names_in(line)
+        read &= set(self.gnames.values())
+        init = sorted((self.accumulated | read | {self.g(p) for p in wrt if p in self.active})
                       - {gout} - set(self.list_adjoints))
         init_lines = [f"    {' = '.join(init)} = 0.0"] if init else []
         init_lines += [f"    {g} = [0.0] * len({x})" for g, x in sorted(self.list_adjoints.items())]

@@ -700,7 +700,8 @@ class Normaliser:
         """Emit ops computing active expression ``e`` into ``target``."""
         line = self.line(e) if hasattr(e, "lineno") else line
         if isinstance(e, ast.Name):
-            out.append(Op(target, "copy", args=[Operand(name=e.id)], lineno=line))
+            if e.id != target:  # x = x does nothing
+                out.append(Op(target, "copy", args=[Operand(name=e.id)], lineno=line))
             return
         if isinstance(e, ast.BinOp):
             dunder = _BINOPS.get(type(e.op))
