@@ -469,18 +469,18 @@ def generate(g, fast=True):
     params, unpack_lines = _unpack(g, names, em)
     name = _fresh(g.name, em.used)
 
-    def program(fname, fast_):
+    def program(fast_):
         body, expr, used_fast = _body(g, em, names, fast_)
         ret = _out_expr(g.out_def, iter(expr[o] for o in g.outputs), em)
         return body, ret, used_fast
 
-    body, ret, used_fast = program(name, fast)
+    body, ret, used_fast = program(fast)
     sig = ", ".join(params)
     if not used_fast:
         text = _assemble(name, sig, unpack_lines, body, ret)
         return Generated(text, em.ns, name)
     exact_name = _fresh(f"{name}_exact", em.used)
-    ebody, eret, _ = program(exact_name, False)
+    ebody, eret, _ = program(False)
     exact_text = _assemble(exact_name, sig, unpack_lines, ebody, eret)
     inner = ["try:"] + ["    " + ln for ln in unpack_lines + body] + [f"    return {ret}"]
     inner += ["except (ZeroDivisionError, OverflowError):  # Python numbers: NumPy's answer",
@@ -500,7 +500,7 @@ def build_function(g):
     ns = dict(gen.namespace)
     ns["__builtins__"] = builtins
     if gen.exact_text is not None:
-        exec(builtins.compile(gen.exact_text, f"<wengert graph {gen.name}_exact>", "exec"), ns)
+        exec(builtins.compile(gen.exact_text, f"<wengert graph {gen.name}, exact>", "exec"), ns)
     code = builtins.compile(gen.text, f"<wengert graph {gen.name}>", "exec")
     exec(code, ns)
     fn = ns[gen.name]
