@@ -38,6 +38,21 @@ def _rect(*shape, seed=0):
     return _rng(seed).standard_normal(shape)
 
 
+def _complex_pair(*shape, seed=0):
+    """Real matrices with a complex-conjugate pair of eigenvalues, well separated."""
+    rng = _rng(seed)
+    n = shape[-1]
+    q = rng.standard_normal(shape) + 2.0 * np.eye(n)
+    d = np.zeros(shape)
+    d[..., 0, 0], d[..., 1, 1], d[..., 0, 1], d[..., 1, 0] = 1.0, 1.0, 1.5, -1.5
+    d[..., 2, 2] = -2.0
+    return q @ d @ np.linalg.inv(q)
+
+
+def _parts(z):
+    return wnp.real(z), wnp.imag(z)
+
+
 def _sq(x):
     return x * x
 
@@ -61,6 +76,13 @@ CASES = {
         *wla.eigh(a)), lambda: (_distinct_sym(2, 3, 3),)),
     "eigh_upper": (lambda a: _sq(wla.eigh(a, UPLO="U")[1]), lambda: (_distinct_sym(3, 3),)),
     "eigvalsh": (wla.eigvalsh, lambda: (_distinct_sym(3, 3),)),
+    "eigvals_real_spectrum": (lambda a: wnp.real(wla.eigvals(a)), lambda: (_distinct_sym(3, 3)
+                                                                              + 0.1 * _rect(3, 3),)),
+    "eigvals_complex_pair": (lambda a: _parts(wla.eigvals(a)), lambda: (_complex_pair(2, 3, 3),)),
+    "eig_gauge_invariant": (lambda a: (lambda w, v: (_parts(w), wnp.abs(v) ** 2,
+                                                     wnp.real((v * np.array([1.0, 2.0, 3.0], a.dtype))
+                                                               @ wla.inv(v))))(*wla.eig(a)),
+                            lambda: (_complex_pair(3, 3),)),
     "svd_values": (lambda a: wla.svd(a, compute_uv=False), lambda: (_rect(2, 4, 3),)),
     "svd_square": (lambda a: _svd_loss(a), lambda: (_rect(3, 3),)),
     "svd_tall": (lambda a: _svd_loss(a), lambda: (_rect(4, 3),)),
@@ -278,5 +300,6 @@ def test_plain_values_pass_through():
     assert wla.cond(a) == np.linalg.cond(a)
     assert wla.matrix_rank(a) == 3
     np.testing.assert_array_equal(wla.matrix_power(a, 0), np.eye(3))
-    with pytest.raises(NotImplementedError, match="linalg.eig"):
-        wg.grad(lambda a: wnp.sum(wla.eig(a)[0]))(a)
+    assert wla.LinAlgError is np.linalg.LinAlgError
+    w, v = wla.eig(a)  # plain: NumPy's result, real when the spectrum is
+    assert w.dtype == np.linalg.eig(a)[0].dtype

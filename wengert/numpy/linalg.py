@@ -28,10 +28,11 @@ eigvalsh = _rl.eigvalsh
 svdvals = _rl.svdvals
 
 try:
-    from numpy.linalg._linalg import (EighResult as _EighResult, QRResult as _QRResult,
+    from numpy.linalg._linalg import (EigResult as _EigResult, EighResult as _EighResult,
+                                      QRResult as _QRResult,
                                       SlogdetResult as _SlogdetResult, SVDResult as _SVDResult)
 except ImportError:  # pragma: no cover - older NumPy
-    _EighResult = _QRResult = _SlogdetResult = _SVDResult = None
+    _EigResult = _EighResult = _QRResult = _SlogdetResult = _SVDResult = None
 
 
 def _traced(*xs):
@@ -91,6 +92,26 @@ def eigh(a, UPLO="L"):
     if not _traced(a):
         return _np.linalg.eigh(a, UPLO=UPLO)
     return _named(_EighResult, _rl._eigh(a, UPLO=UPLO))
+
+
+def eig(a):
+    """Eigenvalues and eigenvectors of a general square matrix.
+
+    Traced, both are complex (also for a real spectrum).  Derivatives hold for distinct
+    eigenvalues; eigenvectors keep unit norm but their phase is arbitrary, so only
+    phase-independent functions of them (``abs(v)``, ``v @ diag(c) @ inv(v)``) have
+    meaningful derivatives.
+    """
+    if not _traced(a):
+        return _np.linalg.eig(a)
+    return _named(_EigResult, _rl._eig(a))
+
+
+def eigvals(a):
+    """Eigenvalues of a general square matrix (complex when traced)."""
+    if not _traced(a):
+        return _np.linalg.eigvals(a)
+    return _rl.eigvals(a)
 
 
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
@@ -334,7 +355,7 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
 
 
 for _fn, _prim in ((solve, _rl._solve), (slogdet, _rl.slogdet), (cholesky, _rl._cholesky),
-                   (eigh, _rl._eigh), (svd, _rl._svd), (qr, _rl._qr), (pinv, _rl.pinv),
+                   (eigh, _rl._eigh), (eig, _rl._eig), (eigvals, _rl.eigvals), (svd, _rl._svd), (qr, _rl._qr), (pinv, _rl.pinv),
                    (lstsq, _rl._lstsq)):
     _fn.__wengert_primitive__ = _prim  # a NumPy-signature wrapper around one primitive
 del _fn, _prim

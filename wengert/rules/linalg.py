@@ -305,6 +305,86 @@ def eigvalsh_vjp(a, UPLO="L"):
     return w, pullback
 
 
+# -- general (non-symmetric) eigenproblem: complex results ---------------------------------------
+
+
+def _complex_dtype(a):
+    return np.result_type(dtype_of(a), np.complex64)
+
+
+@primitive(name="eig", multiple_results=True)
+def _eig(a):
+    """``(w, v)``, always complex (NumPy returns real arrays when the spectrum is real)."""
+    w, v = np.linalg.eig(a)
+    ct = _complex_dtype(a)
+    return w.astype(ct, copy=False), v.astype(ct, copy=False)
+
+
+def _is_complex(x):
+    return np.issubdtype(dtype_of(x), np.complexfloating)
+
+
+def _real_if_real(g, a):
+    if _is_complex(a):
+        return g
+    from .fft import real
+    return real(g)
+
+
+@_eig.frule(symbolic_zeros=True)
+def eig_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    w, v = ans = _eig(a)
+    if da is None:
+        return ans, (None, None)
+    from .fft import conj, real
+    x = _mm(inv(v), _mm(da, v))
+    dv = _mm(v, _inv_differences(w) * x)
+    # keep each column at unit norm (NumPy's normalisation); the phase stays free
+    dv = dv - v * real(sum_(conj(v) * dv, axis=-2, keepdims=True))
+    return ans, (_diag_part(x), dv)
+
+
+@_eig.rrule
+def eig_vjp(a):
+    w, v = ans = _eig(a)
+
+    def pullback(g):
+        gw, gv = g
+        if gw is None and gv is None:
+            return (None,)
+        inner = None if gw is None else _diag_embed(gw)
+        if gv is not None:
+            from .fft import conj, real
+            c = real(sum_(gv * v, axis=-2, keepdims=True))
+            gv0 = gv - conj(v) * c
+            t = _inv_differences(w) * _mm(_mT(v), gv0)
+            inner = t if inner is None else inner + t
+        ga = _mm(_mT(inv(v)), _mm(inner, _mT(v)))
+        return (_real_if_real(ga, a),)
+    return ans, pullback
+
+
+@primitive
+def eigvals(a):
+    return np.linalg.eigvals(a).astype(_complex_dtype(a), copy=False)
+
+
+@eigvals.frule(symbolic_zeros=True)
+def eigvals_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    w, v = _eig(a)
+    if da is None:
+        return w, None
+    return w, _diag_part(_mm(inv(v), _mm(da, v)))
+
+
+@eigvals.rrule
+def eigvals_vjp(a):
+    w, v = _eig(a)
+    return w, lambda g: (_real_if_real(_mm(_mT(inv(v)), _mT(v) * _col(g)), a),)
+
+
 # -- singular value decomposition (reduced) -------------------------------------------------
 
 
@@ -578,5 +658,6 @@ def vector_norm_vjp(x, ord=2.0, axis=None, keepdims=False):
     return ans, pullback
 
 
-PRIMITIVES = {p.name: p for p in (_solve, inv, det, slogdet, _cholesky, _eigh, eigvalsh, _svd,
+PRIMITIVES = {p.name: p for p in (_solve, inv, det, slogdet, _cholesky, _eigh, eigvalsh, _eig,
+                                  eigvals, _svd,
                                   svdvals, _qr, pinv, _lstsq, _vector_norm)}
