@@ -557,3 +557,42 @@ def test_jvp_with_pytree_carry():
     _, t = wg.jvp(f, (init,), (t_init,))
     g = wg.grad(f)(init)
     assert abs(t - (np.dot(g["a"], t_init["a"]) + g["b"] * t_init["b"])) < 1e-12
+
+
+# -- while_loop: the number of steps is found by running ------------------------------------
+def test_while_loop_strategies_and_counts():
+    from wengert.checkpoint import while_loop
+    calls = [0]
+
+    def body(c):
+        calls[0] += 1
+        a, b, k = c
+        a = a + wnp.sin(b) * 0.3
+        b = b + wnp.tanh(a) * 0.5
+        return a, b, k + 1
+
+    def inverse(c, _):
+        a, b, k = c
+        b = b - wnp.tanh(a) * 0.5
+        a = a - wnp.sin(b) * 0.3
+        return a, b, k - 1
+
+    def loss(a0, how):
+        a, b, k = while_loop(lambda c: c[2] < 23, body, (a0, np.array([0.1, 0.2]), 0),
+                             checkpoint=how, inverse=inverse)
+        assert k == 23
+        return wnp.sum(a * b)
+
+    a0 = np.array([0.3, -0.4])
+    ref = wg.grad(lambda a: loss(a, "all"))(a0)
+    for how in ("ctz", "invert"):
+        calls[0] = 0
+        g = wg.grad(lambda a: loss(a, how))(a0)
+        np.testing.assert_allclose(g, ref, rtol=1e-10)
+        assert calls[0] == wg.checkpoint_schedule(23, how).stats()["advanced"] + 1 + 23
+    np.testing.assert_allclose(wg.jacobian(lambda a: loss(a, "ctz"), mode="forward")(a0), ref,
+                               rtol=1e-12)
+    assert while_loop(lambda c: c < 0.0, lambda c: c + 1.0, 2.0) == 2.0
+    assert wg.grad(lambda x: while_loop(lambda c: c < 0.0, lambda c: c * 3.0, x))(2.0) == 1.0
+    with pytest.raises(ValueError, match="binomial"):
+        while_loop(lambda c: False, lambda c: c, 1.0, checkpoint="binomial")

@@ -45,8 +45,8 @@ from .core import Tracer, ndim_of, primitive, shape_of
 from .reverse import Tape, Var, active_tapes
 from .tree import flatten, unflatten
 
-__all__ = ["checkpoint", "scan", "checkpoint_schedule", "Action", "Schedule", "revolve_cost",
-           "STRATEGIES"]
+__all__ = ["checkpoint", "scan", "while_loop", "checkpoint_schedule", "iter_schedule", "Action",
+           "Schedule", "revolve_cost", "STRATEGIES"]
 
 STRATEGIES = ("all", "ctz", "binomial", "invert")
 
@@ -805,6 +805,49 @@ def scan(step, init, xs=None, length=None, *, checkpoint="all", snapshots=None, 
                  functools.partial(iter_schedule, n, checkpoint, snapshots), inverse).run(init)
 
 
+def while_loop(cond, body, init, *, checkpoint="ctz", inverse=None):
+    """``while cond(carry): carry = body(carry)``; the final carry, differentiable.
+
+    The number of steps is not known until the loop ends, which ``"ctz"`` (the
+    default) handles: its forward phase is online.  ``"all"`` and ``"invert"``
+    (with ``inverse(carry, None) -> previous carry``) work too; ``"binomial"``
+    needs the number of steps in advance (use ``scan``).  The reverse pass is the
+    one ``scan`` would run for the number of steps taken.  Steps are counted as
+    in ``scan``: state ``k`` goes into step ``k``.
+
+    >>> import wengert as wg, wengert.numpy as wnp
+    >>> from wengert.checkpoint import while_loop
+    >>> def f(a):       # halve until below 0.01: how many steps depends on a's value
+    ...     return while_loop(lambda c: c[1] > 0.01, lambda c: (c[0] * wnp.cos(c[1]), c[1] / 2),
+    ...                       (a, a))[0]
+    >>> bool(abs(wg.grad(f)(1.0) - wg.grad(lambda a: while_loop(
+    ...     lambda c: c[1] > 0.01, lambda c: (c[0] * wnp.cos(c[1]), c[1] / 2), (a, a),
+    ...     checkpoint="all")[0])(1.0)) < 1e-14)
+    True
+    """
+    if checkpoint not in ("all", "ctz", "invert"):
+        raise ValueError(f"while_loop supports checkpoint='all', 'ctz' or 'invert' (the "
+                         f"number of steps is not known in advance), not {checkpoint!r}")
+    if checkpoint == "invert" and inverse is None:
+        raise ValueError('while_loop(checkpoint="invert") needs inverse=(carry, None) -> '
+                         'previous carry')
+    step = lambda c, _: (body(c), None)  # noqa: E731
+    init_leaves, carry_def = flatten(init)
+    tape = _top_trace(init_leaves)
+    if not isinstance(tape, Tape):
+        return _plain_while(cond, step, init)
+    sc = _Scan(step, init_leaves, carry_def, [], None, None, tape, None, inverse)
+    sc.cond = cond
+    return sc.run_while(init, cond, checkpoint)
+
+
+def _plain_while(cond, step, init):
+    carry = init
+    while cond(carry):
+        carry, _ = step(carry, None)
+    return carry
+
+
 class _Scan:
     """A scan recorded as one node on ``tape``; its pullback executes the schedule."""
 
@@ -816,6 +859,7 @@ class _Scan:
         self.xs_vals, self.xs_owned = _strip(xs_leaves, tape)
         self.loop = _Loop(step, carry_def, self.xs_vals, xs_def, n, inverse)
         self.step, self.xs_def = step, xs_def
+        self.cond = None
         self.stats = {"max_stored": 0, "step_calls": 0}
 
     # -- executing actions -------------------------------------------------------------
@@ -865,12 +909,42 @@ class _Scan:
                 ys.append(y_last)
             y_def = self.loop.y_def
             ys_stacked = _stack_ys(y_def, ys)
+        del ys
+        return self._record(init, touched, cur, stored, rest, final, ys_stacked, y_def)
+
+    def run_while(self, init, cond, strategy):
+        """The forward phase of a while loop: states stored online, N found at the end."""
+        tape = self.tape
+        touched = {}
+        loop = self.loop
+        cur, prev, stored, stack, k = self.init_vals, None, {}, [], 0
+        with tape.paused(touched):
+            while cond(unflatten(loop.carry_def, cur)):
+                if strategy == "ctz":  # the actions of _ctz_forward, as they come
+                    for _ in range(_ctz(k) if k else 0):
+                        del stored[stack.pop()]
+                    stack.append(k)
+                if strategy != "invert":
+                    stored[k] = cur
+                    self.stats["max_stored"] = max(self.stats["max_stored"], len(stored))
+                prev = cur
+                cur, _ = loop(cur, None)
+                k += 1
+        if k == 0:
+            return init
+        self.n = loop.n = k
+        self.schedule = functools.partial(iter_schedule, k, strategy, None)
+        rest = itertools.dropwhile(lambda a: a.kind != "reverse", self.schedule())
+        return self._record(init, touched, prev, stored, rest, cur, None, None)[0]
+
+    def _record(self, init, touched, cur, stored, rest, final, ys_stacked, y_def):
+        """Record the loop as one node whose pullback runs ``rest`` from ``cur``."""
+        tape = self.tape
         ys_leaves = flatten(ys_stacked)[0] if ys_stacked is not None else []
         outs = list(final) + list(ys_leaves)
         if _escapes(outs, tape):
             # a trace we could not see from the arguments: record the plain loop instead
-            return _plain_scan(self.step, init, self.xs_vals_orig(), self.xs_def, self.n)
-        del ys
+            return self.fallback(init)
         self.captured = list(touched.values())
         self.init_want = [o is not None and _is_float(v)
                           for o, v in zip(self.init_owned, self.init_vals)]
@@ -895,8 +969,11 @@ class _Scan:
         ys_out = unflatten(y_def, new[n_carry:]) if ys_stacked is not None else None
         return carry_out, ys_out
 
-    def xs_vals_orig(self):
-        return [o if o is not None else v for o, v in zip(self.xs_owned, self.xs_vals)]
+    def fallback(self, init):
+        xs = [o if o is not None else v for o, v in zip(self.xs_owned, self.xs_vals)]
+        if self.cond is not None:
+            return _plain_while(self.cond, self.step, init), None
+        return _plain_scan(self.step, init, xs, self.xs_def, self.n)
 
     # -- the pullback: the reverse phase of the schedule --------------------------------
     def pullback(self, gs):
