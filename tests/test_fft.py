@@ -63,6 +63,7 @@ CASES = {
              (_x(4), _x(4, seed=1))),
     "ihfft": (lambda x: _parts(wfft.ihfft(x, axis=0)), (_x(5, 2),)),
     "real_imag_attributes": (lambda x: (wfft.fft(x).real, wfft.fft(x * x).imag), (_x(4),)),
+    "fftfreq": (lambda d: (wfft.fftfreq(5, d), wfft.rfftfreq(6, d)), (np.array(0.7),)),
     "shift": (lambda x: wfft.fftshift(x * x), (_x(5),)),
 }
 

@@ -125,8 +125,18 @@ def ifftshift(x, axes=None):
     return wnp.roll(x, [-(_shape(x)[a] // 2) for a in axes], axes)
 
 
-fftfreq = _np.fft.fftfreq
-rfftfreq = _np.fft.rfftfreq
+def fftfreq(n, d=1.0, device=None):
+    """``numpy.fft.fftfreq``: ``k / (n d)``, differentiable in the spacing ``d``."""
+    if not _traced(d):
+        return _np.fft.fftfreq(n, d, device=device)
+    return _np.fft.fftfreq(n, 1.0) / d
+
+
+def rfftfreq(n, d=1.0, device=None):
+    """``numpy.fft.rfftfreq``: ``k / (n d)``, differentiable in the spacing ``d``."""
+    if not _traced(d):
+        return _np.fft.rfftfreq(n, d, device=device)
+    return _np.fft.rfftfreq(n, 1.0) / d
 
 
 def __getattr__(name):
