@@ -129,14 +129,14 @@ def fftfreq(n, d=1.0, device=None):
     """``numpy.fft.fftfreq``: ``k / (n d)``, differentiable in the spacing ``d``."""
     if not _traced(d):
         return _np.fft.fftfreq(n, d, device=device)
-    return _np.fft.fftfreq(n, 1.0) / d
+    return _np.fft.fftfreq(n, 1.0).astype(d.dtype) / d
 
 
 def rfftfreq(n, d=1.0, device=None):
     """``numpy.fft.rfftfreq``: ``k / (n d)``, differentiable in the spacing ``d``."""
     if not _traced(d):
         return _np.fft.rfftfreq(n, d, device=device)
-    return _np.fft.rfftfreq(n, 1.0) / d
+    return _np.fft.rfftfreq(n, 1.0).astype(d.dtype) / d
 
 
 def __getattr__(name):
