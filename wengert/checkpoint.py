@@ -163,7 +163,6 @@ class Schedule(list):
         labels = labels or [digits[i % 36] for i in range(n)]
         lines = [" ".join(labels)]
         stored = set()
-        cur = 0
         touched = set()
         inverted = set()
 
@@ -187,16 +186,12 @@ class Schedule(list):
             if k == "advance":
                 if pos >= self.split:
                     touched.update(range(a.index + 1, a.stop + 1))
-                cur = a.stop
             elif k == "store":
                 stored.add(a.index)
             elif k == "free":
                 stored.discard(a.index)
-            elif k == "restore":
-                cur = a.index
             elif k == "invert":
                 inverted.add(a.index)
-                cur = a.index
             elif k == "reverse":
                 lines.append(row(a.index, f"reverse {labels[a.index]}"))
                 touched.clear()
@@ -749,7 +744,6 @@ def _length(xs_leaves, length):
 
 
 def _plain_scan(step, init, xs_leaves, xs_def, n):
-    carry = init
     carry_def = flatten(init)[1]
     loop = _Loop(step, carry_def, xs_leaves, xs_def, n)
     state = flatten(init)[0]
