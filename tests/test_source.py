@@ -146,8 +146,18 @@ def while_true(x, y):
     return t
 
 
+def self_copy_and_unused(x, y):
+    u = x * 0.5
+    v = y + 0.25          # v never used afterwards: gv is read, never accumulated
+    for i in range(2):
+        u = u             # a no-op, not a reset of the adjoint
+        u = u * y + sin(u)
+    return u
+
+
 SCALAR_CORPUS = [
     (while_true, (0.3, 0.9)),
+    (self_copy_and_unused, (0.3, 0.9)),
     (seeds_example, (0.5, 4.2)),
     (babylonian, (2.0,)),
     (babylonian_while, (3.0,)),

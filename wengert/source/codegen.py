@@ -194,7 +194,7 @@ class _Base:
                     if s.target in arrays:
                         continue
                     if s.kind == "inactive":
-                        may = not _is_number_text(s.text)
+                        may = not self.scalar_text(s.text, arrays)
                     elif s.kind == "copy":
                         may = self.maybe_array(s.args[0], arrays)
                     elif s.kind == "prim" and _elementwise(s.fn) and not s.params:
@@ -220,6 +220,45 @@ class _Base:
                     changed = True
         self.arrays = arrays
 
+    def scalar_text(self, text, arrays):
+        """Is an expression kept as written surely a scalar (numbers, scalar names,
+        arithmetic, comparisons, len(), elementwise functions of those)?"""
+        try:
+            node = _ast.parse(text, mode="eval").body
+        except SyntaxError:
+            return False
+        ns = self.fn.namespace
+
+        def ok(n):
+            if isinstance(n, _ast.Constant):
+                return isinstance(n.value, (int, float, bool))
+            if isinstance(n, _ast.Name):
+                if n.id in self.counts:
+                    return n.id not in arrays
+                v = ns.get(n.id)
+                return isinstance(v, (int, float, bool)) and not isinstance(v, type)
+            if isinstance(n, (_ast.BinOp,)):
+                return not isinstance(n.op, _ast.MatMult) and ok(n.left) and ok(n.right)
+            if isinstance(n, _ast.UnaryOp):
+                return ok(n.operand)
+            if isinstance(n, (_ast.Compare, _ast.BoolOp)):
+                return True
+            if isinstance(n, _ast.Call) and not n.keywords:
+                if isinstance(n.func, _ast.Name) and n.func.id in ("len", "int", "float", "bool"):
+                    return True
+                f = None
+                if isinstance(n.func, _ast.Name):
+                    f = ns.get(n.func.id)
+                elif isinstance(n.func, _ast.Attribute) and isinstance(n.func.value, _ast.Name):
+                    mod = ns.get(n.func.value.id)
+                    f = getattr(mod, n.func.attr, None) if mod is not None else None
+                    if f is not None and getattr(mod, "__name__", "") == "math":
+                        return all(ok(a) for a in n.args)
+                if isinstance(f, Primitive) and _elementwise(f):
+                    return all(ok(a) for a in n.args)
+            return False
+        return ok(node)
+
     def maybe_array(self, operand, arrays=None):
         arrays = self.arrays if arrays is None else arrays
         if operand.is_name:
@@ -227,7 +266,7 @@ class _Base:
                                               operand.name not in self.counts)
         if operand.has_value:
             return not isinstance(operand.value, (int, float))
-        return not _is_number_text(operand.text)
+        return not self.scalar_text(operand.text, arrays)
 
     def needs_unbroadcast(self, op, i):
         """Can argument ``i`` of a broadcasting primitive be smaller than the result?"""
