@@ -13,7 +13,9 @@ import wengert as wg
 import wengert.numpy as wnp
 
 # np.cross of 2-vectors is deprecated in NumPy 2 but still computed (wnp mirrors it)
-pytestmark = pytest.mark.filterwarnings("ignore:Arrays of 2-dimensional vectors")
+# (and nan_to_num is tested on the log of negative numbers, on purpose)
+pytestmark = [pytest.mark.filterwarnings("ignore:Arrays of 2-dimensional vectors"),
+              pytest.mark.filterwarnings("ignore:invalid value encountered in log")]
 
 rng = np.random.default_rng(0)
 
@@ -30,6 +32,8 @@ A34 = R(3, 4)
 M33 = R(3, 3)
 IDX = np.array([0, 2, 2, 1])
 MASK = A34 > 0
+NANMASK = np.array([[True, False, False, True], [False, True, False, False],
+                    [True, True, False, True]])
 
 # (name, f, args, order): order 2 for smooth functions, 1 for piecewise ones
 TABLE = [
@@ -163,6 +167,27 @@ TABLE = [
     ("cross2", lambda a, b: wnp.cross(a, b), (R(2, 2), R(2)), 2),
     ("cross_axis", lambda a, b: wnp.cross(a, b, axisa=0, axisb=0), (R(3, 2), R(3, 2)), 2),
     ("quadratic", lambda x: x @ (M33 @ x), (R(3),), 2),
+    ("convolve", lambda a, v: wnp.convolve(a, v), (R(5), R(3)), 2),
+    ("convolve_same", lambda a, v: wnp.convolve(a, v, "same"), (R(3), R(6)), 2),
+    ("correlate", lambda a, v: wnp.correlate(a, v), (R(5), R(2)), 2),
+    # statistics and differences
+    ("quantile", lambda x: wnp.quantile(x, [0.2, 0.5, 0.9], axis=1), (R(3, 5),), 2),
+    ("percentile_keep", lambda x: wnp.percentile(x, 30.0, axis=0, keepdims=True), (R(4, 3),), 2),
+    ("median", lambda x: wnp.median(x), (R(3, 4),), 2),
+    ("cov", lambda x: wnp.cov(x), (R(3, 5),), 2),
+    ("cov_xy", lambda x, y: wnp.cov(x, y, rowvar=False), (R(5, 2), R(5, 1)), 2),
+    ("corrcoef", lambda x: wnp.corrcoef(x), (R(3, 5),), 2),
+    ("trapezoid", lambda y, x: wnp.trapezoid(y, x), (R(2, 5), np.sort(R(5))), 2),
+    ("nanmax", lambda x: wnp.nanmax(wnp.where(NANMASK, np.nan, x), axis=1), (R(3, 4),), 1),
+    ("nanvar", lambda x: wnp.nanvar(wnp.where(NANMASK, np.nan, x), axis=0), (R(3, 4),), 2),
+    ("nanmean", lambda x: wnp.nanmean(wnp.where(NANMASK, np.nan, x), axis=1), (R(3, 4),), 2),
+    ("nan_to_num", lambda x: wnp.nan_to_num(wnp.log(x)), (R(4),), 2),
+    ("diff", lambda x: wnp.diff(x ** 2, n=2, axis=0, prepend=1.0), (R(4, 3),), 2),
+    ("ediff1d", lambda x: wnp.ediff1d(x ** 2, to_begin=[1.0]), (R(4),), 2),
+    ("rollaxis", lambda x: wnp.rollaxis(x, 2) ** 2, (R(2, 3, 4),), 2),
+    ("meshgrid", lambda x, y: wnp.meshgrid(x, y ** 2)[1] * wnp.meshgrid(x, y)[0], (R(3), R(2)), 2),
+    ("linspace", lambda x: wnp.linspace(x[0], x[1] ** 2, 5), (R(2),), 2),
+    ("partition", lambda x: wnp.partition(x, 2) ** 2, (R(5),), 1),
 ]
 
 
@@ -429,6 +454,9 @@ PLAIN = [
     ("asarray", ([1.0, 2.0],), {"dtype": np.float32}), ("zeros_like", (A34,), {}),
     ("sum", (np.arange(5, dtype=np.int32),), {}), ("mean", (np.arange(5),), {}),
     ("argmax", (A34,), {"axis": 0}), ("nonzero", (MASK,), {}), ("where", (MASK,), {}),
+    ("quantile", (A34, [0.1, 0.5]), {"axis": 1}), ("median", (A34,), {}), ("cov", (A34,), {}),
+    ("corrcoef", (A34,), {}), ("convolve", (A34[0], A34[1]), {}), ("diff", (A34,), {}),
+    ("linspace", (0.0, 1.0, 5), {}), ("trapezoid", (A34,), {}), ("nanmax", (A34,), {}),
 ]
 
 

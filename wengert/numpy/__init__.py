@@ -17,7 +17,7 @@ from ..rules.elementwise import *  # noqa: F401,F403
 from ..rules.elementwise import REGISTRY as _ELEMENTWISE, round_ as round  # noqa: F401
 from ..rules.shape import broadcast_to  # noqa: F401
 from ..rules.indexing import (compress, extract, getitem as _getitem,  # noqa: F401
-                              index_update, select, setitem as _setitem, sort, take,
+                              index_update, partition, select, setitem as _setitem, sort, take,
                               take_along_axis)
 from ..rules.joining import *  # noqa: F401,F403
 from ..rules.reductions import *  # noqa: F401,F403

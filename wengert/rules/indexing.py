@@ -24,7 +24,8 @@ from ..core import Tracer, ndim_of, primitive, shape_of
 
 __all__ = ["getitem_basic", "scatter_basic", "gather", "scatter_add", "set_basic", "set_flat",
            "getitem", "setitem",
-           "take", "take_along_axis", "compress", "extract", "sort", "select", "index_update"]
+           "take", "take_along_axis", "compress", "extract", "sort", "select", "index_update",
+           "partition"]
 
 
 def _plain(x):
@@ -650,6 +651,19 @@ def sort(a, axis=-1, kind=None, order=None, stable=None):
         v, pos = reshape_any(a, (-1,)), pos.ravel()
         axis = -1
     perm = concrete(np.argsort, v, axis=axis, kind=kind or "stable")
+    return gather(a, np.take_along_axis(pos, perm, axis=axis))
+
+
+def partition(a, kth, axis=-1, kind="introselect", order=None):
+    """Differentiable partition: a gather by ``argpartition``."""
+    if not isinstance(a, Tracer):
+        return np.partition(a, kth, axis=axis, kind=kind, order=order)
+    pos = np.arange(a.size, dtype=np.intp).reshape(shape_of(a))
+    v = a
+    if axis is None:
+        v, pos = reshape_any(a, (-1,)), pos.ravel()
+        axis = -1
+    perm = concrete(np.argpartition, v, kth, axis=axis, kind=kind)
     return gather(a, np.take_along_axis(pos, perm, axis=axis))
 
 

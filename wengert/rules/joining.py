@@ -17,7 +17,8 @@ __all__ = ["concatenate", "astype", "copy", "ravel", "flatten", "swapaxes", "mov
            "tril", "triu", "trace", "atleast_1d", "atleast_2d", "atleast_3d", "array", "asarray",
            "asanyarray", "ascontiguousarray", "zeros_like", "ones_like", "full_like",
            "empty_like", "append", "broadcast_arrays", "real", "imag", "conj", "conjugate",
-           "zeros", "ones", "full", "empty"]
+           "zeros", "ones", "full", "empty", "diff", "ediff1d", "rollaxis", "meshgrid",
+           "linspace"]
 
 
 def _plain(x):
@@ -663,3 +664,108 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
         return np.trace(a, offset, axis1, axis2, dtype, out)
     from .shape import sum_
     return sum_(diagonal(a, offset, axis1, axis2), axis=-1)
+
+
+# -- differences, grids ------------------------------------------------------------------------------
+def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+    if not _traced(a, prepend, append):
+        kw = {}
+        if prepend is not np._NoValue:
+            kw["prepend"] = prepend
+        if append is not np._NoValue:
+            kw["append"] = append
+        return np.diff(a, n, axis, **kw)
+    a = asarray(a)
+    nd = ndim_of(a)
+    ax = _axis(axis, nd)
+    parts = []
+    for extra in (prepend, None, append):
+        if extra is None:
+            parts.append(a)
+            continue
+        if extra is np._NoValue:
+            continue
+        if ndim_of(extra) == 0:
+            s = list(shape_of(a))
+            s[ax] = 1
+            extra = broadcast_to(extra, tuple(s)) if isinstance(extra, Tracer) \
+                else np.broadcast_to(extra, s)
+        parts.append(extra)
+    if len(parts) > 1:
+        a = concatenate(parts, axis=ax)
+    lo = (slice(None),) * ax + (slice(None, -1),)
+    hi = (slice(None),) * ax + (slice(1, None),)
+    for _ in range(n):
+        a = getitem_basic(a, hi) - getitem_basic(a, lo)
+    return a
+
+
+def ediff1d(ary, to_end=None, to_begin=None):
+    if not _traced(ary, to_end, to_begin):
+        return np.ediff1d(ary, to_end, to_begin)
+    d = diff(ravel(asarray(ary)))
+    parts = [ravel(asarray(p)) if isinstance(p, Tracer) else np.ravel(p)
+             for p in (to_begin,) if p is not None]
+    parts.append(d)
+    if to_end is not None:
+        parts.append(ravel(to_end) if isinstance(to_end, Tracer) else np.ravel(to_end))
+    return concatenate(parts) if len(parts) > 1 else d
+
+
+def rollaxis(a, axis, start=0):
+    if not isinstance(a, Tracer):
+        return np.rollaxis(a, axis, start)
+    nd = ndim_of(a)
+    axis = _axis(axis, nd)
+    if not -nd <= start <= nd:
+        raise np.exceptions.AxisError(f"start={start} is out of bounds for {nd} dimensions")
+    start = start % (nd + 1) if start < 0 else start
+    if axis < start:
+        start -= 1
+    if axis == start:
+        return a
+    order = [i for i in range(nd) if i != axis]
+    order.insert(start, axis)
+    return _view(transpose(a, tuple(order)), a, transpose_writer(order))
+
+
+def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    if not _traced(*xi):
+        return np.meshgrid(*xi, copy=copy, sparse=sparse, indexing=indexing)
+    nd = len(xi)
+    out = []
+    shapes = [np.size(_plain(x)) for x in xi]
+    if indexing == "xy" and nd > 1:
+        shapes[0], shapes[1] = shapes[1], shapes[0]
+    for i, x in enumerate(xi):
+        s = [1] * nd
+        pos = i
+        if indexing == "xy" and nd > 1 and i < 2:
+            pos = 1 - i
+        s[pos] = -1
+        x = reshape(ravel(x), tuple(s)) if isinstance(x, Tracer) else np.reshape(x, s)
+        if not sparse:
+            x = broadcast_to(x, tuple(shapes)) if isinstance(x, Tracer) \
+                else np.broadcast_to(x, shapes).copy()
+        out.append(x)
+    return tuple(out)
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
+    if not _traced(start, stop):
+        return np.linspace(start, stop, num, endpoint, retstep, dtype, axis)
+    if axis != 0:
+        raise NotImplementedError("wnp.linspace with axis != 0 on traced values")
+    div = (num - 1) if endpoint else num
+    delta = stop - start
+    shp = np.broadcast_shapes(np.shape(_plain(start)), np.shape(_plain(stop)))
+    steps = np.arange(0, num, dtype=float).reshape((-1,) + (1,) * len(shp))
+    step = delta / float(div) if div > 0 else delta * np.nan
+    y = steps * step + start
+    if endpoint and num > 1:
+        from .indexing import index_update
+        y = index_update(y, -1, stop)
+    if dtype is not None:
+        y = astype(y, dtype, copy=False)
+    return (y, step) if retstep else y

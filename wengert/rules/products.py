@@ -16,7 +16,7 @@ from .indexing import gather
 from .shape import broadcast_to, reshape, sum_, transpose
 
 __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "kron", "cross",
-           "vecdot", "matvec", "vecmat"]
+           "vecdot", "matvec", "vecmat", "convolve", "correlate"]
 
 
 def _plain(x):
@@ -358,3 +358,36 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     c = [broadcast_to(ci, s) if shape_of(ci) != s else ci for ci in c]
     r = stack(c, axis=-1)
     return moveaxis(r, -1, axisc) if ndim_of(r) > 1 else r
+
+
+def convolve(a, v, mode="full"):
+    """1-D ``np.convolve``: ``v`` gathered into a Toeplitz matrix, times ``a``."""
+    if not _traced(a, v):
+        return np.convolve(a, v, mode)
+    from .joining import concatenate
+    a, v = _as(a), _as(v)
+    if ndim_of(a) != 1 or ndim_of(v) != 1:
+        raise ValueError("object too deep for desired array")
+    n, m = shape_of(a)[0], shape_of(v)[0]
+    if n == 0 or m == 0:
+        raise ValueError("a cannot be empty" if n == 0 else "v cannot be empty")
+    full = n + m - 1
+    k = np.arange(full)[:, None] - np.arange(n)[None, :]   # index into v, or m for zero
+    k = np.where((k >= 0) & (k < m), k, m).astype(np.intp)
+    vz = concatenate([v, np.zeros(1, dtype=np.result_type(_plain(v)))])
+    r = _matmul(gather(vz, k), reshape(a, (n, 1)))
+    r = reshape(r, (full,))
+    length = {"full": full, "same": max(n, m), "valid": max(n, m) - min(n, m) + 1}.get(mode)
+    if length is None:
+        raise ValueError(f"mode must be one of 'full', 'same' or 'valid', not {mode!r}")
+    off = (full - length) // 2
+    return r[off:off + length] if length != full else r
+
+
+def correlate(a, v, mode="valid"):
+    if not _traced(a, v):
+        return np.correlate(a, v, mode)
+    v = _as(v)
+    if np.iscomplexobj(_plain(a)) or np.iscomplexobj(_plain(v)):
+        raise NotImplementedError("wnp.correlate of complex traced values")
+    return convolve(a, v[::-1], mode)

@@ -15,10 +15,12 @@ from .indexing import concrete, getitem_basic, recorded, strip_eager
 from .joining import _concatenate, astype
 from .shape import _norm_axes, broadcast_to, reshape, sum_, transpose
 
-__all__ = ["sum", "prod", "product", "mean", "var", "std", "max", "min", "amax", "amin", "ptp",
+__all__ = ["sum", "prod", "mean", "var", "std", "max", "min", "amax", "amin", "ptp",
            "average", "cumsum", "cumprod", "cumulative_sum", "cumulative_prod", "logsumexp",
            "nansum", "nanmean", "argmax", "argmin", "argsort", "nonzero", "any", "all",
-           "count_nonzero", "argwhere", "flatnonzero", "searchsorted"]
+           "count_nonzero", "argwhere", "flatnonzero", "searchsorted", "nanmax", "nanmin",
+           "nanprod", "nanvar", "nanstd", "nan_to_num", "quantile", "percentile", "median",
+           "cov", "corrcoef", "trapezoid"]
 
 _builtin_sum = sum
 
@@ -320,8 +322,6 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=1, where=Tr
     return r
 
 
-product = prod
-
 
 # -- max / min --------------------------------------------------------------------------------------------
 def _extremum(np_fn, name):
@@ -457,6 +457,8 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
         ddof = correction
     if dtype is not None:
         a = astype(a, dtype, copy=False)
+    if where is not True:  # excluded entries (NaN, say) must not reach the derivative
+        a = _where_fill(where, a, 0.0)
     m = mean if mean is not None else _mean(a, axis=axis, keepdims=True, where=where)
     d = a - m
     n = _count(a, axis, where)
@@ -535,6 +537,188 @@ def logsumexp(a, axis=None, keepdims=False):
         axes = _norm_axes(axis, ndim_of(a))
         r = reshape(r, tuple(d for i, d in enumerate(shape_of(r)) if i not in axes))
     return r
+
+
+# -- NaN handling and statistics (compositions) -----------------------------------------------
+def _isnan(a):
+    return recorded(np.isnan, a)
+
+
+def nanmax(a, axis=None, out=None, keepdims=False, **kw):
+    if not isinstance(a, Tracer):
+        return np.nanmax(a, axis=axis, out=out, keepdims=keepdims, **kw)
+    return _all_nan_to_nan(max(where(_isnan(a), -np.inf, a), axis=axis, keepdims=keepdims),
+                           a, axis, keepdims)
+
+
+def nanmin(a, axis=None, out=None, keepdims=False, **kw):
+    if not isinstance(a, Tracer):
+        return np.nanmin(a, axis=axis, out=out, keepdims=keepdims, **kw)
+    return _all_nan_to_nan(min(where(_isnan(a), np.inf, a), axis=axis, keepdims=keepdims),
+                           a, axis, keepdims)
+
+
+def _all_nan_to_nan(r, a, axis, keepdims):
+    """An all-NaN slice gives NaN (as NumPy, which also warns)."""
+    return where(recorded(_all_isnan, a, axis=axis, keepdims=keepdims), np.nan, r)
+
+
+def _all_isnan(av, axis, keepdims):
+    return np.all(np.isnan(av), axis=axis, keepdims=keepdims)
+
+
+def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    if not isinstance(a, Tracer):
+        return np.nanprod(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+    return prod(where(_isnan(a), 1.0, a), axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    if not isinstance(a, Tracer):
+        return np.nanvar(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
+    return var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims,
+               where=recorded(np.logical_not, _isnan(a)))
+
+
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    if not isinstance(a, Tracer):
+        return np.nanstd(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
+    return sqrt(nanvar(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """``np.nan_to_num``: derivative 1 at finite entries, 0 at the replaced ones."""
+    if not isinstance(x, Tracer):
+        return np.nan_to_num(x, copy=copy, nan=nan, posinf=posinf, neginf=neginf)
+    dt = _dtype(x)
+    big = np.finfo(dt).max if np.issubdtype(dt, np.floating) else None
+    x = where(_isnan(x), nan, x)
+    x = where(recorded(np.isposinf, x), big if posinf is None else posinf, x)
+    return where(recorded(np.isneginf, x), -big if neginf is None else neginf, x)
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, *, weights=None, interpolation=None):
+    """``np.quantile`` (``method="linear"`` on traced values): a sort, then interpolation
+    between the two neighbouring order statistics."""
+    if not isinstance(a, Tracer):
+        kw = {} if weights is None else {"weights": weights}
+        return np.quantile(a, q, axis=axis, out=out, overwrite_input=overwrite_input,
+                           method=method, keepdims=keepdims, **kw)
+    if method != "linear" or weights is not None or interpolation is not None:
+        raise NotImplementedError("wnp.quantile on traced values supports method='linear' "
+                                  "without weights")
+    if out is not None:
+        _no_out(out, "quantile")
+    from .indexing import sort, take
+    orig_shape = shape_of(a)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    ax = axis % ndim_of(a)
+    n = shape_of(a)[ax]
+    qv = np.asarray(_plain(q), dtype=float)
+    pos = qv * (n - 1)
+    lo = np.floor(pos).astype(np.intp)
+    hi = np.minimum(lo + 1, n - 1)
+    frac = (pos - lo).astype(_dtype(a))
+    s = sort(a, axis=ax)
+    slo = take(s, lo.ravel(), axis=ax)
+    shi = take(s, hi.ravel(), axis=ax)
+    fs = [1] * ndim_of(slo)
+    fs[ax] = frac.size
+    r = slo + (shi - slo) * np.reshape(frac.ravel(), fs)
+    # NumPy puts the axes of q first
+    from .joining import moveaxis
+    r = moveaxis(r, ax, 0)
+    r = reshape(r, qv.shape + shape_of(r)[1:])
+    if keepdims:
+        if len(orig_shape) != ndim_of(a):  # axis=None: every axis kept with length 1
+            kshape = [1] * len(orig_shape)
+        else:
+            kshape = list(orig_shape)
+            kshape[ax] = 1
+        r = reshape(r, qv.shape + tuple(kshape))
+    return r
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False, *, weights=None, interpolation=None):
+    if not isinstance(a, Tracer):
+        kw = {} if weights is None else {"weights": weights}
+        return np.percentile(a, q, axis=axis, out=out, overwrite_input=overwrite_input,
+                             method=method, keepdims=keepdims, **kw)
+    return quantile(a, np.asarray(_plain(q), dtype=float) / 100.0, axis=axis, out=out,
+                    method=method, keepdims=keepdims, weights=weights,
+                    interpolation=interpolation)
+
+
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    a = _arr(a)
+    if not isinstance(a, Tracer):
+        return np.median(a, axis=axis, out=out, overwrite_input=overwrite_input,
+                         keepdims=keepdims)
+    if keepdims:
+        raise NotImplementedError("wnp.median with keepdims=True on traced values")
+    return quantile(a, 0.5, axis=axis, out=out)
+
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *,
+        dtype=None):
+    if not isinstance(m, Tracer) and not isinstance(y, Tracer):
+        return np.cov(m, y, rowvar, bias, ddof, fweights, aweights, dtype=dtype)
+    if fweights is not None or aweights is not None:
+        raise NotImplementedError("wnp.cov with weights on traced values")
+    from .joining import atleast_2d, concatenate
+    from .products import matmul
+    from .shape import transpose
+    X = atleast_2d(m)
+    if not rowvar and ndim_of(X) == 2 and shape_of(X)[0] != 1:
+        X = transpose(X)
+    if y is not None:
+        Y = atleast_2d(y)
+        if not rowvar and shape_of(Y)[0] != 1:
+            Y = transpose(Y)
+        X = concatenate([X, Y], axis=0)
+    if ddof is None:
+        ddof = 0 if bias else 1
+    if dtype is not None:
+        X = astype(X, dtype, copy=False)
+    n = shape_of(X)[1]
+    Xc = X - mean(X, axis=1, keepdims=True)
+    c = matmul(Xc, transpose(Xc)) / float(n - ddof)
+    return reshape(c, ()) if shape_of(c) == (1, 1) else c
+
+
+def corrcoef(x, y=None, rowvar=True, *, dtype=None):
+    if not isinstance(x, Tracer) and not isinstance(y, Tracer):
+        return np.corrcoef(x, y, rowvar, dtype=dtype)
+    c = cov(x, y, rowvar, dtype=dtype)
+    if ndim_of(c) == 0:
+        return c / c
+    from .joining import diagonal
+    from .elementwise import clip
+    d = sqrt(diagonal(c))
+    c = c / reshape(d, (-1, 1)) / reshape(d, (1, -1))
+    return clip(c, -1.0, 1.0)
+
+
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    if not isinstance(y, Tracer) and not isinstance(x, Tracer) and not isinstance(dx, Tracer):
+        return np.trapezoid(y, x, dx, axis)
+    from .joining import diff
+    nd = ndim_of(y)
+    ax = axis % nd
+    if x is None:
+        d = dx
+    else:
+        d = diff(x, axis=axis if ndim_of(x) > 1 else 0)
+        if ndim_of(x) == 1 and nd > 1:
+            shp = [1] * nd
+            shp[ax] = shape_of(d)[0]
+            d = reshape(d, tuple(shp)) if isinstance(d, Tracer) else np.reshape(d, shp)
+    lo = (slice(None),) * ax + (slice(None, -1),)
+    hi = (slice(None),) * ax + (slice(1, None),)
+    return sum(d * (getitem_basic(y, hi) + getitem_basic(y, lo)) / 2.0, axis=ax)
 
 
 # -- not differentiable: plain values -------------------------------------------------------------------
