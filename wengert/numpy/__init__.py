@@ -65,7 +65,6 @@ def __getattr__(name):
     return attr
 
 
-
 def transpose(a, axes=None):
     """``np.transpose``; on a traced array the result is a view (tracked for ``x[i] = v``)."""
     if not isinstance(a, _Tracer):
