@@ -12,7 +12,9 @@ def test_rows_read_primitive_records():
     assert rows[("numpy.fft", "rfft")][2:] == ("primitive", True, True)
     assert rows[("scipy.special", "gammaln")][2:] == ("primitive", True, True)
     assert rows[("scipy.special", "softmax")].kind == "composite"
-    assert rows[("numpy.linalg", "eig")].kind == "no rule"
+    assert rows[("numpy.linalg", "eig")].kind == "primitive"
+    assert rows[("scipy.linalg", "expm")].kind == "primitive"
+    assert rows[("scipy.special", "gammainc")].kind == "no rule"
 
 
 def test_markdown_and_cli(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 import wengert as wg
 import wengert.numpy as wnp
 from wengert.numpy import linalg as wla
+from wengert.scipy import linalg as wsl
 
 
 def _rng(seed=0):
@@ -119,6 +120,21 @@ CASES = {
     "tensorinv": (lambda a: wla.tensorinv(a, ind=2), lambda: (_general(4, 4).reshape(2, 2, 4),)),
     "tensorsolve": (wla.tensorsolve, lambda: (_general(6, 6).reshape(2, 3, 6),
                                               _rect(2, 3, seed=1))),
+    "scipy_solve_triangular": (lambda a, b: (wsl.solve_triangular(a, b, lower=True),
+                                             wsl.solve_triangular(a, b, trans=1,
+                                                                  unit_diagonal=True)),
+                               lambda: (_general(3, 3), _rect(3, 2, seed=1))),
+    "scipy_solve_triangular_vec": (lambda a, b: wsl.solve_triangular(a, b, trans="T"),
+                                   lambda: (_general(3, 3), _rect(3, seed=1))),
+    "scipy_cho_solve_lower": (lambda a, b: wsl.cho_solve(wsl.cho_factor(a, lower=True), b),
+                              lambda: (_spd(3, 3), _rect(3, 2, seed=1))),
+    "scipy_cho_solve_upper": (lambda a, b: wsl.cho_solve(wsl.cho_factor(a), b),
+                              lambda: (_spd(3, 3), _rect(3, seed=1))),
+    "scipy_cholesky": (wsl.cholesky, lambda: (_spd(3, 3),)),
+    "scipy_expm": (wsl.expm, lambda: (0.5 * _rect(3, 3),)),
+    "scipy_expm_stack": (wsl.expm, lambda: (0.5 * _rect(2, 3, 3),)),
+    "scipy_solve_pos": (lambda a, b: wsl.solve(a, b, assume_a="pos"),
+                        lambda: (_spd(3, 3), _rect(3, seed=1))),
     "vector_norm": (lambda x: wla.vector_norm(x, axis=(0, 1), ord=4), lambda: (_rect(2, 3),)),
     "matrix_norm": (lambda x: wla.matrix_norm(x, ord=-1), lambda: (_rect(2, 3, 3),)),
 }
@@ -303,3 +319,12 @@ def test_plain_values_pass_through():
     assert wla.LinAlgError is np.linalg.LinAlgError
     w, v = wla.eig(a)  # plain: NumPy's result, real when the spectrum is
     assert w.dtype == np.linalg.eig(a)[0].dtype
+
+
+def test_expm_derivative_closed_form():
+    # for commuting directions, d/dt expm(a + t a) = a expm(a)
+    a = 0.5 * _rect(3, 3)
+    np.testing.assert_allclose(wg.jvp(wsl.expm, (a,), (a,))[1], a @ wsl.expm(a), atol=1e-12)
+    # d/da trace(expm(a)) = expm(a).T
+    np.testing.assert_allclose(wg.grad(lambda a: wnp.trace(wsl.expm(a)))(a), wsl.expm(a).T,
+                               rtol=1e-10)

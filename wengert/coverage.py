@@ -1,8 +1,8 @@
 """Which NumPy and SciPy functions wengert differentiates, read off the rule registry.
 
 ``python -m wengert.coverage`` prints a Markdown table; ``--write docs/coverage.md``
-writes it.  For every public function of ``numpy``, ``numpy.linalg``, ``numpy.fft``
-and ``scipy.special`` it looks the same name up in the wengert mirror and reads
+writes it.  For every public function of ``numpy``, ``numpy.linalg``, ``numpy.fft``,
+``scipy.special`` and ``scipy.linalg`` it looks the same name up in the wengert mirror and reads
 the record:
 
 * ``primitive``: a :class:`wengert.Primitive` (or a wrapper with NumPy's signature
@@ -34,7 +34,8 @@ __all__ = ["coverage_rows", "markdown", "main"]
 
 # (reference module, wengert mirror)
 MODULES = (("numpy", "wengert.numpy"), ("numpy.linalg", "wengert.numpy.linalg"),
-           ("numpy.fft", "wengert.numpy.fft"), ("scipy.special", "wengert.scipy.special"))
+           ("numpy.fft", "wengert.numpy.fft"), ("scipy.special", "wengert.scipy.special"),
+           ("scipy.linalg", "wengert.scipy.linalg"))
 
 KINDS = ("primitive", "composite", "zero derivative", "not differentiated", "no rule")
 

@@ -658,6 +658,90 @@ def vector_norm_vjp(x, ord=2.0, axis=None, keepdims=False):
     return ans, pullback
 
 
+# -- scipy.linalg: triangular solves and the matrix exponential ------------------------------------
+
+
+@primitive(name="solve_triangular")
+def _solve_triangular(a, b, lower=False, unit_diagonal=False):
+    """``tri(a) x = b`` reading one triangle of ``a`` (``b`` of shape ``(n, k)``)."""
+    import scipy.linalg
+    return scipy.linalg.solve_triangular(a, b, lower=lower, unit_diagonal=unit_diagonal)
+
+
+def _triangle(a, lower, unit_diagonal):
+    """The triangular matrix ``solve_triangular`` reads from ``a``, as wengert operations."""
+    n = shape_of(a)[-1]
+    k = -1 if unit_diagonal else 0
+    t = _tril(a, k) if lower else a * _triu_mask(n, -k, a)
+    return t + _eye(n, a) if unit_diagonal else t
+
+
+@_solve_triangular.frule(symbolic_zeros=True)
+def solve_triangular_jvp(primals, tangents, lower=False, unit_diagonal=False):
+    a, b = primals
+    da, db = tangents
+    ans = _solve_triangular(a, b, lower=lower, unit_diagonal=unit_diagonal)
+    r = db
+    if da is not None:
+        n = shape_of(a)[-1]
+        dt = _tril(da, -1 if unit_diagonal else 0) if lower else \
+            da * _triu_mask(n, 1 if unit_diagonal else 0, da)
+        r = -_mm(dt, ans) if r is None else r - _mm(dt, ans)
+    if r is None:
+        return ans, None
+    # batched tangents: a general stacked solve with the same triangular matrix
+    return ans, _solve(_triangle(a, lower, unit_diagonal), r)
+
+
+@_solve_triangular.rrule(needs=True)
+def solve_triangular_vjp(a, b, needs, lower=False, unit_diagonal=False):
+    ans = _solve_triangular(a, b, lower=lower, unit_diagonal=unit_diagonal)
+
+    def pullback(g):
+        gb = _solve(_mT(_triangle(a, lower, unit_diagonal)), g)
+        ga = None
+        if needs[0]:
+            n = shape_of(a)[-1]
+            ga = -_mm(gb, _mT(ans))
+            ga = _tril(ga, -1 if unit_diagonal else 0) if lower else \
+                ga * _triu_mask(n, 1 if unit_diagonal else 0, ga)
+        return ga, (gb if needs[1] else None)
+    return ans, pullback
+
+
+@primitive
+def expm(a):
+    import scipy.linalg
+    return scipy.linalg.expm(a)
+
+
+def _expm_frechet(a, e):
+    """``L(a, e)``, the derivative of ``expm`` at ``a`` in direction ``e``: the top-right
+    block of ``expm([[a, e], [0, a]])``.  ``e`` may carry leading batch axes."""
+    from ..numpy import concatenate
+    n = shape_of(a)[-1]
+    a = broadcast_to(a, shape_of(e)) if shape_of(a) != shape_of(e) else a
+    zero = np.zeros(shape_of(e), dtype=np.result_type(dtype_of(a), dtype_of(e)))
+    top = concatenate([a, e], axis=-1)
+    bottom = concatenate([zero, a], axis=-1)
+    big = expm(concatenate([top, bottom], axis=-2))
+    return _mm(_mm(np.eye(n, 2 * n, dtype=dtype_of(big)), big),
+               np.eye(2 * n, n, -n, dtype=dtype_of(big)))
+
+
+@expm.frule(symbolic_zeros=True)
+def expm_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    return expm(a), None if da is None else _expm_frechet(a, da)
+
+
+@expm.rrule
+def expm_vjp(a):
+    # the adjoint of L(a, .) is L(a^T, .)
+    return expm(a), lambda g: (_expm_frechet(_mT(a), g),)
+
+
 PRIMITIVES = {p.name: p for p in (_solve, inv, det, slogdet, _cholesky, _eigh, eigvalsh, _eig,
                                   eigvals, _svd,
-                                  svdvals, _qr, pinv, _lstsq, _vector_norm)}
+                                  svdvals, _qr, pinv, _lstsq, _vector_norm, _solve_triangular,
+                                  expm)}

@@ -1,2 +1,2 @@
-"""``wengert.scipy``: differentiable parts of SciPy (``wengert.scipy.special``)."""
-from . import special  # noqa: F401
+"""``wengert.scipy``: differentiable parts of SciPy (``special``, ``linalg``)."""
+from . import linalg, special  # noqa: F401

@@ -1,0 +1,108 @@
+"""``wengert.scipy.linalg``: the parts of ``scipy.linalg`` with rules.
+
+``solve_triangular``, ``cholesky``, ``cho_factor``/``cho_solve`` and ``expm`` (whose
+derivative is the Fréchet derivative, computed as a block of ``expm`` of a
+``2n x 2n`` matrix), plus ``solve``, ``inv``, ``det`` (NumPy's rules).  Other names
+pass through to SciPy for plain values.
+
+>>> import numpy as np, wengert as wg
+>>> a = np.array([[0.0, 1.0], [-1.0, 0.0]])
+>>> np.allclose(wg.jvp(expm, (a,), (a,))[1], a @ expm(a))   # d/dt expm(t a) = a expm(a)
+True
+"""
+import numpy as _np
+import scipy.linalg as _sl
+
+from ..core import Tracer as _Tracer, shape_of as _shape
+from ..numpy import _passthrough, linalg as _wla
+from ..rules import linalg as _rl
+from ..rules.shape import reshape as _reshape
+
+
+def _traced(*xs):
+    return any(isinstance(x, _Tracer) for x in xs)
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                     check_finite=True):
+    """Solve ``tri(a) x = b`` (``trans`` 0/'N', 1/'T' or 2/'C'), reading one triangle of ``a``."""
+    if not _traced(a, b):
+        return _sl.solve_triangular(a, b, trans=trans, lower=lower,
+                                    unit_diagonal=unit_diagonal, overwrite_b=overwrite_b,
+                                    check_finite=check_finite)
+    if trans in (1, 2, "T", "C"):  # real matrices: the transpose of the other triangle
+        a, lower = _rl._mT(a), not lower
+    elif trans not in (0, "N"):
+        raise ValueError(f"invalid trans {trans!r}")
+    vec = len(_shape(b)) == 1
+    x = _rl._solve_triangular(a, _reshape(b, _shape(b) + (1,)) if vec else b,
+                              lower=bool(lower), unit_diagonal=bool(unit_diagonal))
+    return _reshape(x, _shape(b)) if vec else x
+
+
+def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    """The Cholesky factor (upper by default, as SciPy), reading that triangle of ``a``."""
+    if not _traced(a):
+        return _sl.cholesky(a, lower=lower, overwrite_a=overwrite_a, check_finite=check_finite)
+    return _wla.cholesky(a, upper=not lower)
+
+
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """``(c, lower)`` for :func:`cho_solve`.  Traced, the unused triangle of ``c`` is zero
+    (SciPy leaves arbitrary values there)."""
+    if not _traced(a):
+        return _sl.cho_factor(a, lower=lower, overwrite_a=overwrite_a, check_finite=check_finite)
+    return cholesky(a, lower=lower), lower
+
+
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    """Solve ``a x = b`` given ``cho_factor(a)``: two triangular solves."""
+    c, lower = c_and_lower
+    if not _traced(c, b):
+        return _sl.cho_solve((c, lower), b, overwrite_b=overwrite_b, check_finite=check_finite)
+    if lower:  # L L^T x = b
+        return solve_triangular(c, solve_triangular(c, b, lower=True), trans=1, lower=True)
+    return solve_triangular(c, solve_triangular(c, b, trans=1), lower=False)  # U^T U x = b
+
+
+def expm(A):
+    """The matrix exponential (stacks too); its derivative is the Fréchet derivative."""
+    if not _traced(A):
+        return _sl.expm(A)
+    return _rl.expm(A)
+
+
+def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
+          assume_a=None, transposed=False):
+    """``scipy.linalg.solve``; traced, a general solve (``assume_a`` only picks the method)."""
+    if not _traced(a, b):
+        kw = {} if assume_a is None else {"assume_a": assume_a}
+        return _sl.solve(a, b, lower=lower, overwrite_a=overwrite_a, overwrite_b=overwrite_b,
+                         check_finite=check_finite, transposed=transposed, **kw)
+    if assume_a in ("sym", "symmetric", "her", "hermitian", "pos", "positive definite"):
+        a = _rl._sym_tangent(a, lower=lower)  # scipy reads one triangle for these
+    return _wla.solve(_rl._mT(a) if transposed else a, b)
+
+
+def inv(a, overwrite_a=False, check_finite=True):
+    if not _traced(a):
+        return _sl.inv(a, overwrite_a=overwrite_a, check_finite=check_finite)
+    return _wla.inv(a)
+
+
+def det(a, overwrite_a=False, check_finite=True):
+    if not _traced(a):
+        return _sl.det(a, overwrite_a=overwrite_a, check_finite=check_finite)
+    return _wla.det(a)
+
+
+solve_triangular.__wengert_primitive__ = _rl._solve_triangular
+expm.__wengert_primitive__ = _rl.expm
+
+
+def __getattr__(name):
+    attr = getattr(_sl, name)
+    if callable(attr) and not isinstance(attr, type):
+        attr = _passthrough(f"scipy.linalg.{name}", attr)
+        globals()[name] = attr
+    return attr
