@@ -427,7 +427,8 @@ class ForwardGen(_Base):
                 line = self.primal_line(op)
                 if text is None:
                     return [line, f"{dv} = 0.0"]
-                if any(self.needs_unbroadcast(op, i) for i in range(len(op.args))):
+                if any(self.needs_unbroadcast(op, i) for i in range(len(op.args))
+                       if self.is_active(op.args[i])):
                     self.namespace["broadcast_like"] = _runtime("broadcast_like")
                     text = f"broadcast_like({text}, {v})"
                 return [line, f"{dv} = {text}"]
