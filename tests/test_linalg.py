@@ -328,3 +328,12 @@ def test_expm_derivative_closed_form():
     # d/da trace(expm(a)) = expm(a).T
     np.testing.assert_allclose(wg.grad(lambda a: wnp.trace(wsl.expm(a)))(a), wsl.expm(a).T,
                                rtol=1e-10)
+
+
+def test_det_gradient_at_a_singular_matrix_is_the_cofactor_matrix():
+    a = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 1.0, 1.0]])  # rank 2
+    cof = np.array([[(-1) ** (i + j) * np.linalg.det(np.delete(np.delete(a, i, 0), j, 1))
+                     for j in range(3)] for i in range(3)])
+    np.testing.assert_allclose(wg.grad(wla.det)(a), cof, atol=1e-12)
+    np.testing.assert_allclose(wg.jacobian(wla.det, mode="forward")(a), cof, atol=1e-12)
+    wg.check_grad(wla.det, a)

@@ -162,11 +162,34 @@ def det(a):
     return np.linalg.det(a)
 
 
+def _plain(x):
+    from ..core import Tracer
+    while isinstance(x, Tracer):
+        x = x.value
+    return x
+
+
+def _cofactor(a, ans):
+    """``d det(a) / d a``: ``det(a) inv(a)^T``, or from the SVD where ``a`` is singular
+    (``det(u) det(vh) u diag(prod_{j != i} s_j) vh``), so a singular matrix has its
+    derivative (the transposed adjugate) too."""
+    if not np.any(_plain(ans) == 0):
+        return reshape(ans, shape_of(ans) + (1, 1)) * _mT(inv(a))
+    from .reductions import prod
+    u, s, vh = _svd(a)
+    n = shape_of(s)[-1]
+    others = where(np.eye(n, dtype=bool), 1.0, broadcast_to(_row(s), shape_of(s)[:-1] + (n, n)))
+    p = prod(others, axis=-1)
+    sign = np.linalg.det(_plain(u)) * np.linalg.det(_plain(vh))  # +-1, piecewise constant
+    sign = np.asarray(sign, dtype=dtype_of(a))
+    return reshape(sign, np.shape(sign) + (1, 1)) * _mm(u * _row(p), vh)
+
+
 @det.frule(symbolic_zeros=True)
 def det_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
     ans = det(a)
-    return ans, None if da is None else ans * _trace_prod(inv(a), da)
+    return ans, None if da is None else sum_(_cofactor(a, ans) * da, axis=(-2, -1))
 
 
 @det.rrule
@@ -174,7 +197,7 @@ def det_vjp(a):
     ans = det(a)
 
     def pullback(g):
-        return (reshape(g * ans, shape_of(g) + (1, 1)) * _mT(inv(a)),)
+        return (reshape(g, shape_of(g) + (1, 1)) * _cofactor(a, ans),)
     return ans, pullback
 
 
