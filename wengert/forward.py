@@ -4,6 +4,8 @@ A ``Dual`` belongs to a ``ForwardTrace``; each transform opens a trace at a new
 level, so nested derivatives never confuse their perturbations.  The tangent may
 carry leading batch axes: several directions in one pass (a Jacobian in one go).
 """
+import numpy as np
+
 from .core import ONE, Trace, Tracer
 
 __all__ = ["Dual", "ForwardTrace"]
@@ -114,6 +116,9 @@ class Dual(Tracer):
 
     def __init__(self, value, tangent=0.0, _trace=USER_TRACE):
         self.value = value
+        if _trace is USER_TRACE and type(tangent) in (float, int) and getattr(value, "ndim", 0):
+            # a number as the tangent of an array (Dual(x) for a constant): give it x's shape
+            tangent = None if tangent == 0 else np.full(value.shape, tangent, value.dtype)
         self._tangent = tangent
         self._trace = _trace
 
