@@ -10,7 +10,6 @@ pass through to SciPy for plain values.
 >>> np.allclose(wg.jvp(expm, (a,), (a,))[1], a @ expm(a))   # d/dt expm(t a) = a expm(a)
 True
 """
-import numpy as _np
 import scipy.linalg as _sl
 
 from ..core import Tracer as _Tracer, shape_of as _shape
