@@ -326,6 +326,45 @@ def test_reductions_random_axes(shape, data):
                                wg.jacobian(f, mode="reverse")(x), rtol=1e-12, atol=1e-12)
 
 
+_SHAPE_OPS = {
+    "flip": lambda x, ax, r: wnp.flip(x, ax),
+    "roll": lambda x, ax, r: wnp.roll(x, int(r.integers(-3, 4)), axis=ax),
+    "transpose": lambda x, ax, r: wnp.transpose(x, tuple(r.permutation(x.ndim))),
+    "swapaxes": lambda x, ax, r: wnp.swapaxes(x, ax, 0),
+    "moveaxis": lambda x, ax, r: wnp.moveaxis(x, ax, -1),
+    "expand_squeeze": lambda x, ax, r: wnp.squeeze(wnp.expand_dims(x, ax), ax),
+    "cumprod": lambda x, ax, r: wnp.cumprod(x, axis=ax),
+    "sort": lambda x, ax, r: wnp.sort(x, axis=ax),
+    "slice": lambda x, ax, r: x[(slice(None),) * ax + (slice(None, None, int(r.integers(1, 3))),)],
+    "reverse": lambda x, ax, r: x[(slice(None),) * ax + (slice(None, None, -1),)],
+    "take": lambda x, ax, r: wnp.take(x, r.integers(0, x.shape[ax], 4), axis=ax),
+    "tile": lambda x, ax, r: wnp.tile(x, (2,) * x.ndim),
+    "repeat": lambda x, ax, r: wnp.repeat(x, 2, axis=ax),
+    "pad": lambda x, ax, r: wnp.pad(x, 1, mode=str(r.choice(["constant", "edge", "reflect"]))),
+    "concatenate": lambda x, ax, r: wnp.concatenate([x, 2.0 * x], axis=ax),
+    "stack": lambda x, ax, r: wnp.stack([x, x * x], axis=ax),
+    "diff": lambda x, ax, r: wnp.diff(x, axis=ax),
+    "setitem": lambda x, ax, r: wnp.index_update(x, (slice(None),) * ax + (0,), x.sum(ax)),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=3, min_side=2, max_side=4),
+       name=st.sampled_from(sorted(_SHAPE_OPS)), seed=st.integers(0, 2 ** 16))
+def test_shape_functions_random_shapes(shape, name, seed):
+    r = np.random.default_rng(seed)
+    ax = int(r.integers(0, len(shape)))
+    state = r.bit_generator.state
+    x = r.uniform(0.5, 1.5, shape)
+
+    def f(x):
+        r.bit_generator.state = state  # the same random choices on every call
+        return _SHAPE_OPS[name](x, ax, r) * x.sum()
+    wg.check_grad(f, x, order=1)
+    np.testing.assert_allclose(wg.jacobian(f, mode="forward")(x),
+                               wg.jacobian(f, mode="reverse")(x), rtol=1e-12, atol=1e-12)
+
+
 # -- closed forms -------------------------------------------------------------------------------------------------
 def test_quadratic_form_gradient():
     A = R(4, 4)
@@ -545,7 +584,7 @@ def test_stale_view_raises():
     def h(x):  # a copy is fine
         x = x * 1.0
         y = wnp.copy(x[0:2])
-        t = x.T
+        x.T  # a view that is never used again: no error
         x[0] = 5.0
         return wnp.sum(y) + wnp.sum(x)
     np.testing.assert_allclose(wg.grad(h)(R(3)), [1.0, 2.0, 1.0])

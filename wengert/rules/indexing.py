@@ -10,11 +10,14 @@
 
 Indices are static: a traced value inside an index raises ``TypeError``.
 
-``x[idx] = v`` on a traced array is functional underneath: the tracer object is
-rebound to a new node ``where(written, v placed at idx, x)``.  Views (basic
-slices, transposes, reshapes of a traced array) are tracked: assigning into a
-view, or using a view whose base was assigned into afterwards, raises
-``ValueError`` instead of giving a silently wrong derivative.
+``x[idx] = v`` on a traced array is functional underneath (``set_basic`` /
+``set_flat``: a copy of ``x`` with ``v`` written at ``idx``): the tracer object is
+rebound to the new node, so every reference to it sees the new value, as with
+NumPy.  ``x op= v`` updates a traced array in place the same way.  Views (basic
+slices, transposes, reshapes) are tracked as in NumPy: assigning into a view
+writes through to its base; using a view whose base was modified through another
+path afterwards raises ``ValueError`` instead of giving a silently wrong value and
+derivative.
 """
 import weakref
 
@@ -293,7 +296,7 @@ def scatter_flat(g, flat, shape):
 
 # -- view tracking ----------------------------------------------------------------------------------
 _views_of = {}  # id(base) -> (weakref(base), [weakref(view), ...])
-_base_of = {}   # id(view) -> (weakref(view), weakref(base))
+_base_of = {}   # id(view) -> (weakref(view), weakref(base), writer or None if read-only)
 
 
 def _drop_base(bid, ref):
