@@ -830,8 +830,12 @@ def _peephole(lines):
         if m and i + 1 < len(lines):
             ind, g = m.groups()
             nxt = lines[i + 1]
-            m2 = re.match(rf"^{ind}{g} ([+-])= (.*)$", nxt) or \
-                re.match(rf"^{ind}{g} = {g} ([+-]) (.*)$", nxt)
+            m2 = re.match(rf"^{ind}{g} ([+-])= (.*)$", nxt)
+            if m2 and m2.group(1) == "+" and not _fresh_value(m2.group(2)):
+                # gt = gc would share gc's object, and a later gt += ... (in place for a
+                # 0-d array) would change gc too: keep the reset
+                m2 = None
+            m2 = m2 or re.match(rf"^{ind}{g} = {g} ([+-]) (.*)$", nxt)
             if m2:
                 sign, e = m2.groups()
                 if sign == "-":
@@ -855,6 +859,15 @@ def _peephole(lines):
             keep.append(line)
         out = keep
     return out
+
+
+def _fresh_value(text):
+    """Does the expression build a new value (an operator at the top)?"""
+    try:
+        node = _ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+    return isinstance(node, (_ast.BinOp, _ast.UnaryOp))
 
 
 def _int_index(text, int_names):

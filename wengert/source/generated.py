@@ -34,13 +34,14 @@ def decode(name):
 
 def __getattr__(name):
     # an unpickled reference to a function not generated yet in this process
+    if not name.startswith(("grad" + _SEP, "jvp" + _SEP)):
+        raise AttributeError(f"module 'wengert.source.generated' has no attribute {name!r}")
     try:
         kind, mod, qual, argnums = decode(name)
-    except ValueError:
-        raise AttributeError(name) from None
-    obj = importlib.import_module(mod)
-    for part in qual.split("."):
-        obj = getattr(obj, part)
+        obj = importlib.import_module(mod)
+        for part in qual.split("."):
+            obj = getattr(obj, part)
+    except (ValueError, ImportError, AttributeError) as e:
+        raise AttributeError(f"cannot rebuild {name!r}: {e}") from None
     from . import grad, jvp
-    fn = grad(obj, argnums) if kind == "grad" else jvp(obj)
-    return fn
+    return grad(obj, argnums) if kind == "grad" else jvp(obj)
