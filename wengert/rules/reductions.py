@@ -256,6 +256,8 @@ def _prod_others(x, axes):
     """``prod over axes of x, leaving out each entry`` (no division: exact at zeros)."""
     xs = shape_of(x)
     nd = len(xs)
+    if 0 in xs:
+        return np.zeros(xs, dtype=_dtype(x))
     keep = tuple(i for i in range(nd) if i not in axes)
     perm = keep + tuple(axes)
     xt = transpose(x, perm) if perm != tuple(range(nd)) else x
