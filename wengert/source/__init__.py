@@ -47,6 +47,8 @@ def _kind(a):
         return "s"
     if t is np.ndarray:
         nd = a.ndim
+        if nd == 1 and a.dtype.kind == "f":
+            return "n"  # a plain float vector: its adjoint is built as a list of floats
         return "s" if nd == 0 else ("1" if nd == 1 else "a")
     if isinstance(a, (list, tuple)):
         if all(type(e) is float for e in a):
@@ -214,8 +216,14 @@ def _make_grad(spec, nums, one):
         for i in nums:
             if i >= len(args):
                 raise TypeError(f"{spec.f.__name__}_grad: missing argument {i}")
-            if not isinstance(args[i], (list, tuple, dict)):
-                check_differentiable(args[i], f"grad: {_arg_name(spec.f, i)}")
+            a = args[i]
+            if type(a) is float or (type(a) is np.ndarray and a.dtype.kind == "f") or \
+                    isinstance(a, (list, tuple, dict)):
+                continue
+            try:
+                check_differentiable(a, "grad")
+            except TypeError:
+                check_differentiable(a, f"grad: {_arg_name(spec.f, i)}")
         prog = spec.program(args)
         df.source = spec.last
         out = prog(*args)

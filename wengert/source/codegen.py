@@ -168,14 +168,14 @@ class _Base:
     def shapes(self):
         """``self.arrays``: names that may hold arrays (the rest are surely scalars)."""
         arrays = {p for p, s in zip(self.fn.params, self.scalar_params) if s != "s"}
-        self.vectors = {p for p, s in zip(self.fn.params, self.scalar_params) if s in "1l"}
+        self.vectors = {p for p, s in zip(self.fn.params, self.scalar_params) if s in "1ln"}
         int_names = {s.target for s, _ in self.walk(self.fn.body)
                      if isinstance(s, Loop) and s.range_args is not None
                      and self.counts.get(s.target) == 1}
         self.int_names = int_names
         # lists of scalars only ever indexed at integers: adjoint lists updated in place
         self.lists = {p for p, s in zip(self.fn.params, self.scalar_params)
-                      if s == "l" and self.counts.get(p) == 1}
+                      if s in "ln" and self.counts.get(p) == 1}
         for st, _ in self.walk(self.fn.body):
             if isinstance(st, Op):
                 for i, a in enumerate(st.args):

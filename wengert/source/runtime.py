@@ -164,6 +164,14 @@ def fit(g, x):
             return unflatten(d, [zeros_like_value(v) for v in xl])
         gl, _ = flatten(g)
         return unflatten(d, [fit(a, v) for a, v in zip(gl, xl)])
+    if type(g) is list and isinstance(x, (np.ndarray, Tracer)):
+        # the adjoint of a vector, accumulated element by element
+        if any(isinstance(e, Tracer) for e in g):
+            from .. import numpy as wnp
+            g = wnp.stack([e if isinstance(e, Tracer) else np.asarray(e, dtype_of(x))
+                           for e in g])
+        else:
+            g = np.array(g, dtype=dtype_of(x))
     if isinstance(g, Tracer):
         if shape_of(g) != shape_of(x):
             g = broadcast_like(g, x) if ndim_of(g) < ndim_of(x) else unbroadcast(g, x)
