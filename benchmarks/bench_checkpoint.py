@@ -13,6 +13,9 @@ step's tape).  Targets checked (and printed as ok / MISSED):
 
 * ctz: extra states <= floor(log2 N) + 3 and time <= (ceil(log2 N) + 1) x "all";
 * binomial (snapshots 20): time <= 3 x "all".
+
+"online" (dynamic checkpointing, N not known in advance) runs with the same
+snapshots for comparison.
 """
 import argparse
 import math
@@ -76,7 +79,7 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=10_000)
     ap.add_argument("--size", type=int, default=1_000)
     ap.add_argument("--snapshots", type=int, default=20)
-    ap.add_argument("--strategies", default="all,ctz,binomial",
+    ap.add_argument("--strategies", default="all,ctz,binomial,online",
                     help="comma-separated; 'loop' adds a plain Python loop on the tape")
     ap.add_argument("--no-memory", action="store_true", help="skip the tracemalloc runs")
     args = ap.parse_args(argv)
@@ -98,7 +101,7 @@ def main(argv=None):
     rows = {}
     ref = None
     for how in args.strategies.split(","):
-        snaps = args.snapshots if how == "binomial" else None
+        snaps = args.snapshots if how in ("binomial", "online") else None
         loss = make_loop_loss(n, x0) if how == "loop" else make_loss(n, x0, how, snaps)
         g, dt, _ = measure(loss, W, False)
         peak = None
@@ -108,10 +111,10 @@ def main(argv=None):
             ref = g
         err = float(np.max(np.abs(g - ref)) / max(1e-300, float(np.max(np.abs(ref)))))
         st = None
-        if how in ("all", "ctz", "binomial"):
+        if how in ("all", "ctz", "binomial", "online"):
             st = wg.checkpoint_schedule(n, how, snaps).stats()
         rows[how] = (dt, peak, err, st)
-        label = how if how != "binomial" else f"binomial(s={snaps})"
+        label = how if snaps is None else f"{how}(s={snaps})"
         extra = "" if peak is None else (
             f"  peak {peak / 1e6:8.1f} MB = floor + {(peak - floor) / state_bytes:8.1f} states")
         sched = "" if st is None else (f"  stored<={st['max_stored']:5d}  "

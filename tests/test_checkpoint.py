@@ -11,7 +11,7 @@ import wengert as wg
 import wengert.numpy as wnp
 from wengert.checkpoint import Action, revolve_cost
 
-STRATS = ("all", "ctz", "binomial")
+STRATS = ("all", "ctz", "binomial", "online")
 
 
 # -- schedules ----------------------------------------------------------------------------
@@ -91,6 +91,25 @@ def test_binomial_closed_form_beta():
             n = math.comb(s + 1 + r, r)
             assert revolve_cost(n, s) == r * n - math.comb(s + 1 + r, r - 1)
     assert revolve_cost(10000, 20) == 37700
+
+
+def test_online_schedule():
+    # dynamic checkpointing (Wang, Moin & Iaccarino 2009): decided without knowing N
+    long = wg.checkpoint_schedule(300, "online", 4)
+    for n in (1, 2, 5, 17, 100, 299):
+        s = wg.checkpoint_schedule(n, "online", 4)
+        assert list(s[:s.split]) == list(long[:s.split])
+    worst = 0.0
+    for s in range(0, 11):
+        for n in range(1, 301, 7):
+            st = wg.checkpoint_schedule(n, "online", s).stats()
+            assert st["max_snapshots"] <= s and st["reversed"] == n
+            assert st["advanced"] >= revolve_cost(n, s)
+            if s >= 3:
+                worst = max(worst, st["advanced"] / max(1, revolve_cost(n, s)))
+    assert worst < 1.6  # measured: within 1.56x of the offline optimum for s >= 3, n <= 300
+    st = wg.checkpoint_schedule(10_000, "online", 20).stats()
+    assert st["advanced"] <= 1.02 * revolve_cost(10_000, 20) and max(st["recomputed"]) <= 3
 
 
 def test_all_and_invert_schedules():
@@ -292,7 +311,8 @@ def test_invert_strategy():
 
 # -- counting: the reverse pass executes the schedule ---------------------------------------
 @pytest.mark.parametrize("how,snapshots", [("all", None), ("ctz", None), ("binomial", 1),
-                                           ("binomial", 3), ("binomial", 0)])
+                                           ("binomial", 3), ("binomial", 0), ("online", 2),
+                                           ("online", 0)])
 @pytest.mark.parametrize("n", [1, 2, 7, 16, 33])
 def test_step_calls_follow_the_schedule(how, snapshots, n):
     step, calls = _counted(lambda c, x: (c * wnp.cos(x) + 0.1 * wnp.sin(c), c))
@@ -353,7 +373,7 @@ def test_vjp_pullback_called_twice():
     xs = np.linspace(0, 1, 10)
     u = np.cos(np.arange(10.0))
     step, calls = _counted(lambda c, x: (c + wnp.sin(c) * x, c))
-    for how in ("all", "ctz", "binomial"):
+    for how in ("all", "ctz", "binomial", "online"):
         out, pb = wg.vjp(lambda c: wg.scan(step, c, xs, checkpoint=how, snapshots=2)[1], 0.5)
         first = pb(u)[0]
         calls[0] = 0
@@ -579,17 +599,18 @@ def test_while_loop_strategies_and_counts():
 
     def loss(a0, how):
         a, b, k = while_loop(lambda c: c[2] < 23, body, (a0, np.array([0.1, 0.2]), 0),
-                             checkpoint=how, inverse=inverse)
+                             checkpoint=how, inverse=inverse, snapshots=3)
         assert k == 23
         return wnp.sum(a * b)
 
     a0 = np.array([0.3, -0.4])
     ref = wg.grad(lambda a: loss(a, "all"))(a0)
-    for how in ("ctz", "invert"):
+    for how in ("ctz", "invert", "online"):
         calls[0] = 0
         g = wg.grad(lambda a: loss(a, how))(a0)
         np.testing.assert_allclose(g, ref, rtol=1e-10)
-        assert calls[0] == wg.checkpoint_schedule(23, how).stats()["advanced"] + 1 + 23
+        st = wg.checkpoint_schedule(23, how, 3 if how == "online" else None).stats()
+        assert calls[0] == st["advanced"] + 1 + 23
     np.testing.assert_allclose(wg.jacobian(lambda a: loss(a, "ctz"), mode="forward")(a0), ref,
                                rtol=1e-12)
     assert while_loop(lambda c: c < 0.0, lambda c: c + 1.0, 2.0) == 2.0

@@ -5,7 +5,8 @@
 * ``scan(step, init, xs)``: a loop ``carry, y = step(carry, x)`` recorded as ONE
   tape node.  Its pullback executes a *schedule*: which loop states to store
   during the forward sweep, which to rebuild later ("all", "ctz", "binomial",
-  "invert").
+  "online", "invert").  ``while_loop(cond, body, init)``: the same for a loop
+  whose length is found by running it.
 * ``checkpoint_schedule(length, strategy)``: that schedule, as a list of
   ``Action``s, for inspection, tests and drawings.
 
@@ -48,7 +49,7 @@ from .tree import flatten, unflatten
 __all__ = ["checkpoint", "scan", "while_loop", "checkpoint_schedule", "iter_schedule", "Action",
            "Schedule", "revolve_cost", "STRATEGIES"]
 
-STRATEGIES = ("all", "ctz", "binomial", "invert")
+STRATEGIES = ("all", "ctz", "binomial", "online", "invert")
 
 
 # =====================================================================================
@@ -347,6 +348,67 @@ def _binomial_schedule(n, s):
     yield Action("free", 0)
 
 
+def _online_add(levels, k, s):
+    """Store state ``k`` under the dynamic rule of Wang, Moin & Iaccarino (2009).
+
+    ``levels`` maps each stored state (besides state 0) to its level.  With a free
+    slot, ``k`` is stored at level 0.  Otherwise the latest snapshot that has a
+    later snapshot of higher level is dispensable and makes room; if none is,
+    the latest snapshot is replaced by ``k`` one level up.  Yields the actions.
+    """
+    if s == 0:
+        return
+    if len(levels) < s:
+        levels[k] = 0
+        yield Action("store", k)
+        return
+    victim, high = None, -1
+    for j in sorted(levels, reverse=True):
+        if levels[j] < high:
+            victim = j
+            break
+        high = max(high, levels[j])
+    if victim is not None:
+        del levels[victim]
+        levels[k] = 0
+    else:
+        victim = max(levels)
+        levels[k] = levels.pop(victim) + 1
+    yield Action("free", victim)
+    yield Action("store", k)
+
+
+def _online_schedule(n, s):
+    """Dynamic (online) checkpointing: ``s`` slots, decisions made without knowing n."""
+    if s == 0:
+        yield from _binomial_schedule(n, 0)
+        return
+    levels = {}
+    yield Action("store", 0)
+    for k in range(1, n):
+        yield Action("advance", k - 1, k)
+        yield from _online_add(levels, k, s)
+    cur = n - 1
+    for i in range(n - 1, -1, -1):
+        while True:  # recompute from the latest snapshot, storing by the same rule
+            last = max(levels) if levels else 0
+            if last >= i:
+                break
+            if cur != last:
+                yield Action("restore", last)
+            yield Action("advance", last, last + 1)
+            cur = last + 1
+            yield from _online_add(levels, last + 1, s)
+        if cur != i:
+            yield Action("restore", i)
+        yield Action("reverse", i)
+        cur = None
+        if i:
+            del levels[i]
+            yield Action("free", i)
+    yield Action("free", 0)
+
+
 def _default_snapshots(n):
     return max(1, math.ceil(math.log2(n))) if n > 1 else 1
 
@@ -357,8 +419,9 @@ def checkpoint_schedule(length, strategy="ctz", snapshots=None):
     ``strategy``: ``"all"`` (store every state), ``"ctz"`` (count-trailing-zeros:
     at most ⌊log2 N⌋+1 states stored, N need not be known in advance),
     ``"binomial"`` (revolve: fewest recomputations for ``snapshots`` stored states
-    besides state 0; default ⌈log2 N⌉), ``"invert"`` (nothing stored; states
-    rebuilt by the inverse step).
+    besides state 0; default ⌈log2 N⌉), ``"online"`` (dynamic checkpointing with
+    ``snapshots`` slots, decided without knowing N), ``"invert"`` (nothing stored;
+    states rebuilt by the inverse step).
 
     >>> import wengert as wg
     >>> s = wg.checkpoint_schedule(4, "ctz")
@@ -377,7 +440,7 @@ def _check(length, strategy, snapshots):
         raise ValueError(f"checkpoint_schedule needs length >= 1, got {length!r}")
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown checkpoint strategy {strategy!r}; use one of {STRATEGIES}")
-    if strategy != "binomial":
+    if strategy not in ("binomial", "online"):
         return n, None
     if snapshots is None:
         snapshots = _default_snapshots(n)
@@ -399,6 +462,8 @@ def iter_schedule(length, strategy="ctz", snapshots=None):
         return _ctz_schedule(n)
     if strategy == "binomial":
         return _binomial_schedule(n, snapshots)
+    if strategy == "online":
+        return _online_schedule(n, snapshots)
     return _invert_schedule(n)
 
 
@@ -769,7 +834,7 @@ def scan(step, init, xs=None, length=None, *, checkpoint="all", snapshots=None, 
     ``None`` for ``y``).  ``init``, ``xs`` and ``y`` may be pytrees.  Under reverse
     mode the loop is one tape node and ``checkpoint`` chooses what is kept for the
     reverse sweep (see ``checkpoint_schedule``): ``"all"``, ``"ctz"``,
-    ``"binomial"`` (with ``snapshots``) or ``"invert"`` (with
+    ``"binomial"`` or ``"online"`` (with ``snapshots``) or ``"invert"`` (with
     ``inverse(carry, x) -> previous carry``).  Values ``step`` closes over get
     their cotangents.  Forward mode just runs the loop.
 
@@ -799,32 +864,36 @@ def scan(step, init, xs=None, length=None, *, checkpoint="all", snapshots=None, 
                  functools.partial(iter_schedule, n, checkpoint, snapshots), inverse).run(init)
 
 
-def while_loop(cond, body, init, *, checkpoint="ctz", inverse=None):
+def while_loop(cond, body, init, *, checkpoint="ctz", snapshots=None, inverse=None):
     """``while cond(carry): carry = body(carry)``; the final carry, differentiable.
 
     The number of steps is not known until the loop ends, which ``"ctz"`` (the
-    default) handles: its forward phase is online.  ``"all"`` and ``"invert"``
-    (with ``inverse(carry, None) -> previous carry``) work too; ``"binomial"``
-    needs the number of steps in advance (use ``scan``).  The reverse pass is the
-    one ``scan`` would run for the number of steps taken.  Steps are counted as
-    in ``scan``: state ``k`` goes into step ``k``.
+    default) and ``"online"`` (with ``snapshots``) handle: their forward phases
+    decide what to store without knowing it.  ``"all"`` and ``"invert"`` (with
+    ``inverse(carry, None) -> previous carry``) work too; ``"binomial"`` needs the
+    number of steps in advance (use ``scan``).  The reverse pass is the one
+    ``scan`` would run for the number of steps taken; steps are counted as in
+    ``scan``: state ``k`` goes into step ``k``.
 
     >>> import wengert as wg, wengert.numpy as wnp
     >>> from wengert.checkpoint import while_loop
-    >>> def f(a):       # halve until below 0.01: how many steps depends on a's value
+    >>> def f(a, how="ctz"):      # halve until below 0.01: the step count depends on a
     ...     return while_loop(lambda c: c[1] > 0.01, lambda c: (c[0] * wnp.cos(c[1]), c[1] / 2),
-    ...                       (a, a))[0]
-    >>> bool(abs(wg.grad(f)(1.0) - wg.grad(lambda a: while_loop(
-    ...     lambda c: c[1] > 0.01, lambda c: (c[0] * wnp.cos(c[1]), c[1] / 2), (a, a),
-    ...     checkpoint="all")[0])(1.0)) < 1e-14)
-    True
+    ...                       (a, a), checkpoint=how, snapshots=2)[0]
+    >>> g = wg.grad(f)(1.0)
+    >>> [bool(abs(g - wg.grad(f)(1.0, how)) < 1e-14) for how in ("all", "online")]
+    [True, True]
     """
-    if checkpoint not in ("all", "ctz", "invert"):
-        raise ValueError(f"while_loop supports checkpoint='all', 'ctz' or 'invert' (the "
-                         f"number of steps is not known in advance), not {checkpoint!r}")
+    if checkpoint not in ("all", "ctz", "online", "invert"):
+        raise ValueError(f"while_loop supports checkpoint='all', 'ctz', 'online' or 'invert' "
+                         f"(the number of steps is not known in advance), not {checkpoint!r}")
     if checkpoint == "invert" and inverse is None:
         raise ValueError('while_loop(checkpoint="invert") needs inverse=(carry, None) -> '
                          'previous carry')
+    if checkpoint == "online":
+        if snapshots is None or int(snapshots) < 0:
+            raise ValueError('while_loop(checkpoint="online") needs snapshots= (an int >= 0)')
+        snapshots = int(snapshots)
     step = lambda c, _: (body(c), None)  # noqa: E731
     init_leaves, carry_def = flatten(init)
     tape = _top_trace(init_leaves)
@@ -832,7 +901,7 @@ def while_loop(cond, body, init, *, checkpoint="ctz", inverse=None):
         return _plain_while(cond, step, init)
     sc = _Scan(step, init_leaves, carry_def, [], None, None, tape, None, inverse)
     sc.cond = cond
-    return sc.run_while(init, cond, checkpoint)
+    return sc.run_while(init, cond, checkpoint, snapshots)
 
 
 def _plain_while(cond, step, init):
@@ -906,28 +975,39 @@ class _Scan:
         del ys
         return self._record(init, touched, cur, stored, rest, final, ys_stacked, y_def)
 
-    def run_while(self, init, cond, strategy):
+    def run_while(self, init, cond, strategy, snapshots=None):
         """The forward phase of a while loop: states stored online, N found at the end."""
         tape = self.tape
         touched = {}
         loop = self.loop
-        cur, prev, stored, stack, k = self.init_vals, None, {}, [], 0
+        stack, levels = [], {}
+
+        def actions_at(k):  # what the strategy's forward phase does before step k
+            if strategy == "all":
+                return [Action("store", k)]
+            if strategy == "invert":
+                return []
+            if k == 0:
+                stack.append(0)
+                return [Action("store", 0)]
+            if strategy == "ctz":
+                acts = [Action("free", stack.pop()) for _ in range(_ctz(k))]
+                stack.append(k)
+                return acts + [Action("store", k)]
+            return list(_online_add(levels, k, snapshots))
+
+        cur, prev, stored, k = self.init_vals, None, {}, 0
         with tape.paused(touched):
             while cond(unflatten(loop.carry_def, cur)):
-                if strategy == "ctz":  # the actions of _ctz_forward, as they come
-                    for _ in range(_ctz(k) if k else 0):
-                        del stored[stack.pop()]
-                    stack.append(k)
-                if strategy != "invert":
-                    stored[k] = cur
-                    self.stats["max_stored"] = max(self.stats["max_stored"], len(stored))
+                for a in actions_at(k):
+                    cur = self._do(a, cur, stored)
                 prev = cur
                 cur, _ = loop(cur, None)
                 k += 1
         if k == 0:
             return init
         self.n = loop.n = k
-        self.schedule = functools.partial(iter_schedule, k, strategy, None)
+        self.schedule = functools.partial(iter_schedule, k, strategy, snapshots)
         rest = itertools.dropwhile(lambda a: a.kind != "reverse", self.schedule())
         return self._record(init, touched, prev, stored, rest, cur, None, None)[0]
 
