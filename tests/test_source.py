@@ -625,3 +625,18 @@ def test_pickle_across_processes(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, "load"], input=data, capture_output=True,
                          env=env, check=True, cwd=tmp_path).stdout.decode()
     assert [float(v) for v in out.split()] == pytest.approx([5.077582561890373, 0.5], abs=1e-14)
+
+
+def test_indexed_vector_kinds():
+    x64 = np.linspace(-1, 1, 6)
+    want = wg.grad(rosenbrock_loop)(x64)
+    for x in (x64, x64.astype(np.float32), list(x64), tuple(x64)):
+        g = wg.source.grad(rosenbrock_loop)(x)
+        if isinstance(x, np.ndarray):
+            assert isinstance(g, np.ndarray) and g.dtype == x.dtype
+        else:
+            assert type(g) is type(x)
+        close(g, want, tol=1e-12 if np.asarray(x).dtype == np.float64 else 1e-4)
+    # traced vectors (higher order) go through the general form
+    close(wg.hessian(rosenbrock_loop)(x64),
+          wg.jacobian(wg.source.grad(rosenbrock_loop), mode="reverse")(x64), tol=1e-10)
