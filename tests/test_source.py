@@ -263,7 +263,28 @@ def broadcast_fn(x, c):
     return wnp.sum(x * c + c * c * x ** 2)
 
 
+def matmul_slices(A, x):
+    y = A @ x
+    z = y[1:] - y[:-1]
+    return np.sum(z * z) + np.dot(x, x)
+
+
+def grid_loops(a):
+    s = 0.0
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            s = s + a[i, j] * a[i][j] * (i + 1.0)
+    return s
+
+
+def dict_params(params, x):
+    h = tanh(params["w"] * x + params["b"])
+    return wnp.sum(h * h) + params["b"] ** 2
+
+
 ARRAY_CORPUS = [
+    (matmul_slices, (np.arange(12.0).reshape(4, 3) / 7, np.array([0.3, -0.2, 0.5]))),
+    (grid_loops, (np.arange(6.0).reshape(2, 3) / 5,)),
     (array_fn, (np.linspace(-1, 1, 5), np.linspace(0.5, 1.5, 5))),
     (dot_fn, (np.linspace(-1, 1, 4), np.linspace(0.5, 1.5, 4))),
     (loop_over_array, (np.linspace(-1, 1, 4), 0.7)),
@@ -640,3 +661,12 @@ def test_indexed_vector_kinds():
     # traced vectors (higher order) go through the general form
     close(wg.hessian(rosenbrock_loop)(x64),
           wg.jacobian(wg.source.grad(rosenbrock_loop), mode="reverse")(x64), tol=1e-10)
+
+
+def test_dict_argument():
+    p = {"w": 0.5, "b": 0.2}
+    x = np.linspace(-1, 1, 3)
+    g = wg.source.grad(dict_params)(p, x)
+    want = wg.grad(dict_params)(p, x)
+    assert set(g) == {"w", "b"}
+    close([g["w"], g["b"]], [want["w"], want["b"]])

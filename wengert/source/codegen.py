@@ -569,7 +569,7 @@ class ReverseGen(_Base):
                 else:
                     self.namespace["add_at"] = _runtime("add_at")
                     self.accumulated.add(gb)
-                    rev.append(f"{gb} = add_at({gb}, {base}, {op.index}, {gv})")
+                    rev.append(f"{gb} = add_at({gb}, {base}, {_index_value(op.index)}, {gv})")
         elif op.kind == "prim":
             try:
                 rev = self.symbolic(op, actives)
@@ -859,6 +859,20 @@ def _peephole(lines):
             keep.append(line)
         out = keep
     return out
+
+
+def _index_value(text):
+    """The index of ``x[...]`` as a value: ``1:`` is ``slice(1, None)``."""
+    node = _ast.parse(f"_[{text}]", mode="eval").body.slice
+
+    class Slices(_ast.NodeTransformer):
+        def visit_Slice(self, n):
+            parts = [self.visit(p) if p is not None else _ast.Constant(None)
+                     for p in (n.lower, n.upper, n.step)]
+            return _ast.Call(_ast.Name("slice", _ast.Load()), parts, [])
+    node = Slices().visit(node)
+    out = _ast.unparse(node)
+    return f"({out})" if isinstance(node, _ast.Tuple) and not out.startswith("(") else out
 
 
 def _fresh_value(text):
