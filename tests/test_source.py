@@ -148,7 +148,7 @@ def while_true(x, y):
 
 def self_copy_and_unused(x, y):
     u = x * 0.5
-    v = y + 0.25          # v never used afterwards: gv is read, never accumulated
+    v = y + 0.25  # noqa: F841  (never used: gv is read, never accumulated)
     for i in range(2):
         u = u             # a no-op, not a reset of the adjoint
         u = u * y + sin(u)

@@ -19,7 +19,7 @@ import re
 
 from ..core import Primitive
 from .normalize import Break, If, Keep, Loop, Op, SourceError
-from .symbolic import (ADD, ATOM, MUL, Sym, SymTrace, Unknowable, operator_table,
+from .symbolic import (ADD, ATOM, MUL, Sym, SymTrace, Unknowable,
                        prim_display, render_const)
 
 __all__ = ["ReverseGen", "ForwardGen"]
@@ -56,14 +56,6 @@ def _names_in(text):
     except SyntaxError:
         return set()
     return {n.id for n in _ast.walk(tree) if isinstance(n, _ast.Name)}
-
-
-def _is_number_text(text):
-    try:
-        v = _ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return False
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _literal(text):
@@ -297,31 +289,6 @@ class _Base:
             params[k] = v
         return out, params
 
-    def note_names(self, text):
-        """Record the primitives a derivative text calls, so the program can import them."""
-        for name in _names_in(text):
-            obj = self.display_objects().get(name)
-            if obj is not None:
-                self.namespace[name] = obj
-        if "math." in text:
-            import math
-            self.namespace["math"] = math
-
-    _display_objects = None
-
-    def display_objects(self):
-        if _Base._display_objects is None:
-            from .. import numpy as wnp
-            from .symbolic import display_names
-            d = {}
-            for prim, name in display_names().items():
-                if name.startswith("wnp."):
-                    d["wnp"] = wnp
-                else:
-                    d[name] = prim
-            _Base._display_objects = d
-        return _Base._display_objects
-
     def prim_ref(self, prim):
         """A name for calling ``prim`` itself (the run-time fallback)."""
         name = prim_display(prim)
@@ -371,9 +338,6 @@ class _Base:
                 kw = "".join(f", {k}={v}" for k, v in op.params.items())
                 return f"{op.target} = {name}({self.args_text(op)}{kw})"
         raise AssertionError(op.kind)
-
-    def call_kwargs(self, op):
-        return {k: v for k, v in op.params.items()}
 
 
 # ================================================================================================

@@ -21,7 +21,6 @@ import ast
 import builtins
 import copy
 import inspect
-import math
 import re
 import textwrap
 import types
@@ -314,8 +313,6 @@ class Normaliser:
             self.error("a function with *args or **kwargs", fdef)
         if a.kwonlyargs or a.posonlyargs:
             self.error("keyword-only or positional-only parameters", fdef)
-        if fdef.decorator_list and self.func is None:
-            pass
         self.params = [p.arg for p in a.args]
         defaults = {}
         for p, d in zip(a.args[len(a.args) - len(a.defaults):], a.defaults):

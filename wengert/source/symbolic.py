@@ -276,13 +276,3 @@ class SymTrace(Trace):
             # right-associative: the left operand needs parentheses at equal precedence
             return Sym(f"{_wrap(a, POW, strict=True)} ** {_wrap(b, UNARY)}", self, POW, lin)
         return Sym(f"{_wrap(a, prec)} {sym} {_wrap(b, prec, strict=True)}", self, prec, lin)
-
-
-def add_texts(trace, terms):
-    """Sum symbols/constants left to right through the registry's add (None = zero)."""
-    out = None
-    for t in terms:
-        if t is None:
-            continue
-        out = t if out is None else out + t
-    return out
