@@ -13,11 +13,11 @@ Indices are static: a traced value inside an index raises ``TypeError``.
 ``x[idx] = v`` on a traced array is functional underneath (``set_basic`` /
 ``set_flat``: a copy of ``x`` with ``v`` written at ``idx``): the tracer object is
 rebound to the new node, so every reference to it sees the new value, as with
-NumPy.  ``x op= v`` updates a traced array in place the same way.  Views (basic
-slices, transposes, reshapes) are tracked as in NumPy: assigning into a view
-writes through to its base; using a view whose base was modified through another
-path afterwards raises ``ValueError`` instead of giving a silently wrong value and
-derivative.
+NumPy.  ``x op= v`` updates a traced array in place the same way, and
+``x[idx] op= v`` works as in NumPy.  Views (basic slices, transposes, reshapes)
+are tracked: writing through a view (``y = x[1:3]; y[0] = v`` or ``y += v``)
+raises ``ValueError``, as API.md promises, and so does using a view whose base
+was modified afterwards: neither gives a silently wrong value or derivative.
 """
 import weakref
 
@@ -540,36 +540,51 @@ def _rebind(x, new):
     _invalidate_views(x)
 
 
+_WRITE_THROUGH_MSG = (
+    "writing through a view of a traced array (y = x[1:3]; y[0] = v, y += v, or "
+    "x.T[0] = v) is not supported: it would give a silently wrong derivative. Assign "
+    "into the base instead (x[1] = v, x[1:3] += v), or take a copy first "
+    "(y = wnp.copy(x[1:3])) if the base should not change.")
+
+_READ_ONLY_MSG = ("assignment destination is read-only (a view such as wnp.diagonal(x) "
+                  "or wnp.broadcast_to(x)); assign into a copy: y = wnp.copy(view)")
+
+_pending = {}  # id(base) -> (weakref(base), weakref(new view value), index): x[idx] op= v
+_pending_classes = {}
+
+
+def _pending_class(cls):
+    """The class of a base whose view ``x[idx]`` was just updated in place: Python is
+    about to write it back (``x[idx] op= v``); any other use of the base raises."""
+    pc = _pending_classes.get(cls)
+    if pc is None:
+        def value(self):
+            raise ValueError(_WRITE_THROUGH_MSG)
+        pc = type(f"Pending{cls.__name__}", (cls,), {"__slots__": (), "value": property(value),
+                                                      "_pending": True})
+        _pending_classes[cls] = pc
+    return pc
+
+
 def _assign(x, new):
-    """``x`` takes the value ``new`` (its shape and dtype).  A view writes through to its
-    base, as in NumPy, and every other view of that base goes stale."""
+    """``x`` takes the value ``new`` (its shape and dtype): the tracer is rebound, and
+    every view of it goes stale.  ``x`` itself must not be a view of another array."""
     x.value  # a stale view raises here  # noqa: B018
     ent = _live_base(x)
-    if ent is None:
-        _rebind(x, new)
-        return
-    base, writer = ent
-    if writer is None:
-        raise ValueError("assignment destination is read-only (a view such as wnp.diagonal(x) "
-                         "or wnp.broadcast_to(x)); assign into a copy: y = wnp.copy(view)")
-    _assign(base, writer(base, new))  # makes every view of base stale, x included
-    cls = type(x)
-    if getattr(cls, "_stale", False):
-        x.__class__ = cls.__mro__[1]
+    if ent is not None:
+        raise ValueError(_READ_ONLY_MSG if ent[1] is None else _WRITE_THROUGH_MSG)
     _rebind(x, new)
-    register_view(x, base, writer)
 
 
 def setitem(x, idx, v):
-    """``x[idx] = v`` on a traced array: rebinds ``x`` to the updated value's node (and
-    writes through to the base if ``x`` is a view)."""
-    x.value  # a stale view raises here  # noqa: B018
-    if isinstance(v, Tracer) and not getattr(type(v), "_stale", False):
-        ent = _live_base(v)
-        if ent is not None and ent[0] is x and getattr(ent[1], "idx", None) is not None:
-            nidx, adv = normalize_index(idx)
-            if not adv and _same_index(ent[1].idx, nidx):
-                return  # x[idx] op= v: the in-place op on the view x[idx] already wrote x
+    """``x[idx] = v`` on a traced array: rebinds ``x`` to the updated value's node."""
+    pend = _pending.pop(id(x), None)
+    if pend is not None and pend[0]() is x:
+        x.__class__ = type(x).__mro__[1]  # the write-back Python makes for x[idx] op= v
+        nidx, adv = normalize_index(idx)
+        if pend[1]() is not v or adv or not _same_index(pend[2], nidx):
+            x.__class__ = _pending_class(type(x))
+            raise ValueError(_WRITE_THROUGH_MSG)
     _assign(x, index_update(x, idx, v))
 
 
@@ -579,9 +594,18 @@ def _same_index(a, b):
 
 def inplace(op, x, v):
     """``x op= v``: a traced array is updated in place (every alias of it sees the new
-    value, as with NumPy); a traced scalar gives a new value (as a Python float)."""
+    value, as with NumPy); a traced scalar gives a new value (as a Python float).
+
+    On a view ``x[idx]`` this is the first half of Python's ``x[idx] op= v``: the new
+    value is returned unwritten, and the base refuses any use until Python writes it
+    back with ``x[idx] = new``.  Any other in-place update of a view raises.
+    """
     if ndim_of(x) == 0:
         return op(x, v)
+    x.value  # a stale view raises here  # noqa: B018
+    ent = _live_base(x)
+    if ent is not None and (ent[1] is None or getattr(ent[1], "idx", None) is None):
+        raise ValueError(_READ_ONLY_MSG if ent[1] is None else _WRITE_THROUGH_MSG)
     new = op(x, v)
     if shape_of(new) != shape_of(x):
         raise ValueError(f"non-broadcastable output operand with shape {shape_of(x)} doesn't "
@@ -590,6 +614,11 @@ def inplace(op, x, v):
     if np.asarray(_plain(new)).dtype != dt:
         from .joining import astype
         new = astype(new, dt)
+    if ent is not None:
+        base = ent[0]
+        _pending[id(base)] = (weakref.ref(base), weakref.ref(new), ent[1].idx)
+        base.__class__ = _pending_class(type(base))
+        return new
     _assign(x, new)
     return x
 
