@@ -19,6 +19,8 @@ from .reverse import Grad, Tape, Var
 from .transforms import (check_grad, derivative, grad, hessian, hvp, jacobian, jvp, taylor,
                          value_and_grad, vjp)
 from . import numpy  # noqa: F401
+# imported eagerly so the function, not the module, is the package's ``checkpoint``
+from .checkpoint import checkpoint, checkpoint_schedule, scan  # noqa: E402
 
 _dispatch.install_operators()
 forward.install_fast_paths(rules.OPERATORS)
@@ -36,9 +38,6 @@ _LAZY = {
     "Graph": ("wengert.graph", "Graph"),
     "compile": ("wengert.graph", "compile"),
     "to_dot": ("wengert.graph", "to_dot"),
-    "checkpoint": ("wengert.checkpoint", "checkpoint"),
-    "scan": ("wengert.checkpoint", "scan"),
-    "checkpoint_schedule": ("wengert.checkpoint", "checkpoint_schedule"),
 }
 
 

@@ -37,8 +37,6 @@ import dataclasses
 import functools
 import itertools
 import math
-import sys
-import types
 
 import numpy as np
 
@@ -1117,13 +1115,3 @@ def _stack_cts(cts, x):
             c = zero
         full.append(c)
     return _stack_list(full, axis=nb)
-
-
-# `import wengert.checkpoint` binds the module as the package attribute
-# ``wengert.checkpoint``; keep that name callable as the function too.
-class _CallableModule(types.ModuleType):
-    def __call__(self, f):
-        return checkpoint(f)
-
-
-sys.modules[__name__].__class__ = _CallableModule
