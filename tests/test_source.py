@@ -244,6 +244,15 @@ def dot_fn(x, w):
     return np.dot(x, w) * wnp.sum(x * x) + np.dot(x, x)
 
 
+def dead_store_and_vector_loop(x, y):
+    v = x * y          # overwritten before any use: its adjoint stays a scalar zero
+    v = x * x
+    s = y
+    for e in v:        # the loop variable of for-over-array, named by the transformer
+        s = s + e * sin(s)
+    return wnp.sum(v) * s
+
+
 def loop_over_array(x, c):
     s = 0.0
     for v in x:
@@ -283,6 +292,7 @@ def dict_params(params, x):
 
 
 ARRAY_CORPUS = [
+    (dead_store_and_vector_loop, (np.array([0.3, -0.2, 0.6]), -0.7)),
     (matmul_slices, (np.arange(12.0).reshape(4, 3) / 7, np.array([0.3, -0.2, 0.5]))),
     (grid_loops, (np.arange(6.0).reshape(2, 3) / 5,)),
     (array_fn, (np.linspace(-1, 1, 5), np.linspace(0.5, 1.5, 5))),

@@ -915,6 +915,7 @@ def rename_temporaries(ir, names):
             elif isinstance(s, Loop):
                 s.header = text(s.header)
                 s.target = text(s.target)
+                s.names = tuple(text(n) for n in s.names)
                 if s.range_args:
                     s.range_args = [text(a) for a in s.range_args]
                 walk(s.body)

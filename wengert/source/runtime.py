@@ -90,7 +90,10 @@ def jvp_call(fn, args, tangents, kwargs):
 def unbroadcast(g, like):
     """Sum the cotangent ``g`` of a broadcast result back to the shape of ``like``."""
     xs = shape_of(like)
-    if shape_of(g) == xs:
+    gs = shape_of(g)
+    if gs == xs or len(gs) < len(xs):
+        # (a smaller cotangent is a zero that still stands for the whole result: it
+        # broadcasts wherever it is added)
         return g
     from ..rules._zeros import sum_to
     return sum_to(g, 0, xs)
