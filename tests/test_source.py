@@ -680,3 +680,89 @@ def test_dict_argument():
     want = wg.grad(dict_params)(p, x)
     assert set(g) == {"w", "b"}
     close([g["w"], g["b"]], [want["w"], want["b"]])
+
+
+# -- random programs: loops, branches, early exits, reassignments, calls ------------------------
+def _random_program(seed):
+    import random
+    r = random.Random(seed)
+    names = ["x", "y", "u", "v"]
+
+    def expr(depth=0, helpers=()):
+        if depth > 2 or r.random() < 0.3:
+            return repr(round(r.uniform(-2, 2), 2)) if r.random() < 0.2 else r.choice(names)
+        a, b = expr(depth + 1, helpers), expr(depth + 1, helpers)
+        k = r.random()
+        if k < 0.25:
+            return f"({a} + {b})"
+        if k < 0.45:
+            return f"({a} * {b})"
+        if k < 0.55:
+            return f"({a} - {b})"
+        if k < 0.65:
+            return f"({a} / (1.5 + {b} * {b}))"
+        if k < 0.75:
+            return f"({a}) ** 2"
+        if helpers and r.random() < 0.3:
+            return f"{r.choice(helpers)}({a}, {b})"
+        return f"{r.choice(['sin', 'cos', 'tanh'])}({a})"
+
+    def block(ind, depth, helpers):
+        out = []
+        for _ in range(r.randint(1, 3)):
+            k = r.random()
+            if k < 0.5 or depth > 2:
+                t = r.choice(names)
+                out.append(f"{ind}{t} {r.choice(['=', '+='])} {expr(0, helpers)}")
+            elif k < 0.7:
+                out.append(f"{ind}if {expr(0, helpers)} > {round(r.uniform(-1, 1), 2)}:")
+                out += block(ind + "    ", depth + 1, helpers)
+                if r.random() < 0.5:
+                    out.append(f"{ind}else:")
+                    out += block(ind + "    ", depth + 1, helpers)
+            elif k < 0.85:
+                out.append(f"{ind}for i{depth} in range({r.randint(0, 3)}):")
+                out += block(ind + "    ", depth + 1, helpers)
+                if r.random() < 0.4:
+                    out.append(f"{ind}    if {expr(0, helpers)} > 0.5:")
+                    out.append(f"{ind}        {r.choice(['break', 'continue'])}")
+                    out.append(f"{ind}    x = x * 0.5 + y * 0.1")
+            elif k < 0.92:
+                out.append(f"{ind}if {expr(0, helpers)} > 0.3:")
+                out.append(f"{ind}    return {expr(0, helpers)}")
+            else:
+                out.append(f"{ind}k{depth} = 0")
+                out.append(f"{ind}while k{depth} < {r.randint(0, 3)}:")
+                out.append(f"{ind}    k{depth} += 1")
+                out += block(ind + "    ", depth + 1, helpers)
+        return out
+
+    lines = ["from wengert.numpy import sin, cos, tanh", ""]
+    for h in ("h0",):
+        lines += [f"def {h}(x, y):", "    u = x * 0.5", "    v = y + 0.25"]
+        lines += block("    ", 1, ()) + [f"    return {expr()}", ""]
+    lines += ["def f(x, y):", "    u = x * 0.5", "    v = y + 0.25"]
+    lines += block("    ", 0, ("h0",)) + [f"    return {expr(0, ('h0',))}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_random_programs(tmp_path, monkeypatch):
+    import importlib
+    monkeypatch.syspath_prepend(str(tmp_path))
+    checked = 0
+    for seed in range(40):
+        (tmp_path / f"prog{seed}.py").write_text(_random_program(seed))
+        f = importlib.import_module(f"prog{seed}").f
+        args = (0.3, -0.7)
+        try:
+            with np.errstate(over="raise", invalid="raise", divide="raise"):
+                want = wg.grad(f, argnums=(0, 1))(*args)
+                hess = wg.hessian(f)(*args)
+        except (FloatingPointError, OverflowError, ZeroDivisionError):
+            continue
+        got = wg.source.grad(f, argnums=(0, 1))(*args)
+        close(got, want, tol=1e-9)
+        close(wg.source.jvp(f)(args, (0.6, -0.4))[1], wg.jvp(f, args, (0.6, -0.4))[1], tol=1e-9)
+        close(wg.grad(wg.source.grad(f))(*args), hess, tol=1e-7)
+        checked += 1
+    assert checked > 25
