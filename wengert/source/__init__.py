@@ -298,7 +298,8 @@ def vjp(f):
 # -- text in, text out: for the command line and the explorer -----------------------------------
 def _text_namespace():
     from .. import numpy as wnp
-    ns = {"np": np, "numpy": np, "math": math, "wnp": wnp}
+    ns = {"np": np, "numpy": np, "math": math, "wnp": wnp, "pi": math.pi, "e": math.e,
+          "tau": math.tau, "inf": math.inf, "nan": math.nan}
     for name in dir(wnp):
         if not name.startswith("_"):
             try:
