@@ -114,7 +114,11 @@ class _Specialised:
             if pattern in self.programs:
                 return self.programs[pattern]
             fn = self.fn
-            pattern = tuple(pattern) + ("s",) * (len(fn.params) - len(pattern))
+            given = tuple(pattern)
+            pattern = given + ("s",) * (len(fn.params) - len(given))
+            if pattern in self.programs:  # parameters left to their defaults
+                self.programs[given] = self.programs[pattern]
+                return self.programs[pattern]
             name = f"{fn.name}_{self.kind}"
             if self.kind == "jvp":
                 gen = ForwardGen(fn, pattern, None)
@@ -131,7 +135,7 @@ class _Specialised:
             func = _compile(src, name, _namespace(fn, gen), f"{self.kind} of {fn.name}")
             src = src.rstrip("\n")
             func.source = src
-            self.programs[pattern] = (func, src)
+            self.programs[pattern] = self.programs[given] = (func, src)
             return func, src
 
     def program(self, args):
