@@ -433,6 +433,26 @@ def uses_try(x):
     return y
 
 
+def validates(x, y):
+    if y <= 0.0:
+        raise ValueError(f"y must be positive, got {y}")
+    s = x
+    for i in range(3):
+        if s > 10.0:
+            raise OverflowError("diverged")
+        s = s * y + sin(s)
+    return s
+
+
+def test_raise_is_kept():
+    close(wg.source.grad(validates, argnums=(0, 1))(0.3, 0.7),
+          wg.grad(validates, argnums=(0, 1))(0.3, 0.7))
+    with pytest.raises(ValueError, match="positive"):
+        wg.source.grad(validates)(0.3, -1.0)
+    with pytest.raises(OverflowError):
+        wg.source.grad(validates)(20.0, 1.0)
+
+
 def uses_with(x):
     with open("f") as fh:
         y = x * len(fh.name)

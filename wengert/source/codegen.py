@@ -667,6 +667,15 @@ class ReverseGen(_Base):
         if isinstance(s, Break):
             return [ind + x for x in btail] + [ind + "break"], []
         if isinstance(s, If):
+            raises = [_raises(s.body), _raises(s.orelse)]
+            if any(raises) and not all(raises):
+                # a completed run went the other way: nothing to record
+                bf, br = self.block(s.body, inner, btail)
+                of, orv = self.block(s.orelse, inner, btail)
+                fwd = [f"{ind}if {s.test}:"] + (bf or [inner + "pass"])
+                if of:
+                    fwd += [f"{ind}else:"] + of
+                return fwd, [x[4:] for x in (orv if raises[0] else br)]
             stable = all(n not in self.unstable for n in _names_in(s.test))
             st = None if stable else self.stack_name()
             push_t = () if stable else (f"{st}.append(True)",)
@@ -906,9 +915,23 @@ def _has_break(body):
     return False
 
 
+def _raises(body):
+    """Does every path through the block end in a raise?"""
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, Keep):
+        return last.text.startswith("raise")
+    if isinstance(last, If):
+        return _raises(last.body) and _raises(last.orelse)
+    return False
+
+
 def _ending(lines, push, body):
-    """Append the flag push to a branch, unless the branch ends in a break (which has it)."""
-    if body and isinstance(body[-1], Break):
+    """Append the flag push to a branch, unless the branch ends in a break (which has it)
+    or a raise."""
+    if body and (isinstance(body[-1], Break) or (isinstance(body[-1], Keep) and
+                                                 body[-1].text.startswith("raise"))):
         return lines
     return lines + [push]
 

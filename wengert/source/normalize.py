@@ -199,7 +199,7 @@ _UNSUPPORTED = {
     ast.FunctionDef: "a nested function definition",
     ast.AsyncFunctionDef: "a nested async function", ast.Lambda: "a lambda",
     ast.Yield: "yield (a generator)", ast.YieldFrom: "yield from (a generator)",
-    ast.Await: "await", ast.Delete: "a del statement", ast.Raise: "a raise statement",
+    ast.Await: "await", ast.Delete: "a del statement",
     ast.Import: "an import inside the function", ast.ImportFrom: "an import inside the function",
     ast.Starred: "starred arguments (*args)", ast.GeneratorExp: "a generator expression",
     ast.ListComp: "a list comprehension", ast.SetComp: "a set comprehension",
@@ -476,7 +476,7 @@ class Normaliser:
             if isinstance(s, ast.Continue):
                 out.append(_Exit(s.lineno, kind="continue"))
                 return out
-            if isinstance(s, ast.Break):
+            if isinstance(s, (ast.Break, ast.Raise)):
                 out.append(s)
                 return out
             if isinstance(s, ast.If):
@@ -575,7 +575,7 @@ class Normaliser:
             out.append(Keep(self.passive_text(s.value), self.line(s)))
         elif isinstance(s, ast.Pass):
             return
-        elif isinstance(s, ast.Assert):
+        elif isinstance(s, (ast.Assert, ast.Raise)):
             out.append(Keep(self.passive_text_stmt(s), self.line(s)))
         else:
             self.error(f"a {type(s).__name__} statement", s)
@@ -939,7 +939,7 @@ def _ends(stmts):
     if not stmts:
         return False
     last = stmts[-1]
-    if isinstance(last, (ast.Break, _Exit)):
+    if isinstance(last, (ast.Break, _Exit, ast.Raise)):
         return True
     if isinstance(last, ast.If):
         return _ends(last.body) and _ends(last.orelse)
@@ -948,7 +948,7 @@ def _ends(stmts):
 
 def _may_exit(s):
     """Can a path through ``s`` jump out of the enclosing block (not counting inner loops)?"""
-    if isinstance(s, (ast.Break, _Exit)):
+    if isinstance(s, (ast.Break, _Exit, ast.Raise)):
         return True
     if isinstance(s, ast.If):
         return any(_may_exit(c) for c in s.body + s.orelse)
