@@ -229,6 +229,10 @@ class _Base:
                     return n.id not in arrays
                 v = ns.get(n.id)
                 return isinstance(v, (int, float, bool)) and not isinstance(v, type)
+            if isinstance(n, _ast.Attribute) and isinstance(n.value, _ast.Name) and \
+                    n.value.id not in self.counts:
+                v = getattr(ns.get(n.value.id), n.attr, None)   # math.pi, np.e
+                return isinstance(v, (int, float)) and not isinstance(v, bool)
             if isinstance(n, (_ast.BinOp,)):
                 return not isinstance(n.op, _ast.MatMult) and ok(n.left) and ok(n.right)
             if isinstance(n, _ast.UnaryOp):
