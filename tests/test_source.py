@@ -844,3 +844,14 @@ def test_custom_primitives_with_rrule_and_frule():
     jsrc_t = wg.source.jvp(uses_custom)((x, y), (np.ones(3), 0.5))[1]
     close(jsrc_t, wg.jvp(uses_custom, (x, y), (np.ones(3), 0.5))[1])
     close(wg.jacobian(lambda x: df(x, y)[0])(x), wg.hessian(uses_custom)(x, y))
+
+
+def list_used_whole(x):
+    return wnp.sum(wnp.asarray(x)) * x[0]
+
+
+def test_list_used_whole_is_refused_in_reverse_mode():
+    with pytest.raises(SourceError, match="list argument 'x'"):
+        wg.source.grad(list_used_whole)([0.5, 1.0])
+    close(wg.source.grad(list_used_whole)(np.array([0.5, 1.0])),
+          wg.grad(list_used_whole)(np.array([0.5, 1.0])))

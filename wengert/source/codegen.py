@@ -487,6 +487,15 @@ class ReverseGen(_Base):
         self.pb_unstable = set()
         self.list_adjoints = {}     # adjoint lists of list arguments: gx -> x
 
+    def check_lists(self):
+        """A list argument used whole would get a list as adjoint, which ``+=`` would
+        concatenate: refuse it (arrays work)."""
+        for p, kind in zip(self.fn.params, self.scalar_params):
+            if kind == "l" and p in self.active and p not in self.lists:
+                raise SourceError(f"the list argument {p!r} used as a whole (not only indexed)",
+                                  self.fn.first_line, self.fn.filename,
+                                  "pass a NumPy array instead of a list")
+
     def stack_name(self):
         if self.stack is None:
             self.stack = self.fresh("stack")
@@ -740,6 +749,7 @@ class ReverseGen(_Base):
             raise SourceError("reverse mode of a function returning a tuple",
                               self.fn.first_line, self.fn.filename,
                               "wg.source.grad needs a scalar output")
+        self.check_lists()
         fwd, rev = self.block(self.fn.body, "    ")
         rev = _peephole(rev)
         out = self.fn.outputs[0]
