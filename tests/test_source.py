@@ -855,3 +855,19 @@ def test_list_used_whole_is_refused_in_reverse_mode():
         wg.source.grad(list_used_whole)([0.5, 1.0])
     close(wg.source.grad(list_used_whole)(np.array([0.5, 1.0])),
           wg.grad(list_used_whole)(np.array([0.5, 1.0])))
+
+
+def int_power(x, n):
+    return x ** n + helper_pow(x, n)
+
+
+def helper_pow(u, k):
+    return u ** k * 0.5
+
+
+def test_integer_arguments_carry_no_derivative():
+    # x ** n at x < 0: the derivative through n (log(x)) would be nan
+    out, t = wg.source.jvp(int_power)((-1.5, 3), (1.0, 0))
+    close(t, wg.jvp(lambda x: int_power(x, 3), (-1.5,), (1.0,))[1])
+    assert np.isfinite(wg.source.grad(int_power)(-1.5, 3))
+    assert "dn" not in wg.source.jvp(int_power).spec.build(("s", "i"))[1].split("\n", 3)[3]

@@ -41,10 +41,13 @@ _counter = [0]
 
 
 def _kind(a):
-    """'s' a scalar, '1' a 1-d array, 'l' a list or tuple of scalars, 'a' anything else."""
+    """'s' a scalar, 'i' an integer, '1' a 1-d array, 'n' a plain 1-d float array,
+    'l' a list or tuple of scalars, 'a' anything else."""
     t = type(a)
     if t is float:
         return "s"
+    if t is int or t is bool or isinstance(a, (np.integer, np.bool_)):
+        return "i"  # not differentiated: no tangent, no adjoint
     if t is np.ndarray:
         nd = a.ndim
         if nd == 1 and a.dtype.kind == "f":
@@ -128,7 +131,8 @@ class _Specialised:
                 nums = (self.argnums,) if isinstance(self.argnums, int) else tuple(self.argnums)
                 nums = tuple(i % len(fn.params) for i in nums)
                 split = self.kind == "vjp"
-                wrt = [fn.params[i] for i in nums] if not split else fn.params
+                wrt = [fn.params[i] for i in nums] if not split else \
+                    [p for p, k in zip(fn.params, pattern) if k != "i"]
                 gen = ReverseGen(fn, wrt, pattern, None, split=split)
                 gen.transform = self.transform_vjp(gen)
                 src, _ = gen.generate(name, nums, not isinstance(self.argnums, int))

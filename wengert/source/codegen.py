@@ -159,7 +159,7 @@ class _Base:
 
     def shapes(self):
         """``self.arrays``: names that may hold arrays (the rest are surely scalars)."""
-        arrays = {p for p, s in zip(self.fn.params, self.scalar_params) if s != "s"}
+        arrays = {p for p, s in zip(self.fn.params, self.scalar_params) if s not in "si"}
         self.vectors = {p for p, s in zip(self.fn.params, self.scalar_params) if s in "1ln"}
         int_names = {s.target for s, _ in self.walk(self.fn.body)
                      if isinstance(s, Loop) and s.range_args is not None
@@ -349,7 +349,8 @@ class ForwardGen(_Base):
     """Program B: each statement followed by its differential."""
 
     def __init__(self, fn, scalar_params, transform):
-        super().__init__(fn, fn.params, scalar_params)
+        super().__init__(fn, [p for p, k in zip(fn.params, scalar_params) if k != "i"],
+                         scalar_params)
         self.transform = transform  # f -> name of its generated jvp (for user calls)
 
     def block(self, body, ind):
@@ -756,6 +757,7 @@ class ReverseGen(_Base):
         ps = self.fn.params
         gout = self.g(out) if out in self.active else None
         wrt = ps if self.split else [ps[i] for i in argnums]
+        # (in a pullback every parameter gets an entry; integers get 0.0)
         read = set()
         for line in rev:
             read |= _names_in(line)
