@@ -730,6 +730,7 @@ class ReverseGen(_Base):
                 # pullback, so there it is pushed like any other value.)
                 self.restored.add(s.target)
             bf, br = self.block(s.body, inner)
+            br = self.iteration_locals(s.body, br, inner)
             if not br:
                 return [f"{ind}{s.header}:"] + (bf or [inner + "pass"]), []
             if reversible:
@@ -744,6 +745,77 @@ class ReverseGen(_Base):
             rev = [f"{ind}for _ in range({st}.pop()):"] + br
             return fwd, rev
         raise AssertionError(type(s))
+
+    def iteration_locals(self, body, rev, ind):
+        """Inside a loop, a value defined and used only in one iteration starts its adjoint
+        with ``gv = ...`` (its first contribution) instead of ``gv += ...`` and a reset."""
+        defined = {}
+        used_in_text = set()
+        for s, depth in self.walk(self.fn.body):
+            if isinstance(s, If):
+                used_in_text |= _names_in(s.test)
+            elif isinstance(s, Loop):
+                used_in_text |= _names_in(s.header)
+            elif isinstance(s, Keep):
+                used_in_text |= _names_in(s.text)
+            elif isinstance(s, Op):
+                for t in (s.text, s.index):
+                    if t:
+                        used_in_text |= _names_in(t)
+        direct = [s for s in body if isinstance(s, Op)]
+        pos = {id(s): k for k, s in enumerate(body)}
+        for s in direct:
+            defined.setdefault(s.target, []).append(s)
+        local = set()
+        for v, defs in defined.items():
+            if len(defs) != 1 or self.counts.get(v) != 1 or v in self.fn.params or \
+                    v in self.fn.outputs or v in used_in_text or v not in self.active:
+                continue
+            k = pos[id(defs[0])]
+            ok = True
+            for s, _ in self.walk(self.fn.body):
+                if not isinstance(s, Op) or s is defs[0]:
+                    continue
+                names = {a.name for a in s.args if a.is_name} | {
+                    o.name for o in s.params.values() if not isinstance(o, str) and o.is_name}
+                if v in names and (id(s) not in pos or pos[id(s)] <= k):
+                    ok = False
+                    break
+            if ok:
+                local.add(v)
+        if not local:
+            return rev
+        out = list(rev)
+        for v in local:
+            g = self.gnames.get(v)
+            if g is None:
+                continue
+            pat = re.compile(rf"\b{g}\b")
+            first = None
+            for k, line in enumerate(out):
+                if pat.search(line):
+                    first = k
+                    break
+            if first is None:
+                continue
+            line = out[first]
+            m = re.match(rf"^{ind}{g} ([+-])= (.*)$", line) or \
+                re.match(rf"^{ind}{g} = {g} ([+-]) (.*)$", line)
+            if not m:
+                continue
+            sign, e = m.groups()
+            later = any(re.match(rf"^\s*{g} [+-]= ", x) for x in out[first + 1:])
+            if sign == "+" and later and not _fresh_value(e):
+                continue  # gv = gs, then gv += ... would change gs's object too
+            if sign == "-":
+                e = f"-({e})" if not re.fullmatch(r"[\w.]+", e) else f"-{e}"
+            out[first] = f"{ind}{g} = {e}"
+            # the reset after the definition is no longer needed
+            for k in range(len(out) - 1, first, -1):
+                if out[k] == f"{ind}{g} = 0.0":
+                    del out[k]
+                    break
+        return out
 
     def generate(self, name, argnums, out_tuple):
         if self.fn.out_is_tuple:
