@@ -234,7 +234,7 @@ def test_second_derivatives(f, args):
     close(d2, wg.hessian(f)(*args), tol=1e-10)
 
 
-# -- arrays -----------------------------------------------------------------------------------------
+# -- arrays ------------------------------------------------------------------------------------
 def array_fn(x, w):
     h = wnp.tanh(x * w + 0.5)
     return wnp.sum(h * h) + wnp.sum(sin(x)) * 2.0
@@ -338,7 +338,7 @@ def test_float32_kept():
     close(g, wg.grad(array_fn)(x, w), tol=1e-5)
 
 
-# -- the programs read like the seeds' ---------------------------------------------------------------
+# -- the programs read like the seeds' ---------------------------------------------------------
 def test_programs_from_source_seeds_form():
     fwd, rev = programs_from_source("def f(x, y):\n    return x * y + sin(x)\n", "f")
     assert fwd.splitlines() == ["a = x * y", "da = y * dx + x * dy", "b = sin(x)",
@@ -405,7 +405,7 @@ def test_source_is_readable():
     assert "dt = 0.5 * dc" in src
 
 
-# -- functions as objects ---------------------------------------------------------------------------
+# -- functions as objects ----------------------------------------------------------------------
 def test_pickle_by_reference():
     df = wg.source.grad(seeds_example, argnums=(0, 1))
     df2 = pickle.loads(pickle.dumps(df))
@@ -424,7 +424,7 @@ def test_unpickle_in_fresh_registry():
     close(df2(0.5, 4.2), 5.077582561890373)
 
 
-# -- errors ---------------------------------------------------------------------------------------------
+# -- errors ------------------------------------------------------------------------------------
 def uses_try(x):
     try:
         y = x * 2.0
@@ -522,7 +522,7 @@ def test_grad_argument_checks():
         wg.source.grad(seeds_example, argnums=3)
 
 
-# -- more of Python ------------------------------------------------------------------------------
+# -- more of Python ----------------------------------------------------------------------------
 SCALE = 3.0
 
 
@@ -702,7 +702,7 @@ def test_dict_argument():
     close([g["w"], g["b"]], [want["w"], want["b"]])
 
 
-# -- random programs: loops, branches, early exits, reassignments, calls ------------------------
+# -- random programs: loops, branches, early exits, reassignments, calls -----------------------
 def _random_program(seed):
     import random
     r = random.Random(seed)

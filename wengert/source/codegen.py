@@ -98,7 +98,7 @@ class _Base:
             self.gnames[v] = self.fresh("g" + v if "g" + v not in self.fn.names else "g_" + v)
         return self.gnames[v]
 
-    # -- analyses -------------------------------------------------------------------------------
+    # -- analyses ------------------------------------------------------------------------------
     def walk(self, body, depth=0):
         for s in body:
             yield s, depth
@@ -275,7 +275,7 @@ class _Base:
         return any(self.maybe_array(b) and not (b.is_name and a.is_name and b.name == a.name)
                    for b in others)
 
-    # -- symbols for a primitive's arguments --------------------------------------------------------
+    # -- symbols for a primitive's arguments ---------------------------------------------------
     def sym_args(self, trace, op):
         out = []
         for a in op.args:

@@ -537,7 +537,7 @@ class Normaliser:
             return []
         return [ast.Assign(targets=[ast.Name(o, ast.Store())], value=r.value, lineno=r.lineno)]
 
-    # -- statements -------------------------------------------------------------------------------
+    # -- statements ----------------------------------------------------------------------------
     def block(self, body):
         out = []
         for s in body:
@@ -863,7 +863,7 @@ class Normaliser:
                        f"in order ({', '.join(params)})", node)
         return out, {}
 
-    # -- inactive text -----------------------------------------------------------------------------
+    # -- inactive text -------------------------------------------------------------------------
     def passive_text(self, e):
         self.collect_free(e)
         return ast.unparse(e)
