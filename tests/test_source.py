@@ -871,3 +871,15 @@ def test_integer_arguments_carry_no_derivative():
     close(t, wg.jvp(lambda x: int_power(x, 3), (-1.5,), (1.0,))[1])
     assert np.isfinite(wg.source.grad(int_power)(-1.5, 3))
     assert "dn" not in wg.source.jvp(int_power).spec.build(("s", "i"))[1].split("\n", 3)[3]
+
+
+def shadows_cos(x):
+    cos = sin(x) * 2.0   # a variable named like the derivative of sin
+    return cos * x
+
+
+def test_variable_named_like_a_primitive():
+    df = wg.source.grad(shadows_cos)
+    assert "wnp.cos(x)" in df.source
+    close(df(0.4), wg.grad(shadows_cos)(0.4))
+    close(wg.source.jvp(shadows_cos)((0.4,), (1.0,))[1], wg.grad(shadows_cos)(0.4))

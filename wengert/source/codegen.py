@@ -293,9 +293,15 @@ class _Base:
             params[k] = v
         return out, params
 
+    @property
+    def local_names(self):
+        return set(self.counts) | set(self.fn.params)
+
     def prim_ref(self, prim):
         """A name for calling ``prim`` itself (the run-time fallback)."""
         name = prim_display(prim)
+        if name in self.local_names:
+            name = self.fresh(name + "_")
         if name.startswith("wnp."):
             from .. import numpy as wnp
             self.namespace["wnp"] = wnp
@@ -329,7 +335,7 @@ class _Base:
                          for k, o in op.params.items())
             return f"{op.target} = {op.fname}({self.args_text(op)}{kw})"
         if op.kind == "prim":
-            trace = SymTrace()
+            trace = SymTrace(self.local_names)
             try:
                 args, params = self.sym_args(trace, op)
                 s = op.fn(*args, **params)
@@ -425,7 +431,7 @@ class ForwardGen(_Base):
 
     def symbolic(self, op):
         """The tangent text of a primitive, from its rules; None if it is zero."""
-        trace = SymTrace()
+        trace = SymTrace(self.local_names)
         args, params = self.sym_args(trace, op)
         ans = trace.sym(op.target)
         trace.remember(op.fn, args, params, ans)
@@ -602,7 +608,7 @@ class ReverseGen(_Base):
         return lines
 
     def symbolic(self, op, actives):
-        trace = SymTrace()
+        trace = SymTrace(self.local_names)
         args, params = self.sym_args(trace, op)
         ans = trace.sym(op.target)
         trace.remember(op.fn, args, params, ans)

@@ -180,10 +180,11 @@ class SymTrace(Trace):
     the variable the program already assigned.
     """
 
-    def __init__(self):
+    def __init__(self, reserved=()):
         self.level = new_level()
         self.memo = {}
         self.used = {}   # names the texts call -> the objects they must resolve to
+        self.reserved = set(reserved)  # the program's own variables: not function names
 
     def sym(self, text, lin=False):
         return Sym(text, self, ATOM, lin)
@@ -222,6 +223,11 @@ class SymTrace(Trace):
                 return self._unary(sym, args[0], lin)
             return self._binary(sym, prec, args[0], args[1], lin)
         name = prim_display(prim)
+        if name in self.reserved or name in ("wnp",):
+            short = display_names().get(prim)
+            if short is None or "wnp" in self.reserved:
+                raise Unknowable(f"the name {name} is a variable of the program")
+            name = short if short.startswith("wnp.") else f"wnp.{short}"
         if name.startswith("wnp."):
             from .. import numpy as wnp
             self.used["wnp"] = wnp
