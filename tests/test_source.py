@@ -883,3 +883,12 @@ def test_variable_named_like_a_primitive():
     assert "wnp.cos(x)" in df.source
     close(df(0.4), wg.grad(shadows_cos)(0.4))
     close(wg.source.jvp(shadows_cos)((0.4,), (1.0,))[1], wg.grad(shadows_cos)(0.4))
+
+
+def test_generated_code_traces_into_graphs():
+    try:
+        g = wg.trace(wg.source.grad(babylonian), 2.0)
+    except (ImportError, AttributeError):
+        pytest.skip("the graph engine is not available")
+    close(g(2.0), 0.5 / math.sqrt(2.0))
+    close(g(3.0), 0.5 / math.sqrt(3.0), tol=1e-9)
