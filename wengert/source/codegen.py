@@ -10,6 +10,11 @@ assigned twice or inside a loop) are pushed on ``stack`` right after they are
 computed and popped just before the adjoint statements that read them.  Branches
 push which way they went (unless the test can simply be evaluated again) and loops
 push their iteration count (unless they run over a ``range`` that can be reversed).
+
+Programs are generated per kind of argument (scalar, integer, vector, array): what
+may be an array decides whether a cotangent is summed back (``unbroadcast``) and
+whether adjoints accumulate with ``gx += c`` (immutable scalars) or ``gx = gx + c``
+(arrays, never updated in place, so traced values can flow through them).
 """
 from __future__ import annotations
 

@@ -12,8 +12,12 @@ The statements (the IR the code generator reads):
 * ``Loop``    -- ``for`` / ``while`` with its header kept as text; ``break`` inside
 * ``Keep``    -- a statement with no derivative (``print(...)``, an inactive assignment)
 
-Early ``return``, ``break`` and ``continue`` are removed first by moving the rest of
-the block into the branches that fall through, so every path ends at the end.
+Early ``return`` and ``continue`` are removed first by moving the rest of the block
+into the branches that fall through, so every path ends at the end; ``break`` (and
+``raise``) stay, as the last statement of a branch.  A ``return`` inside a loop sets a
+flag and breaks out; the code after the loop runs only if the flag is unset.
+Unsupported constructs raise :class:`SourceError` (a ``NotImplementedError``) naming
+the construct and its line in the user's file.
 """
 from __future__ import annotations
 
