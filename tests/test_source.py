@@ -892,3 +892,12 @@ def test_generated_code_traces_into_graphs():
         pytest.skip("the graph engine is not available")
     close(g(2.0), 0.5 / math.sqrt(2.0))
     close(g(3.0), 0.5 / math.sqrt(3.0), tol=1e-9)
+
+
+def vector_valued(x):
+    return x * 2.0
+
+
+def test_grad_of_non_scalar_output_raises():
+    with pytest.raises(ValueError, match="scalar output"):
+        wg.source.grad(vector_valued)(np.ones(3))

@@ -855,7 +855,11 @@ class ReverseGen(_Base):
         if not self.split:
             lines = [f"def {name}({sig}):"] + st + fwd + init_lines
             if gout:
-                lines.append(f"    {gout} = 1.0")
+                if out in self.arrays:  # may not be a scalar: checked when the program runs
+                    self.namespace["seed"] = _runtime("seed")
+                    lines.append(f"    {gout} = seed({out})")
+                else:
+                    lines.append(f"    {gout} = 1.0")
             lines += rev
             if out_tuple:
                 lines.append(f"    return {self.tuple_text(grads)}")

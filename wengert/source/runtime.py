@@ -14,7 +14,17 @@ from ..rules._zeros import dtype_of, zeros_like_value
 from ..tree import flatten, unflatten
 
 __all__ = ["pullback", "pushforward", "vjp_call", "jvp_call", "unbroadcast", "broadcast_like",
-           "add_at", "fit"]
+           "add_at", "fit", "seed"]
+
+
+def seed(out):
+    """The cotangent ``1`` of a scalar output (a gradient needs one)."""
+    if isinstance(out, (list, tuple, dict)) or ndim_of(out) != 0:
+        raise ValueError(
+            f"grad needs a function with a scalar output, but it returned shape "
+            f"{shape_of(out) if not isinstance(out, (list, tuple, dict)) else type(out).__name__}"
+            ". Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
+    return 1.0
 
 
 def _nz(c):
