@@ -19,14 +19,15 @@ _LN10 = math.log(10.0)
 REGISTRY = {}  # name -> primitive, for tests and the coverage table
 
 
-def elementwise(np_fn, partials, *, name=None, domain=(-2.0, 2.0), nondiff=False):
+def elementwise(np_fn, partials, *, name=None, domain=(-2.0, 2.0), nondiff=False,
+                registry=REGISTRY):
     """Declare an elementwise primitive over ``np_fn`` with its partials."""
     nargs = np_fn.nin if isinstance(np_fn, np.ufunc) else None
     p = primitive(np_fn, name=name or np_fn.__name__, broadcasting=nargs != 1)
     p.partials(partials)
     p.domain = domain
     p.nondiff = nondiff
-    REGISTRY[p.name] = p
+    registry[p.name] = p
     return p
 
 

@@ -25,7 +25,8 @@ from ..core import ndim_of, primitive, shape_of
 from ._zeros import dtype_of
 from .elementwise import absolute, power, sign, where
 from .products import matmul
-from .shape import _norm_axes, broadcast_to, reshape, sum_, transpose
+from .shape import (broadcast_to, expand_reduced, kept_shape, reshape, sum_, sum_tangent,
+                    transpose)
 
 # -- helpers: matrix operations written with primitives ------------------------------------
 
@@ -641,10 +642,7 @@ def _vector_norm(x, ord=2.0, axis=None, keepdims=False):
 
 def _norm_weights(x, ans, ord, axis, keepdims):
     """d norm / d x; 0 where the norm is 0 (the subgradient JAX and PyTorch pick)."""
-    xs = shape_of(x)
-    axes = _norm_axes(axis, len(xs))
-    kept = tuple(1 if i in axes else d for i, d in enumerate(xs))
-    ak = reshape(ans, kept)
+    ak = reshape(ans, kept_shape(shape_of(x), axis))
     safe = where(ak == 0, 1.0, ak)
     if ord == 2:
         return x / safe
@@ -659,25 +657,17 @@ def vector_norm_jvp(primals, tangents, ord=2.0, axis=None, keepdims=False):
     ans = _vector_norm(x, ord=ord, axis=axis, keepdims=keepdims)
     if dx is None:
         return ans, None
-    nd = ndim_of(x)
-    nb = ndim_of(dx) - nd
-    axes = tuple(a + nb for a in _norm_axes(axis, nd))
-    return ans, sum_(dx * _norm_weights(x, ans, ord, axis, keepdims), axis=axes,
-                     keepdims=keepdims)
+    return ans, sum_tangent(dx * _norm_weights(x, ans, ord, axis, keepdims), ndim_of(x), axis,
+                            keepdims)
 
 
 @_vector_norm.rrule
 def vector_norm_vjp(x, ord=2.0, axis=None, keepdims=False):
     ans = _vector_norm(x, ord=ord, axis=axis, keepdims=keepdims)
     xs = shape_of(x)
-    axes = _norm_axes(axis, len(xs))
-    kept = tuple(1 if i in axes else d for i, d in enumerate(xs))
 
     def pullback(g):
-        gs = shape_of(g)
-        nb = len(gs) - ndim_of(ans)
-        ge = broadcast_to(reshape(g, gs[:nb] + kept), gs[:nb] + xs)
-        return (ge * _norm_weights(x, ans, ord, axis, keepdims),)
+        return (expand_reduced(g, ans, xs, axis) * _norm_weights(x, ans, ord, axis, keepdims),)
     return ans, pullback
 
 

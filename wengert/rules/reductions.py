@@ -13,7 +13,8 @@ from .arithmetic import multiply
 from .elementwise import exp, log, sqrt, where
 from .indexing import concrete, getitem_basic, recorded, strip_eager
 from .joining import _concatenate, astype
-from .shape import _norm_axes, broadcast_to, reshape, sum_, transpose
+from .shape import _norm_axes, broadcast_to, expand_reduced as _expand, kept_shape, reshape, \
+    sum_, transpose
 
 __all__ = ["sum", "prod", "mean", "var", "std", "max", "min", "amax", "amin", "ptp",
            "average", "cumsum", "cumprod", "cumulative_sum", "cumulative_prod", "logsumexp",
@@ -44,17 +45,6 @@ def _arr(a):
             from .joining import asarray
             return asarray(a)
     return a
-
-
-def _kept_shape(xs, axes):
-    return tuple(1 if i in axes else d for i, d in enumerate(xs))
-
-
-def _expand(g, ans, xs, axes):
-    """Cotangent ``g`` of a reduction (batch axes in front) broadcast back to ``B + xs``."""
-    gs = shape_of(g)
-    nb = len(gs) - ndim_of(ans)
-    return broadcast_to(reshape(g, gs[:nb] + _kept_shape(xs, axes)), gs[:nb] + tuple(xs))
 
 
 def _axes_arg(axis, nd):
@@ -357,7 +347,7 @@ def _extremum(np_fn, name):
 
 def _tie_weights(xv, av, axes):
     xv = np.asarray(xv)
-    hit = xv == np.reshape(av, _kept_shape(xv.shape, axes))
+    hit = xv == np.reshape(av, kept_shape(xv.shape, axes))
     cnt = np.sum(hit, axis=axes, keepdims=True)
     return (hit / np.maximum(cnt, 1)).astype(xv.dtype, copy=False)
 

@@ -16,6 +16,26 @@ def _norm_axes(axis, nd):
     return tuple(sorted(a % nd if nd else 0 for a in axis))
 
 
+def kept_shape(xs, axis):
+    """``xs`` with its reduced axes (``axis`` as NumPy takes it) kept as 1."""
+    axes = _norm_axes(axis, len(xs))
+    return tuple(1 if i in axes else d for i, d in enumerate(xs))
+
+
+def sum_tangent(dx, x_ndim, axis, keepdims=False):
+    """The tangent of a sum over ``axis``: the same sum, past ``dx``'s batch axes."""
+    nb = ndim_of(dx) - x_ndim
+    return sum_(dx, axis=tuple(a + nb for a in _norm_axes(axis, x_ndim)), keepdims=keepdims)
+
+
+def expand_reduced(g, ans, xs, axis):
+    """A cotangent of a reduction over ``axis`` (batch axes in front), broadcast back
+    to the reduced operand's shape ``xs``."""
+    gs = shape_of(g)
+    nb = len(gs) - ndim_of(ans)
+    return broadcast_to(reshape(g, gs[:nb] + kept_shape(xs, axis)), gs[:nb] + tuple(xs))
+
+
 @primitive(nargs=1)
 def reshape(x, shape):
     return np.reshape(x, shape)
@@ -53,23 +73,16 @@ def sum_jvp(primals, tangents, axis=None, keepdims=False):
     ans = sum_(x, axis=axis, keepdims=keepdims)
     if dx is None:
         return ans, None
-    nb = ndim_of(dx) - ndim_of(x)
-    axes = tuple(a + nb for a in _norm_axes(axis, ndim_of(x)))
-    return ans, sum_(dx, axis=axes, keepdims=keepdims)
+    return ans, sum_tangent(dx, ndim_of(x), axis, keepdims)
 
 
 @sum_.rrule
 def sum_vjp(x, axis=None, keepdims=False):
     ans = sum_(x, axis=axis, keepdims=keepdims)
     xs = shape_of(x)
-    axes = _norm_axes(axis, len(xs))
-    kept = tuple(1 if i in axes else d for i, d in enumerate(xs))
 
     def pullback(g):
-        gs = shape_of(g)
-        nb = len(gs) - ndim_of(ans)
-        g = reshape(g, gs[:nb] + kept)
-        return (broadcast_to(g, gs[:nb] + xs),)
+        return (expand_reduced(g, ans, xs, axis),)
     return ans, pullback
 
 

@@ -12,7 +12,7 @@ import scipy.special as _sp
 from ..core import ndim_of, primitive, shape_of
 from . import elementwise as _ew
 from .elementwise import absolute, exp, log, log1p, sign, sin, sqrt, where
-from .shape import _norm_axes, broadcast_to, reshape, sum_
+from .shape import broadcast_to, expand_reduced, kept_shape, reshape, sum_tangent
 
 _SQRT_PI = math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
@@ -24,13 +24,7 @@ SPECIAL = {}  # name -> primitive or composite, for tests and the coverage table
 def _special(np_fn, partials, *, name=None, domain=(-2.0, 2.0)):
     """An elementwise primitive over a ``scipy.special`` function (its own table, not
     ``elementwise.REGISTRY``: ``scipy.special.expm1`` is not ``numpy.expm1``)."""
-    nargs = np_fn.nin if isinstance(np_fn, np.ufunc) else None
-    p = primitive(np_fn, name=name or np_fn.__name__, broadcasting=nargs != 1)
-    p.partials(partials)
-    p.domain = domain
-    p.nondiff = False
-    SPECIAL[p.name] = p
-    return p
+    return _ew.elementwise(np_fn, partials, name=name, domain=domain, registry=SPECIAL)
 
 
 def _keep_float32(fn):
@@ -229,11 +223,6 @@ k1e = _special(_sp.k1e, lambda ans, x: (ans - 0.5 * (k0e(x) + kve(2.0, x)),), do
 
 
 # reductions ------------------------------------------------------------------------------------
-def _kept_shape(xs, axis):
-    axes = _norm_axes(axis, len(xs))
-    return tuple(1 if i in axes else d for i, d in enumerate(xs)), axes
-
-
 def _lse_impl(a, axis=None, keepdims=False):
     return _sp.logsumexp(a, axis=axis, keepdims=keepdims)
 
@@ -248,20 +237,7 @@ _logsumexp_b = primitive(_lse_b_impl, name="logsumexp_b")  # a and b of one shap
 
 def _weights(a, ans, axis, xs):
     """exp(a - logsumexp): the softmax weights (``xs`` is the reduced operand's shape)."""
-    kept, _ = _kept_shape(xs, axis)
-    return exp(a - reshape(ans, kept))
-
-
-def _sum_batched(t, x_ndim, axis, keepdims):
-    nb = ndim_of(t) - x_ndim
-    axes = tuple(a + nb for a in _norm_axes(axis, x_ndim))
-    return sum_(t, axis=axes, keepdims=keepdims)
-
-
-def _expand_batched(g, ans_ndim, kept, xs):
-    gs = shape_of(g)
-    nb = len(gs) - ans_ndim
-    return broadcast_to(reshape(g, gs[:nb] + kept), gs[:nb] + tuple(xs))
+    return exp(a - reshape(ans, kept_shape(xs, axis)))
 
 
 @_logsumexp.frule(symbolic_zeros=True)
@@ -270,17 +246,16 @@ def logsumexp_jvp(primals, tangents, axis=None, keepdims=False):
     ans = _logsumexp(a, axis=axis, keepdims=keepdims)
     if da is None:
         return ans, None
-    return ans, _sum_batched(da * _weights(a, ans, axis, shape_of(a)), ndim_of(a), axis, keepdims)
+    return ans, sum_tangent(da * _weights(a, ans, axis, shape_of(a)), ndim_of(a), axis, keepdims)
 
 
 @_logsumexp.rrule
 def logsumexp_vjp(a, axis=None, keepdims=False):
     ans = _logsumexp(a, axis=axis, keepdims=keepdims)
     xs = shape_of(a)
-    kept, _ = _kept_shape(xs, axis)
 
     def pullback(g):
-        return (_expand_batched(g, ndim_of(ans), kept, xs) * _weights(a, ans, axis, xs),)
+        return (expand_reduced(g, ans, xs, axis) * _weights(a, ans, axis, xs),)
     return ans, pullback
 
 
@@ -298,17 +273,16 @@ def logsumexp_b_jvp(primals, tangents, axis=None, keepdims=False):
         t = db * w if t is None else t + db * w
     if t is None:
         return ans, None
-    return ans, _sum_batched(t, len(xs), axis, keepdims)
+    return ans, sum_tangent(t, len(xs), axis, keepdims)
 
 
 @_logsumexp_b.rrule(needs=True)
 def logsumexp_b_vjp(a, b, needs, axis=None, keepdims=False):
     ans = _logsumexp_b(a, b, axis=axis, keepdims=keepdims)
     xs = shape_of(a)
-    kept, _ = _kept_shape(xs, axis)
 
     def pullback(g):
-        ge = _expand_batched(g, ndim_of(ans), kept, xs) * _weights(a, ans, axis, xs)
+        ge = expand_reduced(g, ans, xs, axis) * _weights(a, ans, axis, xs)
         return (ge * b if needs[0] else None), (ge if needs[1] else None)
     return ans, pullback
 
@@ -331,7 +305,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
                              return_sign=True)
         if b is not None:
             xs = np.broadcast_shapes(shape_of(a), shape_of(b))
-            b = b * np.reshape(s, _kept_shape(xs, axis)[0])
+            b = b * np.reshape(s, kept_shape(xs, axis))
         return logsumexp(a, axis=axis, b=b, keepdims=keepdims), s
     if axis is not None and not isinstance(axis, int):
         axis = tuple(axis)
