@@ -93,19 +93,17 @@ class _Specialised:
         self.last = None
 
     def transform_vjp(self, gen):
-        def name_of(callee):
-            d = _dispatcher(callee, "vjp")
-            ref = f"{callee.__name__}_vjp"
-            while ref in gen.namespace and gen.namespace[ref] is not d:
-                ref += "_"
-            gen.namespace[ref] = d
-            return ref
-        return name_of
+        return self._namer(gen, "vjp")
 
     def transform_jvp(self, gen):
+        return self._namer(gen, "jvp")
+
+    @staticmethod
+    def _namer(gen, mode):
+        """How generated code names the transformed version of a called user function."""
         def name_of(callee):
-            d = _dispatcher(callee, "jvp")
-            ref = f"{callee.__name__}_jvp"
+            d = _dispatcher(callee, mode)
+            ref = f"{callee.__name__}_{mode}"
             while ref in gen.namespace and gen.namespace[ref] is not d:
                 ref += "_"
             gen.namespace[ref] = d
