@@ -226,10 +226,9 @@ def _body(g, em, names, fast):
 
 
 # -- fusing sums of scatters: "gx = gx + zeros-with-v-at-idx" becomes "gx[idx] += v" -------
-# A fact about primitives, kept here: these write their first argument at the static basic
+# Primitives declared ``scatter_into_zeros`` write their first argument at the static basic
 # index ``idx`` of zeros of ``shape`` (dtype of the argument).  Reverse sweeps through
 # indexing (x[i] in a loop) produce long sums of them; the fused form writes into one buffer.
-SCATTERS = {"scatter_basic"}
 
 
 def _lit(v, em):
@@ -274,7 +273,7 @@ def _accumulations(g, live):
         uses[i] += 1
     scatter_of = {}
     for i, n in enumerate(nodes):
-        if (live[i] and n.kind == "op" and n.prim.name in SCATTERS and len(n.args) == 1
+        if (live[i] and n.kind == "op" and getattr(n.prim, "scatter_into_zeros", False) and len(n.args) == 1
                 and isinstance(n.value, np.ndarray) and uses[i] == 1):
             scatter_of[i] = n
     fused, chain_end = {}, {}

@@ -25,13 +25,10 @@ from .ir import Graph, Node
 
 __all__ = ["simplify"]
 
-# algebraic facts about primitives, kept in one table: the shape operations that
-# are the identity when the result has the operand's shape (read off the values)
-# (a transpose keeps the shape of a square matrix, so it is the identity only for the
-# identity permutation, checked separately)
-SHAPE_IDENTITIES = {"reshape", "broadcast_to", "squeeze", "expand_dims", "positive", "asarray",
-                    "copy", "real"}
-PERMUTATIONS = {"transpose": "axes"}
+# algebraic facts about primitives are declared with them, in the rules:
+# ``same_shape_identity`` (the identity when the result has the operand's shape, read
+# off the values) and ``permutation_param`` (the identity for the identity permutation:
+# a transpose keeps the shape of a square matrix, so shape alone does not tell)
 _ZERO_IF_EQUAL = {operator.sub}
 
 
@@ -158,11 +155,12 @@ def _identity(b, n, args, fast_math):
             return inner.args[0] if _same_kind(ans, b.nodes[inner.args[0]].value) else None
     elif op is operator.pos:
         return keep(0)
-    if n.prim.name in SHAPE_IDENTITIES and len(args) == 1:
+    if getattr(n.prim, "same_shape_identity", False) and len(args) == 1:
         return keep(0)
-    if n.prim.name in PERMUTATIONS and len(args) == 1:
+    perm = getattr(n.prim, "permutation_param", None)
+    if perm is not None and len(args) == 1:
         nd = np.ndim(vals[0])
-        axes = n.params.get(PERMUTATIONS[n.prim.name])
+        axes = n.params.get(perm)
         if (axes is None and nd <= 1) or (axes is not None and tuple(
                 a % nd for a in axes) == tuple(range(nd))):
             return keep(0)

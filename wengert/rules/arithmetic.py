@@ -150,3 +150,4 @@ def absolute_vjp(x):
 for _p in (add, subtract, negative, positive):
     _p.linear = True
 multiply.bilinear = True
+positive.same_shape_identity = True  # graph simplification may drop it

@@ -42,6 +42,9 @@ def real_vjp(z):
     return real(z), lambda g: (g,)  # Re(g dz) = g Re(dz) for real g
 
 
+real.same_shape_identity = True  # on real input, graph simplification may drop it
+
+
 @primitive
 def imag(val):
     return np.imag(val)

@@ -165,6 +165,10 @@ def scatter_basic(g, shape, idx):
     return out
 
 
+# generated code may fuse a sum of these into one buffer: gx[idx] += g
+scatter_basic.scatter_into_zeros = True
+
+
 def _prefix(nb, idx):
     return (slice(None),) * nb + idx if nb else idx
 

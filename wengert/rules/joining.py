@@ -16,7 +16,7 @@ __all__ = ["concatenate", "astype", "copy", "ravel", "flatten", "swapaxes", "mov
            "flip", "fliplr", "flipud", "roll", "rot90", "pad", "diag", "diagflat", "diagonal",
            "tril", "triu", "trace", "atleast_1d", "atleast_2d", "atleast_3d", "array", "asarray",
            "asanyarray", "ascontiguousarray", "zeros_like", "ones_like", "full_like",
-           "empty_like", "append", "broadcast_arrays", "real", "imag", "conj", "conjugate",
+           "empty_like", "append", "broadcast_arrays",
            "zeros", "ones", "full", "empty", "diff", "ediff1d", "rollaxis", "meshgrid",
            "linspace"]
 
@@ -121,6 +121,9 @@ def _copy_jvp(primals, tangents):
 @_copy.rrule
 def _copy_vjp(x):
     return _copy(x), lambda g: (g,)
+
+
+_copy.same_shape_identity = True  # graph simplification may drop it
 
 
 # -- creation and conversion -------------------------------------------------------------------------
@@ -250,29 +253,6 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
                         shape=shape, **kw)
 
 
-def real(val):
-    if not isinstance(val, Tracer):
-        return np.real(val)
-    if np.iscomplexobj(_plain(val)):
-        raise NotImplementedError("numpy.real of a complex traced value has no wengert rule")
-    return val
-
-
-def imag(val):
-    if not isinstance(val, Tracer):
-        return np.imag(val)
-    return np.zeros_like(_plain(val))
-
-
-def conj(x, *args, **kwargs):
-    if not isinstance(x, Tracer):
-        return np.conj(x, *args, **kwargs)
-    if np.iscomplexobj(_plain(x)):
-        raise NotImplementedError("numpy.conj of a complex traced value has no wengert rule")
-    return x
-
-
-conjugate = conj
 
 
 # -- reshaping -------------------------------------------------------------------------------------------

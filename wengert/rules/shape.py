@@ -150,3 +150,6 @@ def transpose_vjp(x, axes=None):
 
 for _p in (reshape, sum_, broadcast_to, transpose):
     _p.linear = True  # Taylor coefficients map one by one
+for _p in (reshape, broadcast_to):
+    _p.same_shape_identity = True  # the identity when the result has the operand's shape
+transpose.permutation_param = "axes"  # the identity for the identity permutation
