@@ -45,21 +45,25 @@ def main():
 
     df = wg.source.grad(rosenbrock)
     eager = wg.grad(rosenbrock)
+    compiled = wg.compile(wg.grad(rosenbrock))
     g_ref = eager(x_arr)
     for x in (x_list, x_arr):
         assert np.allclose(np.asarray(df(x)), g_ref, rtol=1e-12, atol=1e-12)
 
     print(f"extended Rosenbrock, Python loop over {n} elements; median of {args.repeat} repeats")
-    print(f"{'input':6} {'plain f':>12} {'source grad':>12} {'eager grad':>12} "
-          f"{'src/plain':>10} {'eager/src':>10}")
+    print(f"{'input':6} {'plain f':>12} {'source grad':>12} {'compile(grad)':>14} "
+          f"{'eager grad':>12} {'src/plain':>10} {'compiled/plain':>15} {'eager/src':>10}")
     results = {}
     for label, x in (("list", x_list), ("array", x_arr)):
         t_plain = median_time(lambda: rosenbrock(x), args.repeat)
         t_src = median_time(lambda: df(x), args.repeat)
         t_eager = median_time(lambda: eager(x), args.repeat)
-        results[label] = (t_plain, t_src, t_eager)
-        print(f"{label:6} {t_plain * 1e6:10.1f}us {t_src * 1e6:10.1f}us {t_eager * 1e6:10.1f}us "
-              f"{t_src / t_plain:10.2f} {t_eager / t_src:10.2f}")
+        compiled(x)  # trace once for this signature
+        t_comp = median_time(lambda: compiled(x), args.repeat)
+        results[label] = (t_plain, t_src, t_eager, t_comp)
+        print(f"{label:6} {t_plain * 1e6:10.1f}us {t_src * 1e6:10.1f}us {t_comp * 1e6:12.1f}us "
+              f"{t_eager * 1e6:10.1f}us {t_src / t_plain:10.2f} {t_comp / t_plain:15.2f} "
+              f"{t_eager / t_src:10.2f}")
     print()
     print("generated program (list input):")
     df(x_list)
