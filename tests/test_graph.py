@@ -534,3 +534,22 @@ def test_vjp_graph():
     v = wg.trace(f, x, y).vjp()
     assert v.source().startswith("def vjp_f(x, y, gf):")
     assert same(v(x, y, ct), wg.vjp(f, x, y)[1](ct))
+
+
+def test_negations_fold_into_constants_and_subtractions_exactly():
+    c = np.array([0.3, -1.7, 2.5])
+
+    def f(x, y):
+        a = -(x * c)          # -> x * (-c)
+        b = (-y) * 3.0        # -> y * (-3.0)
+        return a + (-b) + (-x) * c   # a + (-b) -> a - b
+
+    x, y = np.array([0.1, -2.0, 3.3]), np.array([1e-300, 5.0, -0.0])
+    g = wg.trace(f, x, y)
+    s = g.simplify()
+    assert s.stats["rewritten"] >= 3
+    assert s.num_ops < g.num_ops
+    for args in ((x, y), (y, x), (x * 7.0, -y)):
+        want = f(*args)
+        got = s(*args)
+        assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want))

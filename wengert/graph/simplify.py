@@ -97,7 +97,7 @@ class _Builder:
         self.nodes = []
         self.consts = {}
         self.cse = {}
-        self.stats = {"folded": 0, "cse": 0, "identities": 0}
+        self.stats = {"folded": 0, "cse": 0, "identities": 0, "rewritten": 0}
 
     def add(self, node):
         self.nodes.append(node)
@@ -174,6 +174,46 @@ def _identity(b, n, args, fast_math):
     return None
 
 
+def _neg_of(b, i):
+    """The operand of node ``i`` if it is a plain negation, else None."""
+    node = b.nodes[i]
+    if node.kind == "op" and not node.params and _op_of(node.prim) is operator.neg:
+        return node.args[0]
+    return None
+
+
+def _rewrite(b, n, args):
+    """Exact rewrites into another primitive call, as ``(prim, args)``; else None.
+
+    In IEEE arithmetic ``-(x * c) == x * (-c)``, ``(-x) * c == x * (-c)`` and
+    ``a + (-y) == a - y`` bit for bit, so the negations reverse sweeps produce fold
+    into constants and subtractions.
+    """
+    if n.params:
+        return None
+    op = _op_of(n.prim)
+    vals = [b.nodes[a].value for a in args]
+    if op is operator.neg:
+        inner = b.nodes[args[0]]
+        if inner.kind == "op" and not inner.params and _op_of(inner.prim) is operator.mul:
+            for i, j in ((0, 1), (1, 0)):
+                c = b.nodes[inner.args[j]]
+                if c.kind == "const" and _is_numeric(c.value):
+                    return inner.prim, (inner.args[i], b.const(-c.value))
+    elif op is operator.mul:
+        for i, j in ((0, 1), (1, 0)):
+            x = _neg_of(b, args[i])
+            if x is not None and b.is_const(args[j]) and _is_numeric(vals[j]):
+                return n.prim, (x, b.const(-vals[j]))
+    elif op is operator.add:
+        from ..rules import OPERATORS
+        for i, j in ((0, 1), (1, 0)):
+            y = _neg_of(b, args[j])
+            if y is not None:
+                return OPERATORS["__sub__"], (args[i], y)
+    return None
+
+
 def simplify(g, *, fast_math=False, report=False):
     """A new graph computing the same values with fewer nodes (see the module docs).
 
@@ -211,12 +251,17 @@ def simplify(g, *, fast_math=False, report=False):
                 rep[i] = r
                 b.stats["identities"] += 1
                 continue
-            key = (id(n.prim), args, _freeze(n.params))
+            rw = _rewrite(b, n, args)
+            prim = n.prim
+            if rw is not None:
+                prim, args = rw
+                b.stats["rewritten"] += 1
+            key = (id(prim), args, _freeze(n.params))
             if key in b.cse:
                 rep[i] = b.cse[key]
                 b.stats["cse"] += 1
                 continue
-            rep[i] = b.cse[key] = b.add(Node("op", n.prim, args, dict(n.params), n.value))
+            rep[i] = b.cse[key] = b.add(Node("op", prim, args, dict(n.params), n.value))
     outputs = [rep[o] for o in g.outputs]
     guards = []
     seen = set()

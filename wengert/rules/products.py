@@ -35,9 +35,8 @@ def _swap_last(x):
 
 
 # -- matmul --------------------------------------------------------------------------------------------
-@primitive(name="matmul", broadcasting=True)
-def _matmul(a, b):
-    return np.matmul(a, b)
+# the ufunc itself: no Python frame between a call (eager or generated) and BLAS
+_matmul = primitive(np.matmul, name="matmul", broadcasting=True, nargs=2)
 
 
 @_matmul.frule(symbolic_zeros=True)

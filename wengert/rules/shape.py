@@ -38,7 +38,8 @@ def expand_reduced(g, ans, xs, axis):
 
 @primitive(nargs=1)
 def reshape(x, shape):
-    return np.reshape(x, shape)
+    # the method skips np.reshape's dispatch layers: a third of the cost on small arrays
+    return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
 
 
 @reshape.frule(symbolic_zeros=True)
@@ -64,6 +65,8 @@ def reshape_vjp(x, shape):
 
 @primitive(name="sum")
 def sum_(x, axis=None, keepdims=False):
+    if type(x) is np.ndarray:  # what np.sum calls, without its dispatch layers
+        return x.sum(axis=axis, keepdims=keepdims)
     return np.sum(x, axis=axis, keepdims=keepdims)
 
 
@@ -118,7 +121,7 @@ def broadcast_to_vjp(x, shape):
 
 @primitive
 def transpose(x, axes=None):
-    return np.transpose(x, axes)
+    return x.transpose(axes) if type(x) is np.ndarray else np.transpose(x, axes)
 
 
 def _full_axes(axes, nd):
