@@ -53,6 +53,7 @@ def _scalar_fast_path(prim, name, reflected):
     impl = getattr(impl, "python_operator", impl)
     general = getattr(Tracer, name)
     numbers = (float, int)
+    new = object.__new__
 
     def method(self, other):
         a = self.value
@@ -86,7 +87,9 @@ def _scalar_fast_path(prim, name, reflected):
             if tb is not None and pb is not None:
                 u = tb if pb is ONE else tb * pb
                 t = u if t is None else t + u
-            return Dual(ans, t, self._trace)
+            d = new(Dual)  # slots set directly: cheaper than a call to __init__
+            d.value, d._tangent, d._trace = ans, t, self._trace
+            return d
         return general(self, other)
     method.__name__ = name
     return method

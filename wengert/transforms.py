@@ -298,12 +298,15 @@ def derivative(f, order=1):
 
     @functools.wraps(f)
     def df(x, *args, **kwargs):
-        check_differentiable(x, f"derivative: {_arg_name(f, 0)}")
-        if ndim_of(x) != 0:
-            raise ValueError("derivative takes a function of one scalar; use wg.jacobian "
-                             "or wg.jvp for arrays")
+        if type(x) is float:  # the common case, checked quickly
+            one = 1.0
+        else:
+            check_differentiable(x, lambda: f"derivative: {_arg_name(f, 0)}")
+            if ndim_of(x) != 0:
+                raise ValueError("derivative takes a function of one scalar; use wg.jacobian "
+                                 "or wg.jvp for arrays")
+            one = 1.0 if isinstance(_plain(x), float) else np.ones((), _leaf_dtype(x))
         trace = ForwardTrace(new_level())
-        one = 1.0 if isinstance(_plain(x), float) else np.ones((), _leaf_dtype(x))
         out = f(Dual(x, one, trace), *args, **kwargs)
         if isinstance(out, Dual) and out._trace is trace:  # the common case, quickly
             t = out._tangent

@@ -226,10 +226,7 @@ def _make_grad(spec, nums, one):
             if type(a) is float or (type(a) is np.ndarray and a.dtype.kind == "f") or \
                     isinstance(a, (list, tuple, dict)):
                 continue
-            try:
-                check_differentiable(a, "grad")
-            except TypeError:
-                check_differentiable(a, f"grad: {_arg_name(spec.f, i)}")
+            check_differentiable(a, lambda: f"grad: {_arg_name(spec.f, i)}")
         prog = spec.program(args)
         df.source = spec.last
         out = prog(*args)
