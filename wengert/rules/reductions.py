@@ -203,38 +203,30 @@ def cumprod(a, axis=None, dtype=None, out=None):
     return _cumprod(a, axis % ndim_of(a))
 
 
-def cumulative_sum(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+def _cumulative(np_fn, running, fill, x, axis, dtype, out, include_initial):
+    """NumPy 2's cumulative_sum / cumulative_prod: the running op, optionally starting
+    with its identity element ``fill``."""
     if not isinstance(x, Tracer):
-        return np.cumulative_sum(x, axis=axis, dtype=dtype, out=out,
-                                 include_initial=include_initial)
+        return np_fn(x, axis=axis, dtype=dtype, out=out, include_initial=include_initial)
     if axis is None:
         if ndim_of(x) > 1:
             raise ValueError("axis must be specified for multi-dimensional arrays")
         axis = 0
-    r = cumsum(x, axis=axis, dtype=dtype)
+    r = running(x, axis=axis, dtype=dtype)
     if include_initial:
         ax = axis % ndim_of(x)
         s = list(shape_of(r))
         s[ax] = 1
-        r = _concatenate(np.zeros(s, _dtype(r)), r, axis=ax)
+        r = _concatenate(np.full(s, fill, _dtype(r)), r, axis=ax)
     return r
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+    return _cumulative(np.cumulative_sum, cumsum, 0, x, axis, dtype, out, include_initial)
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
-    if not isinstance(x, Tracer):
-        return np.cumulative_prod(x, axis=axis, dtype=dtype, out=out,
-                                  include_initial=include_initial)
-    if axis is None:
-        if ndim_of(x) > 1:
-            raise ValueError("axis must be specified for multi-dimensional arrays")
-        axis = 0
-    r = cumprod(x, axis=axis, dtype=dtype)
-    if include_initial:
-        ax = axis % ndim_of(x)
-        s = list(shape_of(r))
-        s[ax] = 1
-        r = _concatenate(np.ones(s, _dtype(r)), r, axis=ax)
-    return r
+    return _cumulative(np.cumulative_prod, cumprod, 1, x, axis, dtype, out, include_initial)
 
 
 @primitive(name="prod")
