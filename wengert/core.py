@@ -38,11 +38,15 @@ def new_level():
 
 
 def shape_of(x):
-    return x.shape if hasattr(x, "shape") else ()
+    if type(x) is float:
+        return ()
+    return getattr(x, "shape", ())  # one lookup: a tracer's shape is a property
 
 
 def ndim_of(x):
-    return x.ndim if hasattr(x, "ndim") else 0
+    if type(x) is float:
+        return 0
+    return getattr(x, "ndim", 0)
 
 
 class Trace:

@@ -40,8 +40,8 @@ def check_differentiable(x, what):
 
     ``what`` may be a function giving the name, so it costs nothing unless needed.
     """
-    if type(x) is float:
-        return
+    if type(x) is float or (type(x) is np.ndarray and x.dtype.kind == "f"):
+        return  # the common cases, quickly
     dt = _leaf_dtype(x)
     if dt is None or not np.issubdtype(dt, np.floating):
         if callable(what):
