@@ -63,7 +63,15 @@ log = elementwise(np.log, lambda ans, x: (1.0 / x,), domain=(0.1, 4.0))
 log1p = elementwise(np.log1p, lambda ans, x: (1.0 / (1.0 + x),), domain=(-0.9, 3.0))
 log2 = elementwise(np.log2, lambda ans, x: (1.0 / (x * _LN2),), domain=(0.1, 4.0))
 log10 = elementwise(np.log10, lambda ans, x: (1.0 / (x * _LN10),), domain=(0.1, 4.0))
-logaddexp = elementwise(np.logaddexp, lambda ans, x, y: (exp(x - ans), exp(y - ans)))
+def _logaddexp_partials(ans, x, y):
+    # the logistic function of x - y, which does not need ans: a derivative program
+    # (hvp, say) then drops the log-sum itself, and x = +inf gives 1, not nan
+    from .special import expit
+    d = x - y
+    return expit(d), expit(-d)
+
+
+logaddexp = elementwise(np.logaddexp, _logaddexp_partials)
 logaddexp2 = elementwise(np.logaddexp2, lambda ans, x, y: (exp2(x - ans), exp2(y - ans)))
 
 # powers and roots ------------------------------------------------------------------------------
