@@ -42,7 +42,7 @@ _LAZY = {
 
 
 def __getattr__(name):
-    # the graph, source and checkpoint layers load on first use, keeping import light
+    # the graph and source layers load on first use, keeping import light
     import importlib
     if name in _LAZY:
         mod, attr = _LAZY[name]
