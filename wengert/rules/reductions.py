@@ -179,28 +179,25 @@ def _cumprod_vjp(x, axis):
     return ans, pullback
 
 
-def cumsum(a, axis=None, dtype=None, out=None):
+def _running(np_fn, prim, name, a, axis, dtype, out):
+    """np.cumsum / np.cumprod: on traced values the primitive, along one axis."""
     a = _arr(a)
     if not isinstance(a, Tracer):
-        return np.cumsum(a, axis=axis, dtype=dtype, out=out)
-    _no_out(out, "cumsum")
+        return np_fn(a, axis=axis, dtype=dtype, out=out)
+    _no_out(out, name)
     if dtype is not None:
         a = astype(a, dtype, copy=False)
     if axis is None:
         a, axis = reshape(a, (-1,)), 0
-    return _cumsum(a, axis % ndim_of(a))
+    return prim(a, axis % ndim_of(a))
+
+
+def cumsum(a, axis=None, dtype=None, out=None):
+    return _running(np.cumsum, _cumsum, "cumsum", a, axis, dtype, out)
 
 
 def cumprod(a, axis=None, dtype=None, out=None):
-    a = _arr(a)
-    if not isinstance(a, Tracer):
-        return np.cumprod(a, axis=axis, dtype=dtype, out=out)
-    _no_out(out, "cumprod")
-    if dtype is not None:
-        a = astype(a, dtype, copy=False)
-    if axis is None:
-        a, axis = reshape(a, (-1,)), 0
-    return _cumprod(a, axis % ndim_of(a))
+    return _running(np.cumprod, _cumprod, "cumprod", a, axis, dtype, out)
 
 
 def _cumulative(np_fn, running, fill, x, axis, dtype, out, include_initial):
