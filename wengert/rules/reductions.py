@@ -52,20 +52,31 @@ def _axes_arg(axis, nd):
 
 
 # -- sum (the primitive lives in rules/shape.py) ----------------------------------------------
+def _plain_reduce(np_fn, identity, a, axis, dtype, out, keepdims, initial, where):
+    """NumPy's own reduction, passed only the optional arguments the caller gave."""
+    kw = {}
+    if not (type(initial) is int and initial == identity):
+        kw["initial"] = initial
+    if where is not True:
+        kw["where"] = where
+    return np_fn(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+
+
+def _traced_operand(name, identity, a, dtype, out, where):
+    """A traced reduction's operand: ``where`` masked to the identity, cast to ``dtype``."""
+    _no_out(out, name)
+    if where is not True:
+        a = _where_fill(where, a, identity)
+    if dtype is not None:
+        a = astype(a, dtype, copy=False)
+    return a
+
+
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=0, where=True):
     a = _arr(a)
     if not isinstance(a, Tracer):
-        kw = {}
-        if not (type(initial) is int and initial == 0):  # pass only what the caller passed
-            kw["initial"] = initial
-        if where is not True:
-            kw["where"] = where
-        return np.sum(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
-    _no_out(out, "sum")
-    if where is not True:
-        a = _where_fill(where, a, 0.0)
-    if dtype is not None:
-        a = astype(a, dtype, copy=False)
+        return _plain_reduce(np.sum, 0, a, axis, dtype, out, keepdims, initial, where)
+    a = _traced_operand("sum", 0.0, a, dtype, out, where)
     r = sum_(a, axis=_axes_arg(axis, ndim_of(a)), keepdims=keepdims)
     if isinstance(initial, Tracer) or initial != 0:
         r = r + initial
@@ -286,17 +297,8 @@ def _prod_vjp(x, axis=None, keepdims=False):
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=1, where=True):
     a = _arr(a)
     if not isinstance(a, Tracer):
-        kw = {}
-        if not (type(initial) is int and initial == 1):
-            kw["initial"] = initial
-        if where is not True:
-            kw["where"] = where
-        return np.prod(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
-    _no_out(out, "prod")
-    if where is not True:
-        a = _where_fill(where, a, 1.0)
-    if dtype is not None:
-        a = astype(a, dtype, copy=False)
+        return _plain_reduce(np.prod, 1, a, axis, dtype, out, keepdims, initial, where)
+    a = _traced_operand("prod", 1.0, a, dtype, out, where)
     r = _prod(a, _axes_arg(axis, ndim_of(a)), keepdims)
     if isinstance(initial, Tracer) or initial != 1:
         r = r * initial
