@@ -130,46 +130,51 @@ def value_and_grad(f, argnums=0, *, has_aux=False):
     """
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
-        nums = _argnums_tuple(argnums, len(args), "grad")
-        _check_args(f, args, nums, "grad")
-        tape = Tape()
-        args = list(args)
-        inputs = {}
-        for i in nums:
-            leaves, d = flatten(args[i])
-            vs = [tape._leaf(x) for x in leaves]
-            inputs[i] = (leaves, d, [v.index for v in vs])  # f may rebind a Var (x[i] = v)
-            args[i] = unflatten(d, vs)
-        with tape.active():
-            out = f(*args, **kwargs)
-        aux = None
-        if has_aux:
-            if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                raise ValueError("with has_aux=True the function must return (output, aux)")
-            out, aux = out
-            aux = _strip(aux, tape)
-        if shape_of(out) != () or isinstance(out, (tuple, list, dict)):
-            raise ValueError(
-                f"grad needs a function with a scalar output, but it returned shape "
-                f"{shape_of(out) if not isinstance(out, (tuple, list, dict)) else type(out).__name__}"
-                ". Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
-        if isinstance(out, Var) and out._trace is tape:
-            seed = 1.0 if isinstance(_plain(out.value), float) else np.ones((), _leaf_dtype(out.value))
-            adj = tape.sweep({out.index: seed})
-        else:
-            adj = None
-        grads = []
-        for i in nums:
-            leaves, d, vs = inputs[i]
-            gs = []
-            for x, k in zip(leaves, vs):
-                g = adj[k] if adj is not None else None
-                gs.append(_fit(g, x) if g is not None else _zeros_like(x))
-            grads.append(unflatten(d, gs))
-        g = grads[0] if isinstance(argnums, int) else tuple(grads)
-        value = _value_in(out, tape)
-        return ((value, aux), g) if has_aux else (value, g)
+        return _value_and_grad(f, argnums, has_aux, args, kwargs)
     return value_and_grad_f
+
+
+def _value_and_grad(f, argnums, has_aux, args, kwargs):
+    """One reverse sweep: the body of every ``value_and_grad(f)`` call."""
+    nums = _argnums_tuple(argnums, len(args), "grad")
+    _check_args(f, args, nums, "grad")
+    tape = Tape()
+    args = list(args)
+    inputs = {}
+    for i in nums:
+        leaves, d = flatten(args[i])
+        vs = [tape._leaf(x) for x in leaves]
+        inputs[i] = (leaves, d, [v.index for v in vs])  # f may rebind a Var (x[i] = v)
+        args[i] = unflatten(d, vs)
+    with tape.active():
+        out = f(*args, **kwargs)
+    aux = None
+    if has_aux:
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise ValueError("with has_aux=True the function must return (output, aux)")
+        out, aux = out
+        aux = _strip(aux, tape)
+    if shape_of(out) != () or isinstance(out, (tuple, list, dict)):
+        raise ValueError(
+            f"grad needs a function with a scalar output, but it returned shape "
+            f"{shape_of(out) if not isinstance(out, (tuple, list, dict)) else type(out).__name__}"
+            ". Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
+    if isinstance(out, Var) and out._trace is tape:
+        seed = 1.0 if isinstance(_plain(out.value), float) else np.ones((), _leaf_dtype(out.value))
+        adj = tape.sweep({out.index: seed})
+    else:
+        adj = None
+    grads = []
+    for i in nums:
+        leaves, d, vs = inputs[i]
+        gs = []
+        for x, k in zip(leaves, vs):
+            g = adj[k] if adj is not None else None
+            gs.append(_fit(g, x) if g is not None else _zeros_like(x))
+        grads.append(unflatten(d, gs))
+    g = grads[0] if isinstance(argnums, int) else tuple(grads)
+    value = _value_in(out, tape)
+    return ((value, aux), g) if has_aux else (value, g)
 
 
 def grad(f, argnums=0, *, has_aux=False):
@@ -449,7 +454,7 @@ def hessian(f, argnums=0):
 
 def hvp(f, x, v):
     """H(x)·v without forming H: one forward pass over the reverse sweep."""
-    return jvp(grad(f), (x,), (v,))[1]
+    return jvp(lambda y: _value_and_grad(f, 0, False, (y,), {})[1], (x,), (v,))[1]
 
 
 def taylor(f, x, v, order):

@@ -63,6 +63,100 @@ def _matmul_vjp(a, b, needs):
     return ans, pullback
 
 
+# -- matrix-vector products -------------------------------------------------------------------------
+# ``A @ v``, ``v @ A`` and ``u @ v`` as primitives of their own: NumPy's 1-D semantics
+# directly, rather than reshapes around ``_matmul``.  Every pass over such a product
+# (forward, reverse, forward over reverse) then costs one operation, not three.  Their
+# primals are exactly (2-D, 1-D), (1-D, 2-D) and (1-D, 1-D); batched tangents and
+# cotangents (Jacobians) go through the general matmul.
+_matvec = primitive(np.matmul, name="matvec", nargs=2)
+_vecmat = primitive(np.matmul, name="vecmat", nargs=2)
+_dot1 = primitive(np.matmul, name="dot", nargs=2)
+
+
+def _column(v):  # (..., k) -> (..., k, 1)
+    return reshape(v, shape_of(v) + (1,))
+
+
+def _row(v):  # (..., k) -> (..., 1, k)
+    s = shape_of(v)
+    return reshape(v, s[:-1] + (1,) + s[-1:])
+
+
+@_matvec.frule(symbolic_zeros=True)
+def _matvec_jvp(primals, tangents):
+    a, v = primals
+    da, dv = tangents
+    t = None
+    if da is not None:
+        t = _matvec(da, v) if ndim_of(da) == 2 else matmul(da, v)
+    if dv is not None:
+        t2 = _matvec(a, dv) if ndim_of(dv) == 1 else _matmul(dv, _swap_last(a))
+        t = t2 if t is None else t + t2
+    return _matvec(a, v), t
+
+
+@_matvec.rrule(needs=True)
+def _matvec_vjp(a, v, needs):
+    def pullback(g):  # g: (m,), or (B..., m) batched
+        ga = _column(g) * v if needs[0] else None
+        gv = None
+        if needs[1]:
+            gv = _vecmat(g, a) if ndim_of(g) == 1 else _matmul(g, a)
+        return ga, gv
+    return _matvec(a, v), pullback
+
+
+@_vecmat.frule(symbolic_zeros=True)
+def _vecmat_jvp(primals, tangents):
+    v, a = primals
+    dv, da = tangents
+    t = None
+    if dv is not None:
+        t = _vecmat(dv, a) if ndim_of(dv) == 1 else _matmul(dv, a)
+    if da is not None:
+        t2 = _vecmat(v, da) if ndim_of(da) == 2 else matmul(v, da)
+        t = t2 if t is None else t + t2
+    return _vecmat(v, a), t
+
+
+@_vecmat.rrule(needs=True)
+def _vecmat_vjp(v, a, needs):
+    def pullback(g):  # g: (n,), or (B..., n)
+        gv = None
+        if needs[0]:
+            gv = _matvec(a, g) if ndim_of(g) == 1 else _matmul(g, _swap_last(a))
+        ga = _column(v) * _row(g) if needs[1] else None
+        return gv, ga
+    return _vecmat(v, a), pullback
+
+
+@_dot1.frule(symbolic_zeros=True)
+def _dot1_jvp(primals, tangents):
+    u, v = primals
+    du, dv = tangents
+    t = None
+    if du is not None:
+        t = _dot1(du, v) if ndim_of(du) == 1 else matmul(du, v)
+    if dv is not None:
+        t2 = _dot1(u, dv) if ndim_of(dv) == 1 else matmul(dv, u)
+        t = t2 if t is None else t + t2
+    return _dot1(u, v), t
+
+
+@_dot1.rrule(needs=True)
+def _dot1_vjp(u, v, needs):
+    def pullback(g):  # g: (), or (B...,)
+        if ndim_of(g) == 0:
+            return (g * v if needs[0] else None), (g * u if needs[1] else None)
+        gc = _column(g)
+        return (gc * v if needs[0] else None), (gc * u if needs[1] else None)
+    return _dot1(u, v), pullback
+
+
+_matvec.bilinear = _vecmat.bilinear = _dot1.bilinear = True
+
+
 def matmul(x1, x2, /, out=None, **kwargs):
     if not _traced(x1, x2):
         return np.matmul(x1, x2, out=out, **kwargs)
@@ -70,16 +164,23 @@ def matmul(x1, x2, /, out=None, **kwargs):
         raise NotImplementedError("wnp.matmul with out= is not supported on traced values")
     a = x1 if isinstance(x1, Tracer) else np.asarray(x1)
     b = x2 if isinstance(x2, Tracer) else np.asarray(x2)
-    if ndim_of(a) == 0 or ndim_of(b) == 0:
+    na, nb = ndim_of(a), ndim_of(b)
+    if na == 0 or nb == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions")
-    va, vb = ndim_of(a) == 1, ndim_of(b) == 1
+    ka = shape_of(a)[-1]
+    kb = shape_of(b)[0 if nb == 1 else -2]
+    if ka != kb:
+        raise ValueError(f"matmul: Input operand 1 has a mismatch in its core dimension 0 "
+                         f"(size {kb} is different from {ka})")
+    if nb == 1 and na <= 2:
+        return _matvec(a, b) if na == 2 else _dot1(a, b)
+    if na == 1 and nb == 2:
+        return _vecmat(a, b)
+    va, vb = na == 1, nb == 1
     if va:
         a = reshape(a, (1,) + shape_of(a))
     if vb:
         b = reshape(b, shape_of(b) + (1,))
-    if shape_of(a)[-1] != shape_of(b)[-2]:
-        raise ValueError(f"matmul: Input operand 1 has a mismatch in its core dimension 0 "
-                         f"(size {shape_of(b)[-2]} is different from {shape_of(a)[-1]})")
     r = _matmul(a, b)
     if va or vb:
         s = shape_of(r)
