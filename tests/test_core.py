@@ -310,3 +310,32 @@ def test_hot_paths_do_not_inspect_signatures(monkeypatch):
     assert wg.grad(seed_z)(X, Y) == DZDX
     assert wg.jvp(seed_z, (X, Y), (1.0, 0.0))[1] == DZDX
     np.testing.assert_allclose(wg.grad(lambda v: wnp.sum(v * v))(np.ones(2)), [2.0, 2.0])
+
+
+def test_partials_with_needs_skip_unused_ones(monkeypatch):
+    """``partials(needs=True)``: a constant argument's partial is never computed."""
+    asked = []
+
+    @wg.primitive(broadcasting=True)
+    def scaled(x, y):
+        return x * y
+
+    @scaled.partials(needs=True)
+    def _(ans, x, y, needs=(True, True)):
+        asked.append(needs)
+        return (y if needs[0] else None), (x if needs[1] else None)
+
+    x = np.array([1.0, 2.0])
+    assert np.allclose(wg.grad(lambda x: wnp.sum(scaled(x, 3.0)))(x), [3.0, 3.0])
+    assert asked[-1] == (True, False)
+    assert np.allclose(wg.jvp(lambda y: scaled(x, y), (3.0,), (1.0,))[1], x)
+    assert asked[-1] == (False, True)
+    wg.check_grad(lambda x, y: scaled(x, y), x, 3.0, order=2)
+    # the built-in ones that skip: a reverse sweep through x / c never forms -ans / c
+    from wengert.rules.arithmetic import divide
+    inner = divide._partials
+    monkeypatch.setattr(divide, "_partials", lambda *a, **k: asked.append(k["needs"]) or inner(*a, **k))
+    wg.grad(lambda x: wnp.sum(wnp.divide(x, 3.0)))(x)
+    assert asked[-1] == (True, False)
+    wg.jvp(lambda y: wnp.divide(x, y), (3.0,), (1.0,))
+    assert asked[-1] == (False, True)

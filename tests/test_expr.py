@@ -335,6 +335,10 @@ def test_valid_expressions_reverse_equals_forward(text):
         if not e.variables or not np.isfinite(value):
             return
         g = wg.grad(e, argnums=tuple(range(len(args))))(*args)
+        if not np.all(np.isfinite(g)):
+            # not differentiable here (sqrt(y - y)): a zero tangent times an infinite
+            # partial is nan in forward mode, as in JAX, while reverse mode never forms it
+            return
         for i in range(len(args)):
             tangents = tuple(1.0 if j == i else 0.0 for j in range(len(args)))
             _, t = wg.jvp(e, tuple(args), tangents)

@@ -170,6 +170,7 @@ class Primitive:
         self._frule = None
         self._rrule = None
         self._partials = None
+        self._partials_needs = False
         self._symbolic_zeros = False
         self._rrule_needs = False
         self.linear = False    # f(a x + b y) = a f(x) + b f(y) in all array arguments
@@ -233,14 +234,19 @@ class Primitive:
             return f
         return deco(fn) if fn is not None else deco
 
-    def partials(self, fn):
+    def partials(self, fn=None, *, needs=False):
         """Declare ``fn(ans, *primals) -> tuple of local derivatives``.
 
         For elementwise functions: both rules follow, ``tangent = sum(p * dx)``
-        and ``gx = p * g``.  A partial may be ``None`` (zero).
+        and ``gx = p * g``.  A partial may be ``None`` (zero).  With ``needs=True``
+        the function is also given ``needs=``, a tuple of bools saying which partials
+        are used, so it can skip the others (their values are then ignored).
         """
-        self._partials = fn
-        return fn
+        def deco(f):
+            self._partials = f
+            self._partials_needs = needs
+            return f
+        return deco(fn) if fn is not None else deco
 
     @property
     def has_frule(self):
@@ -261,6 +267,8 @@ class Primitive:
         pf = self._partials
         if pf is not None:
             ans = self.impl(*primals, **params) if plain else self(*primals, **params)
+            if self._partials_needs:
+                params = dict(params, needs=tuple(t is not None for t in tangents))
             ps = _call_partials(pf, ans, primals, params)
             out = None
             for p, t in zip(ps, tangents):
@@ -295,6 +303,8 @@ class Primitive:
         pf = self._partials
         if pf is not None:
             ans = self.impl(*primals, **params) if plain else self(*primals, **params)
+            if self._partials_needs:
+                params = dict(params, needs=tuple(needs))
             return ans, _PartialsPullback(pf, primals, ans, params, self.broadcasting, needs)
         rr = self._rrule
         if rr is None:

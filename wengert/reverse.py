@@ -302,6 +302,7 @@ def _binary_fast_path(prim, name, reflected):
     impl = getattr(impl, "python_operator", impl)
     general = getattr(Tracer, name)
     no_params = {}
+    with_needs = prim._partials_needs  # then the partials skip the unneeded ones
 
     def method(self, other):
         tape = self._trace
@@ -326,8 +327,9 @@ def _binary_fast_path(prim, name, reflected):
             return general(self, other)
         if type(ans) is complex:
             return general(self, other)
-        pb = _PartialsPullback(partials, (a, b), ans, no_params, broadcasting,
-                               (ia >= 0, ib >= 0))
+        needs = (ia >= 0, ib >= 0)
+        pb = _PartialsPullback(partials, (a, b), ans, {"needs": needs} if with_needs else no_params,
+                               broadcasting, needs)
         idx = len(tape._pullbacks)
         tape._parents.append((ia, ib))
         tape._pullbacks.append(pb)

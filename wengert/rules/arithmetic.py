@@ -67,9 +67,9 @@ def multiply_partials(ans, x, y):
     return y, x
 
 
-@divide.partials
-def divide_partials(ans, x, y):
-    return 1.0 / y, -ans / y
+@divide.partials(needs=True)
+def divide_partials(ans, x, y, needs=(True, True)):
+    return (1.0 / y if needs[0] else None), (-ans / y if needs[1] else None)
 
 
 @floor_divide.partials
@@ -77,9 +77,9 @@ def floor_divide_partials(ans, x, y):
     return None, None
 
 
-@remainder.partials
-def remainder_partials(ans, x, y):
-    return 1.0, -floor_divide(x, y)
+@remainder.partials(needs=True)
+def remainder_partials(ans, x, y, needs=(True, True)):
+    return 1.0, (-floor_divide(x, y) if needs[1] else None)
 
 
 @power.frule(symbolic_zeros=True)

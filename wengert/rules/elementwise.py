@@ -20,11 +20,14 @@ REGISTRY = {}  # name -> primitive, for tests and the coverage table
 
 
 def elementwise(np_fn, partials, *, name=None, domain=(-2.0, 2.0), nondiff=False,
-                registry=REGISTRY):
-    """Declare an elementwise primitive over ``np_fn`` with its partials."""
+                registry=REGISTRY, needs=False):
+    """Declare an elementwise primitive over ``np_fn`` with its partials.
+
+    ``needs=True``: ``partials`` takes ``needs=`` and skips the partials not asked for.
+    """
     nargs = np_fn.nin if isinstance(np_fn, np.ufunc) else None
     p = primitive(np_fn, name=name or np_fn.__name__, broadcasting=nargs != 1)
-    p.partials(partials)
+    p.partials(partials, needs=needs)
     p.domain = domain
     p.nondiff = nondiff
     registry[p.name] = p
@@ -43,9 +46,14 @@ tan = elementwise(np.tan, lambda ans, x: (1.0 + ans * ans,), domain=(-1.2, 1.2))
 arcsin = elementwise(np.arcsin, lambda ans, x: (1.0 / sqrt(1.0 - x * x),), domain=(-0.9, 0.9))
 arccos = elementwise(np.arccos, lambda ans, x: (-1.0 / sqrt(1.0 - x * x),), domain=(-0.9, 0.9))
 arctan = elementwise(np.arctan, lambda ans, x: (1.0 / (1.0 + x * x),))
-arctan2 = elementwise(np.arctan2, lambda ans, y, x: (x / (x * x + y * y), -y / (x * x + y * y)),
-                      domain=(0.2, 2.0))
-hypot = elementwise(np.hypot, lambda ans, x, y: (x / ans, y / ans), domain=(0.2, 2.0))
+def _arctan2_partials(ans, y, x, needs=(True, True)):
+    r2 = x * x + y * y
+    return (x / r2 if needs[0] else None), (-y / r2 if needs[1] else None)
+
+
+arctan2 = elementwise(np.arctan2, _arctan2_partials, domain=(0.2, 2.0), needs=True)
+hypot = elementwise(np.hypot, lambda ans, x, y, needs=(True, True): (
+    x / ans if needs[0] else None, y / ans if needs[1] else None), domain=(0.2, 2.0), needs=True)
 
 # hyperbolic ------------------------------------------------------------------------------
 sinh = elementwise(np.sinh, lambda ans, x: (cosh(x),))
@@ -63,16 +71,16 @@ log = elementwise(np.log, lambda ans, x: (1.0 / x,), domain=(0.1, 4.0))
 log1p = elementwise(np.log1p, lambda ans, x: (1.0 / (1.0 + x),), domain=(-0.9, 3.0))
 log2 = elementwise(np.log2, lambda ans, x: (1.0 / (x * _LN2),), domain=(0.1, 4.0))
 log10 = elementwise(np.log10, lambda ans, x: (1.0 / (x * _LN10),), domain=(0.1, 4.0))
-def _logaddexp_partials(ans, x, y):
+def _logaddexp_partials(ans, x, y, needs=(True, True)):
     # the logistic function of x - y, which does not need ans: a derivative program
     # (hvp, say) then drops the log-sum itself, and x = +inf gives 1, not nan
     from .special import expit
-    d = x - y
-    return expit(d), expit(-d)
+    return (expit(x - y) if needs[0] else None), (expit(y - x) if needs[1] else None)
 
 
-logaddexp = elementwise(np.logaddexp, _logaddexp_partials)
-logaddexp2 = elementwise(np.logaddexp2, lambda ans, x, y: (exp2(x - ans), exp2(y - ans)))
+logaddexp = elementwise(np.logaddexp, _logaddexp_partials, needs=True)
+logaddexp2 = elementwise(np.logaddexp2, lambda ans, x, y, needs=(True, True): (
+    exp2(x - ans) if needs[0] else None, exp2(y - ans) if needs[1] else None), needs=True)
 
 # powers and roots ------------------------------------------------------------------------------
 # sqrt and cbrt at 0 give an infinite derivative (as JAX and PyTorch), never an exception.
