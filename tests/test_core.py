@@ -267,15 +267,38 @@ def test_ieee_semantics_not_python_exceptions():
         assert wg.derivative(lambda x: 10.0 ** x)(400.0) == np.inf
 
 
-def test_scalar_fast_path_matches_general_path():
+def test_operator_fast_paths_match_general_path(monkeypatch):
+    """Dual's and Var's operator fast paths are the same rules as the general dispatch."""
+    from wengert.forward import Dual
+    from wengert.reverse import Var
+
     def f(x):
         return (x * 3.0 - 1) / (x + 2) ** 2 - 1 / x + 2 ** x % 1.5 - 7 // x
 
-    for x in (0.3, 1.7, -2.4):
-        d_fast = wg.derivative(f)(x)
-        d_general = wg.jvp(f, (np.float64(x),), (np.float64(1.0),))[1]  # NumPy scalars
-        assert d_fast == d_general
-        assert wg.grad(f)(x) == pytest.approx(d_fast, rel=1e-15)
+    def g(x, y):  # broadcasting: (3,) against (2, 3), and NumPy scalars
+        return wnp.sum((x * y - y / x + 2.0) * (np.float64(1.5) * x)) + x[0] * np.float32(2)
+
+    xs = (0.3, 1.7, -2.4)
+    X, Y = np.array([0.3, 1.7, -2.4]), np.arange(6.0).reshape(2, 3) - 2.5
+
+    def h(s):  # a float's tangent spread over an array
+        return wnp.sum((s + X) * s + Y / s)
+
+    fast = ([wg.derivative(h)(x) for x in xs], [wg.grad(h)(x) for x in xs])
+    assert fast[0] == pytest.approx([np.sum(2 * x + X - Y / x**2) for x in xs], rel=1e-14)
+    assert fast[1] == pytest.approx(fast[0], rel=1e-14)
+    fast = ([wg.derivative(f)(x) for x in xs], [wg.grad(f)(x) for x in xs],
+            wg.jvp(g, (X, Y), (np.ones(3), np.ones((2, 3))))[1], wg.grad(g, (0, 1))(X, Y))
+    for cls in (Dual, Var):
+        for name in [n for n, v in vars(cls).items() if n.startswith("__") and callable(v)
+                     and getattr(v, "__name__", "") == n and n not in ("__init__", "__repr__")]:
+            monkeypatch.delattr(cls, name)
+    general = ([wg.derivative(f)(x) for x in xs], [wg.grad(f)(x) for x in xs],
+               wg.jvp(g, (X, Y), (np.ones(3), np.ones((2, 3))))[1], wg.grad(g, (0, 1))(X, Y))
+    assert fast[0] == general[0] and fast[1] == general[1]
+    assert fast[2] == general[2]
+    assert np.array_equal(fast[3][0], general[3][0]) and np.array_equal(fast[3][1], general[3][1])
+    assert fast[1] == pytest.approx(fast[0], rel=1e-15)
 
 
 def test_taylor_high_order_is_polynomial_not_exponential():

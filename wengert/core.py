@@ -442,6 +442,8 @@ def _fill_tangent(t, ans):
     if t is None:
         return t
     a_s, ts = shape_of(ans), shape_of(t)
+    if ts == a_s:
+        return t  # the common case, quickly
     nb = max(0, len(ts) - len(a_s))
     if ts[nb:] == a_s:
         return t
@@ -451,6 +453,11 @@ def _fill_tangent(t, ans):
 
 def _expand_tangents(primals, tangents):
     """Give a batched tangent of a lower-rank argument its broadcast axes."""
+    for p, t in zip(primals, tangents):
+        if t is not None and ndim_of(t) > ndim_of(p):
+            break
+    else:
+        return tangents  # nothing batched: the common case, quickly
     nd = 0
     for p in primals:
         if type(p) is not float:

@@ -43,54 +43,69 @@ class ForwardTrace(Trace):
         return Dual(ans, tangent, _trace=self)
 
 
-def _scalar_fast_path(prim, name, reflected):
-    """An operator method for Duals of Python floats that skips the dispatch layers.
+def _binary_fast_path(prim, name, reflected):
+    """An operator method for Duals of plain numbers and arrays that skips the dispatch layers.
 
-    It reads the primitive's own partials, so it is the same rule, taken in
-    fewer Python calls; anything else falls back to the general path.
+    It reads the primitive's own partials, so it is the same rule, taken in fewer
+    Python calls.  It covers unbatched tangents of plain values; anything else
+    (batched tangents, nested traces, Python's exceptions on floats) takes the
+    general path.
     """
     impl, partials = prim.impl, prim._partials
     impl = getattr(impl, "python_operator", impl)
     general = getattr(Tracer, name)
-    numbers = (float, int)
+    plain = (float, int, np.ndarray, np.float64, np.float32)
+    arrays = (np.ndarray, np.float64, np.float32)  # NumPy's scalars have .shape and .ndim
     new = object.__new__
+    broadcast_to = np.broadcast_to
 
     def method(self, other):
         a = self.value
-        if type(a) is float:
-            to = type(other)
-            if to is Dual:
-                if other._trace is self._trace and type(other.value) is float:
-                    b, tb = other.value, other._tangent
-                else:
-                    return general(self, other)
-            elif to in numbers:
-                b, tb = other, None
-            else:
+        ta = self._tangent
+        to = type(other)
+        if to is Dual:
+            if other._trace is not self._trace:
                 return general(self, other)
-            ta = self._tangent
-            if reflected:
-                a, b, ta, tb = b, a, tb, ta
-            try:
-                ans = impl(a, b)
-            except (ArithmeticError, ValueError, TypeError):
-                return general(self, other)  # NumPy's semantics (inf, nan) on the general path
-            if type(ans) is complex:
+            b, tb = other.value, other._tangent
+        elif to in plain:
+            b, tb = other, None
+        else:
+            return general(self, other)
+        tya, tyb = type(a), type(b)
+        if tya is float and (tyb is float or tyb is int):
+            scalar = True
+        elif (tya in arrays or tya is float) and tyb in plain:
+            scalar = False
+            # unbatched tangents only: a batched one needs the general path's broadcast axes
+            if ta is not None and (type(ta) is not tya or tya is not float and ta.ndim != a.ndim):
                 return general(self, other)
-            try:
-                pa, pb = partials(ans, a, b)
-            except ArithmeticError:
+            if tb is not None and (type(tb) is not tyb or tyb is not float and tb.ndim != b.ndim):
                 return general(self, other)
-            t = None
-            if ta is not None and pa is not None:
-                t = ta if pa is ONE else ta * pa
-            if tb is not None and pb is not None:
-                u = tb if pb is ONE else tb * pb
-                t = u if t is None else t + u
-            d = new(Dual)  # slots set directly: cheaper than a call to __init__
-            d.value, d._tangent, d._trace = ans, t, self._trace
-            return d
-        return general(self, other)
+        else:
+            return general(self, other)
+        if reflected:
+            a, b, ta, tb = b, a, tb, ta
+        try:
+            ans = impl(a, b)
+        except (ArithmeticError, ValueError, TypeError):
+            return general(self, other)  # NumPy's semantics (inf, nan) on the general path
+        if type(ans) is complex:
+            return general(self, other)
+        try:
+            pa, pb = partials(ans, a, b)
+        except ArithmeticError:
+            return general(self, other)
+        t = None
+        if ta is not None and pa is not None:
+            t = ta if pa is ONE else ta * pa
+        if tb is not None and pb is not None:
+            u = tb if pb is ONE else tb * pb
+            t = u if t is None else t + u
+        if not scalar and t is not None and (() if type(t) is float else t.shape) != ans.shape:
+            t = broadcast_to(t, ans.shape)  # x + c: x's tangent, spread over the result
+        d = new(Dual)  # slots set directly: cheaper than a call to __init__
+        d.value, d._tangent, d._trace = ans, t, self._trace
+        return d
     method.__name__ = name
     return method
 
@@ -101,7 +116,7 @@ def install_fast_paths(operators):
         reflected = name.startswith("__r") and name not in ("__rshift__",)
         prim = getattr(fn, "_reflects", fn)
         if getattr(prim, "_partials", None) is not None and getattr(prim, "nargs", 0) == 2:
-            setattr(Dual, name, _scalar_fast_path(prim, name, reflected))
+            setattr(Dual, name, _binary_fast_path(prim, name, reflected))
 
 
 USER_TRACE = ForwardTrace(0)  # the trace of Duals a user makes by hand
