@@ -81,7 +81,23 @@ Tracer.transpose = _transpose
 _UFUNC_ALIASES = {"true_divide": "divide", "absolute": "absolute", "conjugate": "conj"}
 
 
+# ``ndarray * tracer`` reaches us as np.multiply(ndarray, tracer): send the common binary
+# ufuncs to the tracer's operator methods, which take the engines' fast paths
+_OPERATOR_OF = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "truediv",
+                np.power: "pow", np.matmul: "matmul"}
+
+
 def array_ufunc(ufunc, method, inputs, kwargs):
+    if method == "__call__" and not kwargs and len(inputs) == 2:
+        op = _OPERATOR_OF.get(ufunc)
+        if op is not None:
+            a, b = inputs
+            if isinstance(a, Tracer):
+                r = getattr(a, f"__{op}__")(b)
+            else:
+                r = getattr(b, f"__r{op}__")(a)
+            if r is not NotImplemented:
+                return r
     name = _UFUNC_ALIASES.get(ufunc.__name__, ufunc.__name__)
     if method != "__call__" or kwargs.get("out") is not None:
         raise NotImplementedError(

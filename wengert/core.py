@@ -130,14 +130,20 @@ class Tracer:
 
     # -- NEP 13 / NEP 18 ------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from . import _dispatch
-        return _dispatch.array_ufunc(ufunc, method, inputs, kwargs)
+        return _array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
         from . import _dispatch
         return _dispatch.array_function(func, args, kwargs)
 
     # -- operators: filled in by wengert.rules via _dispatch.install_operators --
+
+
+def _array_ufunc(ufunc, method, inputs, kwargs):
+    global _array_ufunc
+    from ._dispatch import array_ufunc  # bound on first use: _dispatch imports this module
+    _array_ufunc = array_ufunc
+    return array_ufunc(ufunc, method, inputs, kwargs)
 
 
 class _Params(dict):

@@ -307,11 +307,12 @@ def _binary_fast_path(prim, name, reflected):
     def method(self, other):
         tape = self._trace
         a = self.value
-        if tape._redirect is not None or tape._paused is not None or tape._parent is not None \
-                or isinstance(a, Tracer):
+        if tape._redirect is not None or tape._paused is not None or tape._parent is not None:
             return general(self, other)
+        # values traced by outer transforms (forward over reverse: Duals) are fine: the
+        # operator below dispatches on them exactly as the general path would
         if type(other) is Var:
-            if other._trace is not tape or isinstance(other.value, Tracer):
+            if other._trace is not tape:
                 return general(self, other)
             b, ib = other.value, other.index
         elif isinstance(other, Tracer):
