@@ -414,8 +414,11 @@ def _unbroadcast(g, x, ans):
     if tx is type(g) and (tx is float or (tx is np.ndarray and x.shape == g.shape
                                           and (g.dtype.kind != "c" or x.dtype.kind == "c"))):
         return g  # the common cases, quickly
-    g = _real_for_real(g, x)
     xs = shape_of(x)
+    gs = shape_of(g)
+    if gs == xs and _real_kind(g):
+        return g  # traced (forward over reverse), of the right shape and real
+    g = _real_for_real(g, x)
     gs = shape_of(g)
     nb = len(gs) - ndim_of(ans)
     if nb < 0:  # a cotangent that is still a scalar broadcast
@@ -427,6 +430,14 @@ def _unbroadcast(g, x, ans):
 
 
 _FLOAT = np.dtype(float)
+
+
+def _real_kind(g):
+    """Whether ``g``'s values (under any tracers) are real."""
+    while isinstance(g, Tracer):
+        g = g.value
+    t = type(g)
+    return t is float or (t is not complex and getattr(g, "dtype", _FLOAT).kind != "c")
 
 
 def _real_for_real(g, x):

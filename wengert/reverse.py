@@ -23,6 +23,20 @@ class _Output:
 _ACTIVE = []  # tapes whose transform (grad, vjp, ...) is running f, innermost last
 
 
+class _Active:
+    __slots__ = ("tape",)
+
+    def __init__(self, tape):
+        self.tape = tape
+
+    def __enter__(self):
+        _ACTIVE.append(self.tape)
+        return self.tape
+
+    def __exit__(self, *exc):
+        _ACTIVE.pop()
+
+
 def active_tapes():
     """The tapes of the transforms now running, innermost last (read by wg.scan)."""
     return tuple(_ACTIVE)
@@ -135,14 +149,9 @@ class Tape(Trace):
         return tuple(outs)
 
     # -- regions recorded as one node (wg.checkpoint, wg.scan) ----------------------------
-    @contextlib.contextmanager
     def active(self):
         """Mark this tape as the one a running transform records on (``active_tapes``)."""
-        _ACTIVE.append(self)
-        try:
-            yield self
-        finally:
-            _ACTIVE.pop()
+        return _Active(self)  # a class, not @contextmanager: this runs on every grad call
 
     def subtape(self):
         """A fresh tape at this tape's level; see ``redirected``."""

@@ -76,7 +76,10 @@ def _argnums_tuple(argnums, nargs, fname):
 
 def _check_args(f, args, nums, fname):
     for i in nums:
-        for leaf in flatten(args[i])[0]:
+        a = args[i]
+        if type(a) is float or (type(a) is np.ndarray and a.dtype.kind == "f"):
+            continue  # the common cases, quickly
+        for leaf in flatten(a)[0]:
             check_differentiable(leaf, lambda: f"{fname}: {_arg_name(f, i)}")
 
 
@@ -97,6 +100,8 @@ def _zeros_like(x):
 
 def _fit(g, like):
     """Give a derivative the type and dtype of the input it is taken with respect to."""
+    if type(g) is np.ndarray and type(like) is np.ndarray and g.dtype == like.dtype:
+        return g  # the common case, quickly
     if isinstance(g, (np.ndarray, np.generic)) and g.dtype.kind == "c" and \
             np.dtype(_leaf_dtype(like) or float).kind != "c":
         g = g.real  # a real input's cotangent is real (complex intermediates, JAX's convention)

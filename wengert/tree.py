@@ -1,4 +1,5 @@
 """Pytrees: nested tuples, lists, dicts and namedtuples of leaves, flattened and rebuilt."""
+import numpy as np
 
 __all__ = ["flatten", "unflatten", "tree_map"]
 
@@ -31,8 +32,13 @@ def _is_namedtuple(x):
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
+_LEAF_TYPES = (float, np.ndarray)
+
+
 def flatten(tree):
-    """``(leaves, treedef)``; iterative, so deep trees do not recurse."""
+    """``(leaves, treedef)``.  Recursive in the nesting depth only, not in the number of leaves."""
+    if type(tree) in _LEAF_TYPES:
+        return [tree], LEAF  # a single array or float: the common case, quickly
     leaves = []
     defs = _flatten(tree, leaves)
     return leaves, defs
@@ -55,6 +61,9 @@ def _flatten(x, leaves):
 
 
 def unflatten(treedef, leaves):
+    if treedef is LEAF:
+        (x,) = leaves
+        return x
     it = iter(leaves)
     out = _build(treedef, it)
     return out
