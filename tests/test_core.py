@@ -362,3 +362,21 @@ def test_partials_with_needs_skip_unused_ones(monkeypatch):
     assert asked[-1] == (True, False)
     wg.jvp(lambda y: wnp.divide(x, y), (3.0,), (1.0,))
     assert asked[-1] == (False, True)
+
+
+def test_tangent_sums_never_write_into_callers_arrays():
+    """Partials' tangent sums accumulate in place only into arrays they made."""
+    rng = np.random.default_rng(3)
+    X, Y, TX, TY = (rng.standard_normal((3, 4)) for _ in range(4))
+    keep = [a.copy() for a in (X, Y, TX, TY)]
+    for f in (lambda x, y: wnp.multiply(x, y), lambda x, y: wnp.arctan2(x, y),
+              lambda x, y: x * y, lambda x, y: wnp.hypot(x, y) + x * x):
+        out, t = wg.jvp(f, (X, Y), (TX, TY))
+        _, tx = wg.jvp(lambda x: f(x, Y), (X,), (TX,))
+        _, ty = wg.jvp(lambda y: f(X, y), (Y,), (TY,))
+        np.testing.assert_allclose(t, tx + ty, rtol=1e-13)
+        J = wg.jacobian(lambda x: f(x, x))(X)  # batched, one tangent for both arguments
+        np.testing.assert_allclose(J.reshape(12, 12) @ TX.ravel(),
+                                   wg.jvp(lambda x: f(x, x), (X,), (TX,))[1].ravel(), rtol=1e-12)
+    for a, b in zip((X, Y, TX, TY), keep):
+        assert np.array_equal(a, b)

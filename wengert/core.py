@@ -276,12 +276,7 @@ class Primitive:
             if self._partials_needs:
                 params = dict(params, needs=tuple(t is not None for t in tangents))
             ps = _call_partials(pf, ans, primals, params)
-            out = None
-            for p, t in zip(ps, tangents):
-                if p is None or t is None:
-                    continue
-                term = t if p is _ONE else t * p
-                out = term if out is None else out + term
+            out = _tangent_sum(ps, tangents)
             if self.broadcasting:
                 out = _fill_tangent(out, ans)
             return ans, out
@@ -342,6 +337,32 @@ def _array_arity(impl, nargs):
     if nargs is None:
         nargs = sum(1 for p in pos if p.default is p.empty)
     return nargs, tuple(p.name for p in pos[nargs:])
+
+
+def _tangent_sum(partials, tangents):
+    """``Σ pᵢ·dxᵢ`` with as few new arrays as it takes: a Jacobian's tangents are big.
+
+    A tangent shared by two arguments (``x * x``) is multiplied once, by the summed
+    partials; a sum of plain arrays accumulates into the first product, which is new.
+    """
+    if len(tangents) == 2 and tangents[0] is tangents[1] and tangents[0] is not None:
+        p, q = partials
+        if p is not None and q is not None:
+            return tangents[0] * (p + q)
+    out = None
+    fresh = False  # whether ``out`` is an array made here, so it may be added into
+    for p, t in zip(partials, tangents):
+        if p is None or t is None:
+            continue
+        term = t if p is _ONE else t * p
+        if out is None:
+            out, fresh = term, term is not t
+        elif fresh and type(out) is np.ndarray and type(term) is np.ndarray \
+                and term.shape == out.shape and term.dtype == out.dtype:
+            out += term
+        else:
+            out, fresh = out + term, True
+    return out
 
 
 def _call_partials(pf, ans, primals, params):

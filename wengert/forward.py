@@ -96,11 +96,14 @@ def _binary_fast_path(prim, name, reflected):
         except ArithmeticError:
             return general(self, other)
         t = None
-        if ta is not None and pa is not None:
-            t = ta if pa is ONE else ta * pa
-        if tb is not None and pb is not None:
-            u = tb if pb is ONE else tb * pb
-            t = u if t is None else t + u
+        if ta is not None and ta is tb and pa is not None and pb is not None:
+            t = ta * (pa + pb)  # x * x: one product of the tangent, not two and a sum
+        else:
+            if ta is not None and pa is not None:
+                t = ta if pa is ONE else ta * pa
+            if tb is not None and pb is not None:
+                u = tb if pb is ONE else tb * pb
+                t = u if t is None else t + u
         if not scalar and t is not None and (() if type(t) is float else t.shape) != ans.shape:
             t = broadcast_to(t, ans.shape)  # x + c: x's tangent, spread over the result
         d = new(Dual)  # slots set directly: cheaper than a call to __init__

@@ -379,8 +379,11 @@ def _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n, one):
         s = shape_of(x)
         k = _size(x)
         dt = _leaf_dtype(x)
-        seed = np.zeros((n, k), dtype=dt)
-        seed[off:off + k] = np.eye(k, dtype=dt)
+        if n == k:
+            seed = np.eye(k, dtype=dt)
+        else:
+            seed = np.zeros((n, k), dtype=dt)
+            seed[off:off + k].flat[::k + 1] = 1  # an identity block, without a temporary
         wrapped.append(Dual(x, seed.reshape((n,) + s), trace))
         off += k
     out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)

@@ -54,7 +54,9 @@ def add_partials(ans, x, y):
 @subtract.frule(symbolic_zeros=True)
 def subtract_jvp(primals, tangents):
     dx, dy = tangents
-    return subtract(*primals), _sum_tangents(dx, None if dy is None else -dy)
+    if dx is None or dy is None:
+        return subtract(*primals), _sum_tangents(dx, None if dy is None else -dy)
+    return subtract(*primals), dx - dy  # one array, not -dy and then a sum
 
 
 @subtract.rrule
