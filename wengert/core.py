@@ -319,7 +319,7 @@ class Primitive:
             ans, pb = rr(*primals, **params)
         n = len(primals)
         if self.broadcasting:
-            return ans, _UnbroadcastPullback(pb, primals, ans, n, needs)
+            return ans, _UnbroadcastPullback(pb, primals, ans, n, needs, self.name)
         return ans, _CheckedPullback(pb, n, self.name)
 
 
@@ -406,7 +406,9 @@ class _CheckedPullback:
         self.pb, self.n, self.name = pb, n, name
 
     def __call__(self, g):
-        cts = self.pb(g)
+        return self._checked(self.pb(g))
+
+    def _checked(self, cts):
         if not isinstance(cts, (tuple, list)):
             if self.n == 1:
                 return (cts,)
@@ -419,13 +421,16 @@ class _CheckedPullback:
 class _UnbroadcastPullback(_CheckedPullback):
     __slots__ = ("primals", "ans", "needs")
 
-    def __init__(self, pb, primals, ans, n, needs):
-        super().__init__(pb, n, "")
+    def __init__(self, pb, primals, ans, n, needs, name=""):
+        super().__init__(pb, n, name)
         self.primals, self.ans, self.needs = primals, ans, needs
 
     def __call__(self, g):
-        cts = _CheckedPullback.__call__(self, g)
-        return [None if c is None or not need else _unbroadcast(c, x, self.ans)
+        cts = self.pb(g)
+        if type(cts) is not tuple or len(cts) != self.n:
+            cts = self._checked(cts)
+        ans = self.ans
+        return [None if c is None or not need else _unbroadcast(c, x, ans)
                 for c, x, need in zip(cts, self.primals, self.needs)]
 
 

@@ -59,9 +59,9 @@ def subtract_jvp(primals, tangents):
     return subtract(*primals), dx - dy  # one array, not -dy and then a sum
 
 
-@subtract.rrule
-def subtract_vjp(x, y):
-    return subtract(x, y), lambda g: (g, -g)
+@subtract.rrule(needs=True)
+def subtract_vjp(x, y, needs):
+    return subtract(x, y), lambda g: (g if needs[0] else None, -g if needs[1] else None)
 
 
 @multiply.partials

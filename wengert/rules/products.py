@@ -30,6 +30,8 @@ def _traced(*xs):
 
 
 def _swap_last(x):
+    if type(x) is np.ndarray:
+        return x.swapaxes(-1, -2)  # what transpose does on a plain array, without the dispatch
     nd = ndim_of(x)
     return transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
