@@ -6,6 +6,7 @@ pass): matmul is declared ``broadcasting=True`` so the core gives a batched
 tangent of a lower-rank operand its broadcast axes and sums cotangents back to
 each operand's shape; einsum gives the batch axes letters of their own.
 """
+import math
 import string
 from collections import Counter
 
@@ -345,9 +346,9 @@ def tensordot(a, b, axes=2):
             raise ValueError("shape-mismatch for sum")
     free_a = [i for i in range(len(sa)) if i not in ax_a]
     free_b = [i for i in range(len(sb)) if i not in ax_b]
-    k = int(np.prod([sa[i] for i in ax_a], dtype=int))
-    m = int(np.prod([sa[i] for i in free_a], dtype=int))
-    n = int(np.prod([sb[i] for i in free_b], dtype=int))
+    k = math.prod(sa[i] for i in ax_a)
+    m = math.prod(sa[i] for i in free_a)
+    n = math.prod(sb[i] for i in free_b)
     at = transpose(a, tuple(free_a + ax_a)) if free_a + ax_a != list(range(len(sa))) else a
     bt = transpose(b, tuple(ax_b + free_b)) if ax_b + free_b != list(range(len(sb))) else b
     r = _matmul(reshape(at, (m, k)), reshape(bt, (k, n)))

@@ -6,6 +6,8 @@ Each public function returns exactly what NumPy returns when no argument is trac
 """
 import builtins
 
+import math
+
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
@@ -404,7 +406,7 @@ def _count(a, axis, where):
         m = np.broadcast_to(w, np.broadcast_shapes(np.shape(w), s))
         return np.sum(m, axis=axis, keepdims=True)
     axes = _norm_axes(axis, len(s))
-    return int(np.prod([s[i] for i in axes], dtype=int))
+    return math.prod(s[i] for i in axes)
 
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
