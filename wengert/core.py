@@ -354,7 +354,12 @@ def _tangent_sum(partials, tangents):
     for p, t in zip(partials, tangents):
         if p is None or t is None:
             continue
-        term = t if p is _ONE else t * p
+        if p is _ONE:
+            term = t
+        elif type(p) is not type(t) and isinstance(p, Tracer):
+            term = p * t  # the tracer's own operator: its fast path, not NumPy's dispatch
+        else:
+            term = t * p
         if out is None:
             out, fresh = term, term is not t
         elif fresh and type(out) is np.ndarray and type(term) is np.ndarray \
@@ -394,7 +399,12 @@ class _PartialsPullback:
             if p is None or not need:
                 out.append(None)
                 continue
-            gx = g if p is _ONE else g * p
+            if p is _ONE:
+                gx = g
+            elif type(p) is not type(g) and isinstance(p, Tracer):
+                gx = p * g  # the tracer's own operator: its fast path, not NumPy's dispatch
+            else:
+                gx = g * p
             out.append(_unbroadcast(gx, x, self.ans) if self.broadcasting else gx)
         return out
 

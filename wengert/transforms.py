@@ -77,8 +77,11 @@ def _argnums_tuple(argnums, nargs, fname):
 def _check_args(f, args, nums, fname):
     for i in nums:
         a = args[i]
+        while isinstance(a, Tracer):  # nested transforms: what is underneath is checked
+            a = a.value
         if type(a) is float or (type(a) is np.ndarray and a.dtype.kind == "f"):
             continue  # the common cases, quickly
+        a = args[i]
         for leaf in flatten(a)[0]:
             check_differentiable(leaf, lambda: f"{fname}: {_arg_name(f, i)}")
 
@@ -102,6 +105,10 @@ def _fit(g, like):
     """Give a derivative the type and dtype of the input it is taken with respect to."""
     if type(g) is np.ndarray and type(like) is np.ndarray and g.dtype == like.dtype:
         return g  # the common case, quickly
+    if isinstance(g, Tracer) and isinstance(like, Tracer):  # nested: compare what is underneath
+        pg, pl = _plain(g), _plain(like)
+        if type(pg) is np.ndarray and type(pl) is np.ndarray and pg.dtype == pl.dtype:
+            return g
     if isinstance(g, (np.ndarray, np.generic)) and g.dtype.kind == "c" and \
             np.dtype(_leaf_dtype(like) or float).kind != "c":
         g = g.real  # a real input's cotangent is real (complex intermediates, JAX's convention)

@@ -1,5 +1,4 @@
 """Pytrees: nested tuples, lists, dicts and namedtuples of leaves, flattened and rebuilt."""
-import numpy as np
 
 __all__ = ["flatten", "unflatten", "tree_map"]
 
@@ -32,13 +31,13 @@ def _is_namedtuple(x):
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
-_LEAF_TYPES = (float, np.ndarray)
+_CONTAINERS = (tuple, list, dict)
 
 
 def flatten(tree):
     """``(leaves, treedef)``.  Recursive in the nesting depth only, not in the number of leaves."""
-    if type(tree) in _LEAF_TYPES:
-        return [tree], LEAF  # a single array or float: the common case, quickly
+    if tree is not None and not isinstance(tree, _CONTAINERS):
+        return [tree], LEAF  # a single leaf (array, float, tracer): the common case, quickly
     leaves = []
     defs = _flatten(tree, leaves)
     return leaves, defs
