@@ -354,8 +354,17 @@ def _tangent_sum(partials, tangents):
     for p, t in zip(partials, tangents):
         if p is None or t is None:
             continue
+        if p is _MINUS_ONE and out is not None:  # x - y: one subtraction
+            if fresh and type(out) is np.ndarray and type(t) is np.ndarray \
+                    and t.shape == out.shape and t.dtype == out.dtype:
+                out -= t
+            else:
+                out, fresh = out - t, True
+            continue
         if p is _ONE:
             term = t
+        elif p is _MINUS_ONE:
+            term = -t
         elif type(p) is not type(t) and isinstance(p, Tracer):
             term = p * t  # the tracer's own operator: its fast path, not NumPy's dispatch
         else:
@@ -383,6 +392,7 @@ def _np_scalar(x):
 
 
 ONE = _ONE = 1.0  # a partial that *is* this object is an exact 1: no multiplication needed
+MINUS_ONE = _MINUS_ONE = -1.0  # and this one an exact -1: a negation, or a subtraction
 
 
 class _PartialsPullback:
@@ -401,6 +411,8 @@ class _PartialsPullback:
                 continue
             if p is _ONE:
                 gx = g
+            elif p is _MINUS_ONE:
+                gx = -g
             elif type(p) is not type(g) and isinstance(p, Tracer):
                 gx = p * g  # the tracer's own operator: its fast path, not NumPy's dispatch
             else:

@@ -6,7 +6,7 @@ carry leading batch axes: several directions in one pass (a Jacobian in one go).
 """
 import numpy as np
 
-from .core import ONE, Trace, Tracer
+from .core import MINUS_ONE, ONE, Trace, Tracer
 
 __all__ = ["Dual", "ForwardTrace"]
 
@@ -102,8 +102,11 @@ def _binary_fast_path(prim, name, reflected):
             if ta is not None and pa is not None:
                 t = ta if pa is ONE else ta * pa
             if tb is not None and pb is not None:
-                u = tb if pb is ONE else tb * pb
-                t = u if t is None else t + u
+                if pb is MINUS_ONE:  # x - y
+                    t = -tb if t is None else t - tb
+                else:
+                    u = tb if pb is ONE else tb * pb
+                    t = u if t is None else t + u
         if not scalar and t is not None and (() if type(t) is float else t.shape) != ans.shape:
             t = broadcast_to(t, ans.shape)  # x + c: x's tangent, spread over the result
         d = new(Dual)  # slots set directly: cheaper than a call to __init__

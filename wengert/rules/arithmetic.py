@@ -51,17 +51,12 @@ def add_partials(ans, x, y):
     return _ONE_ONE
 
 
-@subtract.frule(symbolic_zeros=True)
-def subtract_jvp(primals, tangents):
-    dx, dy = tangents
-    if dx is None or dy is None:
-        return subtract(*primals), _sum_tangents(dx, None if dy is None else -dy)
-    return subtract(*primals), dx - dy  # one array, not -dy and then a sum
+_ONE_MINUS_ONE = (core.ONE, core.MINUS_ONE)
 
 
-@subtract.rrule(needs=True)
-def subtract_vjp(x, y, needs):
-    return subtract(x, y), lambda g: (g if needs[0] else None, -g if needs[1] else None)
+@subtract.partials
+def subtract_partials(ans, x, y):
+    return _ONE_MINUS_ONE  # exact: the tangent is dx - dy, the cotangents g and -g
 
 
 @multiply.partials
