@@ -273,10 +273,10 @@ def test_operator_fast_paths_match_general_path(monkeypatch):
     from wengert.reverse import Var
 
     def f(x):
-        return (x * 3.0 - 1) / (x + 2) ** 2 - 1 / x + 2 ** x % 1.5 - 7 // x
+        return (x * 3.0 - 1) / (x + 2) ** 2 - 1 / x + 2 ** x % 1.5 - 7 // x + (-x) * x
 
     def g(x, y):  # broadcasting: (3,) against (2, 3), and NumPy scalars
-        return wnp.sum((x * y - y / x + 2.0) * (np.float64(1.5) * x)) + x[0] * np.float32(2)
+        return wnp.sum((x * y - y / x + 2.0) * (np.float64(1.5) * -x)) + x[0] * np.float32(2)
 
     xs = (0.3, 1.7, -2.4)
     X, Y = np.array([0.3, 1.7, -2.4]), np.arange(6.0).reshape(2, 3) - 2.5

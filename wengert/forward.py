@@ -116,13 +116,49 @@ def _binary_fast_path(prim, name, reflected):
     return method
 
 
+def _unary_fast_path(prim, name):
+    """``-d`` and the like: a partials-declared unary operator on a plain value.
+
+    No broadcasting is involved, so batched tangents are fine here too.
+    """
+    impl, partials = prim.impl, prim._partials
+    general = getattr(Tracer, name)
+    plain = (float, np.ndarray, np.float64, np.float32)
+    new = object.__new__
+
+    def method(self):
+        a = self.value
+        if type(a) not in plain:
+            return general(self)
+        ta = self._tangent
+        ans = impl(a)
+        (p,) = partials(ans, a)
+        if ta is None or p is None:
+            t = None
+        elif p is ONE:
+            t = ta
+        elif p is MINUS_ONE:
+            t = -ta
+        else:
+            t = ta * p
+        d = new(Dual)
+        d.value, d._tangent, d._trace = ans, t, self._trace
+        return d
+    method.__name__ = name
+    return method
+
+
 def install_fast_paths(operators):
-    """Give ``Dual`` the fast path for every binary operator declared by partials."""
+    """Give ``Dual`` the fast path for every operator declared by partials."""
     for name, fn in operators.items():
         reflected = name.startswith("__r") and name not in ("__rshift__",)
         prim = getattr(fn, "_reflects", fn)
-        if getattr(prim, "_partials", None) is not None and getattr(prim, "nargs", 0) == 2:
+        if getattr(prim, "_partials", None) is None:
+            continue
+        if prim.nargs == 2:
             setattr(Dual, name, _binary_fast_path(prim, name, reflected))
+        elif prim.nargs == 1 and not prim.broadcasting and not prim._partials_needs:
+            setattr(Dual, name, _unary_fast_path(prim, name))
 
 
 USER_TRACE = ForwardTrace(0)  # the trace of Duals a user makes by hand

@@ -349,10 +349,38 @@ def _binary_fast_path(prim, name, reflected):
     return method
 
 
+def _unary_fast_path(prim, name):
+    """``-v`` and the like: a partials-declared unary operator, recorded directly."""
+    from .core import _PartialsPullback
+    impl, partials = prim.impl, prim._partials
+    general = getattr(Tracer, name)
+    no_params = {}
+    need = (True,)
+
+    def method(self):
+        tape = self._trace
+        if tape._redirect is not None or tape._paused is not None or tape._parent is not None:
+            return general(self)
+        a = self.value
+        ans = impl(a)
+        pb = _PartialsPullback(partials, (a,), ans, no_params, False, need)
+        idx = len(tape._pullbacks)
+        tape._parents.append((self.index,))
+        tape._pullbacks.append(pb)
+        tape._names.append(prim.name)
+        return Var(ans, tape, idx)
+    method.__name__ = name
+    return method
+
+
 def install_fast_paths(operators):
-    """Give ``Var`` the fast path for every binary operator declared by partials."""
+    """Give ``Var`` the fast path for every operator declared by partials."""
     for name, fn in operators.items():
         reflected = name.startswith("__r")
         prim = getattr(fn, "_reflects", fn)
-        if getattr(prim, "_partials", None) is not None and getattr(prim, "nargs", 0) == 2:
+        if getattr(prim, "_partials", None) is None:
+            continue
+        if prim.nargs == 2:
             setattr(Var, name, _binary_fast_path(prim, name, reflected))
+        elif prim.nargs == 1 and not prim.broadcasting and not prim._partials_needs:
+            setattr(Var, name, _unary_fast_path(prim, name))

@@ -113,15 +113,12 @@ def _where_zero_one(x):
     return where(x == 0, 1.0, x)
 
 
-@negative.frule(symbolic_zeros=True)
-def negative_jvp(primals, tangents):
-    (x,), (dx,) = primals, tangents
-    return negative(x), None if dx is None else negative(dx)
+@negative.partials
+def negative_partials(ans, x):
+    return _MINUS_ONE  # exact: the tangent is -dx, the cotangent -g
 
 
-@negative.rrule
-def negative_vjp(x):
-    return negative(x), lambda g: (negative(g),)
+_MINUS_ONE = (core.MINUS_ONE,)
 
 
 @positive.partials
