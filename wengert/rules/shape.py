@@ -33,7 +33,10 @@ def expand_reduced(g, ans, xs, axis):
     to the reduced operand's shape ``xs``."""
     gs = shape_of(g)
     nb = len(gs) - ndim_of(ans)
-    return broadcast_to(reshape(g, gs[:nb] + kept_shape(xs, axis)), gs[:nb] + tuple(xs))
+    kept = kept_shape(xs, axis)
+    if gs[nb:] != kept and (nb or gs):  # a 0-d g broadcasts as it is: no reshape
+        g = reshape(g, gs[:nb] + kept)
+    return broadcast_to(g, gs[:nb] + tuple(xs))
 
 
 @primitive(nargs=1)
