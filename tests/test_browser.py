@@ -258,3 +258,9 @@ def test_schedule_view(page, server):
                          ".includes('binomial')")
     assert "strategy=binomial" in pg.url
     shot(pg, "browser-7-schedule-binomial")
+    pg.select_option("#sched-strategy", "online")
+    pg.fill("#sched-snapshots", "3")
+    pg.click("#sched-go")
+    pg.wait_for_function("document.getElementById('sched-summary').textContent"
+                         ".includes('online, N = 16, 3 snapshots')")
+    assert "strategy=online" in pg.url

@@ -160,6 +160,18 @@ def test_schedule(server):
     assert d["stats"]["max_stored"] <= 16 .bit_length() + 1
 
 
+def test_schedule_online_uses_its_snapshots(server):
+    status, _, data, _ = request(server, "GET", "/api/schedule?n=40&strategy=online&snapshots=4")
+    if status == 501:
+        pytest.skip("wengert.checkpoint not available")
+    assert status == 200
+    d = json.loads(data)
+    assert d["strategy"] == "online" and d["snapshots"] == 4 and len(d["rows"]) == 41
+    assert d["stats"]["max_snapshots"] <= 4
+    want = wg.checkpoint_schedule(40, "online", snapshots=4)
+    assert [a["kind"] for a in d["actions"]] == [a.kind for a in want]
+
+
 @pytest.mark.parametrize("query", ["n=0", "n=-1", "n=abc", "n=100000", "strategy=nope",
                                    "n=16&n=17", "snapshots=x&strategy=binomial", "bogus=1",
                                    "n=1e3", "n=%ff", "&".join(["n=1"] * 50)])

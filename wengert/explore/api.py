@@ -325,8 +325,8 @@ def schedule_payload(query):
         raise ApiError(f"unknown parameter {sorted(unknown)[0][:40]!r}")
     n = integer("n", 16, 1, MAX_SCHEDULE_LENGTH)
     strategy = one("strategy", "ctz")
-    if strategy not in ("ctz", "binomial", "all", "invert"):
-        raise ApiError("parameter 'strategy' must be one of ctz, binomial, all, invert")
+    if strategy not in ("ctz", "binomial", "online", "all", "invert"):
+        raise ApiError("parameter 'strategy' must be one of ctz, binomial, online, all, invert")
     snapshots = integer("snapshots", None, 1, MAX_SCHEDULE_LENGTH)
     try:
         from ..checkpoint import checkpoint_schedule
@@ -334,7 +334,8 @@ def schedule_payload(query):
         raise ApiError("checkpoint schedules are not available in this version", 501) from None
     try:
         sched = checkpoint_schedule(n, strategy,
-                                    snapshots=snapshots if strategy == "binomial" else None)
+                                    snapshots=snapshots if strategy in ("binomial", "online")
+                                    else None)
     except (ValueError, TypeError) as e:
         raise ApiError(f"{e}") from None
     actions = [a.to_dict() for a in sched]

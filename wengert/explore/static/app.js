@@ -406,7 +406,7 @@ async function loadSchedule() {
   showError("sched-error", "");
   const n = $("sched-n").value, strategy = $("sched-strategy").value, snaps = $("sched-snapshots").value;
   const q = new URLSearchParams({ n, strategy });
-  if (snaps !== "" && strategy === "binomial") q.set("snapshots", snaps);
+  if (snaps !== "" && (strategy === "binomial" || strategy === "online")) q.set("snapshots", snaps);
   let data;
   try { data = await api("GET", "/api/schedule?" + q.toString()); }
   catch (e) { showError("sched-error", e.message); $("schedule").replaceChildren(); return; }
@@ -423,7 +423,7 @@ function drawSchedule(data) {
   }
   const st = data.stats || {};
   $("sched-summary").textContent = `${data.strategy}, N = ${n}` +
-    (data.strategy === "binomial" ? `, ${data.snapshots} snapshots` : "") +
+    (data.strategy === "binomial" || data.strategy === "online" ? `, ${data.snapshots} snapshots` : "") +
     `: ${data.actions.length} actions; ${st.advanced} steps advanced (the forward sweep included); ` +
     `at most ${st.max_stored} states stored at once` + (st.inverted ? `; ${st.inverted} inverse steps` : "") + ".";
   const cw = 20, rh = 19, left = 8, top = 24, labelW = 110;
