@@ -380,3 +380,20 @@ def test_tangent_sums_never_write_into_callers_arrays():
                                    wg.jvp(lambda x: f(x, x), (X,), (TX,))[1].ravel(), rtol=1e-12)
     for a, b in zip((X, Y, TX, TY), keep):
         assert np.array_equal(a, b)
+
+
+def test_derivatives_are_writable_arrays():
+    """Broadcast views inside the engines never reach users as read-only arrays."""
+    x = np.ones(3)
+    outs = [wg.grad(lambda x: wnp.sum(x))(x),
+            wg.value_and_grad(lambda x: wnp.mean(x))(x)[1],
+            wg.vjp(lambda x: wnp.sum(x), x)[1](1.0)[0],
+            wg.jvp(lambda x: x + np.ones((2, 3)), (x,), (x,))[1],
+            wg.jvp(lambda s: s + np.ones(3), (1.0,), (1.0,))[1],
+            wg.hvp(lambda x: wnp.sum(x * x), x, x),
+            wg.jacobian(lambda x: x + 1.0)(x),
+            wg.jacobian(lambda x: x + 1.0, mode="reverse")(x)]
+    for g in outs:
+        assert g.flags.writeable
+        g *= 2.0  # the usual in-place update
+    np.testing.assert_array_equal(outs[0], [2.0, 2.0, 2.0])

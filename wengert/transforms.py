@@ -103,6 +103,8 @@ def _zeros_like(x):
 
 def _fit(g, like):
     """Give a derivative the type and dtype of the input it is taken with respect to."""
+    if type(g) is np.ndarray and not g.flags.writeable:
+        g = g.copy()  # a broadcast view (the gradient of a sum): users expect an array to own
     if type(g) is np.ndarray and type(like) is np.ndarray and g.dtype == like.dtype:
         return g  # the common case, quickly
     if isinstance(g, Tracer) and isinstance(like, Tracer):  # nested: compare what is underneath
@@ -287,6 +289,8 @@ def _split_dual(out, trace, batch_shape=()):
             t = o._tangent
             if t is None:
                 t = np.zeros(batch_shape + shape_of(o.value), _leaf_dtype(o.value))
+            elif type(t) is np.ndarray and not t.flags.writeable:
+                t = t.copy()  # a broadcast view (x + c): an array of its own, as users expect
             tans.append(t)
         else:
             vals.append(o)
