@@ -738,3 +738,19 @@ def test_graph_engine_agrees(name, f, args, order):
         for a, b in zip(g_comp(*args), g_eager):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(wg.compile(f)(*args), f(*args), rtol=1e-12)
+
+
+def test_broadcast_view_matches_numpy():
+    """The engines' fast broadcast is np.broadcast_to, values, shape and read-only flag."""
+    from wengert.rules._zeros import broadcast_view
+    cases = [(np.array(2.0), (3, 4)), (np.arange(3.0), (2, 3)), (np.ones((3, 1)), (2, 3, 5)),
+             (np.ones((1, 1), np.float32), (1, 4)), (np.arange(6.0).reshape(2, 3).T, (4, 3, 2)),
+             (np.array([1 + 2j]), (3,)), (np.arange(4), (2, 4)), (np.array([True]), (3,)),
+             (np.zeros((0, 1)), (2, 0, 3)), (np.array(["a"], dtype=object), (2,))]
+    for x, shape in cases:
+        got, want = broadcast_view(x, shape), np.broadcast_to(x, shape)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        assert not got.flags.writeable
+    with pytest.raises(ValueError):
+        broadcast_view(np.ones(3), (2, 4))

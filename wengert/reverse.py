@@ -332,7 +332,10 @@ def _binary_fast_path(prim, name, reflected):
         if reflected:
             a, b, ia, ib = b, a, ib, ia
         try:
-            ans = impl(a, b)
+            if reflected and isinstance(b, Tracer):
+                ans = getattr(b, name)(a)  # c * (Dual): its own reflected operator, no ufunc
+            else:
+                ans = impl(a, b)
         except (ArithmeticError, ValueError, TypeError):
             return general(self, other)
         if type(ans) is complex:

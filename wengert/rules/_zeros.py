@@ -23,6 +23,31 @@ def zeros_like_value(x):
     return np.zeros(shape_of(x), dtype=dtype_of(x))
 
 
+def broadcast_view(x, shape):
+    """``np.broadcast_to(x, shape)`` on plain values, read-only as NumPy's.
+
+    np.broadcast_to's checks cost 2 µs; a zero-stride view of a contiguous array
+    takes 0.2 µs, and the engines broadcast cotangents and tangents all the time.
+    """
+    if type(x) is np.ndarray and type(shape) is tuple and x.flags.c_contiguous \
+            and x.dtype.kind in "fciub":
+        k = len(shape) - x.ndim
+        if k >= 0:
+            strides = [0] * k
+            for d, n, st in zip(x.shape, shape[k:], x.strides):
+                if d == n:
+                    strides.append(st)
+                elif d == 1:
+                    strides.append(0)
+                else:
+                    break
+            else:
+                view = np.ndarray(shape, x.dtype, x, 0, strides)
+                view.flags.writeable = False
+                return view
+    return np.broadcast_to(x, shape)
+
+
 def sum_to(g, nb, xs):
     """Sum ``g`` (``nb`` leading batch axes) down to batch + shape ``xs``."""
     from .shape import reshape, sum_

@@ -75,6 +75,9 @@ def _traced_operand(name, identity, a, dtype, out, where):
 
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=0, where=True):
+    if isinstance(a, Tracer) and axis is None and dtype is None and out is None \
+            and where is True and type(initial) is int and initial == 0:
+        return sum_(a, keepdims=keepdims)  # the common call, without the general checks
     a = _arr(a)
     if not isinstance(a, Tracer):
         return _plain_reduce(np.sum, 0, a, axis, dtype, out, keepdims, initial, where)

@@ -6,6 +6,7 @@ the tangent's leading batch axes kept in front.
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
+from ._zeros import broadcast_view
 
 
 def _norm_axes(axis, nd):
@@ -94,7 +95,7 @@ def sum_vjp(x, axis=None, keepdims=False):
 
 @primitive(nargs=1)
 def broadcast_to(x, shape):
-    return np.broadcast_to(x, shape)
+    return broadcast_view(x, shape)
 
 
 @broadcast_to.frule(symbolic_zeros=True)
@@ -106,7 +107,8 @@ def broadcast_to_jvp(primals, tangents, shape):
     nb = ndim_of(dx) - ndim_of(x)
     ds = shape_of(dx)
     lift = len(shape) - ndim_of(x)
-    dx = reshape(dx, ds[:nb] + (1,) * lift + ds[nb:])
+    if nb and lift:  # batch axes stay in front: the new axes go after them
+        dx = reshape(dx, ds[:nb] + (1,) * lift + ds[nb:])
     return ans, broadcast_to(dx, ds[:nb] + tuple(shape))
 
 
