@@ -23,12 +23,17 @@ def zeros_like_value(x):
     return np.zeros(shape_of(x), dtype=dtype_of(x))
 
 
+_SCALARS = (float, np.float64, np.float32)
+
+
 def broadcast_view(x, shape):
     """``np.broadcast_to(x, shape)`` on plain values, read-only as NumPy's.
 
     np.broadcast_to's checks cost 2 µs; a zero-stride view of a contiguous array
     takes 0.2 µs, and the engines broadcast cotangents and tangents all the time.
     """
+    if type(x) in _SCALARS:
+        x = np.asarray(x)
     if type(x) is np.ndarray and type(shape) is tuple and x.flags.c_contiguous \
             and x.dtype.kind in "fciub":
         k = len(shape) - x.ndim
