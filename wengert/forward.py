@@ -6,7 +6,8 @@ carry leading batch axes: several directions in one pass (a Jacobian in one go).
 """
 import numpy as np
 
-from .core import MINUS_ONE, ONE, Trace, Tracer
+from .core import MINUS_ONE, ONE, Trace, Tracer, _tangent_sum
+from .rules._zeros import broadcast_view as _broadcast_view
 
 __all__ = ["Dual", "ForwardTrace"]
 
@@ -21,8 +22,13 @@ class ForwardTrace(Trace):
         return f"<ForwardTrace level={self.level}>"
 
     def process(self, prim, args, params):
-        if len(args) == 1 and type(args[0]) is Dual and args[0]._trace is self:
-            d = self._unary(prim, args[0], params)
+        if len(args) == 1:
+            if type(args[0]) is Dual and args[0]._trace is self:
+                d = self._unary(prim, args[0], params)
+                if d is not None:
+                    return d
+        elif len(args) == 2 and (prim.bilinear or prim._partials is not None):
+            d = self._binary(prim, args, params)
             if d is not None:
                 return d
         primals = []
@@ -86,7 +92,63 @@ class ForwardTrace(Trace):
         return d
 
 
+    def _binary(self, prim, args, params):
+        """Two-argument primitives on plain values with unbatched tangents, in fewer calls.
+
+        A bilinear primitive's tangent is ``f(da, b) + f(a, db)``; an elementwise one's
+        is the sum of tangents times partials, spread over the result's shape.  Batched
+        tangents, nested traces and anything else: ``None``, for the general path.
+        """
+        vals = []
+        tans = []
+        for x in args:
+            tx = type(x)
+            if tx is Dual:
+                if x._trace is not self:
+                    return None
+                v, t = x.value, x._tangent
+                tv = type(v)
+                if tv not in _PLAIN or t is not None and (
+                        type(t) is not tv or tv is not float and t.ndim != v.ndim):
+                    return None
+            elif tx in _PLAIN_ARG:
+                v, t = x, None
+            else:
+                return None
+            vals.append(v)
+            tans.append(t)
+        if prim.multiple_results:
+            return None
+        a, b = vals
+        da, db = tans
+        impl = prim.impl
+        ans = impl(a, b, **params)
+        if prim.bilinear:
+            t = None if da is None else impl(da, b, **params)
+            if db is not None:
+                u = impl(a, db, **params)
+                t = u if t is None else t + u
+        else:
+            pf = prim._partials
+            ps_params = params
+            if prim._partials_needs:
+                ps_params = dict(params, needs=(da is not None, db is not None))
+            try:
+                ps = pf(ans, a, b, **ps_params)
+            except ArithmeticError:
+                return None  # Python floats raise where NumPy gives inf: the general path
+            t = _tangent_sum(ps, tans)
+            if t is not None and prim.broadcasting:
+                s_ans = () if type(ans) is float else ans.shape
+                if (() if type(t) is float else t.shape) != s_ans:
+                    t = _broadcast_view(t, s_ans)  # x + c: x's tangent over the result
+        d = _new(Dual)
+        d.value, d._tangent, d._trace = ans, t, self
+        return d
+
+
 _PLAIN = (float, np.ndarray, np.float64, np.float32)
+_PLAIN_ARG = _PLAIN + (int,)
 _new = object.__new__
 
 
