@@ -45,6 +45,40 @@ def median_time(fn, *args, repeat=7, min_time=0.05):
     return statistics.median(times)
 
 
+def _batch(fn, args, n):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn(*args)
+    return (time.perf_counter() - t0) / n
+
+
+def _calls_for(fn, args, min_time):
+    n = 1
+    while _batch(fn, args, n) * n < min_time and n < 1 << 20:
+        n *= 2
+    return n
+
+
+def paired_time(fn, base, *args, rounds=9, min_time=0.03):
+    """``(t_fn, t_base, ratio)``: medians over rounds that time ``base`` then ``fn``.
+
+    Measuring the two in alternation means a slow spell on a shared machine
+    slows both. The ratio is the median of the per-round ratios, not the ratio of
+    the medians, so a ratio holds steady when the absolute times drift between runs.
+    """
+    fn(*args)
+    base(*args)
+    n_fn, n_base = _calls_for(fn, args, min_time), _calls_for(base, args, min_time)
+    t_fn, t_base, ratios = [], [], []
+    for _ in range(rounds):
+        b = _batch(base, args, n_base)
+        f = _batch(fn, args, n_fn)
+        t_fn.append(f)
+        t_base.append(b)
+        ratios.append(f / b)
+    return statistics.median(t_fn), statistics.median(t_base), statistics.median(ratios)
+
+
 def optional(name):
     """The module, or None when the peer is not installed."""
     try:

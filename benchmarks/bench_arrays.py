@@ -6,7 +6,7 @@
 
     python benchmarks/bench_arrays.py
 """
-from _util import fmt, median_time, optional, row  # first: sets BLAS to one thread
+from _util import fmt, optional, paired_time, row  # first: sets BLAS to one thread
 
 import numpy as np  # noqa: E402
 
@@ -100,31 +100,35 @@ def check(a, b):
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=1e-8, atol=1e-10)
 
 
+def compare(label, fn, hand, *args, rounds=9):
+    """One row: ``fn`` timed in alternation with the hand-written derivative."""
+    t, t_hand, ratio = paired_time(fn, hand, *args, rounds=rounds)
+    row(label, fmt(t_hand * 1e6), fmt(t * 1e6), fmt(ratio), width=46)
+
+
 def main():
     ag = optional("autograd")
     torch = optional("torch")
     if torch is not None:
         torch.set_num_threads(1)
+        torch.set_default_dtype(torch.float64)
+    print("each engine is timed in alternation with the hand-written NumPy derivative;")
+    print("÷ hand is the median of the per-round ratios")
     row("program", "hand NumPy µs", "engine µs", "÷ hand", width=46)
 
     # MLP
-    t_hand = median_time(mlp_grad_numpy, PARAMS)
     g = wg.grad(mlp_loss(wnp))
     check(g(PARAMS), mlp_grad_numpy(PARAMS))
-    t = median_time(g, PARAMS)
-    row("MLP gradient: wengert grad", fmt(t_hand * 1e6), fmt(t * 1e6), fmt(t / t_hand), width=46)
+    compare("MLP gradient: wengert grad", g, mlp_grad_numpy, PARAMS)
     try:
         gc = wg.compile(g)
         check(gc(PARAMS), mlp_grad_numpy(PARAMS))
-        t = median_time(gc, PARAMS)
-        row("MLP gradient: wengert compile(grad)", "", fmt(t * 1e6), fmt(t / t_hand), width=46)
+        compare("MLP gradient: wengert compile(grad)", gc, mlp_grad_numpy, PARAMS)
     except Exception as e:
         row(f"MLP gradient: compile unavailable ({type(e).__name__}: {e})"[:80], width=46)
     if ag is not None:
         import autograd.numpy as anp
-        ga = ag.grad(mlp_loss(anp))
-        t = median_time(ga, PARAMS)
-        row("MLP gradient: autograd", "", fmt(t * 1e6), fmt(t / t_hand), width=46)
+        compare("MLP gradient: autograd", ag.grad(mlp_loss(anp)), mlp_grad_numpy, PARAMS)
     if torch is not None:
         Xt, Yt = torch.tensor(X), torch.tensor(Y)
 
@@ -134,31 +138,26 @@ def main():
             r = torch.tanh(Xt @ W1 + b1) @ W2 + b2 - Yt
             torch.mean(r * r).backward()
             return [q.grad for q in ps]
-        t = median_time(torch_step, PARAMS)
-        row("MLP gradient: PyTorch eager", "", fmt(t * 1e6), fmt(t / t_hand), width=46)
+        compare("MLP gradient: PyTorch eager", torch_step, mlp_grad_numpy, PARAMS)
 
     # logistic-regression HVP
     for n, d in HVP_SIZES:
         A, lab, W0, V0 = logreg_problem(n, d)
         hand = logreg_hvp_numpy(A, lab)
         tag = f"logistic HVP {n}x{d}"
-        t_hand = median_time(hand, W0, V0)
         f = logreg_loss(wnp, A, lab)
         check(wg.hvp(f, W0, V0), hand(W0, V0))
-        t = median_time(lambda w, v: wg.hvp(f, w, v), W0, V0)
-        row(f"{tag}: wengert hvp", fmt(t_hand * 1e6), fmt(t * 1e6), fmt(t / t_hand), width=46)
+        compare(f"{tag}: wengert hvp", lambda w, v: wg.hvp(f, w, v), hand, W0, V0)
         try:
             hc = wg.compile(lambda w, v: wg.hvp(f, w, v))
             check(hc(W0, V0), hand(W0, V0))
-            t = median_time(hc, W0, V0)
-            row(f"{tag}: wengert compile(hvp)", "", fmt(t * 1e6), fmt(t / t_hand), width=46)
+            compare(f"{tag}: wengert compile(hvp)", hc, hand, W0, V0)
         except Exception as e:
             row(f"{tag}: compile unavailable ({type(e).__name__})", width=46)
         if ag is not None:
             import autograd.numpy as anp
-            hv = ag.hessian_vector_product(logreg_loss(anp, A, lab))
-            t = median_time(hv, W0, V0)
-            row(f"{tag}: autograd", "", fmt(t * 1e6), fmt(t / t_hand), width=46)
+            compare(f"{tag}: autograd", ag.hessian_vector_product(logreg_loss(anp, A, lab)),
+                    hand, W0, V0)
         if torch is not None:
             At, Lt = torch.tensor(A), torch.tensor(lab)
 
@@ -169,34 +168,25 @@ def main():
 
             def torch_hvp(w, v):
                 return torch.autograd.functional.hvp(tloss, torch.tensor(w), torch.tensor(v))[1]
-            t = median_time(torch_hvp, W0, V0)
-            row(f"{tag}: PyTorch (double backward)", "", fmt(t * 1e6), fmt(t / t_hand),
-                width=46)
+            compare(f"{tag}: PyTorch (double backward)", torch_hvp, hand, W0, V0)
 
     # dense Jacobian
-    t_hand = median_time(residual_jac_numpy, XD)
     r = residual(wnp)
     for mode in ("forward", "reverse"):
         J = wg.jacobian(r, mode=mode)
         check(J(XD), residual_jac_numpy(XD))
-        t = median_time(J, XD)
-        row(f"200x200 Jacobian: wengert {mode}", fmt(t_hand * 1e6), fmt(t * 1e6),
-            fmt(t / t_hand), width=46)
+        compare(f"200x200 Jacobian: wengert {mode}", J, residual_jac_numpy, XD)
     if ag is not None:
         import autograd.numpy as anp
-        Ja = ag.jacobian(residual(anp))
-        t = median_time(Ja, XD, repeat=3)
-        row("200x200 Jacobian: autograd", "", fmt(t * 1e6), fmt(t / t_hand), width=46)
+        compare("200x200 Jacobian: autograd", ag.jacobian(residual(anp)), residual_jac_numpy, XD,
+                rounds=3)
     if torch is not None:
         import torch.func
         rt = residual(torch)
 
         def tj(x):
             return torch.func.jacrev(rt)(torch.tensor(x))
-        # torch.zeros(1) for the padding, in float64 like x
-        torch.set_default_dtype(torch.float64)
-        t = median_time(tj, XD)
-        row("200x200 Jacobian: torch.func.jacrev", "", fmt(t * 1e6), fmt(t / t_hand), width=46)
+        compare("200x200 Jacobian: torch.func.jacrev", tj, residual_jac_numpy, XD)
 
 
 if __name__ == "__main__":
