@@ -74,8 +74,14 @@ log10 = elementwise(np.log10, lambda ans, x: (1.0 / (x * _LN10),), domain=(0.1, 
 def _logaddexp_partials(ans, x, y, needs=(True, True)):
     # the logistic function of x - y, which does not need ans: a derivative program
     # (hvp, say) then drops the log-sum itself, and x = +inf gives 1, not nan
-    from .special import expit
+    expit = _SPECIAL.get("expit")
+    if expit is None:  # rules.special imports this module: bound on first use
+        from .special import expit
+        _SPECIAL["expit"] = expit
     return (expit(x - y) if needs[0] else None), (expit(y - x) if needs[1] else None)
+
+
+_SPECIAL = {}
 
 
 logaddexp = elementwise(np.logaddexp, _logaddexp_partials, needs=True)

@@ -27,7 +27,10 @@ def _plain(x):
 
 
 def _traced(*xs):
-    return any(isinstance(x, Tracer) for x in xs)
+    for x in xs:  # a loop, not any(<generator>): this runs on every product
+        if isinstance(x, Tracer):
+            return True
+    return False
 
 
 def _swap_last(x):
@@ -165,8 +168,8 @@ def matmul(x1, x2, /, out=None, **kwargs):
         return np.matmul(x1, x2, out=out, **kwargs)
     if out is not None:
         raise NotImplementedError("wnp.matmul with out= is not supported on traced values")
-    a = x1 if isinstance(x1, Tracer) else np.asarray(x1)
-    b = x2 if isinstance(x2, Tracer) else np.asarray(x2)
+    a = x1 if isinstance(x1, Tracer) or type(x1) is np.ndarray else np.asarray(x1)
+    b = x2 if isinstance(x2, Tracer) or type(x2) is np.ndarray else np.asarray(x2)
     na, nb = ndim_of(a), ndim_of(b)
     if na == 0 or nb == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions")
