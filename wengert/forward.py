@@ -123,13 +123,13 @@ class ForwardTrace(Trace):
         da, db = tans
         impl = prim.impl
         ans = impl(a, b, **params)
-        if prim.bilinear:
+        pf = prim._partials
+        if pf is None:  # bilinear
             t = None if da is None else impl(da, b, **params)
             if db is not None:
                 u = impl(a, db, **params)
                 t = u if t is None else t + u
         else:
-            pf = prim._partials
             ps_params = params
             if prim._partials_needs:
                 ps_params = dict(params, needs=(da is not None, db is not None))
