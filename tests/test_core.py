@@ -397,3 +397,24 @@ def test_derivatives_are_writable_arrays():
         assert g.flags.writeable
         g *= 2.0  # the usual in-place update
     np.testing.assert_array_equal(outs[0], [2.0, 2.0, 2.0])
+
+
+def test_forward_shortcuts_match_general_path(monkeypatch):
+    """ForwardTrace's one- and two-argument shortcuts are the rules, bit for bit."""
+    from wengert.forward import ForwardTrace
+    rng = np.random.default_rng(7)
+    A, x, v = rng.standard_normal((4, 3)), rng.standard_normal(3), rng.standard_normal(3)
+
+    def f(x):
+        y = wnp.logaddexp(0.5, A @ x) + wnp.arctan2(A @ x, 2.0) * wnp.hypot(x, 1.5).sum()
+        z = wnp.exp(wnp.transpose(wnp.reshape(y, (2, 2)))) + wnp.broadcast_to(x[0], (2, 2))
+        return wnp.multiply(z, z) + wnp.matmul(x, x) + wnp.sum(wnp.tanh(x)) + wnp.negative(z)
+
+    fast = wg.jvp(f, (x,), (v,))
+    fast_h = wg.hvp(lambda x: wnp.sum(f(x)), x, v)
+    monkeypatch.setattr(ForwardTrace, "_unary", lambda *a: None)
+    monkeypatch.setattr(ForwardTrace, "_binary", lambda *a: None)
+    slow = wg.jvp(f, (x,), (v,))
+    slow_h = wg.hvp(lambda x: wnp.sum(f(x)), x, v)
+    for a, b in zip(fast + (fast_h,), slow + (slow_h,)):
+        assert np.array_equal(a, b)
