@@ -10,8 +10,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import importlib  # noqa: E402
-import statistics
-import time
+import statistics  # noqa: E402
+import time  # noqa: E402
 
 import numpy as _np  # noqa: E402
 

@@ -357,7 +357,8 @@ def test_partials_with_needs_skip_unused_ones(monkeypatch):
     # the built-in ones that skip: a reverse sweep through x / c never forms -ans / c
     from wengert.rules.arithmetic import divide
     inner = divide._partials
-    monkeypatch.setattr(divide, "_partials", lambda *a, **k: asked.append(k["needs"]) or inner(*a, **k))
+    monkeypatch.setattr(divide, "_partials",
+                        lambda *a, **k: asked.append(k["needs"]) or inner(*a, **k))
     wg.grad(lambda x: wnp.sum(wnp.divide(x, 3.0)))(x)
     assert asked[-1] == (True, False)
     wg.jvp(lambda y: wnp.divide(x, y), (3.0,), (1.0,))

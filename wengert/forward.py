@@ -91,7 +91,6 @@ class ForwardTrace(Trace):
         d.value, d._tangent, d._trace = ans, t, self
         return d
 
-
     def _binary(self, prim, args, params):
         """Two-argument primitives on plain values with unbatched tangents, in fewer calls.
 

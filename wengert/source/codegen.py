@@ -18,7 +18,6 @@ whether adjoints accumulate with ``gx += c`` (immutable scalars) or ``gx = gx + 
 """
 from __future__ import annotations
 
-import ast
 import ast as _ast
 import re
 
