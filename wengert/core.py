@@ -462,10 +462,18 @@ def _unbroadcast(g, x, ans):
     if tx is type(g) and (tx is float or (tx is np.ndarray and x.shape == g.shape
                                           and (g.dtype.kind != "c" or x.dtype.kind == "c"))):
         return g  # the common cases, quickly
+    gv, xv = g, x
+    while isinstance(gv, Tracer):  # traced (forward over reverse): look underneath
+        gv = gv.value
+    while isinstance(xv, Tracer):
+        xv = xv.value
+    if type(gv) is np.ndarray and type(xv) is np.ndarray and gv.shape == xv.shape \
+            and gv.dtype.kind != "c":
+        return g  # of the right shape, and real
     xs = shape_of(x)
     gs = shape_of(g)
     if gs == xs and _real_kind(g):
-        return g  # traced (forward over reverse), of the right shape and real
+        return g
     g = _real_for_real(g, x)
     gs = shape_of(g)
     nb = len(gs) - ndim_of(ans)
