@@ -173,7 +173,7 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs):
             f"{shape_of(out) if not isinstance(out, (tuple, list, dict)) else type(out).__name__}"
             ". Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
     if isinstance(out, Var) and out._trace is tape:
-        seed = 1.0 if isinstance(_plain(out.value), float) else np.ones((), _leaf_dtype(out.value))
+        seed = 1.0 if isinstance(_plain(out.value), float) else np.array(1.0, _leaf_dtype(out.value))
         adj = tape.sweep({out.index: seed})
     else:
         adj = None

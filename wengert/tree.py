@@ -10,6 +10,8 @@ class TreeDef:
         self.kind, self.meta, self.children = kind, meta, children
 
     def __eq__(self, other):
+        if self is other:
+            return True  # LEAF == LEAF, the common case
         return (isinstance(other, TreeDef) and self.kind == other.kind
                 and self.meta == other.meta and self.children == other.children)
 
