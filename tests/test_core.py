@@ -8,20 +8,11 @@ import pytest
 import wengert as wg
 import wengert.numpy as wnp
 
+from seeds import babylonian, seed_z  # tests/seeds.py: the tutorials' worked examples
+
 X, Y = 0.5, 4.2
 Z = 2.579425538604203
 DZDX, DZDY = 5.077582561890373, 0.5
-
-
-def seed_z(x, y):
-    return x * y + wnp.sin(x)
-
-
-def babylonian(x, n=10):
-    t = (1 + x) / 2
-    for _ in range(n):
-        t = (t + x / t) / 2
-    return t
 
 
 # -- the seeds' numbers, through every door -------------------------------------------

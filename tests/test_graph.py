@@ -16,6 +16,8 @@ import wengert.numpy as wnp
 from wengert.graph import Graph, GraphTracer
 from wengert.tree import flatten, tree_map
 
+from seeds import babylonian, seed_z  # tests/seeds.py: the tutorials' worked examples
+
 
 def same(a, b):
     """Equal structure, types, dtypes, shapes and bits (nan equal to nan)."""
@@ -36,17 +38,6 @@ def same(a, b):
 
 
 # -- the corpus ------------------------------------------------------------------------------
-def seed_z(x, y):
-    return x * y + wnp.sin(x)
-
-
-def babylonian(x, n=10):
-    t = (1 + x) / 2
-    for _ in range(n):
-        t = (t + x / t) / 2
-    return t
-
-
 def poly(x):
     return 3.0 * x ** 3 - 2.0 * x ** 2 + x - 7.0
 

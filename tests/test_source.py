@@ -10,17 +10,12 @@ import wengert.numpy as wnp
 from wengert.numpy import cos, exp, sin, sqrt, tanh
 from wengert.source import SourceError, programs_from_source
 
+from seeds import babylonian  # tests/seeds.py: the tutorials' worked examples
+
 
 # -- the corpus: plain Python functions --------------------------------------------------------
 def seeds_example(x, y):
     return x * y + sin(x)
-
-
-def babylonian(x, n=10):
-    t = (1 + x) / 2
-    for _ in range(n):
-        t = (t + x / t) / 2
-    return t
 
 
 def babylonian_while(x):
