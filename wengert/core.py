@@ -361,14 +361,7 @@ def _tangent_sum(partials, tangents):
             else:
                 out, fresh = out - t, True
             continue
-        if p is _ONE:
-            term = t
-        elif p is _MINUS_ONE:
-            term = -t
-        elif type(p) is not type(t) and isinstance(p, Tracer):
-            term = p * t  # the tracer's own operator: its fast path, not NumPy's dispatch
-        else:
-            term = t * p
+        term = _scaled(t, p)
         if out is None:
             out, fresh = term, term is not t
         elif fresh and type(out) is np.ndarray and type(term) is np.ndarray \
@@ -377,6 +370,17 @@ def _tangent_sum(partials, tangents):
         else:
             out, fresh = out + term, True
     return out
+
+
+def _scaled(t, p):
+    """A tangent or cotangent times a partial; exact ones and minus ones cost nothing."""
+    if p is _ONE:
+        return t
+    if p is _MINUS_ONE:
+        return -t
+    if type(p) is not type(t) and isinstance(p, Tracer):
+        return p * t  # the tracer's own operator: its fast path, not NumPy's dispatch
+    return t * p
 
 
 def _call_partials(pf, ans, primals, params):
@@ -409,14 +413,7 @@ class _PartialsPullback:
             if p is None or not need:
                 out.append(None)
                 continue
-            if p is _ONE:
-                gx = g
-            elif p is _MINUS_ONE:
-                gx = -g
-            elif type(p) is not type(g) and isinstance(p, Tracer):
-                gx = p * g  # the tracer's own operator: its fast path, not NumPy's dispatch
-            else:
-                gx = g * p
+            gx = _scaled(g, p)
             out.append(_unbroadcast(gx, x, self.ans) if self.broadcasting else gx)
         return out
 

@@ -6,7 +6,7 @@ carry leading batch axes: several directions in one pass (a Jacobian in one go).
 """
 import numpy as np
 
-from .core import MINUS_ONE, ONE, Trace, Tracer, _tangent_sum
+from .core import MINUS_ONE, ONE, Trace, Tracer, _scaled, _tangent_sum
 from .rules._zeros import broadcast_view as _broadcast_view
 
 __all__ = ["Dual", "ForwardTrace"]
@@ -79,14 +79,7 @@ class ForwardTrace(Trace):
                 (p,) = pf(ans, v, **params)
             except ArithmeticError:
                 return None  # Python floats raise where NumPy gives inf: the general path
-            if t is None or p is None:
-                t = None
-            elif p is ONE:
-                pass
-            elif p is MINUS_ONE:
-                t = -t
-            else:
-                t = t * p
+            t = None if t is None or p is None else _scaled(t, p)
         d = _new(Dual)
         d.value, d._tangent, d._trace = ans, t, self
         return d
