@@ -47,7 +47,8 @@ def mlp_grad_numpy(p):
 
 # -- logistic regression HVP ------------------------------------------------------------
 # Two sizes. 500 x 50 is small enough that per-operation overhead dominates. At 1200 x 100,
-# autograd and PyTorch show the ratios the issue measured (9.5x and 7x).
+# autograd and PyTorch come close to the ratios the targets were set against (9.5x and
+# 7x): 10-12x and 7-8x here, depending on the run.
 LAM = 1e-2
 HVP_SIZES = ((500, 50), (1200, 100))
 
