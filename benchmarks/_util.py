@@ -17,10 +17,10 @@ import numpy as _np  # noqa: E402
 
 # glibc's malloc raises its mmap and trim thresholds the first time a large block is
 # freed. Before that, each array over 128 kB gets fresh pages from the kernel, and here
-# that costs about 100 µs per 320 kB. A program that has held one large array is past
-# that point, and so is one that has imported PyTorch. Without this, wengert's
-# 200x200 Jacobian measured 5x slower when PyTorch was not installed. Every benchmark
-# therefore starts from that steady state, whichever peers are installed.
+# that costs about 100 µs per 320 kB. `import wengert` does the same thing
+# (wengert/_allocator.py). Doing it here too means the hand-written NumPy code and the
+# peers start from that state as well, whichever of them is imported first. Importing
+# PyTorch has the same effect.
 _np.ones(1 << 20).sum()  # 8 MB: under the 32 MB cap on that adjustment
 
 

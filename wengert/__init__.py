@@ -26,6 +26,9 @@ _dispatch.install_operators()
 forward.install_fast_paths(rules.OPERATORS)
 reverse.install_fast_paths(rules.OPERATORS)
 
+from . import _allocator  # noqa: E402
+_allocator.settle()  # glibc's steady state for arrays of a few hundred kB; see _allocator
+
 __version__ = "0.1.0"
 
 __all__ = ["Primitive", "primitive", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
