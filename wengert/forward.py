@@ -154,6 +154,7 @@ def _binary_fast_path(prim, name, reflected):
     """
     impl, partials = prim.impl, prim._partials
     impl = getattr(impl, "python_operator", impl)
+    with_needs = prim._partials_needs  # then the partials skip the unneeded ones
     general = getattr(Tracer, name)
     plain = (float, int, np.ndarray, np.float64, np.float32)
     arrays = (np.ndarray, np.float64, np.float32)  # NumPy's scalars have .shape and .ndim
@@ -193,7 +194,10 @@ def _binary_fast_path(prim, name, reflected):
         if type(ans) is complex:
             return general(self, other)
         try:
-            pa, pb = partials(ans, a, b)
+            if with_needs:
+                pa, pb = partials(ans, a, b, needs=(ta is not None, tb is not None))
+            else:
+                pa, pb = partials(ans, a, b)
         except ArithmeticError:
             return general(self, other)
         t = None
