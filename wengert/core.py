@@ -323,6 +323,19 @@ class Primitive:
         return ans, _CheckedPullback(pb, n, self.name)
 
 
+def operator_fast_paths(operators):
+    """``(name, primitive, reflected, arity)`` for each Python operator an engine may take
+    in fewer calls: those declared by partials, binary or (non-broadcasting) unary."""
+    for name, fn in operators.items():
+        prim = getattr(fn, "_reflects", fn)
+        if getattr(prim, "_partials", None) is None:
+            continue
+        if prim.nargs == 2:
+            yield name, prim, name.startswith("__r"), 2
+        elif prim.nargs == 1 and not prim.broadcasting and not prim._partials_needs:
+            yield name, prim, False, 1
+
+
 def _array_arity(impl, nargs):
     """How many leading positional arguments are arrays, and the static names after them."""
     import inspect

@@ -6,7 +6,7 @@ carry leading batch axes: several directions in one pass (a Jacobian in one go).
 """
 import numpy as np
 
-from .core import MINUS_ONE, ONE, Trace, Tracer, _scaled, _tangent_sum
+from .core import MINUS_ONE, ONE, Trace, Tracer, _scaled, _tangent_sum, operator_fast_paths
 from .rules._zeros import broadcast_view as _broadcast_view
 
 __all__ = ["Dual", "ForwardTrace"]
@@ -63,16 +63,9 @@ class ForwardTrace(Trace):
         if type(v) not in _PLAIN:
             return None
         t = a._tangent
-        if prim.linear:
-            if t is not None and (type(t) is not type(v) or type(v) is not float
-                                  and t.ndim != v.ndim):
-                return None  # batched: the frule knows where the batch axes go
-            impl = prim.impl
-            ans = impl(v, **params)
-            t = None if t is None else impl(t, **params)
-        else:
-            pf = prim._partials
-            if pf is None or prim._partials_needs or prim.broadcasting or prim.multiple_results:
+        pf = prim._partials
+        if pf is not None:
+            if prim._partials_needs or prim.broadcasting or prim.multiple_results:
                 return None
             ans = prim.impl(v, **params)
             try:
@@ -80,6 +73,15 @@ class ForwardTrace(Trace):
             except ArithmeticError:
                 return None  # Python floats raise where NumPy gives inf: the general path
             t = None if t is None or p is None else _scaled(t, p)
+        elif prim.linear:
+            if t is not None and (type(t) is not type(v) or type(v) is not float
+                                  and t.ndim != v.ndim):
+                return None  # batched: the frule knows where the batch axes go
+            impl = prim.impl
+            ans = impl(v, **params)
+            t = None if t is None else impl(t, **params)
+        else:
+            return None
         d = _new(Dual)
         d.value, d._tangent, d._trace = ans, t, self
         return d
@@ -222,48 +224,23 @@ def _binary_fast_path(prim, name, reflected):
 
 
 def _unary_fast_path(prim, name):
-    """``-d`` and the like: a partials-declared unary operator on a plain value.
-
-    No broadcasting is involved, so batched tangents are fine here too.
-    """
-    impl, partials = prim.impl, prim._partials
+    """``-d`` and the like: the trace's one-argument shortcut, straight from the operator."""
     general = getattr(Tracer, name)
-    plain = (float, np.ndarray, np.float64, np.float32)
-    new = object.__new__
+    no_params = {}
 
     def method(self):
-        a = self.value
-        if type(a) not in plain:
-            return general(self)
-        ta = self._tangent
-        ans = impl(a)
-        (p,) = partials(ans, a)
-        if ta is None or p is None:
-            t = None
-        elif p is ONE:
-            t = ta
-        elif p is MINUS_ONE:
-            t = -ta
-        else:
-            t = ta * p
-        d = new(Dual)
-        d.value, d._tangent, d._trace = ans, t, self._trace
-        return d
+        d = self._trace._unary(prim, self, no_params)
+        return general(self) if d is None else d
     method.__name__ = name
     return method
 
 
 def install_fast_paths(operators):
     """Give ``Dual`` the fast path for every operator declared by partials."""
-    for name, fn in operators.items():
-        reflected = name.startswith("__r") and name not in ("__rshift__",)
-        prim = getattr(fn, "_reflects", fn)
-        if getattr(prim, "_partials", None) is None:
-            continue
-        if prim.nargs == 2:
-            setattr(Dual, name, _binary_fast_path(prim, name, reflected))
-        elif prim.nargs == 1 and not prim.broadcasting and not prim._partials_needs:
-            setattr(Dual, name, _unary_fast_path(prim, name))
+    for name, prim, reflected, arity in operator_fast_paths(operators):
+        fast = _binary_fast_path(prim, name, reflected) if arity == 2 else \
+            _unary_fast_path(prim, name)
+        setattr(Dual, name, fast)
 
 
 USER_TRACE = ForwardTrace(0)  # the trace of Duals a user makes by hand

@@ -6,7 +6,7 @@ one tape serves any number of outputs.  The sweep is a loop: no recursion.
 """
 import contextlib
 
-from .core import Trace, Tracer, new_level
+from .core import Trace, Tracer, new_level, operator_fast_paths
 
 __all__ = ["Tape", "Var", "Grad"]
 
@@ -378,12 +378,7 @@ def _unary_fast_path(prim, name):
 
 def install_fast_paths(operators):
     """Give ``Var`` the fast path for every operator declared by partials."""
-    for name, fn in operators.items():
-        reflected = name.startswith("__r")
-        prim = getattr(fn, "_reflects", fn)
-        if getattr(prim, "_partials", None) is None:
-            continue
-        if prim.nargs == 2:
-            setattr(Var, name, _binary_fast_path(prim, name, reflected))
-        elif prim.nargs == 1 and not prim.broadcasting and not prim._partials_needs:
-            setattr(Var, name, _unary_fast_path(prim, name))
+    for name, prim, reflected, arity in operator_fast_paths(operators):
+        fast = _binary_fast_path(prim, name, reflected) if arity == 2 else \
+            _unary_fast_path(prim, name)
+        setattr(Var, name, fast)
