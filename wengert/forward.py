@@ -202,6 +202,8 @@ def _binary_fast_path(prim, name, reflected):
                 pa, pb = partials(ans, a, b)
         except ArithmeticError:
             return general(self, other)
+        # core._tangent_sum's arithmetic, written out: calling it here doubled the cost of a
+        # scalar operation (the Babylonian derivative went from 27x to 51x the plain function)
         t = None
         if ta is not None and ta is tb and pa is not None and pb is not None:
             t = ta * (pa + pb)  # x * x: one product of the tangent, not two and a sum
