@@ -477,13 +477,10 @@ def _unbroadcast(g, x, ans):
         gv = gv.value
     while isinstance(xv, Tracer):
         xv = xv.value
-    if type(gv) is np.ndarray and type(xv) is np.ndarray and gv.shape == xv.shape \
-            and gv.dtype.kind != "c":
+    xs = shape_of(xv)
+    if shape_of(gv) == xs and (type(gv) is float or type(gv) is not complex
+                               and getattr(gv, "dtype", _FLOAT).kind != "c"):
         return g  # of the right shape, and real
-    xs = shape_of(x)
-    gs = shape_of(g)
-    if gs == xs and _real_kind(g):
-        return g
     g = _real_for_real(g, x)
     gs = shape_of(g)
     nb = len(gs) - ndim_of(ans)
@@ -496,14 +493,6 @@ def _unbroadcast(g, x, ans):
 
 
 _FLOAT = np.dtype(float)
-
-
-def _real_kind(g):
-    """Whether ``g``'s values (under any tracers) are real."""
-    while isinstance(g, Tracer):
-        g = g.value
-    t = type(g)
-    return t is float or (t is not complex and getattr(g, "dtype", _FLOAT).kind != "c")
 
 
 def _real_for_real(g, x):
