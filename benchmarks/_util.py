@@ -13,15 +13,9 @@ import importlib  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
-import numpy as _np  # noqa: E402
-
-# glibc's malloc raises its mmap and trim thresholds the first time a large block is
-# freed. Before that, each array over 128 kB gets fresh pages from the kernel, and here
-# that costs about 100 µs per 320 kB. `import wengert` does the same thing
-# (wengert/_allocator.py). Doing it here too means the hand-written NumPy code and the
-# peers start from that state as well, whichever of them is imported first. Importing
-# PyTorch has the same effect.
-_np.ones(1 << 20).sum()  # 8 MB: under the 32 MB cap on that adjustment
+# Allocator state: every benchmark imports wengert before it times anything, and
+# `import wengert` settles glibc's malloc (wengert/_allocator.py). So the hand-written
+# NumPy code and the peers are timed in that state too, whichever peers are installed.
 
 
 def median_time(fn, *args, repeat=7, min_time=0.05):

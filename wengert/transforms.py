@@ -75,13 +75,12 @@ def _argnums_tuple(argnums, nargs, fname):
 
 def _check_args(f, args, nums, fname):
     for i in nums:
-        a = args[i]
-        while isinstance(a, Tracer):  # nested transforms: what is underneath is checked
-            a = a.value
-        if type(a) is float or (type(a) is np.ndarray and a.dtype.kind == "f"):
+        v = args[i]
+        while isinstance(v, Tracer):  # nested transforms: what is underneath is checked
+            v = v.value
+        if type(v) is float or (type(v) is np.ndarray and v.dtype.kind == "f"):
             continue  # the common cases, quickly
-        a = args[i]
-        for leaf in flatten(a)[0]:
+        for leaf in flatten(args[i])[0]:
             check_differentiable(leaf, lambda: f"{fname}: {_arg_name(f, i)}")
 
 
