@@ -39,9 +39,14 @@ def _as_method(fn):
     return method
 
 
+_WNP = []  # wengert.numpy, once imported (it imports this module): an import per call costs 1 µs
+
+
 def _wnp():
-    from . import numpy as wnp
-    return wnp
+    if not _WNP:
+        from . import numpy as wnp
+        _WNP.append(wnp)
+    return _WNP[0]
 
 
 _METHODS = ("sum", "mean", "prod", "var", "std", "max", "min", "cumsum", "cumprod", "dot",

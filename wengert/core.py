@@ -133,8 +133,7 @@ class Tracer:
         return _array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        from . import _dispatch
-        return _dispatch.array_function(func, args, kwargs)
+        return _array_function(func, args, kwargs)
 
     # -- operators: filled in by wengert.rules via _dispatch.install_operators --
 
@@ -144,6 +143,13 @@ def _array_ufunc(ufunc, method, inputs, kwargs):
     from ._dispatch import array_ufunc  # bound on first use: _dispatch imports this module
     _array_ufunc = array_ufunc
     return array_ufunc(ufunc, method, inputs, kwargs)
+
+
+def _array_function(func, args, kwargs):
+    global _array_function
+    from ._dispatch import array_function  # bound on first use, as _array_ufunc
+    _array_function = array_function
+    return array_function(func, args, kwargs)
 
 
 class _Params(dict):
@@ -472,6 +478,13 @@ def _unbroadcast(g, x, ans):
     if tx is type(g) and (tx is float or (tx is np.ndarray and x.shape == g.shape
                                           and (g.dtype.kind != "c" or x.dtype.kind == "c"))):
         return g  # the common cases, quickly
+    if type(g) is np.ndarray and (tx is np.ndarray or tx is float) and g.dtype.kind != "c":
+        # a plain real cotangent (a bias, a scalar): sum it back without the checks for tracers
+        xs = x.shape if tx is np.ndarray else ()
+        nb = g.ndim - ndim_of(ans)
+        if nb < 0:
+            nb = 0
+        return g if g.shape[nb:] == xs else _sum_to(g, nb, xs)
     gv, xv = g, x
     while isinstance(gv, Tracer):  # traced (forward over reverse): look underneath
         gv = gv.value
@@ -488,7 +501,13 @@ def _unbroadcast(g, x, ans):
         nb = 0
     if gs[nb:] == xs:
         return g
-    from .rules._zeros import sum_to
+    return _sum_to(g, nb, xs)
+
+
+def _sum_to(g, nb, xs):
+    global _sum_to
+    from .rules._zeros import sum_to  # bound on first use: rules import this module
+    _sum_to = sum_to
     return sum_to(g, nb, xs)
 
 

@@ -15,19 +15,29 @@ def _r(f):
     return reflected
 
 
+# wengert.numpy imports this package, so its functions are looked up on first use and kept:
+# an import statement on every ``x @ y`` or ``x[i]`` costs about a microsecond
+_WNP = {}
+
+
+def _wnp(name):
+    fn = _WNP.get(name)
+    if fn is None:
+        from .. import numpy as wnp
+        fn = _WNP[name] = getattr(wnp, name)
+    return fn
+
+
 def _matmul(x, y):
-    from ..numpy import matmul
-    return matmul(x, y)
+    return _wnp("matmul")(x, y)
 
 
 def _getitem(x, idx):
-    from ..numpy import _getitem as gi
-    return gi(x, idx)
+    return _wnp("_getitem")(x, idx)
 
 
 def _setitem(x, idx, v):
-    from ..numpy import _setitem as si
-    return si(x, idx, v)
+    return _wnp("_setitem")(x, idx, v)
 
 
 def _inplace(f):

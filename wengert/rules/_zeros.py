@@ -55,16 +55,23 @@ def broadcast_view(x, shape):
 
 def sum_to(g, nb, xs):
     """Sum ``g`` (``nb`` leading batch axes) down to batch + shape ``xs``."""
-    from .shape import reshape, sum_
     gs = shape_of(g)
     rest = gs[nb:]
     lead = len(rest) - len(xs)
-    axes = tuple(range(nb, nb + lead)) + tuple(
-        nb + lead + i for i, d in enumerate(xs) if d == 1 and rest[lead + i] != 1)
+    axes = tuple(range(nb, nb + lead))
+    for i, d in enumerate(xs):
+        if d == 1 and rest[lead + i] != 1:
+            axes += (nb + lead + i,)
+    want = gs[:nb] + tuple(xs)
+    if type(g) is np.ndarray:  # nothing to record: NumPy's own sum (what sum_ runs), directly
+        if axes:
+            g = g.sum(axis=axes)
+        return g if g.shape == want else g.reshape(want)
+    from .shape import reshape, sum_
     if axes:
         g = sum_(g, axis=axes)
-    if shape_of(g) != gs[:nb] + tuple(xs):
-        g = reshape(g, gs[:nb] + tuple(xs))
+    if shape_of(g) != want:
+        g = reshape(g, want)
     return g
 
 

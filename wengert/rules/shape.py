@@ -6,7 +6,7 @@ the tangent's leading batch axes kept in front.
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
-from ._zeros import broadcast_view
+from ._zeros import broadcast_view, sum_to
 
 
 def _norm_axes(axis, nd):
@@ -114,7 +114,6 @@ def broadcast_to_jvp(primals, tangents, shape):
 
 @broadcast_to.rrule
 def broadcast_to_vjp(x, shape):
-    from ._zeros import sum_to
     xs = shape_of(x)
     ans = broadcast_to(x, shape)
 
