@@ -78,7 +78,20 @@ def _logaddexp_partials(ans, x, y, needs=(True, True)):
     if expit is None:  # rules.special imports this module: bound on first use
         from .special import expit
         _SPECIAL["expit"] = expit
-    return (expit(x - y) if needs[0] else None), (expit(y - x) if needs[1] else None)
+    return (expit(_minus(x, y)) if needs[0] else None), (expit(_minus(y, x)) if needs[1] else None)
+
+
+def _minus(a, b):
+    """``a - b``, skipping a constant zero (softplus is ``logaddexp(0, x)``).
+
+    Exact for the logistic function: ``y - 0.0`` is ``y`` and ``0.0 - y`` is ``-y``, but
+    for the sign of a zero, which the logistic function does not see.
+    """
+    if type(b) is float and b == 0.0:
+        return a
+    if type(a) is float and a == 0.0:
+        return -b
+    return a - b
 
 
 _SPECIAL = {}

@@ -418,6 +418,8 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
         kw = {} if where is True else {"where": where}
         return np.mean(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
     _no_out(out, "mean")
+    if axis is None and dtype is None and where is True:  # the common call, in fewer steps
+        return sum_(a, keepdims=keepdims) / float(math.prod(shape_of(a)))
     if dtype is not None:
         a = astype(a, dtype, copy=False)
     n = _count(a, axis, where)

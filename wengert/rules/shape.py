@@ -5,7 +5,7 @@ the tangent's leading batch axes kept in front.
 """
 import numpy as np
 
-from ..core import ndim_of, primitive, shape_of
+from ..core import Tracer, ndim_of, primitive, shape_of
 from ._zeros import broadcast_view, sum_to
 
 
@@ -33,6 +33,8 @@ def expand_reduced(g, ans, xs, axis):
     """A cotangent of a reduction over ``axis`` (batch axes in front), broadcast back
     to the reduced operand's shape ``xs``."""
     gs = shape_of(g)
+    if not gs:  # 0-d, unbatched (a full reduction's seed): it broadcasts as it is
+        return broadcast_to(g, tuple(xs)) if isinstance(g, Tracer) else broadcast_view(g, tuple(xs))
     nb = len(gs) - ndim_of(ans)
     kept = kept_shape(xs, axis)
     if gs[nb:] != kept and (nb or gs):  # a 0-d g broadcasts as it is: no reshape
