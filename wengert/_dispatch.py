@@ -1,5 +1,6 @@
 """NEP 13/18 dispatch and Python operators on tracers: both lead to the same primitives."""
 import operator
+import types
 
 import numpy as np
 
@@ -21,7 +22,8 @@ def _compare(op):
 def install_operators():
     from .rules import OPERATORS
     for name, fn in OPERATORS.items():
-        setattr(Tracer, name, _as_method(fn))
+        # a plain function is a method as it is; a Primitive (not a descriptor) needs a wrapper
+        setattr(Tracer, name, fn if isinstance(fn, types.FunctionType) else _as_method(fn))
     for name in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(Tracer, f"__{name}__", _compare(getattr(operator, name)))
     Tracer.__hash__ = lambda self: id(self)

@@ -6,6 +6,7 @@ Python's operator methods to primitives; the tracers take them from here.
 from . import arithmetic, elementwise, shape  # noqa: F401
 from .arithmetic import (absolute, add, divide, floor_divide, multiply, negative, positive,
                          power, remainder, subtract)
+from .products import matmul as _products_matmul
 
 
 def _r(f):
@@ -26,10 +27,6 @@ def _wnp(name):
         from .. import numpy as wnp
         fn = _WNP[name] = getattr(wnp, name)
     return fn
-
-
-def _matmul(x, y):
-    return _wnp("matmul")(x, y)
 
 
 def _getitem(x, idx):
@@ -56,10 +53,11 @@ OPERATORS = {
     "__floordiv__": floor_divide, "__rfloordiv__": _r(floor_divide),
     "__mod__": remainder, "__rmod__": _r(remainder),
     "__pow__": power, "__rpow__": _r(power),
-    "__matmul__": _matmul, "__rmatmul__": _r(_matmul),
+    "__matmul__": _products_matmul, "__rmatmul__": _r(_products_matmul),
     "__neg__": negative, "__pos__": positive, "__abs__": absolute,
     "__getitem__": _getitem, "__setitem__": _setitem,
     "__iadd__": _inplace(add), "__isub__": _inplace(subtract), "__imul__": _inplace(multiply),
     "__itruediv__": _inplace(divide), "__ifloordiv__": _inplace(floor_divide),
-    "__imod__": _inplace(remainder), "__ipow__": _inplace(power), "__imatmul__": _inplace(_matmul),
+    "__imod__": _inplace(remainder), "__ipow__": _inplace(power),
+    "__imatmul__": _inplace(_products_matmul),
 }
