@@ -1,5 +1,7 @@
 """Pytrees: nested tuples, lists, dicts and namedtuples of leaves, flattened and rebuilt."""
 
+import numpy as np
+
 __all__ = ["flatten", "unflatten", "tree_map"]
 
 
@@ -46,6 +48,17 @@ def flatten(tree):
 
 
 def _flatten(x, leaves):
+    t = type(x)
+    if t is list or t is tuple:  # exactly these (not namedtuples): the common containers
+        kids = []
+        for c in x:
+            tc = type(c)
+            if tc is np.ndarray or tc is float:  # a leaf, without a call
+                leaves.append(c)
+                kids.append(LEAF)
+            else:
+                kids.append(_flatten(c, leaves))
+        return TreeDef("list" if t is list else "tuple", None, tuple(kids))
     if x is None:
         return NONE
     if _is_namedtuple(x):
@@ -76,7 +89,7 @@ def _build(d, it):
         return next(it)
     if k == "none":
         return None
-    kids = [_build(c, it) for c in d.children]
+    kids = [next(it) if c is LEAF else _build(c, it) for c in d.children]
     if k == "tuple":
         return tuple(kids)
     if k == "list":
