@@ -478,13 +478,6 @@ def _unbroadcast(g, x, ans):
     if tx is type(g) and (tx is float or (tx is np.ndarray and x.shape == g.shape
                                           and (g.dtype.kind != "c" or x.dtype.kind == "c"))):
         return g  # the common cases, quickly
-    if type(g) is np.ndarray and (tx is np.ndarray or tx is float) and g.dtype.kind != "c":
-        # a plain real cotangent (a bias, a scalar): sum it back without the checks for tracers
-        xs = x.shape if tx is np.ndarray else ()
-        nb = g.ndim - ndim_of(ans)
-        if nb < 0:
-            nb = 0
-        return g if g.shape[nb:] == xs else _sum_to(g, nb, xs)
     gv, xv = g, x
     while isinstance(gv, Tracer):  # traced (forward over reverse): look underneath
         gv = gv.value

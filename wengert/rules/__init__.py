@@ -7,6 +7,7 @@ from . import arithmetic, elementwise, shape  # noqa: F401
 from .arithmetic import (absolute, add, divide, floor_divide, multiply, negative, positive,
                          power, remainder, subtract)
 from .products import matmul as _products_matmul
+from .._dispatch import _wnp  # wengert.numpy, which imports this package
 
 
 def _r(f):
@@ -16,25 +17,12 @@ def _r(f):
     return reflected
 
 
-# wengert.numpy imports this package, so its functions are looked up on first use and kept:
-# an import statement on every ``x @ y`` or ``x[i]`` costs about a microsecond
-_WNP = {}
-
-
-def _wnp(name):
-    fn = _WNP.get(name)
-    if fn is None:
-        from .. import numpy as wnp
-        fn = _WNP[name] = getattr(wnp, name)
-    return fn
-
-
 def _getitem(x, idx):
-    return _wnp("_getitem")(x, idx)
+    return _wnp()._getitem(x, idx)
 
 
 def _setitem(x, idx, v):
-    return _wnp("_setitem")(x, idx, v)
+    return _wnp()._setitem(x, idx, v)
 
 
 def _inplace(f):

@@ -5,7 +5,7 @@ the tangent's leading batch axes kept in front.
 """
 import numpy as np
 
-from ..core import Tracer, ndim_of, primitive, shape_of
+from ..core import ndim_of, primitive, shape_of
 from ._zeros import broadcast_view, sum_to
 
 
@@ -34,10 +34,10 @@ def expand_reduced(g, ans, xs, axis):
     to the reduced operand's shape ``xs``."""
     gs = shape_of(g)
     if not gs:  # 0-d, unbatched (a full reduction's seed): it broadcasts as it is
-        return broadcast_to(g, tuple(xs)) if isinstance(g, Tracer) else broadcast_view(g, tuple(xs))
+        return broadcast_to(g, tuple(xs))
     nb = len(gs) - ndim_of(ans)
     kept = kept_shape(xs, axis)
-    if gs[nb:] != kept and (nb or gs):  # a 0-d g broadcasts as it is: no reshape
+    if gs[nb:] != kept:
         g = reshape(g, gs[:nb] + kept)
     return broadcast_to(g, gs[:nb] + tuple(xs))
 
