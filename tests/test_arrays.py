@@ -144,6 +144,9 @@ TABLE = [
     ("matmul_vecl", lambda a, b: wnp.matmul(a, b), (R(3), R(2, 3, 4)), 2),
     ("matmul_vv", lambda a, b: a @ b, (R(3), R(3)), 2),
     ("matmul_vecmat", lambda a, b: a @ b, (R(3), R(3, 4)), 2),  # the vecmat primitive
+    # a one-column result or a one-row operand: the pullback's product is an outer product
+    ("matmul_column", lambda a, b: a @ b, (R(3, 4), R(4, 1)), 2),
+    ("matmul_row", lambda a, b: wnp.matmul(a, b), (R(2, 1, 4), R(4, 3)), 2),
     ("vecmat_sin", lambda x: wnp.sin(x @ M33), (R(3),), 2),
     ("dot", lambda a, b: wnp.dot(a, b), (R(3, 4), R(4)), 2),
     ("dot_nd", lambda a, b: wnp.dot(a, b), (R(2, 3, 4), R(2, 4, 3)), 2),
@@ -270,7 +273,8 @@ def test_hessian_batched_through_pullbacks(name, f, args, order):
 
 FLOAT32 = ["sum_axis", "prod_axis", "mean", "var", "std", "max_axis", "cumsum", "cumprod",
            "concatenate", "stack", "pad", "fancy", "mask", "setitem", "matmul", "einsum_explicit",
-           "tensordot", "sort", "kron", "matmul_vec", "matmul_vecmat", "matmul_vv"]
+           "tensordot", "sort", "kron", "matmul_vec", "matmul_vecmat", "matmul_vv",
+           "matmul_column"]
 
 
 @pytest.mark.parametrize("name", FLOAT32)
