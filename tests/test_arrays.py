@@ -4,8 +4,13 @@ Every function in TABLE is checked against finite differences in both modes
 (second order where smooth), and its batched Jacobian is checked: forward ==
 reverse == finite differences.
 """
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
+import scipy.special as sp
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -464,6 +469,49 @@ def test_numpy_without_rule_names_it():
         np.unwrap(x)
     with pytest.raises(NotImplementedError, match="bitwise_count|has no wengert rule"):
         wnp.i0(x)
+
+
+def test_scipy_special_ufuncs_dispatch_in_a_fresh_interpreter():
+    # scipy.special's ufuncs on traced values, with only wengert and wengert.numpy imported
+    # (the rest of this test session has imported wengert.scipy already)
+    code = textwrap.dedent("""
+        import numpy as np, scipy.special as sp, sys, wengert as wg
+        assert "wengert.scipy" not in sys.modules
+        x = np.array([0.5, 1.5, 2.5])
+        g = wg.grad(lambda x: np.sum(sp.gammaln(x) * sp.expit(x)))(x)
+        s = sp.expit(x)
+        np.testing.assert_allclose(g, sp.digamma(x) * s + sp.gammaln(x) * s * (1 - s))
+        try:
+            wg.grad(lambda x: sp.struve(0.0, x))(1.0)
+        except NotImplementedError as e:
+            assert "scipy.special.struve has no wengert rule" in str(e), e
+        else:
+            raise AssertionError("no error")
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: np.add.reduce(x), lambda x: np.multiply.reduce(x, axis=1),
+    lambda x: np.maximum.reduce(x, axis=None), lambda x: np.minimum.reduce(x, keepdims=True),
+    lambda x: np.add.accumulate(x, axis=1), lambda x: np.multiply.accumulate(x)])
+def test_ufunc_methods_with_rules(f):
+    x = R(3, 4)
+    t = wg.Tape()
+    np.testing.assert_array_equal(f(t.var(x)).value, f(x))
+    wg.check_grad(f, x, order=2)
+
+
+def test_ufunc_methods_and_out_without_rules_say_so():
+    x = R(3)
+    for f, msg in [(lambda x: np.multiply.outer(x, x), "numpy.multiply.outer"),
+                   (lambda x: np.add.reduce(x, initial=1.0), "use wnp.sum"),
+                   (lambda x: np.sin(x, out=np.empty(3)), "numpy.sin with out="),
+                   (lambda x: sp.erf(x, out=np.empty(3)), "scipy.special.erf with out=")]:
+        with pytest.raises(NotImplementedError, match=msg):
+            wg.grad(lambda x: wnp.sum(f(x)))(x)
 
 
 def test_methods_exist_in_wnp():

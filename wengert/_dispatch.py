@@ -1,5 +1,6 @@
 """NEP 13/18 dispatch and Python operators on tracers: both lead to the same primitives."""
 import operator
+import sys
 import types
 
 import numpy as np
@@ -106,21 +107,59 @@ def array_ufunc(ufunc, method, inputs, kwargs):
             if r is not NotImplemented:
                 return r
     name = _UFUNC_ALIASES.get(ufunc.__name__, ufunc.__name__)
-    if method != "__call__" or kwargs.get("out") is not None:
+    if method != "__call__":
+        return _ufunc_method(ufunc, name, method, inputs, kwargs)
+    if kwargs.get("out") is not None:
+        where, wmod = _home(ufunc)
         raise NotImplementedError(
-            f"numpy.{name}.{method}{' with out=' if kwargs.get('out') is not None else ''} on a "
-            "traced value has no wengert rule; call the function without out= "
-            f"(or use wnp.{name}).")
-    fn = HANDLED.get(ufunc) or getattr(_wnp(), name, None)  # HANDLED: scipy.special's too
+            f"{where}.{name} with out= on a traced value has no wengert rule (it writes in "
+            f"place); call it without out=, or use {wmod}.{name}.")
+    fn = HANDLED.get(ufunc)
+    if fn is None:
+        if _home(ufunc)[0] == "scipy.special":
+            from .scipy import special as _  # noqa: F401  registers scipy.special's ufuncs
+            fn = HANDLED.get(ufunc)
+        if fn is None:  # (scipy.special's cbrt, exp2, expm1, log1p, round are NumPy's too)
+            fn = getattr(_wnp(), name, None)
     if fn is None or getattr(fn, "_passthrough", False):
         raise NotImplementedError(
-            f"numpy.{name} has no wengert rule. Declare one with @wg.primitive and "
-            "@f.rrule / @f.frule (see docs/rules.md).")
+            f"{_home(ufunc)[0]}.{name} has no wengert rule. Declare one with @wg.primitive "
+            "and @f.rrule / @f.frule (see docs/rules.md).")
     kwargs = {k: v for k, v in kwargs.items() if k != "out"}
     return fn(*inputs, **kwargs)
 
 
-HANDLED = {}  # numpy function -> wengert function, filled by wengert.numpy
+# ufunc methods that are NumPy functions with rules: np.add.reduce(x) is np.sum(x, axis=0)
+_METHOD_AS = {("add", "reduce"): "sum", ("multiply", "reduce"): "prod",
+              ("maximum", "reduce"): "max", ("minimum", "reduce"): "min",
+              ("add", "accumulate"): "cumsum", ("multiply", "accumulate"): "cumprod"}
+
+
+def _ufunc_method(ufunc, name, method, inputs, kwargs):
+    fn = _METHOD_AS.get((name, method))
+    if fn is not None and len(inputs) == 1 and kwargs.get("out") is None \
+            and set(kwargs) <= {"axis", "dtype", "keepdims", "out"}:
+        kw = {k: v for k, v in kwargs.items() if k != "out"}
+        kw.setdefault("axis", 0)  # the methods' default, not the functions' (all axes)
+        return getattr(_wnp(), fn)(inputs[0], **kw)
+    where = _home(ufunc)[0]
+    hint = f"; use wnp.{fn} instead" if fn is not None else ""
+    raise NotImplementedError(
+        f"{where}.{name}.{method} on a traced value has no wengert rule (the differentiable "
+        f"ufunc methods are {', '.join(f'{u}.{m}' for u, m in _METHOD_AS)}, without out= "
+        f"or initial=){hint}.")
+
+
+HANDLED = {}  # numpy function -> wengert function, filled by wengert.numpy (and .scipy)
+
+
+def _home(ufunc):
+    """Where ``ufunc`` comes from, and its differentiable counterpart: NumPy or scipy.special
+    (a ufunc does not say; scipy.special is imported if the caller holds one of its own)."""
+    sp = sys.modules.get("scipy.special")
+    if sp is not None and getattr(sp, ufunc.__name__, None) is ufunc:
+        return "scipy.special", "wengert.scipy.special"
+    return "numpy", "wnp"
 
 
 def array_function(func, args, kwargs):
