@@ -2,11 +2,14 @@
 
 * an MLP gradient step (two layers, 256 × 32 inputs, tanh),
 * a logistic-regression Hessian-vector product (500 × 50 and 1200 × 100),
-* the dense 200 × 200 Jacobian of a 1-D diffusion residual.
+* the dense 200 × 200 Jacobian of a 1-D diffusion residual;
+
+and, with PyTorch installed, where the MLP step's time goes against PyTorch eager: the
+step on two rows (overhead alone), and the kernels each library runs for it.
 
     python benchmarks/bench_arrays.py
 """
-from _util import fmt, optional, paired_time, row  # first: sets BLAS to one thread
+from _util import fmt, median_time, optional, paired_time, row  # first: sets BLAS to one thread
 
 import numpy as np  # noqa: E402
 
@@ -188,6 +191,57 @@ def main():
         def tj(x):
             return torch.func.jacrev(rt)(torch.tensor(x))
         compare("200x200 Jacobian: torch.func.jacrev", tj, residual_jac_numpy, XD)
+        mlp_anatomy(torch)
+
+
+def mlp_anatomy(torch):
+    """Where the MLP step's time goes, against PyTorch: the same step on 2 of the 256 rows
+    (dispatch and bookkeeping only), then the kernels NumPy and PyTorch run for it."""
+    print("\nMLP step against PyTorch: overhead at 2 x 32 inputs, then the kernels (256 x 64)")
+    row("", "hand NumPy µs", "wengert µs", "PyTorch µs", width=46)
+    x2, y2 = X[:2], Y[:2]
+    p2 = [PARAMS[0], PARAMS[1], PARAMS[2], PARAMS[3]]
+
+    def loss2(p):
+        W1, b1, W2, b2 = p
+        r = wnp.tanh(x2 @ W1 + b1) @ W2 + b2 - y2
+        return wnp.mean(r * r)
+
+    def hand2(p):
+        W1, b1, W2, b2 = p
+        h = np.tanh(x2 @ W1 + b1)
+        gr = 2.0 * (h @ W2 + b2 - y2) / len(y2)
+        ga = (gr @ W2.T) * (1 - h * h)
+        return [x2.T @ ga, ga.sum(0), h.T @ gr, gr.sum(0)]
+
+    xt, yt = torch.tensor(x2), torch.tensor(y2)
+
+    def torch2(p):
+        ps = [torch.tensor(a, requires_grad=True) for a in p]
+        W1, b1, W2, b2 = ps
+        r = torch.tanh(xt @ W1 + b1) @ W2 + b2 - yt
+        torch.mean(r * r).backward()
+        return [q.grad for q in ps]
+    g2 = wg.grad(loss2)
+    check(g2(p2), hand2(p2))
+    check([t.numpy() for t in torch2(p2)], hand2(p2))
+    row("whole step, 2 rows", *(fmt(median_time(fn, p2) * 1e6) for fn in (hand2, g2, torch2)),
+        width=46)
+    r = np.random.default_rng(1)
+    a, h, g = (r.standard_normal((256, 64)) for _ in range(3))
+    b = r.standard_normal(64)
+    at, ht, gt, bt = (torch.tensor(v) for v in (a, h, g, b))
+    Xt, W1t = torch.tensor(X), torch.tensor(PARAMS[0])
+    kernels = [
+        ("X @ W1 + b1 (PyTorch: addmm)", lambda: X @ PARAMS[0] + b,
+         lambda: torch.addmm(bt, Xt, W1t)),
+        ("tanh", lambda: np.tanh(a), lambda: torch.tanh(at)),
+        ("its pullback g * (1 - h*h)", lambda: g * (1.0 - h * h),
+         lambda: torch.ops.aten.tanh_backward(gt, ht)),
+        ("bias cotangent g.sum(0)", lambda: g.sum(0), lambda: gt.sum(0)),
+    ]
+    for label, npf, tf in kernels:
+        row(label, fmt(median_time(npf) * 1e6), "", fmt(median_time(tf) * 1e6), width=46)
 
 
 if __name__ == "__main__":
