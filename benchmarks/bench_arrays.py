@@ -26,7 +26,7 @@ PARAMS = [rng.standard_normal((32, 64)) * 0.2, np.zeros(64), rng.standard_normal
           np.zeros(1)]
 
 
-def mlp_loss(m):
+def mlp_loss(m, X=X, Y=Y):
     def loss(p):
         W1, b1, W2, b2 = p
         h = m.tanh(X @ W1 + b1)
@@ -35,7 +35,7 @@ def mlp_loss(m):
     return loss
 
 
-def mlp_grad_numpy(p):
+def mlp_grad_numpy(p, X=X, Y=Y):
     W1, b1, W2, b2 = p
     a = X @ W1 + b1
     h = np.tanh(a)
@@ -46,6 +46,18 @@ def mlp_grad_numpy(p):
     gh = gr @ W2.T
     ga = gh * (1 - h * h)
     return [X.T @ ga, ga.sum(0), gW2, gb2]
+
+
+def mlp_step_torch(torch, X=X, Y=Y):
+    Xt, Yt = torch.tensor(X), torch.tensor(Y)
+
+    def step(p):
+        ps = [torch.tensor(a, requires_grad=True) for a in p]
+        W1, b1, W2, b2 = ps
+        r = torch.tanh(Xt @ W1 + b1) @ W2 + b2 - Yt
+        torch.mean(r * r).backward()
+        return [q.grad for q in ps]
+    return step
 
 
 # -- logistic regression HVP ------------------------------------------------------------
@@ -134,15 +146,7 @@ def main():
         import autograd.numpy as anp
         compare("MLP gradient: autograd", ag.grad(mlp_loss(anp)), mlp_grad_numpy, PARAMS)
     if torch is not None:
-        Xt, Yt = torch.tensor(X), torch.tensor(Y)
-
-        def torch_step(p):
-            ps = [torch.tensor(a, requires_grad=True) for a in p]
-            W1, b1, W2, b2 = ps
-            r = torch.tanh(Xt @ W1 + b1) @ W2 + b2 - Yt
-            torch.mean(r * r).backward()
-            return [q.grad for q in ps]
-        compare("MLP gradient: PyTorch eager", torch_step, mlp_grad_numpy, PARAMS)
+        compare("MLP gradient: PyTorch eager", mlp_step_torch(torch), mlp_grad_numpy, PARAMS)
 
     # logistic-regression HVP
     for n, d in HVP_SIZES:
@@ -200,32 +204,14 @@ def mlp_anatomy(torch):
     print("\nMLP step against PyTorch: overhead at 2 x 32 inputs, then the kernels (256 x 64)")
     row("", "hand NumPy µs", "wengert µs", "PyTorch µs", width=46)
     x2, y2 = X[:2], Y[:2]
-    p2 = [PARAMS[0], PARAMS[1], PARAMS[2], PARAMS[3]]
-
-    def loss2(p):
-        W1, b1, W2, b2 = p
-        r = wnp.tanh(x2 @ W1 + b1) @ W2 + b2 - y2
-        return wnp.mean(r * r)
+    g2 = wg.grad(mlp_loss(wnp, x2, y2))
+    torch2 = mlp_step_torch(torch, x2, y2)
 
     def hand2(p):
-        W1, b1, W2, b2 = p
-        h = np.tanh(x2 @ W1 + b1)
-        gr = 2.0 * (h @ W2 + b2 - y2) / len(y2)
-        ga = (gr @ W2.T) * (1 - h * h)
-        return [x2.T @ ga, ga.sum(0), h.T @ gr, gr.sum(0)]
-
-    xt, yt = torch.tensor(x2), torch.tensor(y2)
-
-    def torch2(p):
-        ps = [torch.tensor(a, requires_grad=True) for a in p]
-        W1, b1, W2, b2 = ps
-        r = torch.tanh(xt @ W1 + b1) @ W2 + b2 - yt
-        torch.mean(r * r).backward()
-        return [q.grad for q in ps]
-    g2 = wg.grad(loss2)
-    check(g2(p2), hand2(p2))
-    check([t.numpy() for t in torch2(p2)], hand2(p2))
-    row("whole step, 2 rows", *(fmt(median_time(fn, p2) * 1e6) for fn in (hand2, g2, torch2)),
+        return mlp_grad_numpy(p, x2, y2)
+    check(g2(PARAMS), hand2(PARAMS))
+    check([t.numpy() for t in torch2(PARAMS)], hand2(PARAMS))
+    row("whole step, 2 rows", *(fmt(median_time(fn, PARAMS) * 1e6) for fn in (hand2, g2, torch2)),
         width=46)
     r = np.random.default_rng(1)
     a, h, g = (r.standard_normal((256, 64)) for _ in range(3))
