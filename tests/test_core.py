@@ -153,6 +153,17 @@ def test_hessian_and_hvp():
     np.testing.assert_allclose(wg.hvp(f, x, v), want @ v, rtol=1e-12)
 
 
+def test_hvp_leaves_have_the_types_of_x():
+    # as grad gives them: a float for a float, an array of x's dtype for an array
+    assert type(wg.hvp(wnp.sin, 2.0, 1.0)) is float
+    f = lambda p: p[0] ** 2 * wnp.sum(p[1] ** 2)  # noqa: E731
+    hv = wg.hvp(f, [2.0, np.ones(2, np.float32)], [1.0, np.ones(2, np.float32)])
+    assert type(hv) is list and type(hv[0]) is float and hv[1].dtype == np.float32
+    assert hv[0] == 20.0 and np.array_equal(hv[1], [16.0, 16.0])  # 2|q|² + 4pq·1, 4pq + 2p²
+    # nested: the derivative of an hvp still passes through
+    assert wg.derivative(lambda s: wg.hvp(lambda x: x ** 4, s, 1.0))(2.0) == 48.0
+
+
 def test_vjp_pullback_reusable():
     out, pb = wg.vjp(lambda x, y: (x * y, wnp.sin(x)), X, Y)
     assert pb((1.0, 0.0)) == (Y, X)

@@ -470,8 +470,15 @@ def hessian(f, argnums=0):
 
 
 def hvp(f, x, v):
-    """H(x)·v without forming H: one forward pass over the reverse sweep."""
-    return jvp(lambda y: _value_and_grad(f, 0, False, (y,), {})[1], (x,), (v,))[1]
+    """H(x)·v without forming H: one forward pass over the reverse sweep.
+
+    Each leaf gets the type and dtype of ``x``'s, as ``grad`` gives them (a float for a float).
+    """
+    hv = jvp(lambda y: _value_and_grad(f, 0, False, (y,), {})[1], (x,), (v,))[1]
+    if type(hv) is np.ndarray and type(x) is np.ndarray and hv.dtype == x.dtype:
+        return hv  # the common case, quickly
+    leaves, d = flatten(hv)
+    return unflatten(d, [_fit(g, like) for g, like in zip(leaves, flatten(x)[0])])
 
 
 def taylor(f, x, v, order):
