@@ -496,7 +496,9 @@ def test_scipy_special_ufuncs_dispatch_in_a_fresh_interpreter():
 @pytest.mark.parametrize("f", [
     lambda x: np.add.reduce(x), lambda x: np.multiply.reduce(x, axis=1),
     lambda x: np.maximum.reduce(x, axis=None), lambda x: np.minimum.reduce(x, keepdims=True),
-    lambda x: np.add.accumulate(x, axis=1), lambda x: np.multiply.accumulate(x)])
+    lambda x: np.add.accumulate(x, axis=1), lambda x: np.multiply.accumulate(x),
+    lambda x: np.add.reduce(x, axis=1, initial=1.0, where=np.array([True, False, True, True])),
+    lambda x: np.maximum.reduce(x, axis=None, initial=-5.0)])
 def test_ufunc_methods_with_rules(f):
     x = R(3, 4)
     t = wg.Tape()
@@ -507,7 +509,8 @@ def test_ufunc_methods_with_rules(f):
 def test_ufunc_methods_and_out_without_rules_say_so():
     x = R(3)
     for f, msg in [(lambda x: np.multiply.outer(x, x), "numpy.multiply.outer"),
-                   (lambda x: np.add.reduce(x, initial=1.0), "use wnp.sum"),
+                   (lambda x: np.add.reduce(x, out=np.empty(())), "use wnp.sum"),
+                   (lambda x: np.add.accumulate(x, out=np.empty(3)), "use wnp.cumsum"),
                    (lambda x: np.sin(x, out=np.empty(3)), "numpy.sin with out="),
                    (lambda x: sp.erf(x, out=np.empty(3)), "scipy.special.erf with out=")]:
         with pytest.raises(NotImplementedError, match=msg):

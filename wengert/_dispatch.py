@@ -133,12 +133,14 @@ def array_ufunc(ufunc, method, inputs, kwargs):
 _METHOD_AS = {("add", "reduce"): "sum", ("multiply", "reduce"): "prod",
               ("maximum", "reduce"): "max", ("minimum", "reduce"): "min",
               ("add", "accumulate"): "cumsum", ("multiply", "accumulate"): "cumprod"}
+_METHOD_KWARGS = {"reduce": {"axis", "dtype", "keepdims", "initial", "where", "out"},
+                  "accumulate": {"axis", "dtype", "out"}}  # what those functions take too
 
 
 def _ufunc_method(ufunc, name, method, inputs, kwargs):
     fn = _METHOD_AS.get((name, method))
     if fn is not None and len(inputs) == 1 and kwargs.get("out") is None \
-            and set(kwargs) <= {"axis", "dtype", "keepdims", "out"}:
+            and set(kwargs) <= _METHOD_KWARGS[method]:
         kw = {k: v for k, v in kwargs.items() if k != "out"}
         kw.setdefault("axis", 0)  # the methods' default, not the functions' (all axes)
         return getattr(_wnp(), fn)(inputs[0], **kw)
@@ -146,8 +148,8 @@ def _ufunc_method(ufunc, name, method, inputs, kwargs):
     hint = f"; use wnp.{fn} instead" if fn is not None else ""
     raise NotImplementedError(
         f"{where}.{name}.{method} on a traced value has no wengert rule (the differentiable "
-        f"ufunc methods are {', '.join(f'{u}.{m}' for u, m in _METHOD_AS)}, without out= "
-        f"or initial=){hint}.")
+        f"ufunc methods are {', '.join(f'{u}.{m}' for u, m in _METHOD_AS)}, without out=)"
+        f"{hint}.")
 
 
 HANDLED = {}  # numpy function -> wengert function, filled by wengert.numpy (and .scipy)
