@@ -148,15 +148,22 @@ def value_and_grad(f, argnums=0, *, has_aux=False):
 
 def _value_and_grad(f, argnums, has_aux, args, kwargs):
     """One reverse sweep: the body of every ``value_and_grad(f)`` call."""
-    nums = _argnums_tuple(argnums, len(args), "grad")
-    _check_args(f, args, nums, "grad")
+    if type(argnums) is int and 0 <= argnums < len(args):
+        nums = (argnums,)  # the common case, quickly
+    else:
+        nums = _argnums_tuple(argnums, len(args), "grad")
     tape = Tape()
     args = list(args)
-    inputs = {}
+    inputs = []
     for i in nums:
         leaves, d = flatten(args[i])
+        for x in leaves:
+            while isinstance(x, Tracer):  # nested transforms: what is underneath is checked
+                x = x.value
+            if type(x) is not float and (type(x) is not np.ndarray or x.dtype.kind != "f"):
+                check_differentiable(x, lambda: f"grad: {_arg_name(f, i)}")
         vs = [tape._leaf(x) for x in leaves]
-        inputs[i] = (leaves, d, [v.index for v in vs])  # f may rebind a Var (x[i] = v)
+        inputs.append((leaves, d, [v.index for v in vs]))  # f may rebind a Var (x[i] = v)
         args[i] = unflatten(d, vs)
     with tape.active():
         out = f(*args, **kwargs)
@@ -171,21 +178,20 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs):
             f"grad needs a function with a scalar output, but it returned shape "
             f"{shape_of(out) if not isinstance(out, (tuple, list, dict)) else type(out).__name__}"
             ". Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
-    if isinstance(out, Var) and out._trace is tape:
+    if type(out) is Var and out._trace is tape:
         seed = 1.0 if isinstance(_plain(out.value), float) else np.array(1.0, _leaf_dtype(out.value))
         adj = tape.sweep({out.index: seed})
     else:
         adj = None
     grads = []
-    for i in nums:
-        leaves, d, vs = inputs[i]
+    for leaves, d, vs in inputs:
         gs = []
         for x, k in zip(leaves, vs):
             g = adj[k] if adj is not None else None
             gs.append(_fit(g, x) if g is not None else _zeros_like(x))
         grads.append(unflatten(d, gs))
-    g = grads[0] if isinstance(argnums, int) else tuple(grads)
-    value = _value_in(out, tape)
+    g = grads[0] if type(argnums) is int else tuple(grads)
+    value = out.value if isinstance(out, Tracer) and out._trace is tape else out
     return ((value, aux), g) if has_aux else (value, g)
 
 
