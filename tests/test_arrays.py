@@ -471,6 +471,39 @@ def test_numpy_without_rule_names_it():
         wnp.i0(x)
 
 
+def test_passthrough_errors_name_the_function_as_users_call_it():
+    from wengert.scipy import linalg as wsl, special as wsp
+    for f, name in [(lambda x: wnp.unwrap(x), "numpy.unwrap"),
+                    (lambda x: wsp.hyp2f1(1.0, 2.0, 3.0, x), "scipy.special.hyp2f1"),
+                    (lambda x: wsl.logm(wnp.diag(x)), "scipy.linalg.logm")]:
+        with pytest.raises(NotImplementedError, match=rf"^{name} has no wengert rule"):
+            wg.grad(lambda x: wnp.sum(f(x)))(R(3) + 2.0)
+
+
+def test_scipy_python_functions_on_traced_values_say_what_to_call():
+    # SciPy's Python-level functions do not dispatch (no NEP 18): the error names the SciPy
+    # function and, when there is one, the wengert function to call instead
+    import scipy.integrate
+    import scipy.linalg
+    x = R(3) + 2.0
+    for f, msg in [
+            (lambda x: sp.logsumexp(x), r"^scipy\.special\.logsumexp .*Call wengert\.scipy\.special"
+             r"\.logsumexp instead"),
+            (lambda x: np.sum(sp.polygamma(1, x)), r"^scipy\.special\.polygamma .*Call wengert\."),
+            (lambda x: np.sum(scipy.linalg.expm(np.diag(x))),
+             r"^scipy\.linalg\.expm .*Call wengert\.scipy\.linalg\.expm"),
+            (lambda x: np.sum(scipy.linalg.logm(np.diag(x))),  # behind a SciPy decorator
+             r"^scipy\.linalg\.logm .*plain NumPy array.*no rule for it"),
+            (lambda x: scipy.integrate.quad(lambda t: t * x[0], 0.0, 1.0)[0],
+             r"^scipy\.integrate\.quad .*into a plain number.*no rule for it")]:
+        for run in (wg.grad(f), lambda x: wg.jvp(f, (x,), (x,))):
+            with pytest.raises(TypeError, match=msg):
+                run(x)
+    # the user's own conversion inside a SciPy driver is the user's: the general message
+    with pytest.raises(TypeError, match="^a traced value was converted"):
+        scipy.integrate.quad(lambda t: wg.grad(lambda x: np.sum(np.asarray(x)) * t)(x)[0], 0, 1)
+
+
 def test_scipy_special_ufuncs_dispatch_in_a_fresh_interpreter():
     # scipy.special's ufuncs on traced values, with only wengert and wengert.numpy imported
     # (the rest of this test session has imported wengert.scipy already)

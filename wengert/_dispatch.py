@@ -173,3 +173,72 @@ def array_function(func, args, kwargs):
             "@wg.primitive and @f.rrule / @f.frule (see docs/rules.md), or call a wnp "
             "function that has one.")
     return fn(*args, **kwargs)
+
+
+# -- SciPy's Python functions ---------------------------------------------------------------
+# They do not dispatch (no NEP 18): they turn a traced value into a plain array. When that
+# happens, the error names the SciPy function and wengert's differentiable one.
+def scipy_caller(frame):
+    """``(public name, wengert's name or None)`` of the SciPy function converting a traced
+    value, found from the converting ``frame`` outwards; ``None`` if it was not SciPy.
+
+    Only a SciPy call innermost (NumPy's own frames aside) counts: a user's objective that
+    converts inside ``scipy.optimize.minimize`` is the user's, not SciPy's.
+    """
+    found = None
+    while frame is not None:
+        mod = frame.f_globals.get("__name__", "")
+        if mod == "scipy" or mod.startswith("scipy."):
+            found = _public(mod, frame.f_code.co_name) or _wrapped(frame) or found
+        elif not (mod == "numpy" or mod.startswith("numpy.")):
+            break  # the caller of SciPy (or, before any SciPy, the user's own code)
+        frame = frame.f_back
+    if found is None:
+        return None
+    module, name = found
+    import importlib
+    try:
+        ours = getattr(importlib.import_module(f"wengert.{module}"), name, None)
+    except ImportError:
+        ours = None
+    return f"{module}.{name}", (f"wengert.{module}.{name}" if ours is not None
+                                and not getattr(ours, "_passthrough", False) else None)
+
+
+def _public(mod, name):
+    """``(module, name)`` as SciPy exports it (scipy.special._logsumexp -> scipy.special)."""
+    parts = mod.split(".")
+    for i, p in enumerate(parts):
+        if p.startswith("_"):
+            parts = parts[:i]
+            break
+    module = ".".join(parts)
+    if getattr(sys.modules.get(module), name, None) is None:
+        return None
+    return module, name
+
+
+def _wrapped(frame):
+    """A SciPy decorator's frame: the public function it wraps (a free variable of it)."""
+    for v in frame.f_locals.values():
+        if isinstance(v, types.FunctionType) and v.__module__.startswith("scipy."):
+            public = _public(v.__module__, v.__name__)
+            if public is not None:
+                return public
+    return None
+
+
+def conversion_message(frame, generic, into):
+    """``generic``, or, when a SciPy function did the conversion (``into`` "a plain NumPy
+    array", say), a message naming it."""
+    caller = scipy_caller(frame)
+    if caller is None:
+        return generic
+    public, ours = caller
+    if ours is not None:
+        return (f"{public} converted a traced value into {into}, which would drop "
+                f"its derivative: SciPy's Python functions do not dispatch to wengert. Call "
+                f"{ours} instead (same arguments), which differentiates.")
+    return (f"{public} converted a traced value into {into}, which would drop its "
+            f"derivative, and wengert has no rule for it. Declare one with @wg.primitive and "
+            f"@f.rrule / @f.frule (see docs/rules.md).")

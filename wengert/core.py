@@ -24,6 +24,7 @@ they never name a primitive.  Rules never import an engine.
 from __future__ import annotations
 
 import itertools
+import sys
 
 import numpy as np
 
@@ -100,13 +101,7 @@ class Tracer:
         return bool(self.value)
 
     def __float__(self):
-        raise TypeError(
-            "float() or a math.* function was called on a traced value, which would drop "
-            "its derivative. Use wengert.numpy instead (e.g. wnp.sin(x) for math.sin(x)), "
-            "or x.value for the plain number without its derivative. If it was stored into a "
-            "plain NumPy array (a[i] = x), build the array from traced values with "
-            "wnp.stack([...]) or wnp.array([...]), or assign into a traced array instead "
-            "(e.g. a = wnp.zeros(n, like=x); a[i] = x).")
+        raise TypeError(_conversion_message(sys._getframe(1), _FLOAT_MESSAGE, "a plain number"))
 
     __complex__ = __float__
 
@@ -122,11 +117,7 @@ class Tracer:
         return id(self)
 
     def __array__(self, dtype=None, copy=None):
-        raise TypeError(
-            "a traced value was converted to a plain NumPy array, which would drop its "
-            "derivative. Call the wengert.numpy function (wnp.*) or use x.value. To fill an "
-            "array with traced values use wnp.stack([...]) / wnp.array([...]), or assign "
-            "into a traced array (a = wnp.zeros(n, like=x); a[i] = x).")
+        raise TypeError(_conversion_message(sys._getframe(1), _ARRAY_MESSAGE, "a plain NumPy array"))
 
     # -- NEP 13 / NEP 18 ------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -136,6 +127,25 @@ class Tracer:
         return _array_function(func, args, kwargs)
 
     # -- operators: filled in by wengert.rules via _dispatch.install_operators --
+
+
+_FLOAT_MESSAGE = (
+    "float() or a math.* function was called on a traced value, which would drop "
+    "its derivative. Use wengert.numpy instead (e.g. wnp.sin(x) for math.sin(x)), "
+    "or x.value for the plain number without its derivative. If it was stored into a "
+    "plain NumPy array (a[i] = x), build the array from traced values with "
+    "wnp.stack([...]) or wnp.array([...]), or assign into a traced array instead "
+    "(e.g. a = wnp.zeros(n, like=x); a[i] = x).")
+_ARRAY_MESSAGE = (
+    "a traced value was converted to a plain NumPy array, which would drop its "
+    "derivative. Call the wengert.numpy function (wnp.*) or use x.value. To fill an "
+    "array with traced values use wnp.stack([...]) / wnp.array([...]), or assign "
+    "into a traced array (a = wnp.zeros(n, like=x); a[i] = x).")
+
+
+def _conversion_message(frame, generic, into):
+    from ._dispatch import conversion_message  # only on an error: _dispatch imports this module
+    return conversion_message(frame, generic, into)
 
 
 def _array_ufunc(ufunc, method, inputs, kwargs):

@@ -43,11 +43,12 @@ def _has_tracer(args):
 
 
 def _passthrough(name, fn):
+    """``fn`` for plain values; for traced ones, an error naming ``name`` (e.g. "numpy.interp")."""
     @_functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if _has_tracer(args) or _has_tracer(kwargs.values()):
             raise NotImplementedError(
-                f"numpy.{name} has no wengert rule for traced values. Declare one with "
+                f"{name} has no wengert rule for traced values. Declare one with "
                 "@wg.primitive and @f.rrule / @f.frule (see docs/rules.md).")
         return fn(*args, **kwargs)
     wrapper._passthrough = True
@@ -60,7 +61,7 @@ def __getattr__(name):
     except AttributeError:
         raise AttributeError(f"module 'wengert.numpy' has no attribute {name!r}") from None
     if callable(attr) and not isinstance(attr, type):
-        attr = _passthrough(name, attr)
+        attr = _passthrough(f"numpy.{name}", attr)
     globals()[name] = attr
     return attr
 

@@ -142,7 +142,7 @@ def rfftfreq(n, d=1.0, device=None):
 def __getattr__(name):
     attr = getattr(_np.fft, name)
     if callable(attr) and not isinstance(attr, type):
-        attr = _passthrough(f"fft.{name}", attr)
+        attr = _passthrough(f"numpy.fft.{name}", attr)
         globals()[name] = attr
     return attr
 

@@ -454,7 +454,7 @@ _bind_from_wnp()
 def __getattr__(name):
     attr = getattr(_np.linalg, name)
     if callable(attr) and not isinstance(attr, type):
-        attr = _passthrough(f"linalg.{name}", attr)
+        attr = _passthrough(f"numpy.linalg.{name}", attr)
         globals()[name] = attr
     return attr
 
