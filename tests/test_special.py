@@ -158,3 +158,30 @@ def test_passthrough():
     assert wsp.factorial(4) == 24.0
     with pytest.raises(NotImplementedError, match="scipy.special.gammainc"):
         wg.grad(lambda x: wsp.gammainc(1.0, x))(0.5)
+
+
+def _jv_of_order(v):  # at module level, with def: wengert.source reads its source
+    return wsp.jv(v, 1.3)
+
+
+@pytest.mark.parametrize("name", sorted(ORDER_ARG))
+def test_orders_are_not_differentiated_silently(name):
+    # the derivative in an order is not implemented: differentiating it raises, in every
+    # engine, rather than giving zero (multigammaln's d is an integer: SciPy refuses a float)
+    p = SPECIAL[name]
+    f, at, arg = (lambda v: p(v, 1.3)), 1.0, "n" if name == "polygamma" else "v"
+    msg = rf"scipy\.special\.{name} has no wengert derivative with respect to its argument '{arg}'"
+    for run in (wg.grad(f), wg.derivative(f), wg.hessian(f), wg.compile(wg.grad(f))):
+        with pytest.raises(NotImplementedError, match=msg):
+            run(at)
+
+
+def test_order_not_differentiated_in_source_mode_either():
+    with pytest.raises(NotImplementedError, match="'v'"):
+        wg.source.grad(_jv_of_order)(1.0)
+    assert wg.source.grad(lambda_free_jv)(1.3) == pytest.approx(
+        0.5 * (sp.jv(0.5, 1.3) - sp.jv(2.5, 1.3)))
+
+
+def lambda_free_jv(x):
+    return wsp.jv(1.5, x)  # a constant order: the derivative in x as before

@@ -117,7 +117,8 @@ class Tracer:
         return id(self)
 
     def __array__(self, dtype=None, copy=None):
-        raise TypeError(_conversion_message(sys._getframe(1), _ARRAY_MESSAGE, "a plain NumPy array"))
+        raise TypeError(_conversion_message(sys._getframe(1), _ARRAY_MESSAGE,
+                                            "a plain NumPy array"))
 
     # -- NEP 13 / NEP 18 ------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -422,6 +423,31 @@ def _call_partials(pf, ans, primals, params):
 
 def _np_scalar(x):
     return np.float64(x) if type(x) is float else x
+
+
+class NoDerivative:
+    """A partial a rule does not have (a Bessel function's derivative in its order).
+
+    ``None`` would say the derivative is zero, a wrong number. An engine multiplies a partial
+    only by a live tangent or cotangent, so a call that does not differentiate that argument
+    never touches this one, and a call that does gets ``NotImplementedError``.
+    """
+    __slots__ = ("message",)
+
+    def __init__(self, fn, arg):
+        self.message = (f"{fn} has no wengert derivative with respect to its argument '{arg}' "
+                        f"(it is differentiated with respect to the others); pass '{arg}' as a "
+                        f"plain number, or declare the rule with @wg.primitive (docs/rules.md).")
+
+    def _fail(self, *args, **kwargs):
+        raise NotImplementedError(self.message)
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _fail
+    __truediv__ = __rtruediv__ = __neg__ = __pow__ = __rpow__ = _fail
+    __array__ = __array_ufunc__ = __array_function__ = __float__ = _fail
+
+    def __repr__(self):
+        return "NoDerivative()"
 
 
 ONE = _ONE = 1.0  # a partial that *is* this object is an exact 1: no multiplication needed
