@@ -869,3 +869,20 @@ def test_import_settles_glibc_allocator():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert float(out.stdout) < 20
+
+
+def test_numpy2_names_degrees_radians_fmod_real_if_close():
+    # NumPy 2's array-API names, the ufuncs degrees/radians/fmod, real_if_close: as NumPy
+    # computes them, differentiable through unmodified NumPy calls and through wnp
+    x = R(2, 3) * 0.5
+    for f in [lambda x: np.degrees(x) + wnp.radians(x), lambda x: wnp.acos(x) * wnp.asin(x),
+              lambda x: wnp.atan2(x, 2.0) + wnp.atan(x) + wnp.asinh(x) + wnp.atanh(x),
+              lambda x: wnp.acosh(x + 2.0) + wnp.concat([x, x], axis=1)[:, :3],
+              lambda x: wnp.matrix_transpose(x).T * np.matrix_transpose(x).T,
+              lambda x: np.fmod(x + 2.5, 1.0) * np.fmod(-3.7, x + 1.6),
+              lambda x: np.real_if_close(np.fft.ifft(np.fft.fft(x, axis=1), axis=1))]:
+        t = wg.Tape()
+        np.testing.assert_array_equal(f(t.var(x)).value, f(x))
+        wg.check_grad(f, x, order=2)
+    # the derivative of fmod in y is -trunc(x / y): fmod(7.5, y) = 7.5 - 3 y near y = 2.2
+    assert wg.grad(lambda y: wnp.fmod(7.5, y))(2.2) == -3.0

@@ -27,7 +27,7 @@ PRIMS = {name: (p, p.domain) for name, p in REGISTRY.items()}
 PRIMS.update(ARITHMETIC)
 NONDIFF = {name for name, p in REGISTRY.items() if getattr(p, "nondiff", False)} | {"floor_divide"}
 PIECEWISE = {"maximum", "minimum", "fmax", "fmin", "clip", "absolute", "fabs", "copysign",
-             "remainder"}
+             "remainder", "fmod"}
 
 
 def _arity(name, p):
@@ -59,7 +59,7 @@ def _make(name, p, rng, shapes, dtype=np.float64):
         lo = _sample(rng, (-1.5, -0.5), shapes[1], dtype)
         hi = _sample(rng, (0.5, 1.5), shapes[2], dtype)
         return p, [x, lo, hi]
-    if name == "remainder":
+    if name in ("remainder", "fmod"):  # x / y in (2, 3): away from the jumps
         return p, [_sample(rng, (2.1, 2.9), shapes[0], dtype), _sample(rng, (1.0, 1.0), shapes[1],
                                                                           dtype)]
     if name in ("maximum", "minimum", "fmax", "fmin"):  # keep away from ties

@@ -31,6 +31,10 @@ round_ = around = round
 true_divide = divide
 mod = remainder
 pow = power
+# NumPy 2's array-API names for the same functions
+acos, acosh, asin, asinh = arccos, arccosh, arcsin, arcsinh  # noqa: F405
+atan, atan2, atanh = arctan, arctan2, arctanh  # noqa: F405
+concat = concatenate  # noqa: F405
 
 
 def _has_tracer(args):
@@ -162,6 +166,7 @@ import importlib as _importlib  # noqa: E402
 fft = _importlib.import_module(__name__ + ".fft")
 linalg = _importlib.import_module(__name__ + ".linalg")
 random = _importlib.import_module(__name__ + ".random")
+matrix_transpose = linalg.matrix_transpose  # NumPy 2 has it in both namespaces
 
 _register_numpy_dispatch(globals(), _np)
 fft._export_complex(globals())  # complex support (linalg/fft helper)

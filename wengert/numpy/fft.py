@@ -153,8 +153,22 @@ _register_numpy_dispatch({k: v for k, v in globals().items() if k not in (
     "real", "imag", "conj", "conjugate", "angle")}, _np.fft)
 
 
+def real_if_close(a, tol=100):
+    """``numpy.real_if_close``: the real part when every imaginary part is within ``tol``
+    machine epsilons of zero (decided on the values, as NumPy does), else ``a``."""
+    if not isinstance(a, _Tracer):
+        return _np.real_if_close(a, tol=tol)
+    v = a
+    while isinstance(v, _Tracer):
+        v = v.value
+    if _np.real_if_close(v, tol=tol).dtype == v.dtype:  # real already, or not close
+        return a
+    return real(a)
+
+
 def _export_complex(namespace):
     """Put the complex elementwise functions into ``wengert.numpy`` (called at its end)."""
-    fns = {"real": real, "imag": imag, "conj": conj, "conjugate": conjugate, "angle": angle}
+    fns = {"real": real, "imag": imag, "conj": conj, "conjugate": conjugate, "angle": angle,
+           "real_if_close": real_if_close}
     namespace.update(fns)
     _register_numpy_dispatch(fns, _np)  # numpy.real(t), numpy.conj(t)... come here

@@ -141,6 +141,16 @@ fabs = elementwise(np.fabs, lambda ans, x: (sign(x),))
 copysign = elementwise(np.copysign, lambda ans, x, y: (sign(x) * sign(ans), None))
 deg2rad = elementwise(np.deg2rad, lambda ans, x: (math.pi / 180.0,))
 rad2deg = elementwise(np.rad2deg, lambda ans, x: (180.0 / math.pi,))
+degrees = elementwise(np.degrees, lambda ans, x: (180.0 / math.pi,))  # ufuncs of their own
+radians = elementwise(np.radians, lambda ans, x: (math.pi / 180.0,))
+
+
+def _fmod_partials(ans, x, y, needs=(True, True)):
+    # fmod(x, y) = x - q y with q = trunc(x / y) an integer, read back exactly from the result
+    return 1.0, (-rint((x - ans) / y) if needs[1] else None)
+
+
+fmod = elementwise(np.fmod, _fmod_partials, needs=True)
 sinc = elementwise(np.sinc, lambda ans, x: (where(x == 0, 0.0, (cos(math.pi * x) - ans)
                                                    / where(x == 0, 1.0, x)),),
                    domain=(0.1, 2.0))

@@ -23,9 +23,10 @@ SPECIAL = {}  # name -> primitive or composite, for tests and the coverage table
 
 
 # the partial in an order (or a dimension): not implemented, so using it raises
-_NO = {name: NoDerivative(f"scipy.special.{name}", arg) for name, arg in (
+_NO = {key: NoDerivative(f"scipy.special.{key.split('.')[0]}", arg) for key, arg in (
     ("polygamma", "n"), ("iv", "v"), ("ive", "v"), ("jv", "v"), ("yv", "v"), ("kv", "v"),
-    ("kve", "v"), ("multigammaln", "d"))}
+    ("kve", "v"), ("multigammaln", "d"), ("yn", "n"), ("gammainc", "a"), ("gammaincc", "a"),
+    ("betainc", "a"), ("betainc.b", "b"))}
 
 
 def _special(np_fn, partials, *, name=None, domain=(-2.0, 2.0)):
@@ -62,6 +63,21 @@ betaln = _special(_sp.betaln, lambda ans, a, b: (digamma(a) - digamma(a + b),
 beta = _special(_sp.beta, lambda ans, a, b: (ans * (digamma(a) - digamma(a + b)),
                                               ans * (digamma(b) - digamma(a + b))),
                 domain=(0.2, 4.0))
+
+# incomplete gamma and beta: derivatives in x (the integrand), as autograd has them
+def _gammainc_dx(a, x):
+    return exp((a - 1.0) * log(x) - x - gammaln(a))  # x^(a-1) e^-x / Gamma(a)
+
+
+gammainc = _special(_sp.gammainc, lambda ans, a, x: (_NO["gammainc"], _gammainc_dx(a, x)),
+                    domain=(0.2, 3.0))
+gammaincc = _special(_sp.gammaincc, lambda ans, a, x: (_NO["gammaincc"], -_gammainc_dx(a, x)),
+                     domain=(0.2, 3.0))
+betainc = _special(_sp.betainc, lambda ans, a, b, x: (
+    _NO["betainc"], _NO["betainc.b"],
+    exp((a - 1.0) * log(x) + (b - 1.0) * log1p(-x) - betaln(a, b))), domain=(0.1, 0.9))
+gammasgn = _ew.elementwise(_sp.gammasgn, _ew._nondiff(1), nondiff=True, domain=(0.2, 3.0),
+                           registry=SPECIAL)
 
 # error functions --------------------------------------------------------------------------
 erf = _special(_sp.erf, lambda ans, x: ((2.0 / _SQRT_PI) * exp(-(x * x)),))
@@ -222,6 +238,8 @@ kve = _special(_sp.kve, lambda ans, v, x: (_NO["kve"], ans - 0.5 * (kve(v - 1, x
 j0 = _special(_sp.j0, lambda ans, x: (-j1(x),), domain=(0.2, 3.0))
 j1 = _special(_sp.j1, lambda ans, x: (0.5 * (j0(x) - jv(2.0, x)),), domain=(0.2, 3.0))
 y0 = _special(_sp.y0, lambda ans, x: (-y1(x),), domain=(0.2, 3.0))
+yn = _special(_sp.yn, lambda ans, n, x: (_NO["yn"], 0.5 * (yn(n - 1, x) - yn(n + 1, x))),
+              domain=(0.2, 3.0))
 y1 = _special(_sp.y1, lambda ans, x: (0.5 * (y0(x) - yv(2.0, x)),), domain=(0.2, 3.0))
 k0 = _special(_sp.k0, lambda ans, x: (-k1(x),), domain=(0.2, 3.0))
 k1 = _special(_sp.k1, lambda ans, x: (-0.5 * (k0(x) + kv(2.0, x)),), domain=(0.2, 3.0))
