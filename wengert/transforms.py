@@ -76,12 +76,19 @@ def _argnums_tuple(argnums, nargs, fname):
 def _check_args(f, args, nums, fname):
     for i in nums:
         v = args[i]
-        while isinstance(v, Tracer):  # nested transforms: what is underneath is checked
-            v = v.value
         if type(v) is float or (type(v) is np.ndarray and v.dtype.kind == "f"):
             continue  # the common cases, quickly
-        for leaf in flatten(args[i])[0]:
-            check_differentiable(leaf, lambda: f"{fname}: {_arg_name(f, i)}")
+        _check_leaves(f, i, [v] if isinstance(v, Tracer) else flatten(v)[0], fname)
+
+
+def _check_leaves(f, i, leaves, fname):
+    """``check_differentiable`` on the leaves of argument ``i``."""
+    for x in leaves:
+        while isinstance(x, Tracer):  # nested transforms: what is underneath is checked
+            x = x.value
+        if type(x) is float or (type(x) is np.ndarray and x.dtype.kind == "f"):
+            continue  # the common cases, quickly
+        check_differentiable(x, lambda: f"{fname}: {_arg_name(f, i)}")
 
 
 def _value_in(x, trace):
@@ -157,11 +164,7 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs):
     inputs = []
     for i in nums:
         leaves, d = flatten(args[i])
-        for x in leaves:
-            while isinstance(x, Tracer):  # nested transforms: what is underneath is checked
-                x = x.value
-            if type(x) is not float and (type(x) is not np.ndarray or x.dtype.kind != "f"):
-                check_differentiable(x, lambda: f"grad: {_arg_name(f, i)}")
+        _check_leaves(f, i, leaves, "grad")
         vs = [tape._leaf(x) for x in leaves]
         inputs.append((leaves, d, [v.index for v in vs]))  # f may rebind a Var (x[i] = v)
         args[i] = unflatten(d, vs)
@@ -190,8 +193,8 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs):
             g = adj[k] if adj is not None else None
             gs.append(_fit(g, x) if g is not None else _zeros_like(x))
         grads.append(unflatten(d, gs))
-    g = grads[0] if type(argnums) is int else tuple(grads)
-    value = out.value if isinstance(out, Tracer) and out._trace is tape else out
+    g = grads[0] if isinstance(argnums, int) else tuple(grads)
+    value = _value_in(out, tape)
     return ((value, aux), g) if has_aux else (value, g)
 
 

@@ -13,6 +13,7 @@ True
 """
 import numpy as _np
 
+from .. import _dispatch
 from ..core import Tracer as _Tracer, ndim_of as _ndim, shape_of as _shape
 from ..rules import fft as _rf
 from ..rules.fft import angle, conj, conjugate, imag, real  # noqa: F401
@@ -158,9 +159,7 @@ def real_if_close(a, tol=100):
     machine epsilons of zero (decided on the values, as NumPy does), else ``a``."""
     if not isinstance(a, _Tracer):
         return _np.real_if_close(a, tol=tol)
-    v = a
-    while isinstance(v, _Tracer):
-        v = v.value
+    v = _dispatch._value(a)
     if _np.real_if_close(v, tol=tol).dtype == v.dtype:  # real already, or not close
         return a
     return real(a)

@@ -23,10 +23,10 @@ SPECIAL = {}  # name -> primitive or composite, for tests and the coverage table
 
 
 # the partial in an order (or a dimension): not implemented, so using it raises
-_NO = {key: NoDerivative(f"scipy.special.{key.split('.')[0]}", arg) for key, arg in (
+_NO = {(name, arg): NoDerivative(f"scipy.special.{name}", arg) for name, arg in (
     ("polygamma", "n"), ("iv", "v"), ("ive", "v"), ("jv", "v"), ("yv", "v"), ("kv", "v"),
     ("kve", "v"), ("multigammaln", "d"), ("yn", "n"), ("gammainc", "a"), ("gammaincc", "a"),
-    ("betainc", "a"), ("betainc.b", "b"))}
+    ("betainc", "a"), ("betainc", "b"))}
 
 
 def _special(np_fn, partials, *, name=None, domain=(-2.0, 2.0)):
@@ -52,7 +52,8 @@ def _keep_float32(fn):
 gammaln = _special(_sp.gammaln, lambda ans, x: (digamma(x),), domain=(0.2, 4.0))
 gamma = _special(_sp.gamma, lambda ans, x: (ans * digamma(x),), domain=(0.2, 4.0))
 polygamma = _special(_keep_float32(_sp.polygamma),
-                     lambda ans, n, x: (_NO["polygamma"], polygamma(n + 1, x)), domain=(0.2, 4.0))
+                     lambda ans, n, x: (_NO["polygamma", "n"], polygamma(n + 1, x)),
+                     domain=(0.2, 4.0))
 digamma = _special(_sp.digamma, lambda ans, x: (polygamma(1, x),), name="digamma",
                    domain=(0.2, 4.0))
 psi = digamma
@@ -69,12 +70,12 @@ def _gammainc_dx(a, x):
     return exp((a - 1.0) * log(x) - x - gammaln(a))  # x^(a-1) e^-x / Gamma(a)
 
 
-gammainc = _special(_sp.gammainc, lambda ans, a, x: (_NO["gammainc"], _gammainc_dx(a, x)),
+gammainc = _special(_sp.gammainc, lambda ans, a, x: (_NO["gammainc", "a"], _gammainc_dx(a, x)),
                     domain=(0.2, 3.0))
-gammaincc = _special(_sp.gammaincc, lambda ans, a, x: (_NO["gammaincc"], -_gammainc_dx(a, x)),
+gammaincc = _special(_sp.gammaincc, lambda ans, a, x: (_NO["gammaincc", "a"], -_gammainc_dx(a, x)),
                      domain=(0.2, 3.0))
 betainc = _special(_sp.betainc, lambda ans, a, b, x: (
-    _NO["betainc"], _NO["betainc.b"],
+    _NO["betainc", "a"], _NO["betainc", "b"],
     exp((a - 1.0) * log(x) + (b - 1.0) * log1p(-x) - betaln(a, b))), domain=(0.1, 0.9))
 gammasgn = _ew.elementwise(_sp.gammasgn, _ew._nondiff(1), nondiff=True, domain=(0.2, 3.0),
                            registry=SPECIAL)
@@ -119,10 +120,10 @@ rel_entr = _special(_sp.rel_entr, lambda ans, x, y: (log(x / y) + 1.0, -(x / y))
 kl_div = _special(_sp.kl_div, lambda ans, x, y: (log(x / y), 1.0 - x / y), domain=(0.1, 3.0))
 
 # modified Bessel functions of the first kind: I_v' = (I_{v-1} + I_{v+1}) / 2 --------------------
-iv = _special(_sp.iv, lambda ans, v, x: (_NO["iv"], 0.5 * (iv(v - 1, x) + iv(v + 1, x))),
+iv = _special(_sp.iv, lambda ans, v, x: (_NO["iv", "v"], 0.5 * (iv(v - 1, x) + iv(v + 1, x))),
               domain=(0.2, 3.0))
 # ive = iv * exp(-|x|) for real x
-ive = _special(_sp.ive, lambda ans, v, x: (_NO["ive"], 0.5 * (ive(v - 1, x) + ive(v + 1, x))
+ive = _special(_sp.ive, lambda ans, v, x: (_NO["ive", "v"], 0.5 * (ive(v - 1, x) + ive(v + 1, x))
                                            - sign(x) * ans), domain=(0.2, 3.0))
 i0 = _special(_sp.i0, lambda ans, x: (i1(x),))
 i1 = _special(_sp.i1, lambda ans, x: (0.5 * (i0(x) + iv(2.0, x)),))
@@ -174,7 +175,7 @@ def _multigammaln(a, d):
 
 _multigammaln.__name__ = "multigammaln"
 multigammaln = _special(_multigammaln, lambda ans, a, d: (
-    sum(digamma(a - 0.5 * j) for j in range(int(d))), _NO["multigammaln"]), domain=(2.0, 5.0))
+    sum(digamma(a - 0.5 * j) for j in range(int(d))), _NO["multigammaln", "d"]), domain=(2.0, 5.0))
 spence = _special(_sp.spence, lambda ans, z: (log(z) / (1.0 - z),), domain=(1.2, 3.0))
 ellipk = _special(_sp.ellipk, lambda ans, m: ((ellipe(m) - (1.0 - m) * ans)
                                               / (2.0 * m * (1.0 - m)),), domain=(0.1, 0.9))
@@ -227,18 +228,19 @@ huber = _special(_sp.huber, _huber_partials, domain=(0.2, 2.0))
 pseudo_huber = _special(_sp.pseudo_huber, _pseudo_huber_partials, domain=(0.2, 2.0))
 
 # Bessel functions of the first and second kind, modified of the second kind -------------------------
-jv = _special(_sp.jv, lambda ans, v, x: (_NO["jv"], 0.5 * (jv(v - 1, x) - jv(v + 1, x))),
+jv = _special(_sp.jv, lambda ans, v, x: (_NO["jv", "v"], 0.5 * (jv(v - 1, x) - jv(v + 1, x))),
               domain=(0.2, 3.0))
-yv = _special(_sp.yv, lambda ans, v, x: (_NO["yv"], 0.5 * (yv(v - 1, x) - yv(v + 1, x))),
+yv = _special(_sp.yv, lambda ans, v, x: (_NO["yv", "v"], 0.5 * (yv(v - 1, x) - yv(v + 1, x))),
               domain=(0.2, 3.0))
-kv = _special(_sp.kv, lambda ans, v, x: (_NO["kv"], -0.5 * (kv(v - 1, x) + kv(v + 1, x))),
+kv = _special(_sp.kv, lambda ans, v, x: (_NO["kv", "v"], -0.5 * (kv(v - 1, x) + kv(v + 1, x))),
               domain=(0.2, 3.0))
-kve = _special(_sp.kve, lambda ans, v, x: (_NO["kve"], ans - 0.5 * (kve(v - 1, x) + kve(v + 1, x))),
+kve = _special(_sp.kve, lambda ans, v, x: (_NO["kve", "v"],
+                                           ans - 0.5 * (kve(v - 1, x) + kve(v + 1, x))),
                domain=(0.2, 3.0))
 j0 = _special(_sp.j0, lambda ans, x: (-j1(x),), domain=(0.2, 3.0))
 j1 = _special(_sp.j1, lambda ans, x: (0.5 * (j0(x) - jv(2.0, x)),), domain=(0.2, 3.0))
 y0 = _special(_sp.y0, lambda ans, x: (-y1(x),), domain=(0.2, 3.0))
-yn = _special(_sp.yn, lambda ans, n, x: (_NO["yn"], 0.5 * (yn(n - 1, x) - yn(n + 1, x))),
+yn = _special(_sp.yn, lambda ans, n, x: (_NO["yn", "n"], 0.5 * (yn(n - 1, x) - yn(n + 1, x))),
               domain=(0.2, 3.0))
 y1 = _special(_sp.y1, lambda ans, x: (0.5 * (y0(x) - yv(2.0, x)),), domain=(0.2, 3.0))
 k0 = _special(_sp.k0, lambda ans, x: (-k1(x),), domain=(0.2, 3.0))
