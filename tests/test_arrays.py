@@ -194,6 +194,11 @@ TABLE = [
     ("nan_to_num", lambda x: wnp.nan_to_num(wnp.log(x)), (R(4),), 2),
     ("diff", lambda x: wnp.diff(x ** 2, n=2, axis=0, prepend=1.0), (R(4, 3),), 2),
     ("ediff1d", lambda x: wnp.ediff1d(x ** 2, to_begin=[1.0]), (R(4),), 2),
+    ("gradient", lambda x: wnp.gradient(x ** 2, 0.5, axis=0), (R(4, 3),), 2),
+    ("gradient_2d", lambda x: wnp.gradient(x ** 2, edge_order=2)[1], (R(3, 4),), 2),
+    ("gradient_coords", lambda f, x: wnp.gradient(f * f, wnp.cumsum(x ** 2), edge_order=2),
+     (R(5), P(5)), 2),
+    ("gradient_traced_h", lambda f, h: wnp.gradient(f, 0.3, h[0] ** 2)[1], (R(3, 4), P(1)), 2),
     ("rollaxis", lambda x: wnp.rollaxis(x, 2) ** 2, (R(2, 3, 4),), 2),
     ("meshgrid", lambda x, y: wnp.meshgrid(x, y ** 2)[1] * wnp.meshgrid(x, y)[0], (R(3), R(2)), 2),
     ("linspace", lambda x: wnp.linspace(x[0], x[1] ** 2, 5), (R(2),), 2),
@@ -355,6 +360,9 @@ _SHAPE_OPS = {
     "concatenate": lambda x, ax, r: wnp.concatenate([x, 2.0 * x], axis=ax),
     "stack": lambda x, ax, r: wnp.stack([x, x * x], axis=ax),
     "diff": lambda x, ax, r: wnp.diff(x, axis=ax),
+    "gradient": lambda x, ax, r: wnp.gradient(x, np.cumsum(r.uniform(0.5, 1.5, x.shape[ax])),
+                                              axis=ax, edge_order=int(r.integers(1, 3))
+                                              if x.shape[ax] > 2 else 1),
     "setitem": lambda x, ax, r: wnp.index_update(x, (slice(None),) * ax + (0,), x.sum(ax)),
 }
 
@@ -586,6 +594,7 @@ PLAIN = [
     ("quantile", (A34, [0.1, 0.5]), {"axis": 1}), ("median", (A34,), {}), ("cov", (A34,), {}),
     ("corrcoef", (A34,), {}), ("convolve", (A34[0], A34[1]), {}), ("diff", (A34,), {}),
     ("linspace", (0.0, 1.0, 5), {}), ("trapezoid", (A34,), {}), ("nanmax", (A34,), {}),
+    ("gradient", (A34, 0.5, np.cumsum(P(4))), {"edge_order": 2}),
 ]
 
 
@@ -886,3 +895,34 @@ def test_numpy2_names_degrees_radians_fmod_real_if_close():
         wg.check_grad(f, x, order=2)
     # the derivative of fmod in y is -trunc(x / y): fmod(7.5, y) = 7.5 - 3 y near y = 2.2
     assert wg.grad(lambda y: wnp.fmod(7.5, y))(2.2) == -3.0
+
+
+def test_gradient_is_numpys_to_the_bit_and_exact_on_quadratics():
+    # every spacing form NumPy takes: the value is NumPy's to the bit (float32 kept), through
+    # wnp and through an unmodified np.gradient on a traced array
+    f = R(5, 6).astype(np.float32)
+    x = np.cumsum(P(6))
+    for args, kw in [((), {}), ((2.0,), {}), ((0.5, x), {}), ((np.arange(5) * 0.7, x),
+                     {"edge_order": 2}), ((x,), {"axis": 1}), ((), {"axis": (1, 0)}),
+                     ((np.arange(6.0),), {"axis": -1}), ((np.arange(6),), {"axis": -1})]:
+        want = np.gradient(f, *args, **kw)
+        got = wg.Tape().var(f)
+        got = np.gradient(got, *args, **kw)
+        for g, w in zip(got if isinstance(got, tuple) else [got],
+                        want if isinstance(want, tuple) else [want]):
+            assert g.value.dtype == w.dtype
+            np.testing.assert_array_equal(g.value, w)
+    # second-order differences are exact on a quadratic sampled at uneven points:
+    # gradient(c x**2, x) = 2 c x, so d/dc of its sum is sum(2x); as a function of the
+    # points, gradient(p**2, p) = 2p, whose sum has derivative 2 in every point
+    pts = np.cumsum(P(6))
+    dq = wg.grad(lambda c: wnp.sum(wnp.gradient(c * pts ** 2, pts, edge_order=2)))(1.0)
+    np.testing.assert_allclose(dq, np.sum(2 * pts), rtol=1e-12)
+    gx = wg.grad(lambda p: wnp.sum(wnp.gradient(p ** 2, p, edge_order=2)))(pts)
+    np.testing.assert_allclose(gx, 2.0 * np.ones(6), rtol=1e-9)
+    with pytest.raises(ValueError, match="at least"):
+        wg.grad(lambda v: wnp.sum(wnp.gradient(v, edge_order=2)))(np.ones(2))
+    with pytest.raises(ValueError, match="edge_order"):
+        wg.grad(lambda v: wnp.sum(wnp.gradient(v, edge_order=3)))(np.ones(4))
+    with pytest.raises(TypeError, match="invalid number"):
+        wg.grad(lambda v: wnp.sum(wnp.gradient(v, 1.0, 2.0)))(np.ones(4))

@@ -95,6 +95,8 @@ def test_softplus_and_aliases():
     x = np.array([-3.0, 0.0, 2.0])
     np.testing.assert_allclose(wg.grad(lambda x: wg.numpy.sum(wsp.softplus(x)))(x), sp.expit(x))
     assert wsp.psi is wsp.digamma
+    assert wsp.jn is wsp.jv  # SciPy's other name for the jv ufunc (autograd differentiates it)
+    wg.check_grad(lambda x: wsp.jn(2, x), x + 4.0, order=2)
     wg.check_grad(lambda x: wsp.softplus(x), x, order=2)
 
 

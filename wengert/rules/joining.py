@@ -17,7 +17,7 @@ __all__ = ["concatenate", "astype", "copy", "ravel", "flatten", "swapaxes", "mov
            "tril", "triu", "trace", "atleast_1d", "atleast_2d", "atleast_3d", "array", "asarray",
            "asanyarray", "ascontiguousarray", "zeros_like", "ones_like", "full_like",
            "empty_like", "append", "broadcast_arrays",
-           "zeros", "ones", "full", "empty", "diff", "ediff1d", "rollaxis", "meshgrid",
+           "zeros", "ones", "full", "empty", "diff", "ediff1d", "gradient", "rollaxis", "meshgrid",
            "linspace"]
 
 
@@ -690,6 +690,103 @@ def ediff1d(ary, to_end=None, to_begin=None):
     if to_end is not None:
         parts.append(ravel(to_end) if isinstance(to_end, Tracer) else np.ravel(to_end))
     return concatenate(parts) if len(parts) > 1 else d
+
+
+def gradient(f, *varargs, axis=None, edge_order=1):
+    """``np.gradient``, differentiable in ``f`` and in the spacings.
+
+    Each piece is NumPy's own expression on slices, joined along the axis, so the
+    value is NumPy's to the bit.  One exception: traced coordinates always take the
+    non-uniform formula, whose derivative in every coordinate is the right one;
+    NumPy switches to ``h = x[1] - x[0]`` when the spacing is uniform, which agrees
+    in value to rounding but would see only two of the coordinates.
+    """
+    if not _traced(f, *varargs):
+        return np.gradient(f, *varargs, axis=axis, edge_order=edge_order)
+    f = asarray(f)
+    nd = ndim_of(f)
+    if axis is None:
+        axes = tuple(range(nd))
+    else:
+        axes = tuple(_axis(a, nd) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+        if len(set(axes)) != len(axes):
+            raise ValueError("repeated axis")
+    if len(varargs) == 0:
+        spacings = [1.0] * len(axes)
+    elif len(varargs) == 1 and ndim_of(varargs[0]) == 0:
+        spacings = list(varargs) * len(axes)
+    elif len(varargs) == len(axes):
+        spacings = []
+        for ax, x in zip(axes, varargs):
+            if ndim_of(x) == 0:
+                spacings.append(x)
+                continue
+            if ndim_of(x) != 1:
+                raise ValueError("distances must be either scalars or 1d")
+            if shape_of(x)[0] != shape_of(f)[ax]:
+                raise ValueError("when 1d, distances must match the length of the "
+                                 "corresponding dimension")
+            if isinstance(x, Tracer):
+                spacings.append(diff(x))
+                continue
+            x = np.asarray(x)
+            dx = np.diff(x.astype(np.float64) if np.issubdtype(x.dtype, np.integer) else x)
+            spacings.append(dx[0] if (dx == dx[0]).all() else dx)
+    else:
+        raise TypeError("invalid number of arguments")
+    if edge_order not in (1, 2):
+        raise ValueError("'edge_order' greater than 2 not supported" if edge_order > 2
+                         else "'edge_order' must be 1 or 2")
+    outs = [_gradient_along(f, ax, h, edge_order) for ax, h in zip(axes, spacings)]
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _gradient_along(f, ax, h, edge_order):
+    n = shape_of(f)[ax]
+    if n < edge_order + 1:
+        raise ValueError("Shape of array too small to calculate a numerical gradient, "
+                         "at least (edge_order + 1) elements are required.")
+    nd = ndim_of(f)
+
+    def at(lo, hi=None):  # f[..., lo:hi, ...] along ax, keeping the axis
+        return getitem_basic(f, (slice(None),) * ax + (slice(lo, hi),))
+
+    def along(c):  # a 1-d coefficient shaped to broadcast along ax
+        shape = [1] * nd
+        shape[ax] = -1
+        return reshape(c, tuple(shape)) if isinstance(c, Tracer) else np.reshape(c, shape)
+
+    uniform = ndim_of(h) == 0
+    if uniform:
+        inner = (at(2) - at(None, -2)) / (2. * h)
+    else:
+        dx1, dx2 = h[0:-1], h[1:]
+        a = along(-(dx2) / (dx1 * (dx1 + dx2)))
+        b = along((dx2 - dx1) / (dx1 * dx2))
+        c = along(dx1 / (dx2 * (dx1 + dx2)))
+        inner = a * at(None, -2) + b * at(1, -1) + c * at(2)
+    if edge_order == 1:
+        first = (at(1, 2) - at(0, 1)) / (h if uniform else h[0])
+        last = (at(-1) - at(-2, -1)) / (h if uniform else h[-1])
+    else:
+        if uniform:
+            a, b, c = -1.5 / h, 2. / h, -0.5 / h
+        else:
+            dx1, dx2 = h[0], h[1]
+            a = -(2. * dx1 + dx2) / (dx1 * (dx1 + dx2))
+            b = (dx1 + dx2) / (dx1 * dx2)
+            c = - dx1 / (dx2 * (dx1 + dx2))
+        first = a * at(0, 1) + b * at(1, 2) + c * at(2, 3)
+        if uniform:
+            a, b, c = 0.5 / h, -2. / h, 1.5 / h
+        else:
+            dx1, dx2 = h[-2], h[-1]
+            a = (dx2) / (dx1 * (dx1 + dx2))
+            b = - (dx2 + dx1) / (dx1 * dx2)
+            c = (2. * dx2 + dx1) / (dx2 * (dx1 + dx2))
+        last = a * at(-3, -2) + b * at(-2, -1) + c * at(-1)
+    out = concatenate([first, inner, last], axis=ax)
+    return out if _dtype(out) == _dtype(f) else astype(out, _dtype(f))  # NumPy writes into f's dtype
 
 
 def rollaxis(a, axis, start=0):

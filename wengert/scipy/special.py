@@ -38,4 +38,9 @@ for _name, _fn in list(_SPECIAL.items()):
     _np_fn = getattr(_sp, _name, None)
     if isinstance(_np_fn, np.ufunc):
         _dispatch.HANDLED[_np_fn] = _fn
+# and SciPy's other names for the same ufuncs (``jn`` is ``jv``)
+for _name in dir(_sp):
+    _np_fn = getattr(_sp, _name)
+    if _name not in _SPECIAL and isinstance(_np_fn, np.ufunc) and _np_fn in _dispatch.HANDLED:
+        globals()[_name] = _dispatch.HANDLED[_np_fn]
 del _name, _fn, _np_fn
