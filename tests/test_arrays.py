@@ -184,6 +184,9 @@ TABLE = [
     ("quantile", lambda x: wnp.quantile(x, [0.2, 0.5, 0.9], axis=1), (R(3, 5),), 2),
     ("percentile_keep", lambda x: wnp.percentile(x, 30.0, axis=0, keepdims=True), (R(4, 3),), 2),
     ("median", lambda x: wnp.median(x), (R(3, 4),), 2),
+    ("median_axes_keep", lambda x: wnp.median(x, axis=(0, 2), keepdims=True), (R(2, 3, 2),), 2),
+    ("quantile_in_q", lambda x, q: wnp.quantile(x, q, axis=0), (R(5, 3), np.array([0.33, 0.8])), 2),
+    ("percentile_in_q", lambda x, q: wnp.percentile(x, q[0] * 100.0), (R(6), np.array([0.3])), 2),
     ("cov", lambda x: wnp.cov(x), (R(3, 5),), 2),
     ("cov_xy", lambda x, y: wnp.cov(x, y, rowvar=False), (R(5, 2), R(5, 1)), 2),
     ("corrcoef", lambda x: wnp.corrcoef(x), (R(3, 5),), 2),
@@ -926,3 +929,45 @@ def test_gradient_is_numpys_to_the_bit_and_exact_on_quadratics():
         wg.grad(lambda v: wnp.sum(wnp.gradient(v, edge_order=3)))(np.ones(4))
     with pytest.raises(TypeError, match="invalid number"):
         wg.grad(lambda v: wnp.sum(wnp.gradient(v, 1.0, 2.0)))(np.ones(4))
+
+
+def test_quantile_percentile_median_are_numpys_to_the_bit():
+    # NumPy interpolates from the nearer neighbour (b - (b - a)(1 - t) when t >= 1/2), keeps
+    # float32 only for a Python-number q, and its median is the mean of the middle values,
+    # not the 0.5-quantile: wengert's values are NumPy's, bit for bit, and a NaN gives NaN
+    r = np.random.default_rng(3)
+    for dt in (np.float64, np.float32):
+        for shape, axis in [((7,), None), ((4, 5), 1), ((3, 4, 5), (0, 2)), ((2, 6), (1,))]:
+            a = (r.standard_normal(shape) * 10).astype(dt)
+            t = wg.Tape().var(a)
+            for kd in (False, True):
+                for q in [0.3, 0.75, 1, [0.1, 0.5, 0.99], np.array([[0.2], [0.7]])]:
+                    for got, want in [
+                            (wnp.quantile(t, q, axis=axis, keepdims=kd),
+                             np.quantile(a, q, axis=axis, keepdims=kd)),
+                            (np.percentile(t, np.multiply(q, 100), axis=axis, keepdims=kd),
+                             np.percentile(a, np.multiply(q, 100), axis=axis, keepdims=kd))]:
+                        assert got.value.dtype == np.result_type(want)
+                        assert got.shape == np.shape(want)
+                        np.testing.assert_array_equal(got.value, want)
+                got, want = np.median(t, axis=axis, keepdims=kd), np.median(a, axis=axis,
+                                                                               keepdims=kd)
+                assert got.value.dtype == want.dtype and got.shape == want.shape
+                np.testing.assert_array_equal(got.value, want)
+    a = R(3, 5)
+    a[1, 2] = np.nan
+    t = wg.Tape().var(a)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(wnp.quantile(t, 0.4, axis=1).value,
+                                      np.quantile(a, 0.4, axis=1))
+        np.testing.assert_array_equal(wnp.median(t, axis=1).value, np.median(a, axis=1))
+    # in q: the slope between the neighbouring order statistics, times n - 1
+    a = np.array([3.0, 1.0, 4.0, 1.5, 9.0, 2.6])
+    assert wg.grad(lambda q: wnp.quantile(a, q))(0.3) == (2.6 - 1.5) * 5
+    assert wg.grad(lambda q: wnp.percentile(a, q))(30.0) == (2.6 - 1.5) * 5 / 100
+    g = wg.compile(wg.grad(lambda q: wnp.quantile(a, q)))  # the indices are guarded
+    assert (g(0.3), g(0.7)) == ((2.6 - 1.5) * 5, (4.0 - 3.0) * 5)
+    with pytest.raises(ValueError, match=r"range \[0, 1\]"):
+        wg.grad(lambda x: wnp.quantile(x, 1.5))(a)
+    with pytest.raises(ValueError, match=r"range \[0, 100\]"):
+        wg.grad(lambda x: wnp.percentile(x, -3))(a)

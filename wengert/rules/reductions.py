@@ -589,67 +589,109 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, weights=None, interpolation=None):
-    """``np.quantile`` (``method="linear"`` on traced values): a sort, then interpolation
-    between the two neighbouring order statistics."""
-    if not isinstance(a, Tracer):
+    """``np.quantile`` (``method="linear"`` on traced values): a sort, then NumPy's
+    interpolation between the two neighbouring order statistics, differentiable in
+    ``a`` and in ``q``."""
+    a = _arr(a)
+    if not isinstance(a, Tracer) and not isinstance(q, Tracer):
         kw = {} if weights is None else {"weights": weights}
         return np.quantile(a, q, axis=axis, out=out, overwrite_input=overwrite_input,
                            method=method, keepdims=keepdims, **kw)
-    if method != "linear" or weights is not None or interpolation is not None:
-        raise NotImplementedError("wnp.quantile on traced values supports method='linear' "
-                                  "without weights")
-    if out is not None:
-        _no_out(out, "quantile")
-    from .indexing import sort, take
-    orig_shape = shape_of(a)
-    if axis is None:
-        a, axis = reshape(a, (-1,)), 0
-    ax = axis % ndim_of(a)
-    n = shape_of(a)[ax]
-    qv = np.asarray(_plain(q), dtype=float)
-    pos = qv * (n - 1)
-    lo = np.floor(pos).astype(np.intp)
-    hi = np.minimum(lo + 1, n - 1)
-    frac = (pos - lo).astype(_dtype(a))
-    s = sort(a, axis=ax)
-    slo = take(s, lo.ravel(), axis=ax)
-    shi = take(s, hi.ravel(), axis=ax)
-    fs = [1] * ndim_of(slo)
-    fs[ax] = frac.size
-    r = slo + (shi - slo) * np.reshape(frac.ravel(), fs)
-    # NumPy puts the axes of q first
-    from .joining import moveaxis
-    r = moveaxis(r, ax, 0)
-    r = reshape(r, qv.shape + shape_of(r)[1:])
-    if keepdims:
-        if len(orig_shape) != ndim_of(a):  # axis=None: every axis kept with length 1
-            kshape = [1] * len(orig_shape)
-        else:
-            kshape = list(orig_shape)
-            kshape[ax] = 1
-        r = reshape(r, qv.shape + tuple(kshape))
-    return r
+    _quantile_options("quantile", method, weights, interpolation, out)
+    return _quantile(a, q, type(q) in (int, float), axis, keepdims)
 
 
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None, interpolation=None):
-    if not isinstance(a, Tracer):
+    a = _arr(a)
+    if not isinstance(a, Tracer) and not isinstance(q, Tracer):
         kw = {} if weights is None else {"weights": weights}
         return np.percentile(a, q, axis=axis, out=out, overwrite_input=overwrite_input,
                              method=method, keepdims=keepdims, **kw)
-    return quantile(a, np.asarray(_plain(q), dtype=float) / 100.0, axis=axis, out=out,
-                    method=method, keepdims=keepdims, weights=weights,
-                    interpolation=interpolation)
+    _quantile_options("percentile", method, weights, interpolation, out)
+    weak = type(q) in (int, float)
+    q = q / 100 if isinstance(q, Tracer) else np.true_divide(q, 100)
+    return _quantile(a, q, weak, axis, keepdims, scale=100)
+
+
+def _quantile_options(name, method, weights, interpolation, out):
+    if method != "linear" or weights is not None or interpolation is not None:
+        raise NotImplementedError(f"wnp.{name} on traced values supports method='linear' "
+                                  "without weights")
+    _no_out(out, name)
+
+
+def _reduced_last(a, axis):
+    """``a`` with the axes ``axis`` (None: all) moved to the end and merged into one,
+    as NumPy's quantile and median see it, and the shape ``keepdims`` gives back."""
+    from .joining import moveaxis
+    shape = shape_of(a)
+    axes = _norm_axes(axis, len(shape))
+    if len(set(axes)) != len(axes):
+        raise ValueError("duplicate value in 'axis'")
+    kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    if axis is None:
+        return reshape(a, (-1,)), kept
+    if len(axes) == 1:
+        return moveaxis(a, axes[0], -1), kept
+    rest = [i for i in range(len(shape)) if i not in axes]
+    a = transpose(a, tuple(rest + list(axes)))
+    return reshape(a, tuple(shape[i] for i in rest) + (-1,)), kept
+
+
+def _lerp(a, b, t):
+    """NumPy's ``_lerp``: from the nearer end, so ``t = 1`` gives ``b`` to the bit."""
+    d = b - a
+    return where(t >= 0.5, b - d * (1 - t), a + d * t)
+
+
+def _quantile(a, q, weak, axis, keepdims, scale=1):
+    from .indexing import sort, take
+    from .joining import moveaxis
+    qv = np.asanyarray(concrete(np.asarray, q) if isinstance(q, Tracer) else q)
+    if not (np.all(qv >= 0) and np.all(qv <= 1)):
+        raise ValueError("Percentiles must be in the range [0, 100]" if scale == 100
+                         else "Quantiles must be in the range [0, 1]")
+    s, kept = _reduced_last(a, axis)
+    s = moveaxis(sort(s, axis=-1), -1, 0)  # NumPy samples along the first axis
+    n = shape_of(s)[0]
+    # NumPy's indices and weight, in its own operations: floor((n - 1) q), clamped at the top
+    virtual = (n - 1) * qv
+    prev = np.floor(virtual)
+    top = virtual >= n - 1
+    nxt = np.where(top, -1, prev + 1).astype(np.intp)
+    prev = np.where(top, -1, prev).astype(np.intp)
+    gamma = ((n - 1) * q if isinstance(q, Tracer) else virtual) - prev
+    lo = take(s, prev.ravel(), axis=0)
+    hi = take(s, nxt.ravel(), axis=0)
+    rest = shape_of(s)[1:]
+    lo, hi = reshape(lo, qv.shape + rest), reshape(hi, qv.shape + rest)
+    if weak:
+        t = gamma if isinstance(gamma, Tracer) else float(gamma)
+    else:
+        tshape = qv.shape + (1,) * len(rest)
+        t = reshape(gamma, tshape) if isinstance(gamma, Tracer) else np.reshape(gamma, tshape)
+    r = _lerp(lo, hi, t)
+    r = where(_isnan(getitem_basic(s, (-1,))), np.nan, r)  # a NaN in the slice gives NaN
+    return reshape(r, qv.shape + kept) if keepdims else r
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """``np.median``: the mean of the middle one or two order statistics (as NumPy, whose
+    median is not its 0.5-quantile to the bit)."""
     a = _arr(a)
     if not isinstance(a, Tracer):
         return np.median(a, axis=axis, out=out, overwrite_input=overwrite_input,
                          keepdims=keepdims)
-    if keepdims:
-        raise NotImplementedError("wnp.median with keepdims=True on traced values")
-    return quantile(a, 0.5, axis=axis, out=out)
+    _no_out(out, "median")
+    from .indexing import sort
+    s, kept = _reduced_last(a, axis)
+    s = sort(s, axis=-1)
+    n = shape_of(s)[-1]
+    mid = slice(n // 2, n // 2 + 1) if n % 2 else slice(n // 2 - 1, n // 2 + 1)
+    r = mean(getitem_basic(s, (Ellipsis, mid)), axis=-1)
+    r = where(_isnan(getitem_basic(s, (Ellipsis, -1))), np.nan, r)
+    return reshape(r, kept) if keepdims else r
 
 
 def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *,
