@@ -50,6 +50,28 @@ def _complex_pair(*shape, seed=0):
     return q @ d @ np.linalg.inv(q)
 
 
+def _positive_spectrum(*shape, seed=0):
+    """Non-symmetric, with eigenvalues 1, 2, 3.5: a real principal square root."""
+    q = _general(*shape, seed=seed)
+    return (q * np.array([1.0, 2.0, 3.5])) @ np.linalg.inv(q)
+
+
+def _band(l, u, *shape, seed=0):
+    """Band storage ``(..., l + u + 1, m)`` of a diagonally dominant matrix; the unused
+    corners hold junk, which SciPy ignores."""
+    ab = _rng(seed).standard_normal(shape[:-1] + (l + u + 1, shape[-1]))
+    ab[..., u, :] += l + u + 2.0
+    return ab
+
+
+def _dense(ab, l, u):
+    """The matrix stored in ``ab``: ``a[i, j] = ab[u + i - j, j]``."""
+    m = ab.shape[-1]
+    i, j = np.indices((m, m))
+    inside = (u + i - j >= 0) & (u + i - j <= l + u)
+    return np.where(inside, ab[np.clip(u + i - j, 0, l + u), j], 0.0)
+
+
 def _parts(z):
     return wnp.real(z), wnp.imag(z)
 
@@ -133,6 +155,21 @@ CASES = {
     "scipy_cholesky": (wsl.cholesky, lambda: (_spd(3, 3),)),
     "scipy_expm": (wsl.expm, lambda: (0.5 * _rect(3, 3),)),
     "scipy_expm_stack": (wsl.expm, lambda: (0.5 * _rect(2, 3, 3),)),
+    "scipy_solve_sylvester": (wsl.solve_sylvester, lambda: (_general(3, 3), _general(2, 2, seed=1),
+                                                             _rect(3, 2, seed=2))),
+    "scipy_sqrtm_spd": (wsl.sqrtm, lambda: (_spd(3, 3),)),
+    "scipy_sqrtm_nonsymmetric": (wsl.sqrtm, lambda: (_positive_spectrum(3, 3),)),
+    "scipy_sqrtm_stack": (wsl.sqrtm, lambda: (_spd(2, 3, 3),)),
+    "scipy_sqrtm_complex": (lambda x, y: _parts(wsl.sqrtm(x + 1j * y)),
+                            lambda: (_spd(3, 3), 0.5 * _rect(3, 3, seed=1))),
+    "scipy_solve_banded": (lambda ab, b: wsl.solve_banded((1, 2), ab, b),
+                           lambda: (_band(1, 2, 5), _rect(5, 2, seed=1))),
+    "scipy_solve_banded_vec": (lambda ab, b: wsl.solve_banded((2, 1), ab, b),
+                               lambda: (_band(2, 1, 5), _rect(5, seed=1))),
+    "scipy_solve_banded_tridiagonal": (lambda ab, b: wsl.solve_banded((1, 1), ab, b),
+                                       lambda: (_band(1, 1, 4), _rect(4, seed=1))),
+    "scipy_solve_banded_stack": (lambda ab, b: wsl.solve_banded((0, 2), ab, b),
+                                 lambda: (_band(0, 2, 2, 4), _rect(2, 4, 3, seed=1))),
     "scipy_solve_pos": (lambda a, b: wsl.solve(a, b, assume_a="pos"),
                         lambda: (_spd(3, 3), _rect(3, seed=1))),
     "vector_norm": (lambda x: wla.vector_norm(x, axis=(0, 1), ord=4), lambda: (_rect(2, 3),)),
@@ -337,3 +374,112 @@ def test_det_gradient_at_a_singular_matrix_is_the_cofactor_matrix():
     np.testing.assert_allclose(wg.grad(wla.det)(a), cof, atol=1e-12)
     np.testing.assert_allclose(wg.jacobian(wla.det, mode="forward")(a), cof, atol=1e-12)
     wg.check_grad(wla.det, a)
+
+
+# -- scipy.linalg: solve_sylvester, sqrtm, solve_banded -------------------------------------------
+
+
+def test_sylvester_sqrtm_banded_values_are_scipys():
+    import scipy.linalg as sl
+    a, b, q = _general(3, 3), _general(2, 2, seed=1), _rect(3, 2, seed=2)
+    ab, rhs, s = _band(1, 2, 5), _rect(5, 2, seed=1), _positive_spectrum(3, 3)
+    cases = [(wsl.solve_sylvester, sl.solve_sylvester, (a, b, q)),
+             (wsl.sqrtm, sl.sqrtm, (s,)), (wsl.sqrtm, sl.sqrtm, (_spd(2, 3, 3),)),
+             (lambda *x: wsl.solve_banded((1, 2), *x), lambda *x: sl.solve_banded((1, 2), *x),
+              (ab, rhs)),
+             (lambda *x: wsl.solve_banded((1, 2), *x), lambda *x: sl.solve_banded((1, 2), *x),
+              (ab, rhs[:, 0]))]
+    for f, ref, xs in cases:
+        want = ref(*xs)
+        np.testing.assert_array_equal(f(*xs), want)                 # plain: SciPy's call
+        np.testing.assert_array_equal(wg.jvp(f, xs, xs)[0], want)  # traced: the same value
+    from wengert import coverage
+    rows = {(r.module, r.name): r for r in coverage.coverage_rows()}
+    for name in ("solve_sylvester", "sqrtm", "solve_banded"):
+        assert rows[("scipy.linalg", name)][2:] == ("primitive", True, True)
+
+
+def test_solve_sylvester_closed_forms():
+    a, q = _general(3, 3), _rect(3, 2, seed=2)
+    beta = 0.7
+    b = beta * np.eye(2)  # a x + beta x = q: x = (a + beta I)^-1 q
+    ab = a + beta * np.eye(3)
+    x = wsl.solve_sylvester(a, b, q)
+    np.testing.assert_allclose(x, np.linalg.solve(ab, q), rtol=1e-12)
+    # d/dbeta: a dx + dx beta = -x, so dx = -(a + beta I)^-1 x
+    along = lambda t: wsl.solve_sylvester(a, t * np.eye(2), q)
+    for dx in (wg.jvp(lambda b: wsl.solve_sylvester(a, b, q), (b,), (np.eye(2),))[1],
+               wg.jacobian(along, mode="reverse")(beta)):
+        np.testing.assert_allclose(dx, -np.linalg.solve(ab, x), rtol=1e-10)
+    # with b = 0 it is a plain solve, gradients included
+    w = _rect(3, 2, seed=3)
+    z = np.zeros((2, 2))
+    g_syl = wg.grad(lambda a, q: wnp.sum(w * wsl.solve_sylvester(a, z, q)), argnums=(0, 1))(a, q)
+    g_sol = wg.grad(lambda a, q: wnp.sum(w * wla.solve(a, q)), argnums=(0, 1))(a, q)
+    for u, v in zip(g_syl, g_sol):
+        np.testing.assert_allclose(u, v, rtol=1e-10, atol=1e-14)
+
+
+def test_sqrtm_derivative_closed_forms():
+    import scipy.linalg as sl
+    a = _spd(3, 3)
+    s = sl.sqrtm(a)
+    si = np.linalg.inv(s)
+    # commuting directions: s ds + ds s = da gives ds = 0.5 s^-1 da
+    np.testing.assert_allclose(wg.jvp(wsl.sqrtm, (a,), (np.eye(3),))[1], 0.5 * si, atol=1e-12)
+    np.testing.assert_allclose(wg.jvp(wsl.sqrtm, (a,), (a,))[1], 0.5 * s, atol=1e-12)
+    # d/da trace(sqrtm(a)) = 0.5 s^-T, both modes
+    tr = lambda a: wnp.trace(wsl.sqrtm(a))
+    np.testing.assert_allclose(wg.grad(tr)(a), 0.5 * si.T, rtol=1e-10)
+    np.testing.assert_allclose(wg.jacobian(tr, mode="forward")(a), 0.5 * si.T, rtol=1e-10)
+    # non-symmetric, diagonalisable a = v diag(w) v^-1: ds = v (F * (v^-1 e v)) v^-1,
+    # F[i, j] = 1 / (sqrt(w_i) + sqrt(w_j))
+    n = _positive_spectrum(3, 3)
+    e = _rect(3, 3, seed=4)
+    w, v = np.linalg.eig(n)
+    w, v = w.real, v.real
+    vi = np.linalg.inv(v)
+    want = v @ ((vi @ e @ v) / (np.sqrt(w)[:, None] + np.sqrt(w))) @ vi
+    np.testing.assert_allclose(wg.jvp(wsl.sqrtm, (n,), (e,))[1], want, atol=1e-12)
+    # third order along the identity: d3/dt3 trace(sqrt(a + t I)) = sum 3/8 w^-5/2
+    h = lambda t: wnp.trace(wsl.sqrtm(a + t * np.eye(3)))
+    np.testing.assert_allclose(wg.derivative(h, order=3)(0.0),
+                               np.sum(0.375 * np.linalg.eigvalsh(a) ** -2.5), rtol=1e-9)
+
+
+def test_sqrtm_of_a_real_matrix_without_a_real_root():
+    import scipy.linalg as sl
+    m = np.array([[-2.0, 1.0], [0.5, 3.0]])  # a negative eigenvalue
+    assert np.iscomplexobj(wsl.sqrtm(m)) and np.iscomplexobj(sl.sqrtm(m))  # plain: SciPy's
+    with pytest.raises(ValueError, match="no real principal square root"):
+        wg.grad(lambda m: wnp.sum(wsl.sqrtm(m)))(m)
+    # the complex root, asked for, is differentiated
+    wg.check_grad(lambda m: _parts(wsl.sqrtm(m + 0j)), m, order=2, modes=("forward", "reverse"))
+    with pytest.raises(NotImplementedError, match="disp=False"):
+        wg.grad(lambda a: wnp.sum(wsl.sqrtm(a, disp=False)))(_spd(2, 2))
+
+
+def test_solve_banded_is_the_dense_solve_restricted_to_the_band():
+    l, u, m = 2, 1, 6
+    ab, b, w = _band(l, u, m), _rect(m, 2, seed=1), _rect(m, 2, seed=2)
+    a = _dense(ab, l, u)
+    np.testing.assert_allclose(wsl.solve_banded((l, u), ab, b), np.linalg.solve(a, b), rtol=1e-12)
+    loss = lambda ab, b: wnp.sum(w * wsl.solve_banded((l, u), ab, b))
+    g_ab, g_b = wg.grad(loss, argnums=(0, 1))(ab, b)
+    g_a, g_b_dense = wg.grad(lambda a, b: wnp.sum(w * wla.solve(a, b)), argnums=(0, 1))(a, b)
+    np.testing.assert_allclose(g_b, g_b_dense, rtol=1e-10)
+    i, j = np.indices((m, m))
+    inside = (u + i - j >= 0) & (u + i - j <= l + u)
+    want = np.zeros_like(ab)
+    want[(u + i - j)[inside], j[inside]] = g_a[inside]
+    np.testing.assert_allclose(g_ab, want, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(wg.jacobian(lambda ab: loss(ab, b), mode="forward")(ab), want,
+                               rtol=1e-10, atol=1e-14)
+    # the unused corners (row i = r + j - u of a out of range): zero gradient, and junk
+    # there changes nothing
+    r, j = np.indices(ab.shape)
+    corners = (r + j - u < 0) | (r + j - u >= m)
+    assert corners.sum() == l * (l + 1) // 2 + u * (u + 1) // 2
+    assert np.all(g_ab[corners] == 0)
+    junk = np.where(corners, 1e3, ab)
+    np.testing.assert_array_equal(wg.grad(loss)(junk, b), g_ab)

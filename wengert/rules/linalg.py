@@ -24,6 +24,8 @@ import numpy as np
 from ..core import ndim_of, primitive, shape_of
 from ._zeros import dtype_of
 from .elementwise import absolute, power, sign, where
+from .indexing import getitem_basic, scatter_basic
+from .joining import stack
 from .products import matmul
 from .shape import (broadcast_to, expand_reduced, kept_shape, reshape, sum_, sum_tangent,
                     transpose)
@@ -754,7 +756,144 @@ def expm_vjp(a):
     return expm(a), lambda g: (_expm_frechet(_mT(a), g),)
 
 
+# -- scipy.linalg: Sylvester equations, the matrix square root, banded solves ----------------------
+
+
+def _per_matrix(fn, cores, *arrays):
+    """``fn`` on each matrix of stacks whose leading axes broadcast (``cores[i]``: the core
+    ndim of ``arrays[i]``).  Older SciPy takes one system at a time, and batched tangents
+    carry leading axes."""
+    lead = np.broadcast_shapes(*(np.shape(a)[:np.ndim(a) - c] for a, c in zip(arrays, cores)))
+    if not lead:
+        return fn(*arrays)
+    arrays = [np.broadcast_to(a, lead + np.shape(a)[np.ndim(a) - c:])
+              for a, c in zip(arrays, cores)]
+    outs = [fn(*(a[i] for a in arrays)) for i in np.ndindex(lead)]
+    return np.stack(outs).reshape(lead + outs[0].shape)
+
+
+@primitive(name="solve_sylvester")
+def _solve_sylvester(a, b, q):
+    """``a x + x b = q`` (stacks broadcast over leading axes)."""
+    import scipy.linalg
+    return _per_matrix(scipy.linalg.solve_sylvester, (2, 2, 2), a, b, q)
+
+
+@_solve_sylvester.frule(symbolic_zeros=True)
+def solve_sylvester_jvp(primals, tangents):
+    # a dx + dx b = dq - da x - x db
+    (a, b, q), (da, db, dq) = primals, tangents
+    ans = _solve_sylvester(a, b, q)
+    r = dq
+    for t in (None if da is None else _mm(da, ans), None if db is None else _mm(ans, db)):
+        if t is not None:
+            r = -t if r is None else r - t
+    return ans, None if r is None else _solve_sylvester(a, b, r)
+
+
+@_solve_sylvester.rrule(needs=True)
+def solve_sylvester_vjp(a, b, q, needs):
+    ans = _solve_sylvester(a, b, q)
+
+    def pullback(g):
+        z = _solve_sylvester(_mT(a), _mT(b), g)  # the adjoint equation
+        return (-_mm(z, _mT(ans)) if needs[0] else None,
+                -_mm(_mT(ans), z) if needs[1] else None, z if needs[2] else None)
+    return ans, pullback
+
+
+@primitive
+def sqrtm(a):
+    """The principal square root; real for real ``a`` (an error where it is complex)."""
+    import scipy.linalg
+    s = _per_matrix(scipy.linalg.sqrtm, (2,), a)
+    if np.iscomplexobj(s) and not np.iscomplexobj(a):
+        raise ValueError("sqrtm: this real matrix has no real principal square root (an "
+                         "eigenvalue on the negative real axis); pass a complex matrix")
+    return s
+
+
+@sqrtm.frule(symbolic_zeros=True)
+def sqrtm_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    s = sqrtm(a)
+    return s, None if da is None else _solve_sylvester(s, s, da)  # s ds + ds s = da
+
+
+@sqrtm.rrule
+def sqrtm_vjp(a):
+    s = sqrtm(a)
+    return s, lambda g: (_solve_sylvester(_mT(s), _mT(s), g),)
+
+
+@primitive(name="solve_banded", nargs=2)
+def _solve_banded(ab, b, l, u):
+    """``a x = b`` with ``a`` in LAPACK band storage ``ab[u + i - j, j] == a[i, j]``
+    (``b`` of shape ``(..., m, k)``)."""
+    import scipy.linalg
+    return _per_matrix(lambda ab, b: scipy.linalg.solve_banded((l, u), ab, b), (2, 2), ab, b)
+
+
+def _shift(x, s, axis):
+    """``y[j] = x[j + s]`` along ``axis`` (-1 or -2), zero where ``j + s`` is out of range."""
+    n, nd = shape_of(x)[axis], ndim_of(x)
+
+    def at(start, stop):
+        return (slice(None),) * (nd + axis) + (slice(start, stop),) + (slice(None),) * (-1 - axis)
+    if s == 0:
+        return x
+    if abs(s) >= n:
+        return x * 0.0
+    src = getitem_basic(x, at(max(s, 0), n + min(s, 0)))
+    return scatter_basic(src, shape_of(x), at(max(-s, 0), n - max(s, 0)))
+
+
+def _band_row(ab, r):
+    """Row ``r`` of the band storage: ``(..., rows, m) -> (..., m)``."""
+    return getitem_basic(ab, (slice(None),) * (ndim_of(ab) - 2) + (r, slice(None)))
+
+
+def _band_matmul(ab, x, l, u):
+    """``a @ x`` for ``a`` in band storage; the unused corners of ``ab`` are not read."""
+    out = None
+    for r in range(l + u + 1):  # a[i, j] = ab[r, j] on the diagonal i - j = r - u
+        t = _shift(_col(_band_row(ab, r)) * x, u - r, -2)
+        out = t if out is None else out + t
+    return out
+
+
+def _band_transpose(ab, l, u):
+    """The band storage (``(u, l)``) of ``a.T``: ``abT[r, j] = ab[l + u - r, j + r - l]``."""
+    return stack([_shift(_band_row(ab, l + u - r), r - l, -1) for r in range(l + u + 1)],
+                 axis=-2)
+
+
+@_solve_banded.frule(symbolic_zeros=True)
+def solve_banded_jvp(primals, tangents, l, u):
+    (ab, b), (dab, db) = primals, tangents
+    ans = _solve_banded(ab, b, l, u)
+    r = db
+    if dab is not None:
+        t = _band_matmul(dab, ans, l, u)
+        r = -t if r is None else r - t
+    return ans, None if r is None else _solve_banded(ab, r, l, u)
+
+
+@_solve_banded.rrule(needs=True)
+def solve_banded_vjp(ab, b, needs, l, u):
+    ans = _solve_banded(ab, b, l, u)
+
+    def pullback(g):
+        gb = _solve_banded(_band_transpose(ab, l, u), g, u, l)
+        gab = None
+        if needs[0]:  # gab[r, j] = -sum_k gb[j + r - u, k] x[j, k]; zero at the corners
+            gab = -stack([sum_(_shift(gb, r - u, -2) * ans, axis=-1) for r in range(l + u + 1)],
+                         axis=-2)
+        return gab, (gb if needs[1] else None)
+    return ans, pullback
+
+
 PRIMITIVES = {p.name: p for p in (_solve, inv, det, slogdet, _cholesky, _eigh, eigvalsh, _eig,
                                   eigvals, _svd,
                                   svdvals, _qr, pinv, _lstsq, _vector_norm, _solve_triangular,
-                                  expm)}
+                                  expm, _solve_sylvester, sqrtm, _solve_banded)}

@@ -1,9 +1,10 @@
 """``wengert.scipy.linalg``: the parts of ``scipy.linalg`` with rules.
 
-``solve_triangular``, ``cholesky``, ``cho_factor``/``cho_solve`` and ``expm`` (whose
+``solve_triangular``, ``cholesky``, ``cho_factor``/``cho_solve``, ``expm`` (whose
 derivative is the Fréchet derivative, computed as a block of ``expm`` of a
-``2n x 2n`` matrix), plus ``solve``, ``inv``, ``det`` (NumPy's rules).  Other names
-pass through to SciPy for plain values.
+``2n x 2n`` matrix), ``solve_sylvester`` and ``sqrtm`` (both derivatives solve another
+Sylvester equation), ``solve_banded`` (its gradient in band storage too), plus ``solve``,
+``inv``, ``det`` (NumPy's rules).  Other names pass through to SciPy for plain values.
 
 >>> import numpy as np, wengert as wg
 >>> a = np.array([[0.0, 1.0], [-1.0, 0.0]])
@@ -71,6 +72,42 @@ def expm(A):
     return _rl.expm(A)
 
 
+def solve_sylvester(a, b, q):
+    """``X`` with ``a X + X b = q``."""
+    if not _traced(a, b, q):
+        return _sl.solve_sylvester(a, b, q)
+    return _rl._solve_sylvester(a, b, q)
+
+
+_UNSET = object()
+
+
+def sqrtm(A, disp=_UNSET, blocksize=_UNSET):
+    """The principal square root.  Traced, a real ``A`` needs a real one (no eigenvalue on
+    the negative real axis): ``ValueError`` otherwise, rather than a result whose dtype
+    depends on the values or a dropped imaginary part; ``A + 0j`` gives the complex root.
+    The deprecated ``disp=False`` error estimate is not offered."""
+    if not _traced(A):
+        kw = {k: v for k, v in (("disp", disp), ("blocksize", blocksize)) if v is not _UNSET}
+        return _sl.sqrtm(A, **kw)
+    if disp is False:
+        raise NotImplementedError("sqrtm(disp=False) (deprecated in SciPy) on a traced value: "
+                                  "compute the error estimate from the result")
+    return _rl.sqrtm(A)
+
+
+def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    """Solve ``a x = b`` with ``a`` in band storage ``ab[u + i - j, j] == a[i, j]``.  Traced,
+    entries of ``ab`` outside the matrix (SciPy ignores them) get zero derivative."""
+    if not _traced(ab, b):
+        return _sl.solve_banded(l_and_u, ab, b, overwrite_ab=overwrite_ab,
+                                overwrite_b=overwrite_b, check_finite=check_finite)
+    l, u = (int(k) for k in l_and_u)
+    vec = len(_shape(b)) == 1
+    x = _rl._solve_banded(ab, _reshape(b, _shape(b) + (1,)) if vec else b, l=l, u=u)
+    return _reshape(x, _shape(x)[:-1]) if vec else x
+
+
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
           assume_a=None, transposed=False):
     """``scipy.linalg.solve``; traced, a general solve (``assume_a`` only picks the method)."""
@@ -97,6 +134,9 @@ def det(a, overwrite_a=False, check_finite=True):
 
 solve_triangular.__wengert_primitive__ = _rl._solve_triangular
 expm.__wengert_primitive__ = _rl.expm
+solve_sylvester.__wengert_primitive__ = _rl._solve_sylvester
+sqrtm.__wengert_primitive__ = _rl.sqrtm
+solve_banded.__wengert_primitive__ = _rl._solve_banded
 
 
 def __getattr__(name):
