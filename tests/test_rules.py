@@ -62,6 +62,9 @@ def _make(name, p, rng, shapes, dtype=np.float64):
     if name in ("remainder", "fmod"):  # x / y in (2, 3): away from the jumps
         return p, [_sample(rng, (2.1, 2.9), shapes[0], dtype), _sample(rng, (1.0, 1.0), shapes[1],
                                                                           dtype)]
+    if name == "ldexp":  # an integer exponent, not differentiated
+        n = rng.integers(-3, 4, size=shapes[1]) if shapes[1] != () else 2
+        return (lambda x: p(x, n)), [_sample(rng, domain, shapes[0], dtype)]
     if name in ("maximum", "minimum", "fmax", "fmin"):  # keep away from ties
         a = _sample(rng, (-2.0, 2.0), shapes[0], dtype)
         b = _sample(rng, (-2.0, 2.0), shapes[1], dtype)
@@ -142,8 +145,9 @@ def test_plain_values_are_numpys():
         if not isinstance(p.impl, np.ufunc) or not hasattr(np, name):
             continue
         n = p.impl.nin
-        got = p(*([x] * n))
-        want = getattr(np, name)(*([x] * n))
+        args = [x, np.arange(4)] if name == "ldexp" else [x] * n
+        got = p(*args)
+        want = getattr(np, name)(*args)
         assert type(got) is type(want) and got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
     assert wnp.sin(0.5) == np.sin(0.5) and type(wnp.sin(0.5)) is type(np.sin(0.5))

@@ -137,6 +137,11 @@ floor = elementwise(np.floor, _nondiff(1), nondiff=True)
 ceil = elementwise(np.ceil, _nondiff(1), nondiff=True)
 trunc = elementwise(np.trunc, _nondiff(1), nondiff=True)
 rint = elementwise(np.rint, _nondiff(1), nondiff=True)
+fix = elementwise(np.fix, _nondiff(1), nondiff=True, name="fix")
+# heaviside(x, h0) is h0 where x == 0: the only place it depends on h0
+heaviside = elementwise(np.heaviside, lambda ans, x, h0: (None, _mask(x == 0, False, ans)))
+ldexp = elementwise(np.ldexp, lambda ans, x, n: (  # x 2^n, whose derivative 2^n is exact
+    np.ldexp(np.ones((), dtype_of(ans)), n), None))
 fabs = elementwise(np.fabs, lambda ans, x: (sign(x),))
 copysign = elementwise(np.copysign, lambda ans, x, y: (sign(x) * sign(ans), None))
 deg2rad = elementwise(np.deg2rad, lambda ans, x: (math.pi / 180.0,))
@@ -151,6 +156,15 @@ def _fmod_partials(ans, x, y, needs=(True, True)):
 
 
 fmod = elementwise(np.fmod, _fmod_partials, needs=True)
+def _i0_partials(ans, x):
+    i1 = _SPECIAL.get("i1")
+    if i1 is None:  # rules.special imports this module: bound on first use
+        from .special import i1
+        _SPECIAL["i1"] = i1
+    return (i1(x),)
+
+
+i0 = elementwise(np.i0, _i0_partials, name="i0")  # NumPy's own values; i0' = i1
 sinc = elementwise(np.sinc, lambda ans, x: (where(x == 0, 0.0, (cos(math.pi * x) - ans)
                                                    / where(x == 0, 1.0, x)),),
                    domain=(0.1, 2.0))

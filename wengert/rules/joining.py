@@ -17,7 +17,7 @@ __all__ = ["concatenate", "astype", "copy", "ravel", "flatten", "swapaxes", "mov
            "tril", "triu", "trace", "atleast_1d", "atleast_2d", "atleast_3d", "array", "asarray",
            "asanyarray", "ascontiguousarray", "zeros_like", "ones_like", "full_like",
            "empty_like", "append", "broadcast_arrays",
-           "zeros", "ones", "full", "empty", "diff", "ediff1d", "gradient", "rollaxis", "meshgrid",
+           "zeros", "ones", "full", "empty", "diff", "ediff1d", "gradient", "interp", "rollaxis", "meshgrid",
            "linspace"]
 
 
@@ -229,7 +229,16 @@ zeros = _creator(np.zeros)
 ones = _creator(np.ones)
 empty = _creator(np.zeros)  # zeros: a traced 'empty' never exposes garbage
 empty.__name__ = "empty"
-full = _creator(np.full)
+_full = _creator(np.full)
+
+
+def full(shape, fill_value, dtype=None, order="C", **kw):
+    """``np.full``; a traced ``fill_value`` gives a traced array (its derivative: the sum)."""
+    if _traced(fill_value):
+        fill_value = asarray(fill_value)
+        return copy(broadcast_to(astype(fill_value, dtype or _dtype(fill_value), copy=False),
+                                 tuple(np.atleast_1d(shape))))
+    return _full(shape, fill_value, dtype=dtype, order=order, **kw)
 
 
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
@@ -246,9 +255,10 @@ def empty_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
 
 
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
-    if isinstance(fill_value, Tracer):
+    if _traced(fill_value):
         s = shape_of(a) if shape is None else tuple(np.atleast_1d(shape))
-        return broadcast_to(astype(fill_value, dtype or _dtype(a), copy=False), s) + 0.0
+        return copy(broadcast_to(astype(asarray(fill_value), dtype or _dtype(a), copy=False),
+                                 s))
     return np.full_like(_plain(a), fill_value, dtype=dtype, order=order, subok=subok,
                         shape=shape, **kw)
 
@@ -562,8 +572,9 @@ def rot90(m, k=1, axes=(0, 1)):
 def pad(array, pad_width, mode="constant", **kwargs):
     """``np.pad``: ``constant`` (traced or plain fill), ``edge``, ``reflect``, ``symmetric``,
     ``wrap`` are differentiable."""
-    if not isinstance(array, Tracer):
+    if not _traced(array, kwargs.get("constant_values")):
         return np.pad(array, pad_width, mode=mode, **kwargs)
+    array = asarray(array)
     s = shape_of(array)
     nd = len(s)
     pw = np.broadcast_to(np.asarray(pad_width, dtype=np.intp).reshape(-1, 2)
@@ -577,11 +588,18 @@ def pad(array, pad_width, mode="constant", **kwargs):
         idx = tuple(slice(int(lo), int(lo + d)) for d, (lo, _) in zip(s, pw))
         out = scatter_basic(array, new_shape, idx)
         if not (np.ndim(cv) == 0 and not isinstance(cv, Tracer) and cv == 0):
-            if isinstance(cv, Tracer):
-                raise NotImplementedError("wnp.pad with traced constant_values")
-            fill = np.pad(np.zeros(s, dtype=_dtype(array)), pad_width, mode="constant",
-                          constant_values=cv)
-            out = out + fill
+            # as NumPy: axis by axis, each side's value over the whole face, later axes last
+            cv = asarray(cv) if _traced(cv) else np.asarray(cv)
+            cv = broadcast_to(cv, (nd, 2)) if isinstance(cv, Tracer) else np.broadcast_to(cv,
+                                                                                         (nd, 2))
+            from .elementwise import where
+            for ax, (lo, hi) in enumerate(pw):
+                pos = np.arange(new_shape[ax]).reshape((-1,) + (1,) * (nd - ax - 1))
+                for side, mask in ((0, pos < lo), (1, pos >= new_shape[ax] - hi)):
+                    if mask.any():
+                        v = cv[ax, side]
+                        out = where(mask, astype(v, _dtype(array), copy=False)
+                                    if isinstance(v, Tracer) else v.astype(_dtype(array)), out)
         return out
     if mode in ("edge", "reflect", "symmetric", "wrap"):
         pos = np.arange(array.size, dtype=np.intp).reshape(s)
@@ -787,6 +805,77 @@ def _gradient_along(f, ax, h, edge_order):
         last = a * at(-3, -2) + b * at(-2, -1) + c * at(-1)
     out = concatenate([first, inner, last], axis=ax)
     return out if _dtype(out) == _dtype(f) else astype(out, _dtype(f))  # NumPy writes into f's dtype
+
+
+def interp(x, xp, fp, left=None, right=None, period=None):
+    """``np.interp``, differentiable in ``x``, ``xp``, ``fp``, ``left`` and ``right``.
+
+    Inside, NumPy's own expression ``slope * (x - xp[j]) + fp[j]`` with its special cases
+    (the last point, a non-finite slope, its NaN fallback), so the value is NumPy's to
+    the bit.  At a sample point the derivative in ``x`` is the slope on its right (zero
+    at the last point, past which the function is constant), as in JAX.
+    """
+    if not _traced(x, xp, fp, left, right, period):
+        return np.interp(x, xp, fp, left, right, period)
+    if np.iscomplexobj(_plain(fp)):
+        raise NotImplementedError("wnp.interp with complex fp on traced values: interpolate "
+                                  "the real and imaginary parts separately")
+    if isinstance(period, Tracer):
+        raise NotImplementedError("wnp.interp with a traced period")
+
+    from .elementwise import where
+    from .indexing import concrete, recorded, take
+
+    def f64(a):
+        return astype(asarray(a), np.float64) if _traced(a) else np.asarray(a, np.float64)
+    x, xp, fp = f64(x), f64(xp), f64(fp)
+    if ndim_of(xp) != 1 or ndim_of(fp) != 1:
+        raise ValueError("Data points must be 1-D sequences")
+    if shape_of(xp)[0] != shape_of(fp)[0]:
+        raise ValueError("fp and xp are not of the same length.")
+    if shape_of(xp)[0] == 0:
+        raise ValueError("array of sample points is empty")
+    if period is not None:  # as NumPy: fold into one period, sort, wrap one point each way
+        if period == 0:
+            raise ValueError("period must be a non-zero value")
+        period = abs(period)
+        left = right = None
+        x, xp = x % period, xp % period
+        order = concrete(np.argsort, xp)
+        xp, fp = take(xp, order), take(fp, order)
+        xp = concatenate([xp[-1:] - period, xp, xp[0:1] + period])
+        fp = concatenate([fp[-1:], fp, fp[0:1]])
+    n = shape_of(xp)[0]
+    left = fp[0] if left is None else f64(left)
+    right = fp[n - 1] if right is None else f64(right)
+    if n == 1:
+        return where(x < xp[0], left, where(x > xp[0], right, fp[0]))  # NaN x: fp[0]
+    j = concrete(_interp_segment, x, xp)
+    x0, x1, f0, f1 = take(xp, j), take(xp, j + 1), take(fp, j), take(fp, j + 1)
+    slope = (f1 - f0) / (x1 - x0)
+    r = slope * (x - x0) + f0
+    fixes = concrete(_interp_fixes, x, x0, x1, f0, f1, r)
+    if fixes.any():  # NumPy's special cases, where they change the value
+        r2 = slope * (x - x1) + f1
+        r = where(fixes == 1, f0, where(fixes == 2, r2, r))
+    return where(recorded(np.isnan, x), x, where(x < xp[0], left, where(
+        x > xp[n - 1], right, where(x == xp[n - 1], fp[n - 1], r))))
+
+
+def _interp_segment(x, xp):
+    """The segment ``j`` with ``xp[j] <= x < xp[j + 1]`` (clamped to the first and last)."""
+    return np.clip(np.searchsorted(xp, x, side="right") - 1, 0, len(xp) - 2)
+
+
+def _interp_fixes(x, x0, x1, f0, f1, r):
+    """Where NumPy's C loop does not return ``r``: 1 for ``fp[j]`` (``x`` on the point,
+    or both formulas NaN on a flat segment), 2 for the formula from the right end."""
+    same = (r == f0) & (np.signbit(r) == np.signbit(f0)) | np.isnan(r) & np.isnan(f0)
+    fix = np.where((x == x0) & ~same, 1, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r2 = (f1 - f0) / (x1 - x0) * (x - x1) + f1
+    nan = np.isnan(r) & (x != x0)
+    return np.where(nan, np.where(np.isnan(r2) & (f0 == f1), 1, 2), fix)
 
 
 def rollaxis(a, axis, start=0):

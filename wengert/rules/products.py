@@ -17,7 +17,7 @@ from .indexing import gather
 from .shape import broadcast_to, reshape, sum_, transpose
 
 __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "kron", "cross",
-           "vecdot", "matvec", "vecmat", "convolve", "correlate"]
+           "vecdot", "matvec", "vecmat", "convolve", "correlate", "polyval"]
 
 
 def _plain(x):
@@ -473,6 +473,22 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     c = [broadcast_to(ci, s) if shape_of(ci) != s else ci for ci in c]
     r = stack(c, axis=-1)
     return moveaxis(r, -1, axisc) if ndim_of(r) > 1 else r
+
+
+def polyval(p, x):
+    """``np.polyval``: Horner's rule as NumPy runs it, differentiable in ``p`` and ``x``."""
+    if not isinstance(p, Tracer) and not isinstance(x, Tracer) and not (
+            isinstance(p, (list, tuple)) and any(isinstance(c, Tracer) for c in p)):
+        return np.polyval(p, x)
+    if isinstance(p, np.poly1d) or isinstance(x, np.poly1d):
+        raise NotImplementedError("wnp.polyval with a poly1d on traced values: pass its "
+                                  "coefficients (p.coeffs)")
+    from .joining import asarray
+    p = asarray(p) if isinstance(p, (list, tuple)) else p
+    y = np.zeros_like(_plain(x) if isinstance(x, Tracer) else np.asanyarray(x))
+    for i in range(shape_of(p)[0]):
+        y = y * x + p[i]
+    return y
 
 
 def convolve(a, v, mode="full"):

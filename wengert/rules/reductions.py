@@ -22,7 +22,7 @@ __all__ = ["sum", "prod", "mean", "var", "std", "max", "min", "amax", "amin", "p
            "average", "cumsum", "cumprod", "cumulative_sum", "cumulative_prod", "logsumexp",
            "nansum", "nanmean", "argmax", "argmin", "argsort", "nonzero", "any", "all",
            "count_nonzero", "argwhere", "flatnonzero", "searchsorted", "nanmax", "nanmin",
-           "nanprod", "nanvar", "nanstd", "nan_to_num", "quantile", "percentile", "median",
+           "nanprod", "nanvar", "nanstd", "nancumsum", "nancumprod", "nan_to_num", "quantile", "percentile", "median",
            "cov", "corrcoef", "trapezoid"]
 
 _builtin_sum = sum
@@ -561,6 +561,22 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
     if not isinstance(a, Tracer):
         return np.nanprod(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
     return prod(where(_isnan(a), 1.0, a), axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def nancumsum(a, axis=None, dtype=None, out=None):
+    """``np.nancumsum``: a NaN counts as 0 (and gets derivative 0), as NumPy does it."""
+    a = _arr(a)
+    if not isinstance(a, Tracer):
+        return np.nancumsum(a, axis=axis, dtype=dtype, out=out)
+    return cumsum(where(_isnan(a), 0.0, a), axis=axis, dtype=dtype, out=out)
+
+
+def nancumprod(a, axis=None, dtype=None, out=None):
+    """``np.nancumprod``: a NaN counts as 1 (and gets derivative 0)."""
+    a = _arr(a)
+    if not isinstance(a, Tracer):
+        return np.nancumprod(a, axis=axis, dtype=dtype, out=out)
+    return cumprod(where(_isnan(a), 1.0, a), axis=axis, dtype=dtype, out=out)
 
 
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
