@@ -688,6 +688,19 @@ def test_indexed_vector_kinds():
           wg.jacobian(wg.source.grad(rosenbrock_loop), mode="reverse")(x64), tol=1e-10)
 
 
+def multi_axis_slices(b):  # at module level: wengert.source reads its source
+    c = b[:2, ::2] * 3.0
+    return np.sum(c ** 2) + np.sum(b[1:, 0]) + np.sum(b[..., 1]) + b[(0, 1)] + b[0][2]
+
+
+def test_multi_axis_slices():
+    # b[:2, ::2] used to generate "b[(:2, ::2)]", a SyntaxError
+    x = np.arange(9.0).reshape(3, 3)
+    np.testing.assert_array_equal(wg.source.grad(multi_axis_slices)(x),
+                                  wg.grad(multi_axis_slices)(x))
+    assert "b[:2, ::2]" in wg.source.grad(multi_axis_slices).source
+
+
 def test_dict_argument():
     p = {"w": 0.5, "b": 0.2}
     x = np.linspace(-1, 1, 3)

@@ -726,7 +726,10 @@ class Normaliser:
             return
         if isinstance(e, ast.Subscript):
             base = self.operand(e.value, out, line)
-            idx = self.passive_text(e.slice)
+            self.collect_free(e.slice)
+            # as written between the brackets: a tuple of slices unparsed alone, "(:2, :2)",
+            # is not Python
+            idx = ast.unparse(ast.Subscript(ast.Name("_", ast.Load()), e.slice, ast.Load()))[2:-1]
             if self.is_active(e.slice):
                 self.error("an index computed from a differentiated value", e)
             out.append(Op(target, "sub", args=[base], index=idx, lineno=line))
