@@ -17,8 +17,8 @@ __all__ = ["concatenate", "astype", "copy", "ravel", "flatten", "swapaxes", "mov
            "tril", "triu", "trace", "atleast_1d", "atleast_2d", "atleast_3d", "array", "asarray",
            "asanyarray", "ascontiguousarray", "zeros_like", "ones_like", "full_like",
            "empty_like", "append", "broadcast_arrays",
-           "zeros", "ones", "full", "empty", "diff", "ediff1d", "gradient", "interp", "rollaxis", "meshgrid",
-           "linspace"]
+           "zeros", "ones", "full", "empty", "diff", "ediff1d", "gradient", "interp", "rollaxis",
+           "meshgrid", "linspace"]
 
 
 def _plain(x):
@@ -804,7 +804,8 @@ def _gradient_along(f, ax, h, edge_order):
             c = (2. * dx2 + dx1) / (dx2 * (dx1 + dx2))
         last = a * at(-3, -2) + b * at(-2, -1) + c * at(-1)
     out = concatenate([first, inner, last], axis=ax)
-    return out if _dtype(out) == _dtype(f) else astype(out, _dtype(f))  # NumPy writes into f's dtype
+    # NumPy writes into an array of f's dtype
+    return out if _dtype(out) == _dtype(f) else astype(out, _dtype(f))
 
 
 def interp(x, xp, fp, left=None, right=None, period=None):

@@ -22,8 +22,8 @@ __all__ = ["sum", "prod", "mean", "var", "std", "max", "min", "amax", "amin", "p
            "average", "cumsum", "cumprod", "cumulative_sum", "cumulative_prod", "logsumexp",
            "nansum", "nanmean", "argmax", "argmin", "argsort", "nonzero", "any", "all",
            "count_nonzero", "argwhere", "flatnonzero", "searchsorted", "nanmax", "nanmin",
-           "nanprod", "nanvar", "nanstd", "nancumsum", "nancumprod", "nan_to_num", "quantile", "percentile", "median",
-           "cov", "corrcoef", "trapezoid"]
+           "nanprod", "nanvar", "nanstd", "nancumsum", "nancumprod", "nan_to_num", "quantile",
+           "percentile", "median", "cov", "corrcoef", "trapezoid"]
 
 _builtin_sum = sum
 
