@@ -74,10 +74,7 @@ log10 = elementwise(np.log10, lambda ans, x: (1.0 / (x * _LN10),), domain=(0.1, 
 def _logaddexp_partials(ans, x, y, needs=(True, True)):
     # the logistic function of x - y, which does not need ans: a derivative program
     # (hvp, say) then drops the log-sum itself, and x = +inf gives 1, not nan
-    expit = _SPECIAL.get("expit")
-    if expit is None:  # rules.special imports this module: bound on first use
-        from .special import expit
-        _SPECIAL["expit"] = expit
+    expit = _special("expit")
     return (expit(_minus(x, y)) if needs[0] else None), (expit(_minus(y, x)) if needs[1] else None)
 
 
@@ -95,6 +92,15 @@ def _minus(a, b):
 
 
 _SPECIAL = {}
+
+
+def _special(name):
+    """A ``rules.special`` primitive, bound on first use: that module imports this one."""
+    fn = _SPECIAL.get(name)
+    if fn is None:
+        from . import special
+        fn = _SPECIAL[name] = getattr(special, name)
+    return fn
 
 
 logaddexp = elementwise(np.logaddexp, _logaddexp_partials, needs=True)
@@ -156,15 +162,8 @@ def _fmod_partials(ans, x, y, needs=(True, True)):
 
 
 fmod = elementwise(np.fmod, _fmod_partials, needs=True)
-def _i0_partials(ans, x):
-    i1 = _SPECIAL.get("i1")
-    if i1 is None:  # rules.special imports this module: bound on first use
-        from .special import i1
-        _SPECIAL["i1"] = i1
-    return (i1(x),)
+i0 = elementwise(np.i0, lambda ans, x: (_special("i1")(x),), name="i0")  # NumPy's values
 
-
-i0 = elementwise(np.i0, _i0_partials, name="i0")  # NumPy's own values; i0' = i1
 sinc = elementwise(np.sinc, lambda ans, x: (where(x == 0, 0.0, (cos(math.pi * x) - ans)
                                                    / where(x == 0, 1.0, x)),),
                    domain=(0.1, 2.0))

@@ -589,17 +589,13 @@ def pad(array, pad_width, mode="constant", **kwargs):
         out = scatter_basic(array, new_shape, idx)
         if not (np.ndim(cv) == 0 and not isinstance(cv, Tracer) and cv == 0):
             # as NumPy: axis by axis, each side's value over the whole face, later axes last
-            cv = asarray(cv) if _traced(cv) else np.asarray(cv)
-            cv = broadcast_to(cv, (nd, 2)) if isinstance(cv, Tracer) else np.broadcast_to(cv,
-                                                                                         (nd, 2))
+            cv = broadcast_to(asarray(cv), (nd, 2))  # plain or traced alike
             from .elementwise import where
             for ax, (lo, hi) in enumerate(pw):
                 pos = np.arange(new_shape[ax]).reshape((-1,) + (1,) * (nd - ax - 1))
                 for side, mask in ((0, pos < lo), (1, pos >= new_shape[ax] - hi)):
                     if mask.any():
-                        v = cv[ax, side]
-                        out = where(mask, astype(v, _dtype(array), copy=False)
-                                    if isinstance(v, Tracer) else v.astype(_dtype(array)), out)
+                        out = where(mask, astype(cv[ax, side], _dtype(array), copy=False), out)
         return out
     if mode in ("edge", "reflect", "symmetric", "wrap"):
         pos = np.arange(array.size, dtype=np.intp).reshape(s)
@@ -855,7 +851,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     x0, x1, f0, f1 = take(xp, j), take(xp, j + 1), take(fp, j), take(fp, j + 1)
     slope = (f1 - f0) / (x1 - x0)
     r = slope * (x - x0) + f0
-    fixes = concrete(_interp_fixes, x, x0, x1, f0, f1, r)
+    fixes = concrete(_interp_fixes, x, x0, x1, f1, slope, f0, r)
     if fixes.any():  # NumPy's special cases, where they change the value
         r2 = slope * (x - x1) + f1
         r = where(fixes == 1, f0, where(fixes == 2, r2, r))
@@ -868,13 +864,14 @@ def _interp_segment(x, xp):
     return np.clip(np.searchsorted(xp, x, side="right") - 1, 0, len(xp) - 2)
 
 
-def _interp_fixes(x, x0, x1, f0, f1, r):
-    """Where NumPy's C loop does not return ``r``: 1 for ``fp[j]`` (``x`` on the point,
-    or both formulas NaN on a flat segment), 2 for the formula from the right end."""
+def _interp_fixes(x, x0, x1, f1, slope, f0, r):
+    """Where NumPy's C loop does not return ``r = slope (x - x0) + f0``: 1 for ``f0``
+    (``x`` on the point, or both formulas NaN on a flat segment), 2 for the formula from
+    the right end, ``slope (x - x1) + f1``."""
     same = (r == f0) & (np.signbit(r) == np.signbit(f0)) | np.isnan(r) & np.isnan(f0)
     fix = np.where((x == x0) & ~same, 1, 0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r2 = (f1 - f0) / (x1 - x0) * (x - x1) + f1
+    with np.errstate(invalid="ignore"):
+        r2 = slope * (x - x1) + f1
     nan = np.isnan(r) & (x != x0)
     return np.where(nan, np.where(np.isnan(r2) & (f0 == f1), 1, 2), fix)
 

@@ -485,7 +485,7 @@ def polyval(p, x):
                                   "coefficients (p.coeffs)")
     from .joining import asarray
     p = asarray(p) if isinstance(p, (list, tuple)) else p
-    y = np.zeros_like(_plain(x) if isinstance(x, Tracer) else np.asanyarray(x))
+    y = np.zeros_like(_plain(x))
     for i in range(shape_of(p)[0]):
         y = y * x + p[i]
     return y
