@@ -195,6 +195,14 @@ TABLE = [
     ("nanvar", lambda x: wnp.nanvar(wnp.where(NANMASK, np.nan, x), axis=0), (R(3, 4),), 2),
     ("nanmean", lambda x: wnp.nanmean(wnp.where(NANMASK, np.nan, x), axis=1), (R(3, 4),), 2),
     ("nan_to_num", lambda x: wnp.nan_to_num(wnp.log(x)), (R(4),), 2),
+    ("nanquantile", lambda x: wnp.nanquantile(wnp.where(NANMASK, np.nan, x), [0.2, 0.7],
+                                              axis=1), (R(3, 4),), 2),
+    ("nanpercentile_keep", lambda x: wnp.nanpercentile(wnp.where(NANMASK, np.nan, x), 40.0,
+                                                       axis=0, keepdims=True), (R(3, 4),), 2),
+    ("nanquantile_in_q", lambda x, q: wnp.nanquantile(wnp.where(NANMASK, np.nan, x), q[0],
+                                                      axis=(0, 1)), (R(3, 4), np.array([0.55])), 2),
+    ("nanmedian", lambda x: wnp.nanmedian(wnp.where(NANMASK, np.nan, x), axis=1), (R(3, 4),), 2),
+    ("nanmedian_all", lambda x: wnp.nanmedian(wnp.where(NANMASK, np.nan, x)), (R(3, 4),), 2),
     ("diff", lambda x: wnp.diff(x ** 2, n=2, axis=0, prepend=1.0), (R(4, 3),), 2),
     ("ediff1d", lambda x: wnp.ediff1d(x ** 2, to_begin=[1.0]), (R(4),), 2),
     ("gradient", lambda x: wnp.gradient(x ** 2, 0.5, axis=0), (R(4, 3),), 2),
@@ -984,6 +992,61 @@ def test_quantile_percentile_median_are_numpys_to_the_bit():
         wg.grad(lambda x: wnp.quantile(x, 1.5))(a)
     with pytest.raises(ValueError, match=r"range \[0, 100\]"):
         wg.grad(lambda x: wnp.percentile(x, -3))(a)
+
+
+def test_nanquantile_nanmedian_are_numpys_to_the_bit():
+    # each slice's own count of non-NaN values is its n; a float32 q keeps float32 (so does
+    # quantile's, which gave float64 before); NaNs get derivative 0
+    r = np.random.default_rng(4)
+    for dt in (np.float64, np.float32):
+        for shape, axis in [((9,), None), ((4, 5), 1), ((4, 5), -1), ((3, 4, 5), (0, 2)),
+                            ((5, 4), 0)]:
+            a = (r.standard_normal(shape) * 10).astype(dt)
+            a[r.random(shape) < 0.35] = np.nan
+            t = wg.Tape().var(a)
+            qs = [0.3, 0.75, 1, 0, [0.1, 0.5, 0.99], np.float32(0.7),
+                  np.array([0.3, 0.6], np.float32)]
+            if not isinstance(axis, tuple):  # NumPy misplaces the axes of a 2-D q there
+                qs.append(np.array([[0.2], [0.7]]))
+            for kd in (False, True):
+                pairs = [(np.nanmedian(t, axis=axis, keepdims=kd),
+                          np.nanmedian(a, axis=axis, keepdims=kd))]
+                for q in qs:
+                    pairs += [(wnp.nanquantile(t, q, axis=axis, keepdims=kd),
+                               np.nanquantile(a, q, axis=axis, keepdims=kd)),
+                              (np.nanpercentile(t, np.multiply(q, 100), axis=axis, keepdims=kd),
+                               np.nanpercentile(a, np.multiply(q, 100), axis=axis,
+                                                keepdims=kd)),
+                              (wnp.quantile(t, q, axis=axis, keepdims=kd),
+                               np.quantile(a, q, axis=axis, keepdims=kd))]
+                for got, want in pairs:
+                    assert got.value.dtype == np.result_type(want)
+                    assert got.shape == np.shape(want)
+                    np.testing.assert_array_equal(got.value, want)
+    # NumPy's slice-by-slice route (600 or more values): an odd count gives the middle value
+    a = np.full((2, 601), np.nan)
+    a[:, :301] = r.standard_normal((2, 301))
+    np.testing.assert_array_equal(wnp.nanmedian(wg.Tape().var(a), axis=1).value,
+                                  np.nanmedian(a, axis=1))
+    # an all-NaN slice: NaN with NumPy's warning, and no derivative anywhere in it
+    a = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan]])
+    for fn, row in [(lambda x: wnp.nanmedian(x, axis=1), [0.5, 0.0, 0.5]),
+                    (lambda x: wnp.nanquantile(x, 0.3, axis=1), [0.7, 0.0, 0.3])]:
+        with pytest.warns(RuntimeWarning, match="All-NaN slice"):
+            v = fn(wg.Tape().var(a)).value
+        assert np.isnan(v[1]) and not np.isnan(v[0])
+        with pytest.warns(RuntimeWarning, match="All-NaN slice"):
+            g = wg.grad(lambda x: wnp.nansum(fn(x)))(a)
+        np.testing.assert_allclose(g, [row, [0.0, 0.0, 0.0]], rtol=0, atol=1e-15)
+    # closed forms: the median of the non-NaN values; in q, the slope times count - 1
+    a = np.array([3.0, np.nan, 1.0, 4.0, np.nan, 1.5, 9.0, 2.6])
+    np.testing.assert_array_equal(wg.grad(wnp.nanmedian)(a), [0.5, 0, 0, 0, 0, 0, 0, 0.5])
+    assert wg.grad(lambda q: wnp.nanquantile(a, q))(0.3) == (2.6 - 1.5) * 5
+    # under compile the counts are guarded: another NaN pattern re-traces
+    g = wg.compile(wg.grad(wnp.nanmedian))
+    np.testing.assert_array_equal(g(a), [0.5, 0, 0, 0, 0, 0, 0, 0.5])
+    b = np.array([3.0, 0.5, 1.0, 4.0, np.nan, 1.5, 9.0, 2.6])
+    np.testing.assert_array_equal(g(b), [0, 0, 0, 0, 0, 0, 0, 1.0])
 
 
 def test_interp_is_numpys_to_the_bit_and_slopes_from_the_right():

@@ -23,7 +23,8 @@ __all__ = ["sum", "prod", "mean", "var", "std", "max", "min", "amax", "amin", "p
            "nansum", "nanmean", "argmax", "argmin", "argsort", "nonzero", "any", "all",
            "count_nonzero", "argwhere", "flatnonzero", "searchsorted", "nanmax", "nanmin",
            "nanprod", "nanvar", "nanstd", "nancumsum", "nancumprod", "nan_to_num", "quantile",
-           "percentile", "median", "cov", "corrcoef", "trapezoid"]
+           "percentile", "median", "nanquantile", "nanpercentile", "nanmedian", "cov",
+           "corrcoef", "trapezoid"]
 
 _builtin_sum = sum
 
@@ -661,8 +662,11 @@ def _lerp(a, b, t):
     return where(t >= 0.5, b - d * (1 - t), a + d * t)
 
 
-def _quantile(a, q, weak, axis, keepdims, scale=1):
-    from .indexing import sort, take
+def _quantile(a, q, weak, axis, keepdims, scale=1, skip_nan=False):
+    """NumPy's linear quantile along ``axis``; with ``skip_nan``, each slice's own count of
+    non-NaN values plays the part of ``n`` (np.nanquantile removes the NaNs slice by slice;
+    the sort puts them last, so the order statistics are the same)."""
+    from .indexing import sort, take, take_along_axis
     from .joining import moveaxis
     qv = np.asanyarray(concrete(np.asarray, q) if isinstance(q, Tracer) else q)
     if not (np.all(qv >= 0) and np.all(qv <= 1)):
@@ -670,25 +674,52 @@ def _quantile(a, q, weak, axis, keepdims, scale=1):
                          else "Quantiles must be in the range [0, 1]")
     s, kept = _reduced_last(a, axis)
     s = moveaxis(sort(s, axis=-1), -1, 0)  # NumPy samples along the first axis
-    n = shape_of(s)[0]
+    n, rest = shape_of(s)[0], shape_of(s)[1:]
+    qcol = qv.shape + (1,) * len(rest)  # q's axes first, then the slices'
+    if skip_nan:
+        # per slice: n becomes the count, an array multiplied in q's dtype as NumPy's
+        # Python int is (weak), and every index is one per slice
+        count = concrete(lambda v: np.sum(~np.isnan(v), axis=0), s, name="count_not_nan")
+        n = count.astype(qv.dtype if qv.dtype.kind == "f" else np.intp)
+        virtual = np.reshape(qv, qcol) * (n - 1)
+    else:
+        virtual = (n - 1) * qv
     # NumPy's indices and weight, in its own operations: floor((n - 1) q), clamped at the top
-    virtual = (n - 1) * qv
     prev = np.floor(virtual)
     top = virtual >= n - 1
     nxt = np.where(top, -1, prev + 1).astype(np.intp)
     prev = np.where(top, -1, prev).astype(np.intp)
-    gamma = ((n - 1) * q if isinstance(q, Tracer) else virtual) - prev
-    lo = take(s, prev.ravel(), axis=0)
-    hi = take(s, nxt.ravel(), axis=0)
-    rest = shape_of(s)[1:]
-    lo, hi = reshape(lo, qv.shape + rest), reshape(hi, qv.shape + rest)
-    if weak:
-        t = gamma if isinstance(gamma, Tracer) else float(gamma)
+    # the weight in the virtual index's dtype, as NumPy's _get_gamma gives it (float32 for a
+    # float32 q); virtual - prev is exact, so subtracting in that dtype loses nothing
+    mark = prev.astype(virtual.dtype) if virtual.dtype.kind == "f" else prev
+    if isinstance(q, Tracer):
+        gamma = (reshape(q, qcol) * (n - 1) if skip_nan else (n - 1) * q) - mark
     else:
-        tshape = qv.shape + (1,) * len(rest)
-        t = reshape(gamma, tshape) if isinstance(gamma, Tracer) else np.reshape(gamma, tshape)
-    r = _lerp(lo, hi, t)
-    r = where(_isnan(getitem_basic(s, (-1,))), np.nan, r)  # a NaN in the slice gives NaN
+        gamma = virtual - mark
+    if skip_nan:
+        # -1 is the slice's last non-NaN value; an all-NaN slice gives NaN below
+        last = np.maximum(count - 1, 0).astype(np.intp)
+        lo = take_along_axis(s, np.where(prev < 0, last, prev).reshape((-1,) + rest), axis=0)
+        hi = take_along_axis(s, np.where(nxt < 0, last, nxt).reshape((-1,) + rest), axis=0)
+    else:
+        lo, hi = take(s, prev.ravel(), axis=0), take(s, nxt.ravel(), axis=0)
+    lo, hi = reshape(lo, qv.shape + rest), reshape(hi, qv.shape + rest)
+    if weak and np.ndim(gamma) == 0:
+        r = _lerp(lo, hi, float(gamma))
+    elif weak:
+        # NumPy's float(gamma), slice by slice: t and 1 - t in double, then in a's dtype
+        dt = _dtype(lo)
+        d = hi - lo
+        r = where(gamma >= 0.5, hi - d * (1 - gamma).astype(dt), lo + d * gamma.astype(dt))
+    else:
+        r = _lerp(lo, hi, gamma if skip_nan else reshape(gamma, qcol))
+    if skip_nan:
+        if np.any(count == 0):
+            import warnings
+            warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=4)
+            r = where(count == 0, np.nan, r)
+    else:
+        r = where(_isnan(getitem_basic(s, (-1,))), np.nan, r)  # a NaN in the slice gives NaN
     return reshape(r, qv.shape + kept) if keepdims else r
 
 
@@ -707,6 +738,70 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     mid = slice(n // 2, n // 2 + 1) if n % 2 else slice(n // 2 - 1, n // 2 + 1)
     r = mean(getitem_basic(s, (Ellipsis, mid)), axis=-1)
     r = where(_isnan(getitem_basic(s, (Ellipsis, -1))), np.nan, r)
+    return reshape(r, kept) if keepdims else r
+
+
+def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                keepdims=False, *, weights=None, interpolation=None):
+    """``np.nanquantile``: ``quantile`` of each slice's non-NaN values (NaNs get derivative
+    0; an all-NaN slice gives NaN, with NumPy's warning)."""
+    a = _arr(a)
+    if not isinstance(a, Tracer) and not isinstance(q, Tracer):
+        kw = {} if weights is None else {"weights": weights}
+        return np.nanquantile(a, q, axis=axis, out=out, overwrite_input=overwrite_input,
+                              method=method, keepdims=keepdims, **kw)
+    _quantile_options("nanquantile", method, weights, interpolation, out)
+    if math.prod(shape_of(a)) == 0:
+        return nanmean(a, axis=axis, keepdims=keepdims)
+    return _quantile(a, q, type(q) in (int, float), axis, keepdims, skip_nan=True)
+
+
+def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                  keepdims=False, *, weights=None, interpolation=None):
+    a = _arr(a)
+    if not isinstance(a, Tracer) and not isinstance(q, Tracer):
+        kw = {} if weights is None else {"weights": weights}
+        return np.nanpercentile(a, q, axis=axis, out=out, overwrite_input=overwrite_input,
+                                method=method, keepdims=keepdims, **kw)
+    _quantile_options("nanpercentile", method, weights, interpolation, out)
+    if math.prod(shape_of(a)) == 0:
+        return nanmean(a, axis=axis, keepdims=keepdims)
+    weak = type(q) in (int, float)
+    q = q / 100 if isinstance(q, Tracer) else np.true_divide(q, 100)
+    return _quantile(a, q, weak, axis, keepdims, scale=100, skip_nan=True)
+
+
+def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """``np.nanmedian``: the median of each slice's non-NaN values, NumPy's to the bit.
+
+    NumPy takes two routes: one slice at a time (``axis=None``, 1-D input, or slices of
+    600 or more), where an odd count gives the middle value itself, and a masked sort
+    otherwise, where it gives (m + m) / 2. They differ only when m + m overflows."""
+    a = _arr(a)
+    if not isinstance(a, Tracer):
+        return np.nanmedian(a, axis=axis, out=out, overwrite_input=overwrite_input,
+                            keepdims=keepdims)
+    _no_out(out, "nanmedian")
+    if math.prod(shape_of(a)) == 0:
+        return nanmean(a, axis=axis, keepdims=keepdims)
+    from .indexing import sort, take_along_axis
+    s, kept = _reduced_last(a, axis)
+    s = sort(s, axis=-1)  # NaNs last
+    n = shape_of(s)[-1]
+    count = concrete(lambda v: np.sum(~np.isnan(v), axis=-1, keepdims=True), s,
+                     name="count_not_nan")
+    h = count // 2
+    odd = count % 2 == 1
+    lo = take_along_axis(s, np.maximum(np.where(odd, h, h - 1), 0), axis=-1)  # 0: all NaN
+    hi = take_along_axis(s, h, axis=-1)
+    r = (lo + hi) / 2
+    if axis is None or ndim_of(a) == 1 or n >= 600:
+        r = where(odd, hi, r)
+    if np.any(count == 0):
+        import warnings
+        warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=2)
+        r = where(count == 0, np.nan, r)
+    r = reshape(r, shape_of(r)[:-1])
     return reshape(r, kept) if keepdims else r
 
 
