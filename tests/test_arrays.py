@@ -503,6 +503,20 @@ def test_numpy_without_rule_names_it():
         wnp.vander(x)
 
 
+def test_traced_index_into_a_plain_array_is_a_clear_error():
+    # the rule hands a plain array back to NumPy, which used to dispatch the same call to the
+    # rule again (a RecursionError); now the error names the function and says why
+    v = np.array([1.7, -2.2, 3.9])
+    for f, name in [(lambda i: np.tile(v, i), "numpy.tile"),
+                    (lambda i: np.delete(v, i), "numpy.delete"),
+                    (lambda i: np.insert(v, i, 1.0), "numpy.insert"),
+                    (lambda i: np.compress(i, v), "numpy.compress"),
+                    (lambda i: np.split(v, i), "numpy.split"),
+                    (lambda i: np.take_along_axis(v, i, 0), "numpy.take_along_axis")]:
+        with pytest.raises(TypeError, match=rf"^{name}: a traced value .* does not differentiate"):
+            wg.grad(lambda i: np.sum(f(i)[0]))(1.0)
+
+
 def test_passthrough_errors_name_the_function_as_users_call_it():
     from wengert.scipy import linalg as wsl, special as wsp
     for f, name in [(lambda x: wnp.unwrap(x), "numpy.unwrap"),

@@ -164,6 +164,19 @@ def _home(ufunc):
     return "numpy", "wnp"
 
 
+_RUNNING = []  # (numpy function, args, kwargs) of the rules now running, innermost last
+
+
+def _traced_ids(args, kwargs):
+    ids = set()
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, Tracer):
+            ids.add(id(a))
+        elif isinstance(a, (list, tuple)):
+            ids.update(id(b) for b in a if isinstance(b, Tracer))
+    return ids
+
+
 def array_function(func, args, kwargs):
     fn = HANDLED.get(func)
     if fn is None:
@@ -172,7 +185,22 @@ def array_function(func, args, kwargs):
             f"{mod}.{func.__name__} has no wengert rule for traced values. Declare one with "
             "@wg.primitive and @f.rrule / @f.frule (see docs/rules.md), or call a wnp "
             "function that has one.")
-    return fn(*args, **kwargs)
+    # A rule whose differentiated arguments are all plain hands the call back to NumPy; if a
+    # traced value sits in another argument (an index, a count, a shape), NumPy dispatches
+    # the same call to the rule again. Say so, instead of recursing until Python gives up.
+    for f, a, k in _RUNNING:
+        if f is func and _traced_ids(a, k) == _traced_ids(args, kwargs):
+            mod = (func.__module__ or "numpy").replace("numpy.linalg._linalg", "numpy.linalg")
+            raise TypeError(
+                f"{mod}.{func.__name__}: a traced value was passed as an argument wengert does "
+                "not differentiate (an index, a count, a shape or positions). Indices are not "
+                "differentiable: pass a plain value (x.value if it really does not depend on "
+                "the derivative).")
+    _RUNNING.append((func, args, kwargs))
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _RUNNING.pop()
 
 
 # -- SciPy's Python functions ---------------------------------------------------------------
