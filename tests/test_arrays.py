@@ -195,6 +195,16 @@ TABLE = [
     ("nanvar", lambda x: wnp.nanvar(wnp.where(NANMASK, np.nan, x), axis=0), (R(3, 4),), 2),
     ("nanmean", lambda x: wnp.nanmean(wnp.where(NANMASK, np.nan, x), axis=1), (R(3, 4),), 2),
     ("nan_to_num", lambda x: wnp.nan_to_num(wnp.log(x)), (R(4),), 2),
+    ("insert", lambda a, v: wnp.insert(a, [0, 2], v, axis=1), (R(3, 4), R(3, 1)), 2),
+    ("insert_flat", lambda a, v: wnp.insert(a ** 2, 3, v), (R(2, 3), R(2)), 2),
+    ("delete", lambda a: wnp.delete(a ** 2, [0, 2], axis=1), (R(3, 4),), 2),
+    ("resize", lambda a: wnp.resize(a ** 2, (3, 5)), (R(2, 3),), 2),
+    ("unwrap", lambda p: wnp.unwrap(wnp.cumsum(p * 4.0)), (R(6),), 2),
+    ("vander", lambda x: wnp.vander(x, 4), (R(3),), 2),
+    ("polyfit", lambda x, y: wnp.polyfit(x, y, 2), (np.linspace(-1, 1, 6) + R(6) * 0.1, R(6)),
+     2),
+    ("polyfit_weighted_cov", lambda y, w: wnp.polyfit(np.arange(6.0), y, 1, w=w, cov=True)[1],
+     (R(6, 2), P(6)), 2),
     ("nanquantile", lambda x: wnp.nanquantile(wnp.where(NANMASK, np.nan, x), [0.2, 0.7],
                                               axis=1), (R(3, 4),), 2),
     ("nanpercentile_keep", lambda x: wnp.nanpercentile(wnp.where(NANMASK, np.nan, x), 40.0,
@@ -497,10 +507,10 @@ def test_numpy_functions_dispatch():
 def test_numpy_without_rule_names_it():
     t = wg.Tape()
     x = t.var(np.ones(3))
-    with pytest.raises(NotImplementedError, match="numpy.unwrap"):
-        np.unwrap(x)
-    with pytest.raises(NotImplementedError, match="numpy.vander has no wengert rule"):
-        wnp.vander(x)
+    with pytest.raises(NotImplementedError, match="numpy.roots"):
+        np.roots(x)
+    with pytest.raises(NotImplementedError, match="numpy.trim_zeros has no wengert rule"):
+        wnp.trim_zeros(x)
 
 
 def test_traced_index_into_a_plain_array_is_a_clear_error():
@@ -519,7 +529,7 @@ def test_traced_index_into_a_plain_array_is_a_clear_error():
 
 def test_passthrough_errors_name_the_function_as_users_call_it():
     from wengert.scipy import linalg as wsl, special as wsp
-    for f, name in [(lambda x: wnp.unwrap(x), "numpy.unwrap"),
+    for f, name in [(lambda x: wnp.roots(x), "numpy.roots"),
                     (lambda x: wsp.hyp2f1(1.0, 2.0, 3.0, x), "scipy.special.hyp2f1"),
                     (lambda x: wsl.logm(wnp.diag(x)), "scipy.linalg.logm")]:
         with pytest.raises(NotImplementedError, match=rf"^{name} has no wengert rule"):
@@ -1061,6 +1071,48 @@ def test_nanquantile_nanmedian_are_numpys_to_the_bit():
     np.testing.assert_array_equal(g(a), [0.5, 0, 0, 0, 0, 0, 0, 0.5])
     b = np.array([3.0, 0.5, 1.0, 4.0, np.nan, 1.5, 9.0, 2.6])
     np.testing.assert_array_equal(g(b), [0, 0, 0, 0, 0, 0, 0, 1.0])
+
+
+def test_insert_delete_resize_unwrap_vander_polyfit_are_numpys_to_the_bit():
+    r = np.random.default_rng(6)
+    val = np.asarray  # a plain result (vander(x, 1): ones) stays plain, as wengert's constants
+
+    def same(got, want):
+        got = got.value if isinstance(got, wg.Var) else val(got)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    for dt in (np.float64, np.float32):
+        a = r.standard_normal((3, 4)).astype(dt)
+        t = wg.Tape().var(a)
+        for f in [lambda x: np.insert(x, 1, 5.0), lambda x: np.insert(x, 2, [1, 2, 3], axis=1),
+                  lambda x: np.insert(x, [0, 2], [[9.0], [8.0], [7.0]], axis=1),
+                  lambda x: np.insert(x, slice(0, 2), 3.5, axis=0),
+                  lambda x: np.delete(x, 1, axis=0), lambda x: np.delete(x, 5),
+                  lambda x: np.delete(x, [True, False, True, False], axis=1),
+                  lambda x: np.resize(x, (5, 3)), lambda x: np.resize(x, 20),
+                  lambda x: np.unwrap(np.cumsum(x * 3, axis=1)),
+                  lambda x: np.unwrap(x * 10, axis=0, discont=4.0, period=5.0)]:
+            same(f(t), f(a))
+        x = np.sort(r.uniform(-1, 2, 7)).astype(dt)
+        for n, inc in [(None, False), (3, True), (1, False), (0, True)]:
+            same(np.vander(wg.Tape().var(x), n, inc), np.vander(x, n, inc))
+        y, w = r.standard_normal((7, 2)), r.uniform(0.5, 1.5, 7)
+        for deg in (1, 3):
+            same(np.polyfit(wg.Tape().var(x), y, deg, w=w), np.polyfit(x, y, deg, w=w))
+            same(np.polyfit(x, wg.Tape().var(y[:, 0]), deg), np.polyfit(x, y[:, 0], deg))
+    # traced values go in with arr's dtype, as NumPy casts them
+    v = np.array([1.7, -2.2, 3.9])
+    same(np.insert(np.arange(6).reshape(2, 3), 1, wg.Tape().var(v), axis=0),
+         np.insert(np.arange(6).reshape(2, 3), 1, v, axis=0))
+    # closed forms: the slope of a least-squares line in y, and unwrap's identity derivative
+    x, y = np.array([0.0, 1.0, 3.0, 4.5]), np.array([1.0, -2.0, 0.5, 2.0])
+    xc = x - x.mean()
+    np.testing.assert_allclose(wg.jacobian(lambda y: np.polyfit(x, y, 1))(y)[0], xc / (xc @ xc),
+                               rtol=1e-12)
+    p = np.array([0.0, 3.0, 6.5, 1.0])
+    np.testing.assert_array_equal(wg.jacobian(np.unwrap)(p), np.eye(4))
+    with pytest.raises(TypeError, match="positions"):
+        wg.grad(lambda i: np.sum(np.delete(v, i)))(1.0)
 
 
 def test_interp_is_numpys_to_the_bit_and_slopes_from_the_right():

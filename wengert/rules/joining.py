@@ -18,7 +18,7 @@ __all__ = ["concatenate", "astype", "copy", "ravel", "flatten", "swapaxes", "mov
            "asanyarray", "ascontiguousarray", "zeros_like", "ones_like", "full_like",
            "empty_like", "append", "broadcast_arrays",
            "zeros", "ones", "full", "empty", "diff", "ediff1d", "gradient", "interp", "rollaxis",
-           "meshgrid", "linspace"]
+           "meshgrid", "linspace", "insert", "delete", "resize", "unwrap"]
 
 
 def _plain(x):
@@ -437,6 +437,88 @@ def append(arr, values, axis=None):
     if axis is None:
         return concatenate([ravel(arr), ravel(values)], axis=0)
     return concatenate([arr, values], axis=axis)
+
+
+def _positions(a):
+    return np.arange(int(np.prod(shape_of(a))), dtype=np.intp).reshape(shape_of(a))
+
+
+def _static_index(obj, name):
+    if _traced(obj):
+        raise TypeError(f"wnp.{name}: the positions (obj) cannot be traced; indices are not "
+                        "differentiable. Pass plain integers, slices or masks.")
+    return obj
+
+
+def insert(arr, obj, values, axis=None):
+    """``np.insert``: NumPy's own insert run on positions, then one gather from ``arr``
+    and ``values`` (cast to ``arr``'s dtype, as NumPy casts them); both are differentiated."""
+    if not _traced(arr, values):
+        return np.insert(arr, obj, values, axis=axis)
+    obj = _static_index(obj, "insert")
+    arr = asarray(arr)
+    values = astype(asarray(values), _dtype(arr))
+    n = int(np.prod(shape_of(arr)))
+    into = n + _positions(values)  # values' positions after arr's in the joined vector
+    where = np.insert(_positions(arr), obj, into, axis=axis)
+    return gather(concatenate([ravel(arr), ravel(values)]), where)
+
+
+def delete(arr, obj, axis=None):
+    """``np.delete``: a gather of the entries NumPy keeps."""
+    if not isinstance(arr, Tracer):
+        return np.delete(arr, obj, axis=axis)
+    return gather(arr, np.delete(_positions(arr), _static_index(obj, "delete"), axis=axis))
+
+
+def resize(a, new_shape):
+    """``np.resize``: the entries repeated in order to fill ``new_shape`` (repeats add up
+    their cotangents)."""
+    if not isinstance(a, Tracer):
+        return np.resize(a, new_shape)
+    if np.prod(shape_of(a)) == 0:
+        return np.resize(_plain(a), new_shape)  # NumPy's zeros, whatever the input
+    return gather(a, np.resize(_positions(a), new_shape))
+
+
+def _unwrap_correction(p, discont, axis, period):
+    """NumPy's ``unwrap`` up to the cumulative correction added to ``p[1:]``."""
+    dd = np.diff(p, axis=axis)
+    if discont is None:
+        discont = period / 2
+    dtype = np.result_type(dd, period)
+    if np.issubdtype(dtype, np.integer):
+        interval_high, rem = divmod(period, 2)
+        boundary_ambiguous = rem == 0
+    else:
+        interval_high = period / 2
+        boundary_ambiguous = True
+    interval_low = -interval_high
+    ddmod = np.mod(dd - interval_low, period) + interval_low
+    if boundary_ambiguous:
+        np.copyto(ddmod, interval_high, where=(ddmod == interval_low) & (dd > 0))
+    ph_correct = ddmod - dd
+    np.copyto(ph_correct, 0, where=abs(dd) < discont)
+    return ph_correct.cumsum(axis)
+
+
+def unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
+    """``np.unwrap``: ``p`` plus piecewise-constant multiples of ``period``, so the
+    derivative is the identity; the jumps are found again on each call (and in a compiled
+    graph)."""
+    if not _traced(p, discont, period):
+        return np.unwrap(p, discont, axis, period=period)
+    if _traced(discont, period):
+        raise TypeError("wnp.unwrap: discont and period cannot be traced (the result is "
+                        "piecewise constant in them)")
+    from .indexing import recorded
+    p = asarray(p)
+    ax = _axis(axis, ndim_of(p))
+    correction = recorded(_unwrap_correction, p, discont, ax, period, name="unwrap_correction")
+    first = (slice(None),) * ax + (slice(None, 1),)
+    rest = (slice(None),) * ax + (slice(1, None),)
+    head = astype(getitem_basic(p, first), np.result_type(_dtype(p), period))  # NumPy's
+    return concatenate([head, getitem_basic(p, rest) + correction], axis=ax)
 
 
 def broadcast_arrays(*args, subok=False):

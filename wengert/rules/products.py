@@ -17,7 +17,7 @@ from .indexing import gather
 from .shape import broadcast_to, reshape, sum_, transpose
 
 __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "kron", "cross",
-           "vecdot", "matvec", "vecmat", "convolve", "correlate", "polyval"]
+           "vecdot", "matvec", "vecmat", "convolve", "correlate", "polyval", "vander", "polyfit"]
 
 
 def _plain(x):
@@ -489,6 +489,100 @@ def polyval(p, x):
     for i in range(shape_of(p)[0]):
         y = y * x + p[i]
     return y
+
+
+def vander(x, N=None, increasing=False):
+    """``np.vander``: the powers by repeated multiplication, as NumPy's
+    ``multiply.accumulate`` forms them (not ``x ** k``), so the values are NumPy's."""
+    if not isinstance(x, Tracer):
+        return np.vander(x, N, increasing)
+    from .joining import astype, concatenate, flip
+    from .reductions import cumprod
+    if ndim_of(x) != 1:
+        raise ValueError("x must be a one-dimensional array or sequence.")
+    n = shape_of(x)[0]
+    N = n if N is None else int(N)
+    dt = np.promote_types(_plain(x).dtype, int)
+    x = reshape(astype(x, dt), (n, 1))
+    if N == 0:
+        return x[:, :0]
+    cols = [np.ones((n, 1), dt)]
+    if N > 1:
+        cols.append(cumprod(broadcast_to(x, (n, N - 1)), axis=1))
+    v = concatenate(cols, axis=1)
+    return v if increasing else flip(v, axis=1)
+
+
+def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
+    """``np.polyfit``: NumPy's scaled least-squares problem, solved by the ``lstsq`` rule, so
+    the coefficients are NumPy's to the bit and differentiable in ``x``, ``y`` and ``w``.
+
+    With ``full=True`` or ``cov=True``, the residuals, singular values and covariance agree
+    with NumPy's to rounding (wengert recomputes them from the solution)."""
+    if not _traced(x, y, w):
+        return np.polyfit(x, y, deg, rcond, full, w, cov)
+    import warnings
+    from .joining import asarray
+    from .linalg import _lstsq, inv, svdvals
+    from .reductions import sum as sum_all
+    from .elementwise import sqrt
+    order = int(deg) + 1
+    x = asarray(x) + 0.0
+    y = asarray(y) + 0.0
+    if deg < 0:
+        raise ValueError("expected deg >= 0")
+    if ndim_of(x) != 1:
+        raise TypeError("expected 1D vector for x")
+    if shape_of(x)[0] == 0:
+        raise TypeError("expected non-empty vector for x")
+    if ndim_of(y) < 1 or ndim_of(y) > 2:
+        raise TypeError("expected 1D or 2D array for y")
+    if shape_of(x)[0] != shape_of(y)[0]:
+        raise TypeError("expected x and y to have same length")
+    m = shape_of(x)[0]
+    if rcond is None:
+        rcond = m * np.finfo(_plain(x).dtype).eps
+    lhs, rhs = vander(x, order), y
+    if w is not None:
+        w = asarray(w) + 0.0
+        if ndim_of(w) != 1:
+            raise TypeError("expected a 1-d array for weights")
+        if shape_of(w)[0] != shape_of(y)[0]:
+            raise TypeError("expected w and y to have the same length")
+        lhs = lhs * reshape(w, (m, 1))
+        rhs = rhs * reshape(w, (m, 1)) if ndim_of(rhs) == 2 else rhs * w
+    scale = sqrt(sum_all(lhs * lhs, axis=0))
+    lhs = lhs / scale
+    rhs2 = reshape(rhs, (m, 1)) if ndim_of(rhs) == 1 else rhs
+    c2 = _lstsq(lhs, rhs2, rcond=rcond)
+    _, plain_res, rank, _ = np.linalg.lstsq(_plain(lhs), _plain(rhs2), rcond=rcond)
+    c = c2 / reshape(scale, (order, 1))
+    if ndim_of(rhs) == 1:
+        c = reshape(c, (order,))
+    if rank != order and not full:
+        warnings.warn("Polyfit may be poorly conditioned", np.exceptions.RankWarning,
+                      stacklevel=2)
+    if not (full or cov):
+        return c
+    resids = plain_res
+    if np.size(plain_res):
+        r = rhs2 - matmul(lhs, c2)
+        resids = sum_all(r * r, axis=0)
+        if ndim_of(rhs) == 1:
+            resids = reshape(resids, (1,))
+    if full:
+        return c, resids, rank, svdvals(lhs), rcond
+    Vbase = inv(matmul(transpose(lhs), lhs)) / outer(scale, scale)
+    if cov == "unscaled":
+        fac = 1
+    else:
+        if m <= order:
+            raise ValueError("the number of data points must exceed order to scale the "
+                             "covariance matrix")
+        fac = resids / (m - order)
+    if ndim_of(y) == 1:
+        return c, Vbase * fac
+    return c, reshape(Vbase, (order, order, 1)) * fac
 
 
 def convolve(a, v, mode="full"):
