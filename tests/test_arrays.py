@@ -195,6 +195,9 @@ TABLE = [
     ("nanvar", lambda x: wnp.nanvar(wnp.where(NANMASK, np.nan, x), axis=0), (R(3, 4),), 2),
     ("nanmean", lambda x: wnp.nanmean(wnp.where(NANMASK, np.nan, x), axis=1), (R(3, 4),), 2),
     ("nan_to_num", lambda x: wnp.nan_to_num(wnp.log(x)), (R(4),), 2),
+    ("modf", lambda x: wnp.modf(x * 3.0)[0] * 2.0 + wnp.modf(x * 3.0)[1], (R(4),), 2),
+    ("frexp", lambda x: wnp.frexp(x * 5.0)[0], (R(2, 3),), 2),
+    ("divmod", lambda x, y: wnp.divmod(x * 3.0, y)[1], (R(4), P(3, 1)), 2),
     ("insert", lambda a, v: wnp.insert(a, [0, 2], v, axis=1), (R(3, 4), R(3, 1)), 2),
     ("insert_flat", lambda a, v: wnp.insert(a ** 2, 3, v), (R(2, 3), R(2)), 2),
     ("delete", lambda a: wnp.delete(a ** 2, [0, 2], axis=1), (R(3, 4),), 2),
@@ -1113,6 +1116,31 @@ def test_insert_delete_resize_unwrap_vander_polyfit_are_numpys_to_the_bit():
     np.testing.assert_array_equal(wg.jacobian(np.unwrap)(p), np.eye(4))
     with pytest.raises(TypeError, match="positions"):
         wg.grad(lambda i: np.sum(np.delete(v, i)))(1.0)
+
+
+def test_two_result_ufuncs_are_numpys_to_the_bit():
+    # modf, frexp and divmod on traced values: NumPy's values and signs of zeros, infinities
+    # included; frexp's mantissa has the exact derivative 2^-e; the integers stay plain
+    r = np.random.default_rng(7)
+    for dt in (np.float64, np.float32):
+        x = (r.standard_normal(40) * 10).astype(dt)
+        x[:4] = [-2.0, -0.0, np.inf, -np.inf]
+        y = r.uniform(0.3, 3.0, 40).astype(dt)
+        t = wg.Tape().var(x)
+        for f in (np.modf, np.frexp, lambda x: np.divmod(x, y), lambda x: np.divmod(y, x)):
+            with np.errstate(all="ignore"):
+                got, want = f(t), f(x)
+            for g, w in zip(got, want):
+                g = g.value if isinstance(g, wg.Var) else g
+                assert g.dtype == w.dtype
+                np.testing.assert_array_equal(g, w)
+                np.testing.assert_array_equal(np.signbit(g), np.signbit(w))
+    assert isinstance(np.frexp(wg.Tape().var(np.ones(2)))[1], np.ndarray)
+    assert wg.grad(lambda x: np.frexp(x)[0])(12.0) == 2.0 ** -4
+    assert wg.derivative(lambda x: np.modf(x)[0])(-2.5) == 1.0
+    g = wg.compile(wg.grad(lambda x: np.sum(np.frexp(x)[0])))  # e is recomputed, not baked in
+    np.testing.assert_array_equal(g(np.array([12.0, 0.3])), [2.0 ** -4, 2.0])
+    np.testing.assert_array_equal(g(np.array([100.0, 3.0])), [2.0 ** -7, 2.0 ** -2])
 
 
 def test_interp_is_numpys_to_the_bit_and_slopes_from_the_right():

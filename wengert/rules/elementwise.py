@@ -114,6 +114,46 @@ cbrt = elementwise(np.cbrt, lambda ans, x: (1.0 / (3.0 * ans * ans),), domain=(0
 square = elementwise(np.square, lambda ans, x: (2.0 * x,))
 reciprocal = elementwise(np.reciprocal, lambda ans, x: (-(ans * ans),), domain=(0.2, 3.0))
 
+def _float_power_partials(ans, x, y, needs=(True, True)):
+    # as power's, in float_power's float64 (0 ** y contributes nothing through y)
+    return ((y * float_power(x, y - 1.0) if needs[0] else None),
+            (ans * log(where(x == 0, 1.0, x)) if needs[1] else None))
+
+
+float_power = elementwise(np.float_power, _float_power_partials, domain=(0.2, 2.0), needs=True)
+
+
+# ufuncs with two results -----------------------------------------------------------------------
+@primitive(name="modf", multiple_results=True)
+def modf(x):
+    """``(fractional part, integral part)``: derivative 1 in the first, 0 in the second."""
+    return np.modf(x)
+
+
+@modf.frule(symbolic_zeros=True)
+def modf_jvp(primals, tangents):
+    return modf(*primals), (tangents[0], None)
+
+
+@modf.rrule
+def modf_vjp(x):
+    return modf(x), lambda g: (g[0],)
+
+
+def divmod(x1, x2):
+    """``np.divmod``: ``floor_divide`` and ``remainder`` (the same values as NumPy's loop)."""
+    from .arithmetic import floor_divide, remainder
+    return floor_divide(x1, x2), remainder(x1, x2)
+
+
+def frexp(x):
+    """``np.frexp``: the mantissa is ``ldexp(x, -e)``, exact, with derivative ``2^-e``; the
+    exponent ``e`` is an integer, not differentiated."""
+    from .indexing import recorded
+    e = recorded(lambda v: np.frexp(v)[1], x, name="frexp_exponent")
+    return ldexp(x, -e), e
+
+
 # piecewise: ties split the derivative evenly, as autograd and JAX do --------------------------
 def _mask(cond, tie, ans):
     """1 where ``cond``, 1/2 on ties, else 0: a constant, in the result's dtype."""
