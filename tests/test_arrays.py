@@ -198,6 +198,18 @@ TABLE = [
     ("modf", lambda x: wnp.modf(x * 3.0)[0] * 2.0 + wnp.modf(x * 3.0)[1], (R(4),), 2),
     ("frexp", lambda x: wnp.frexp(x * 5.0)[0], (R(2, 3),), 2),
     ("divmod", lambda x, y: wnp.divmod(x * 3.0, y)[1], (R(4), P(3, 1)), 2),
+    ("linspace", lambda a, b: wnp.linspace(a, b, 5, axis=1), (R(2), R(3, 1)), 2),
+    ("logspace", lambda a, b, c: wnp.logspace(a, b, 4, base=c), (R(2), R(2), P(2)), 2),
+    ("geomspace", lambda a, b: wnp.geomspace(a, b, 5), (P(3), P(3)), 2),
+    ("block", lambda a, b: wnp.block([[a, b], [b[:, :2], a[:, :1] * 2.0, a]]), (R(2, 2), R(2, 3)),
+     2),
+    ("unstack", lambda x: wnp.unstack(x, axis=1)[1] * 3.0, (R(2, 3),), 2),
+    ("choose", lambda a, b: wnp.choose(np.array([[0, 1, 2], [2, 1, 0]]), [a, b, 0.5]),
+     (R(3), R(2, 3)), 2),
+    ("polyadd_sub", lambda p, q: wnp.polyadd(p, q) * wnp.polysub(q, p), (R(4), R(2)), 2),
+    ("polymul", lambda p, q: wnp.polymul(p, q), (R(3), R(2)), 2),
+    ("polyder", lambda p: wnp.polyder(p ** 2, 2), (R(5),), 2),
+    ("polyint", lambda p, k: wnp.polyint(p, 2, k=k), (R(3), R(2)), 2),
     ("insert", lambda a, v: wnp.insert(a, [0, 2], v, axis=1), (R(3, 4), R(3, 1)), 2),
     ("insert_flat", lambda a, v: wnp.insert(a ** 2, 3, v), (R(2, 3), R(2)), 2),
     ("delete", lambda a: wnp.delete(a ** 2, [0, 2], axis=1), (R(3, 4),), 2),
@@ -1141,6 +1153,73 @@ def test_two_result_ufuncs_are_numpys_to_the_bit():
     g = wg.compile(wg.grad(lambda x: np.sum(np.frexp(x)[0])))  # e is recomputed, not baked in
     np.testing.assert_array_equal(g(np.array([12.0, 0.3])), [2.0 ** -4, 2.0])
     np.testing.assert_array_equal(g(np.array([100.0, 3.0])), [2.0 ** -7, 2.0 ** -2])
+
+
+def test_spaces_blocks_choices_and_polynomials_are_numpys_to_the_bit():
+    # linspace gave float64 for float32 ends (NumPy: float32); now its operations are NumPy's
+    r = np.random.default_rng(8)
+    val = np.asarray
+
+    def same(got, want):
+        got = got.value if isinstance(got, wg.Var) else val(got)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    for dt in (np.float64, np.float32):
+        for _ in range(10):
+            a, b = (r.standard_normal(2) * 10).astype(dt)
+            for num, ep in [(0, True), (1, True), (2, False), (7, True), (7, False)]:
+                for fn, kw in [(np.linspace, {}), (np.logspace, {"base": 2.0})]:
+                    for x, y in [(wg.Tape().var(a), b), (float(a), wg.Tape().var(b))]:
+                        with np.errstate(all="ignore"):
+                            same(fn(x, y, num, ep, **kw), fn(_val(x), _val(y), num, ep, **kw))
+                g0, g1 = abs(a) + 0.5, -abs(b) - 0.5
+                same(np.geomspace(wg.Tape().var(g0), g0 * 9, num, ep),
+                     np.geomspace(g0, g0 * 9, num, ep))
+                same(np.geomspace(g1, wg.Tape().var(g1 * 3), num, ep),
+                     np.geomspace(g1, g1 * 3, num, ep))
+        A, B = r.standard_normal(3).astype(dt), r.standard_normal((2, 1)).astype(dt)
+        for axis in (0, 1, -1):
+            same(np.linspace(wg.Tape().var(A), B, 4, axis=axis), np.linspace(A, B, 4, axis=axis))
+        same(np.linspace(wg.Tape().var(A), 3, 5, dtype=int), np.linspace(A, 3, 5, dtype=int))
+        same(np.logspace(wg.Tape().var(A), 3, 5, base=[2.0, 3.0, 4.0], axis=1),
+             np.logspace(A, 3, 5, base=[2.0, 3.0, 4.0], axis=1))
+        P, Q = r.standard_normal(4).astype(dt), r.standard_normal(2).astype(dt)
+        for f in [np.polyadd, np.polysub, lambda p, q: np.polyder(p, 2),
+                  lambda p, q: np.polyint(p, 2, k=[1.5, -2.0])]:
+            same(f(wg.Tape().var(P), Q), f(P, Q))
+            same(f(Q, wg.Tape().var(P)), f(Q, P))
+        # polymul is wengert's convolve (a Toeplitz product), NumPy's to rounding
+        got = np.polymul(wg.Tape().var(P), Q).value
+        assert got.dtype == np.polymul(P, Q).dtype
+        np.testing.assert_allclose(got, np.polymul(P, Q), rtol=4 * np.finfo(dt).eps, atol=0)
+    A, B = r.standard_normal((2, 2)), r.standard_normal((2, 3))
+    for f in [lambda a: np.block([[a, B], [B[:, :2], a[:, :1], a]]), lambda a: np.block([a, a]),
+              lambda a: np.block([[1.0, a[0, 0]], [a[1, 0], 2.0]]),
+              lambda a: np.block([[[a]], [[a]]])]:
+        same(f(wg.Tape().var(A)), f(A))
+    for bad in [lambda a: np.block(([a],)), lambda a: np.block([[a], a])]:  # NumPy's own errors
+        with pytest.raises((TypeError, ValueError)):
+            bad(wg.Tape().var(A))
+    X = r.standard_normal((2, 3, 4))
+    for axis in (0, 1, -1):
+        got, want = np.unstack(wg.Tape().var(X), axis=axis), np.unstack(X, axis=axis)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            same(g, w)
+    idx = np.array([[0, 1, 2, 1], [2, 0, 1, 0]])
+    ch = [r.standard_normal(4), r.standard_normal((2, 4)), 3.0]
+    for mode, i in [("raise", idx), ("wrap", idx * 3 - 2), ("clip", idx * 3 - 2)]:
+        same(np.choose(i, [wg.Tape().var(ch[0]), ch[1], ch[2]], mode=mode),
+             np.choose(i, ch, mode=mode))
+    # closed forms: geomspace's ends move one for one; d/dp of p'(x) at x is (3x², 2x, 1, 0)
+    J = wg.jacobian(lambda a: np.geomspace(a, 8.0, 4))(2.0)
+    assert J[0] == 1.0 and J[-1] == 0.0
+    np.testing.assert_allclose(wg.grad(lambda p: np.polyval(np.polyder(p), 0.7))(P.astype(float)),
+                               [3 * 0.49, 1.4, 1.0, 0.0], rtol=1e-15)
+
+
+def _val(x):
+    return x.value if isinstance(x, wg.Var) else x
 
 
 def test_interp_is_numpys_to_the_bit_and_slopes_from_the_right():

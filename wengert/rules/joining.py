@@ -18,7 +18,8 @@ __all__ = ["concatenate", "astype", "copy", "ravel", "flatten", "swapaxes", "mov
            "asanyarray", "ascontiguousarray", "zeros_like", "ones_like", "full_like",
            "empty_like", "append", "broadcast_arrays",
            "zeros", "ones", "full", "empty", "diff", "ediff1d", "gradient", "interp", "rollaxis",
-           "meshgrid", "linspace", "insert", "delete", "resize", "unwrap"]
+           "meshgrid", "linspace", "logspace", "geomspace", "block", "unstack", "choose", "insert",
+           "delete", "resize", "unwrap"]
 
 
 def _plain(x):
@@ -437,6 +438,61 @@ def append(arr, values, axis=None):
     if axis is None:
         return concatenate([ravel(arr), ravel(values)], axis=0)
     return concatenate([arr, values], axis=axis)
+
+
+def block(arrays):
+    """``np.block``: concatenations from the innermost lists outwards. NumPy checks the
+    nesting first (on placeholders of the same shapes), so the errors are its own."""
+    if not _traced(arrays):
+        return np.block(arrays)
+
+    def placeholders(a):
+        if isinstance(a, list):
+            return [placeholders(b) for b in a]
+        if isinstance(a, Tracer):
+            return np.zeros(shape_of(a), _dtype(a))
+        return a
+    np.block(placeholders(arrays))  # NumPy's checks: tuples, empty lists, uneven depths
+    depth, a = 0, arrays
+    while isinstance(a, list):
+        depth, a = depth + 1, a[0]
+
+    def leaves(a):
+        return [x for b in a for x in leaves(b)] if isinstance(a, list) else [a]
+    nd = max([depth] + [np.ndim(_plain(x)) for x in leaves(arrays)])
+
+    def build(a, level):
+        if level == depth:
+            return reshape(a, (1,) * (nd - np.ndim(_plain(a))) + np.shape(_plain(a))) \
+                if isinstance(a, Tracer) else np.array(a, ndmin=nd)
+        return concatenate([build(b, level + 1) for b in a], axis=level - depth)
+    return build(arrays, 0)
+
+
+def unstack(x, /, *, axis=0):
+    """``np.unstack``: the slices along ``axis``, as a tuple."""
+    if not isinstance(x, Tracer):
+        return tuple(np.moveaxis(np.asarray(x), axis, 0))
+    x = moveaxis(x, axis, 0)
+    return tuple(getitem_basic(x, (i,)) for i in range(shape_of(x)[0]))
+
+
+def choose(a, choices, out=None, mode="raise"):
+    """``np.choose``: NumPy's choice run on positions, then one gather from the stacked
+    (broadcast) choices; ``a`` is an index, not differentiated."""
+    if not _traced(choices):
+        return np.choose(a, choices, out=out, mode=mode)
+    if _traced(a):
+        raise TypeError("wnp.choose: the index array a cannot be traced (indices are not "
+                        "differentiable)")
+    if out is not None:
+        raise NotImplementedError("wnp.choose with out= on traced values")
+    choices = list(choices)
+    shape = np.broadcast_shapes(np.shape(a), *(np.shape(_plain(c)) for c in choices))
+    stacked = stack([broadcast_to(c, shape) if isinstance(c, Tracer)
+                     else np.broadcast_to(c, shape) for c in choices])
+    pos = _positions(stacked)
+    return gather(stacked, np.choose(np.broadcast_to(a, shape), list(pos), mode=mode))
 
 
 def _positions(a):
@@ -999,19 +1055,85 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
 
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
              device=None):
+    """``np.linspace``, NumPy's operations in NumPy's order and dtype (float32 ends give
+    float32), differentiable in ``start`` and ``stop``."""
     if not _traced(start, stop):
         return np.linspace(start, stop, num, endpoint, retstep, dtype, axis)
-    if axis != 0:
-        raise NotImplementedError("wnp.linspace with axis != 0 on traced values")
+    import operator
+    from .indexing import index_update
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
     div = (num - 1) if endpoint else num
-    delta = stop - start
-    shp = np.broadcast_shapes(np.shape(_plain(start)), np.shape(_plain(stop)))
-    steps = np.arange(0, num, dtype=float).reshape((-1,) + (1,) * len(shp))
-    step = delta / float(div) if div > 0 else delta * np.nan
-    y = steps * step + start
+    # Python numbers stay weak, as NumPy's array converter keeps them beside arrays
+    start, stop = (a if type(a) in (int, float) else asarray(a) for a in (start, stop))
+    dt = np.result_type(*(a if type(a) in (int, float) else _dtype(a) for a in (start, stop)),
+                        1.0)  # at least floating
+    integer_dtype = dtype is not None and np.issubdtype(dtype, np.integer)
+    delta = astype(stop - start, dt)
+    y = np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * ndim_of(delta))
+    if div > 0:
+        step = delta / div
+        if np.any(_plain(step) == 0):  # NumPy's route for denormal steps
+            y = (y / div) * delta
+        else:
+            y = y * step
+    else:
+        step = np.nan
+        y = y * delta
+    y = y + start
     if endpoint and num > 1:
-        from .indexing import index_update
-        y = index_update(y, -1, stop)
+        y = index_update(y, (-1, Ellipsis), stop)
+    if axis != 0:
+        y = moveaxis(y, 0, axis)
+    if integer_dtype:
+        from .elementwise import floor
+        y = floor(y)
     if dtype is not None:
-        y = astype(y, dtype, copy=False)
+        y = astype(y, dtype)
     return (y, step) if retstep else y
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    """``np.logspace``: ``base ** linspace(start, stop)``, differentiable in all three."""
+    if not _traced(start, stop, base):
+        return np.logspace(start, stop, num, endpoint, base, dtype, axis)
+    if not isinstance(base, (float, int)) and np.ndim(_plain(base)):
+        nd = len(np.broadcast_shapes(*(np.shape(_plain(a)) for a in (start, stop, base))))
+        start, stop, base = (reshape(a, (1,) * (nd - ndim_of(a)) + shape_of(a))
+                             for a in (asarray(start), asarray(stop), asarray(base)))
+        base = expand_dims(base, axis)
+    from .arithmetic import power
+    y = power(base, linspace(start, stop, num=num, endpoint=endpoint, axis=axis))
+    return y if dtype is None else astype(y, dtype)
+
+
+def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
+    """``np.geomspace`` for real ends: NumPy's logspace between the logarithms, with the
+    ends put back exactly, so their derivatives are exactly 1."""
+    if not _traced(start, stop):
+        return np.geomspace(start, stop, num, endpoint, dtype, axis)
+    from .elementwise import log10
+    from .indexing import index_update, recorded
+    start, stop = asarray(start), asarray(stop)
+    if np.any(_plain(start) == 0) or np.any(_plain(stop) == 0):
+        raise ValueError("Geometric sequence cannot include zero")
+    dt = np.result_type(_dtype(start), _dtype(stop), float(num),
+                        np.zeros((), dtype))
+    if dt.kind == "c":
+        raise NotImplementedError("wnp.geomspace of traced complex values: take the "
+                                  "modulus and the angle apart")
+    dtype = dt if dtype is None else np.dtype(dtype)
+    start, stop = astype(start, dt), astype(stop, dt)
+    out_sign = recorded(np.sign, start)
+    start, stop = start / out_sign, stop / out_sign
+    result = logspace(log10(start), log10(stop), num=num, endpoint=endpoint, base=10.0,
+                      dtype=dt)
+    if num > 0:
+        result = index_update(result, (0, Ellipsis), start)
+        if num > 1 and endpoint:
+            result = index_update(result, (-1, Ellipsis), stop)
+    result = out_sign * result
+    if axis != 0:
+        result = moveaxis(result, 0, axis)
+    return astype(result, dtype)

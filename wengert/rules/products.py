@@ -17,7 +17,8 @@ from .indexing import gather
 from .shape import broadcast_to, reshape, sum_, transpose
 
 __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "kron", "cross",
-           "vecdot", "matvec", "vecmat", "convolve", "correlate", "polyval", "vander", "polyfit"]
+           "vecdot", "matvec", "vecmat", "convolve", "correlate", "polyval", "vander", "polyfit",
+           "polyadd", "polysub", "polymul", "polyder", "polyint"]
 
 
 def _plain(x):
@@ -583,6 +584,78 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     if ndim_of(y) == 1:
         return c, Vbase * fac
     return c, reshape(Vbase, (order, order, 1)) * fac
+
+
+def _poly_traced(*ps):
+    if any(isinstance(p, np.poly1d) for p in ps):
+        raise NotImplementedError("wnp.poly* with a poly1d on traced values: pass its "
+                                  "coefficients (p.coeffs)")
+    from .joining import atleast_1d
+    return [atleast_1d(p) for p in ps]
+
+
+def _poly_pad(a, n):
+    from .joining import concatenate
+    return concatenate([np.zeros(n, _plain(a).dtype), a]) if n else a
+
+
+def polyadd(a1, a2):
+    """``np.polyadd``: the shorter coefficient vector padded with leading zeros, as NumPy."""
+    if not _traced(a1, a2):
+        return np.polyadd(a1, a2)
+    a1, a2 = _poly_traced(a1, a2)
+    d = shape_of(a2)[0] - shape_of(a1)[0]
+    return _poly_pad(a1, max(d, 0)) + _poly_pad(a2, max(-d, 0))
+
+
+def polysub(a1, a2):
+    if not _traced(a1, a2):
+        return np.polysub(a1, a2)
+    a1, a2 = _poly_traced(a1, a2)
+    d = shape_of(a2)[0] - shape_of(a1)[0]
+    return _poly_pad(a1, max(d, 0)) - _poly_pad(a2, max(-d, 0))
+
+
+def polymul(a1, a2):
+    """``np.polymul``: ``convolve`` of the coefficients."""
+    if not _traced(a1, a2):
+        return np.polymul(a1, a2)
+    a1, a2 = _poly_traced(a1, a2)
+    return convolve(a1, a2)
+
+
+def polyder(p, m=1):
+    """``np.polyder``: coefficients times their powers, ``m`` times."""
+    if not _traced(p):
+        return np.polyder(p, m)
+    m = int(m)
+    if m < 0:
+        raise ValueError("Order of derivative must be positive (see polyint)")
+    (p,) = _poly_traced(p)
+    for _ in range(m):
+        n = shape_of(p)[0] - 1
+        p = p[:-1] * np.arange(n, 0, -1)
+    return p
+
+
+def polyint(p, m=1, k=None):
+    """``np.polyint``: coefficients over their new powers, with the constants ``k``
+    (differentiable too)."""
+    if not _traced(p, k):
+        return np.polyint(p, m, k)
+    from .joining import atleast_1d, concatenate
+    m = int(m)
+    if m < 0:
+        raise ValueError("Order of integral must be positive (see polyder)")
+    k = np.zeros(m, float) if k is None else atleast_1d(k)
+    if shape_of(k)[0] == 1 and m > 1:
+        k = k[0] * np.ones(m, float)
+    if shape_of(k)[0] < m:
+        raise ValueError("k must be a scalar or a rank-1 array of length 1 or >m.")
+    (p,) = _poly_traced(p)
+    for i in range(m):
+        p = concatenate([p / np.arange(shape_of(p)[0], 0, -1), reshape(k[i], (1,))])
+    return p
 
 
 def convolve(a, v, mode="full"):
