@@ -609,26 +609,31 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
     """``np.quantile`` (``method="linear"`` on traced values): a sort, then NumPy's
     interpolation between the two neighbouring order statistics, differentiable in
     ``a`` and in ``q``."""
-    a = _arr(a)
-    if not isinstance(a, Tracer) and not isinstance(q, Tracer):
-        kw = {} if weights is None else {"weights": weights}
-        return np.quantile(a, q, axis=axis, out=out, overwrite_input=overwrite_input,
-                           method=method, keepdims=keepdims, **kw)
-    _quantile_options("quantile", method, weights, interpolation, out)
-    return _quantile(a, q, type(q) in (int, float), axis, keepdims)
+    return _quantile_call(np.quantile, 1, False, a, q, axis, out, overwrite_input, method,
+                          keepdims, weights, interpolation)
 
 
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None, interpolation=None):
+    return _quantile_call(np.percentile, 100, False, a, q, axis, out, overwrite_input, method,
+                          keepdims, weights, interpolation)
+
+
+def _quantile_call(np_fn, scale, skip_nan, a, q, axis, out, overwrite_input, method, keepdims,
+                   weights, interpolation):
+    """The four quantile functions: NumPy's on plain values, else ``_quantile``."""
     a = _arr(a)
     if not isinstance(a, Tracer) and not isinstance(q, Tracer):
         kw = {} if weights is None else {"weights": weights}
-        return np.percentile(a, q, axis=axis, out=out, overwrite_input=overwrite_input,
-                             method=method, keepdims=keepdims, **kw)
-    _quantile_options("percentile", method, weights, interpolation, out)
+        return np_fn(a, q, axis=axis, out=out, overwrite_input=overwrite_input, method=method,
+                     keepdims=keepdims, **kw)
+    _quantile_options(np_fn.__name__, method, weights, interpolation, out)
+    if skip_nan and math.prod(shape_of(a)) == 0:
+        return nanmean(a, axis=axis, keepdims=keepdims)  # NumPy's answer for no values
     weak = type(q) in (int, float)
-    q = q / 100 if isinstance(q, Tracer) else np.true_divide(q, 100)
-    return _quantile(a, q, weak, axis, keepdims, scale=100)
+    if scale == 100:
+        q = q / 100 if isinstance(q, Tracer) else np.true_divide(q, 100)
+    return _quantile(a, q, weak, axis, keepdims, scale=scale, skip_nan=skip_nan)
 
 
 def _quantile_options(name, method, weights, interpolation, out):
@@ -745,30 +750,14 @@ def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear
                 keepdims=False, *, weights=None, interpolation=None):
     """``np.nanquantile``: ``quantile`` of each slice's non-NaN values (NaNs get derivative
     0; an all-NaN slice gives NaN, with NumPy's warning)."""
-    a = _arr(a)
-    if not isinstance(a, Tracer) and not isinstance(q, Tracer):
-        kw = {} if weights is None else {"weights": weights}
-        return np.nanquantile(a, q, axis=axis, out=out, overwrite_input=overwrite_input,
-                              method=method, keepdims=keepdims, **kw)
-    _quantile_options("nanquantile", method, weights, interpolation, out)
-    if math.prod(shape_of(a)) == 0:
-        return nanmean(a, axis=axis, keepdims=keepdims)
-    return _quantile(a, q, type(q) in (int, float), axis, keepdims, skip_nan=True)
+    return _quantile_call(np.nanquantile, 1, True, a, q, axis, out, overwrite_input, method,
+                          keepdims, weights, interpolation)
 
 
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                   keepdims=False, *, weights=None, interpolation=None):
-    a = _arr(a)
-    if not isinstance(a, Tracer) and not isinstance(q, Tracer):
-        kw = {} if weights is None else {"weights": weights}
-        return np.nanpercentile(a, q, axis=axis, out=out, overwrite_input=overwrite_input,
-                                method=method, keepdims=keepdims, **kw)
-    _quantile_options("nanpercentile", method, weights, interpolation, out)
-    if math.prod(shape_of(a)) == 0:
-        return nanmean(a, axis=axis, keepdims=keepdims)
-    weak = type(q) in (int, float)
-    q = q / 100 if isinstance(q, Tracer) else np.true_divide(q, 100)
-    return _quantile(a, q, weak, axis, keepdims, scale=100, skip_nan=True)
+    return _quantile_call(np.nanpercentile, 100, True, a, q, axis, out, overwrite_input,
+                          method, keepdims, weights, interpolation)
 
 
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
