@@ -1060,7 +1060,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if not _traced(start, stop):
         return np.linspace(start, stop, num, endpoint, retstep, dtype, axis)
     import operator
-    from .indexing import index_update
+    from .indexing import concrete, index_update
     num = operator.index(num)
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
@@ -1074,7 +1074,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     y = np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * ndim_of(delta))
     if div > 0:
         step = delta / div
-        if np.any(_plain(step) == 0):  # NumPy's route for denormal steps
+        if concrete(lambda v: bool(np.any(v == 0)), step):  # NumPy's route, denormal steps
             y = (y / div) * delta
         else:
             y = y * step
@@ -1114,9 +1114,9 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     if not _traced(start, stop):
         return np.geomspace(start, stop, num, endpoint, dtype, axis)
     from .elementwise import log10
-    from .indexing import index_update, recorded
+    from .indexing import concrete, index_update, recorded
     start, stop = asarray(start), asarray(stop)
-    if np.any(_plain(start) == 0) or np.any(_plain(stop) == 0):
+    if concrete(lambda a, b: bool(np.any(a == 0) or np.any(b == 0)), start, stop):
         raise ValueError("Geometric sequence cannot include zero")
     dt = np.result_type(_dtype(start), _dtype(stop), float(num),
                         np.zeros((), dtype))
