@@ -641,6 +641,12 @@ def _axis(axis, nd):
     return axis % nd if nd else 0
 
 
+def positions(a):
+    """The flat position of each entry of ``a``, in ``a``'s shape: NumPy's own rearranging
+    functions run on these give the gather that rearranges a traced ``a`` the same way."""
+    return np.arange(_prod(shape_of(a)), dtype=np.intp).reshape(shape_of(a))
+
+
 def take(a, indices, axis=None, out=None, mode="raise"):
     if out is not None:
         raise NotImplementedError("wnp.take with out= is not supported on traced values")
@@ -648,7 +654,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         return np.take(a, indices, axis=axis, mode=mode)
     if isinstance(indices, Tracer):
         raise TypeError(_TRACED_INDEX)
-    pos = np.arange(a.size, dtype=np.intp).reshape(shape_of(a))
+    pos = positions(a)
     return gather(a, np.take(pos, indices, axis=axis, mode=mode))
 
 
@@ -657,7 +663,7 @@ def take_along_axis(arr, indices, axis=-1):
         return np.take_along_axis(arr, indices, axis=axis)
     if isinstance(indices, Tracer):
         raise TypeError(_TRACED_INDEX)
-    pos = np.arange(arr.size, dtype=np.intp).reshape(shape_of(arr))
+    pos = positions(arr)
     if axis is None:
         pos = pos.ravel()
     return gather(arr, np.take_along_axis(pos, np.asarray(indices), axis=axis))
@@ -666,14 +672,14 @@ def take_along_axis(arr, indices, axis=-1):
 def compress(condition, a, axis=None, out=None):
     if not isinstance(a, Tracer):
         return np.compress(condition, a, axis=axis, out=out)
-    pos = np.arange(a.size, dtype=np.intp).reshape(shape_of(a))
+    pos = positions(a)
     return gather(a, np.compress(concrete(np.asarray, condition), pos, axis=axis))
 
 
 def extract(condition, arr):
     if not isinstance(arr, Tracer):
         return np.extract(condition, arr)
-    pos = np.arange(arr.size, dtype=np.intp).reshape(shape_of(arr))
+    pos = positions(arr)
     return gather(arr, np.extract(concrete(np.asarray, condition), pos))
 
 
@@ -681,7 +687,7 @@ def sort(a, axis=-1, kind=None, order=None, stable=None):
     """Differentiable sort: a gather by ``argsort`` (ties keep the derivative of each entry)."""
     if not isinstance(a, Tracer):
         return np.sort(a, axis=axis, kind=kind, order=order, stable=stable)
-    pos = np.arange(a.size, dtype=np.intp).reshape(shape_of(a))
+    pos = positions(a)
     v = a
     if axis is None:
         v, pos = reshape_any(a, (-1,)), pos.ravel()
@@ -694,7 +700,7 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
     """Differentiable partition: a gather by ``argpartition``."""
     if not isinstance(a, Tracer):
         return np.partition(a, kth, axis=axis, kind=kind, order=order)
-    pos = np.arange(a.size, dtype=np.intp).reshape(shape_of(a))
+    pos = positions(a)
     v = a
     if axis is None:
         v, pos = reshape_any(a, (-1,)), pos.ravel()

@@ -6,8 +6,8 @@ Each public function returns exactly what NumPy returns when no argument is trac
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
-from .indexing import (gather, getitem_basic, index_writer, register_view, reshape_writer,
-                       scatter_basic, transpose_writer)
+from .indexing import (_TRACED_INDEX, gather, getitem_basic, index_writer, positions,
+                       register_view, reshape_writer, scatter_basic, transpose_writer)
 from .shape import broadcast_to, reshape, transpose
 
 __all__ = ["concatenate", "astype", "copy", "ravel", "flatten", "swapaxes", "moveaxis",
@@ -482,27 +482,20 @@ def choose(a, choices, out=None, mode="raise"):
     (broadcast) choices; ``a`` is an index, not differentiated."""
     if not _traced(choices):
         return np.choose(a, choices, out=out, mode=mode)
-    if _traced(a):
-        raise TypeError("wnp.choose: the index array a cannot be traced (indices are not "
-                        "differentiable)")
+    _static_index(a, "choose")
     if out is not None:
         raise NotImplementedError("wnp.choose with out= on traced values")
     choices = list(choices)
     shape = np.broadcast_shapes(np.shape(a), *(np.shape(_plain(c)) for c in choices))
     stacked = stack([broadcast_to(c, shape) if isinstance(c, Tracer)
                      else np.broadcast_to(c, shape) for c in choices])
-    pos = _positions(stacked)
+    pos = positions(stacked)
     return gather(stacked, np.choose(np.broadcast_to(a, shape), list(pos), mode=mode))
-
-
-def _positions(a):
-    return np.arange(int(np.prod(shape_of(a))), dtype=np.intp).reshape(shape_of(a))
 
 
 def _static_index(obj, name):
     if _traced(obj):
-        raise TypeError(f"wnp.{name}: the positions (obj) cannot be traced; indices are not "
-                        "differentiable. Pass plain integers, slices or masks.")
+        raise TypeError(f"wnp.{name}: {_TRACED_INDEX}")
     return obj
 
 
@@ -515,8 +508,8 @@ def insert(arr, obj, values, axis=None):
     arr = asarray(arr)
     values = astype(asarray(values), _dtype(arr))
     n = int(np.prod(shape_of(arr)))
-    into = n + _positions(values)  # values' positions after arr's in the joined vector
-    where = np.insert(_positions(arr), obj, into, axis=axis)
+    into = n + positions(values)  # values' positions after arr's in the joined vector
+    where = np.insert(positions(arr), obj, into, axis=axis)
     return gather(concatenate([ravel(arr), ravel(values)]), where)
 
 
@@ -524,7 +517,7 @@ def delete(arr, obj, axis=None):
     """``np.delete``: a gather of the entries NumPy keeps."""
     if not isinstance(arr, Tracer):
         return np.delete(arr, obj, axis=axis)
-    return gather(arr, np.delete(_positions(arr), _static_index(obj, "delete"), axis=axis))
+    return gather(arr, np.delete(positions(arr), _static_index(obj, "delete"), axis=axis))
 
 
 def resize(a, new_shape):
@@ -534,7 +527,7 @@ def resize(a, new_shape):
         return np.resize(a, new_shape)
     if np.prod(shape_of(a)) == 0:
         return np.resize(_plain(a), new_shape)  # NumPy's zeros, whatever the input
-    return gather(a, np.resize(_positions(a), new_shape))
+    return gather(a, np.resize(positions(a), new_shape))
 
 
 def _unwrap_correction(p, discont, axis, period):
@@ -664,7 +657,7 @@ def repeat(a, repeats, axis=None):
         x = reshape(a, s[:ax + 1] + (1,) + s[ax + 1:])
         x = broadcast_to(x, s[:ax + 1] + (r,) + s[ax + 1:])
         return reshape(x, s[:ax] + (s[ax] * r,) + s[ax + 1:])
-    pos = np.arange(int(np.prod(s)), dtype=np.intp).reshape(s)
+    pos = positions(a)
     return gather(a, np.repeat(pos, repeats, axis=ax))
 
 
@@ -696,14 +689,14 @@ def flipud(m):
 def roll(a, shift, axis=None):
     if not isinstance(a, Tracer):
         return np.roll(a, shift, axis=axis)
-    pos = np.arange(a.size, dtype=np.intp).reshape(shape_of(a))
+    pos = positions(a)
     return gather(a, np.roll(pos, shift, axis=axis))
 
 
 def rot90(m, k=1, axes=(0, 1)):
     if not isinstance(m, Tracer):
         return np.rot90(m, k, axes)
-    pos = np.arange(m.size, dtype=np.intp).reshape(shape_of(m))
+    pos = positions(m)
     return gather(m, np.rot90(pos, k, axes))
 
 
@@ -736,7 +729,7 @@ def pad(array, pad_width, mode="constant", **kwargs):
                         out = where(mask, astype(cv[ax, side], _dtype(array), copy=False), out)
         return out
     if mode in ("edge", "reflect", "symmetric", "wrap"):
-        pos = np.arange(array.size, dtype=np.intp).reshape(s)
+        pos = positions(array)
         return gather(array, np.pad(pos, pad_width, mode=mode, **kwargs))
     raise NotImplementedError(f"wnp.pad with mode={mode!r} on traced values (supported: "
                               "constant, edge, reflect, symmetric, wrap)")
@@ -746,7 +739,7 @@ def pad(array, pad_width, mode="constant", **kwargs):
 def diagonal(a, offset=0, axis1=0, axis2=1):
     if not isinstance(a, Tracer):
         return np.diagonal(a, offset, axis1, axis2)
-    pos = np.arange(a.size, dtype=np.intp).reshape(shape_of(a))
+    pos = positions(a)
     return _view(gather(a, np.diagonal(pos, offset, axis1, axis2)), a)
 
 
