@@ -177,12 +177,17 @@ def _traced_ids(args, kwargs):
     return ids
 
 
+def _public_name(func):
+    """``numpy.linalg.solve``, as users call it (not ``numpy.linalg._linalg.solve``)."""
+    mod = (func.__module__ or "numpy").replace("numpy.linalg._linalg", "numpy.linalg")
+    return f"{mod}.{func.__name__}"
+
+
 def array_function(func, args, kwargs):
     fn = HANDLED.get(func)
     if fn is None:
-        mod = (func.__module__ or "numpy").replace("numpy.linalg._linalg", "numpy.linalg")
         raise NotImplementedError(
-            f"{mod}.{func.__name__} has no wengert rule for traced values. Declare one with "
+            f"{_public_name(func)} has no wengert rule for traced values. Declare one with "
             "@wg.primitive and @f.rrule / @f.frule (see docs/rules.md), or call a wnp "
             "function that has one.")
     # A rule whose differentiated arguments are all plain hands the call back to NumPy; if a
@@ -190,9 +195,8 @@ def array_function(func, args, kwargs):
     # the same call to the rule again. Say so, instead of recursing until Python gives up.
     for f, a, k in _RUNNING:
         if f is func and _traced_ids(a, k) == _traced_ids(args, kwargs):
-            mod = (func.__module__ or "numpy").replace("numpy.linalg._linalg", "numpy.linalg")
             raise TypeError(
-                f"{mod}.{func.__name__}: a traced value was passed as an argument wengert does "
+                f"{_public_name(func)}: a traced value was passed as an argument wengert does "
                 "not differentiate (an index, a count, a shape or positions). Indices are not "
                 "differentiable: pass a plain value (x.value if it really does not depend on "
                 "the derivative).")

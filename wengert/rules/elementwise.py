@@ -116,8 +116,9 @@ reciprocal = elementwise(np.reciprocal, lambda ans, x: (-(ans * ans),), domain=(
 
 def _float_power_partials(ans, x, y, needs=(True, True)):
     # as power's, in float_power's float64 (0 ** y contributes nothing through y)
+    from .arithmetic import _where_zero_one
     return ((y * float_power(x, y - 1.0) if needs[0] else None),
-            (ans * log(where(x == 0, 1.0, x)) if needs[1] else None))
+            (ans * log(_where_zero_one(x)) if needs[1] else None))
 
 
 float_power = elementwise(np.float_power, _float_power_partials, domain=(0.2, 2.0), needs=True)

@@ -594,26 +594,30 @@ def _poly_traced(*ps):
     return [atleast_1d(p) for p in ps]
 
 
-def _poly_pad(a, n):
+def _poly_aligned(a1, a2):
+    """The two coefficient vectors, the shorter padded with leading zeros, as NumPy does."""
     from .joining import concatenate
-    return concatenate([np.zeros(n, _plain(a).dtype), a]) if n else a
+    a1, a2 = _poly_traced(a1, a2)
+    d = shape_of(a2)[0] - shape_of(a1)[0]
+    if d > 0:
+        a1 = concatenate([np.zeros(d, _plain(a1).dtype), a1])
+    elif d < 0:
+        a2 = concatenate([np.zeros(-d, _plain(a2).dtype), a2])
+    return a1, a2
 
 
 def polyadd(a1, a2):
-    """``np.polyadd``: the shorter coefficient vector padded with leading zeros, as NumPy."""
     if not _traced(a1, a2):
         return np.polyadd(a1, a2)
-    a1, a2 = _poly_traced(a1, a2)
-    d = shape_of(a2)[0] - shape_of(a1)[0]
-    return _poly_pad(a1, max(d, 0)) + _poly_pad(a2, max(-d, 0))
+    a1, a2 = _poly_aligned(a1, a2)
+    return a1 + a2
 
 
 def polysub(a1, a2):
     if not _traced(a1, a2):
         return np.polysub(a1, a2)
-    a1, a2 = _poly_traced(a1, a2)
-    d = shape_of(a2)[0] - shape_of(a1)[0]
-    return _poly_pad(a1, max(d, 0)) - _poly_pad(a2, max(-d, 0))
+    a1, a2 = _poly_aligned(a1, a2)
+    return a1 - a2
 
 
 def polymul(a1, a2):
