@@ -171,17 +171,7 @@ def lstsq(a, b, rcond=None):
     """``(x, residuals, rank, s)``; ``x``, ``residuals`` and ``s`` are differentiated."""
     if not _traced(a, b):
         return _np.linalg.lstsq(a, b, rcond=rcond)
-    _, plain_res, rank, _ = _np.linalg.lstsq(_plain(a), _plain(b), rcond=rcond)
-    sb = _shape(b)
-    b2 = _reshape(b, sb + (1,)) if len(sb) == 1 else b
-    x2 = _rl._lstsq(a, b2, rcond=rcond)
-    x = _reshape(x2, _shape(x2)[:-1]) if len(sb) == 1 else x2
-    if _np.size(plain_res):
-        r = b2 - _rl._mm(a, x2)
-        res = _sum(r * r, axis=0)
-    else:
-        res = plain_res
-    return x, res, rank, _rl.svdvals(a)
+    return _rl.lstsq(a, b, rcond=rcond)
 
 
 def _plain(x):

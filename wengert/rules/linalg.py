@@ -629,6 +629,23 @@ def lstsq_vjp(a, b, needs, rcond=None):
     return ans, pullback
 
 
+def lstsq(a, b, rcond=None):
+    """``numpy.linalg.lstsq`` on traced values: ``(x, residuals, rank, s)``. ``x`` is the
+    ``lstsq`` rule's (NumPy's to the bit); the residuals are recomputed from it, so they
+    agree with LAPACK's to rounding; ``rank`` is plain."""
+    _, plain_res, rank, _ = np.linalg.lstsq(_plain(a), _plain(b), rcond=rcond)
+    sb = shape_of(b)
+    b2 = reshape(b, sb + (1,)) if len(sb) == 1 else b
+    x2 = _lstsq(a, b2, rcond=rcond)
+    x = reshape(x2, shape_of(x2)[:-1]) if len(sb) == 1 else x2
+    if np.size(plain_res):
+        r = b2 - _mm(a, x2)
+        res = sum_(r * r, axis=0)
+    else:
+        res = plain_res
+    return x, res, rank, svdvals(a)
+
+
 # -- vector p-norms ------------------------------------------------------------------------------
 
 

@@ -519,12 +519,12 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     the coefficients are NumPy's to the bit and differentiable in ``x``, ``y`` and ``w``.
 
     With ``full=True`` or ``cov=True``, the residuals, singular values and covariance agree
-    with NumPy's to rounding (wengert recomputes them from the solution)."""
+    with NumPy's to rounding (they come from wengert's ``lstsq``)."""
     if not _traced(x, y, w):
         return np.polyfit(x, y, deg, rcond, full, w, cov)
     import warnings
     from .joining import asarray
-    from .linalg import _lstsq, inv, svdvals
+    from .linalg import inv, lstsq
     from .reductions import sum as sum_all
     from .elementwise import sqrt
     order = int(deg) + 1
@@ -554,25 +554,15 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
         rhs = rhs * reshape(w, (m, 1)) if ndim_of(rhs) == 2 else rhs * w
     scale = sqrt(sum_all(lhs * lhs, axis=0))
     lhs = lhs / scale
-    rhs2 = reshape(rhs, (m, 1)) if ndim_of(rhs) == 1 else rhs
-    c2 = _lstsq(lhs, rhs2, rcond=rcond)
-    _, plain_res, rank, _ = np.linalg.lstsq(_plain(lhs), _plain(rhs2), rcond=rcond)
-    c = c2 / reshape(scale, (order, 1))
-    if ndim_of(rhs) == 1:
-        c = reshape(c, (order,))
+    c, resids, rank, s = lstsq(lhs, rhs, rcond=rcond)
+    c = c / (scale if ndim_of(c) == 1 else reshape(scale, (order, 1)))  # NumPy's (c.T / s).T
     if rank != order and not full:
         warnings.warn("Polyfit may be poorly conditioned", np.exceptions.RankWarning,
                       stacklevel=2)
-    if not (full or cov):
-        return c
-    resids = plain_res
-    if np.size(plain_res):
-        r = rhs2 - matmul(lhs, c2)
-        resids = sum_all(r * r, axis=0)
-        if ndim_of(rhs) == 1:
-            resids = reshape(resids, (1,))
     if full:
-        return c, resids, rank, svdvals(lhs), rcond
+        return c, resids, rank, s, rcond
+    if not cov:
+        return c
     Vbase = inv(matmul(transpose(lhs), lhs)) / outer(scale, scale)
     if cov == "unscaled":
         fac = 1
