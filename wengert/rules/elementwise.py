@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..core import primitive
+from ..core import Tracer, primitive
 from ._zeros import dtype_of
 from .arithmetic import absolute, add, divide, multiply, negative, power, subtract  # noqa: F401
 
@@ -143,6 +143,8 @@ def modf_vjp(x):
 
 def divmod(x1, x2):
     """``np.divmod``: ``floor_divide`` and ``remainder`` (the same values as NumPy's loop)."""
+    if not isinstance(x1, Tracer) and not isinstance(x2, Tracer):
+        return np.divmod(x1, x2)
     from .arithmetic import floor_divide, remainder
     return floor_divide(x1, x2), remainder(x1, x2)
 
@@ -150,6 +152,8 @@ def divmod(x1, x2):
 def frexp(x):
     """``np.frexp``: the mantissa is ``ldexp(x, -e)``, exact, with derivative ``2^-e``; the
     exponent ``e`` is an integer, not differentiated."""
+    if not isinstance(x, Tracer):
+        return np.frexp(x)
     from .indexing import recorded
     e = recorded(lambda v: np.frexp(v)[1], x, name="frexp_exponent")
     return ldexp(x, -e), e

@@ -667,6 +667,12 @@ def _lerp(a, b, t):
     return where(t >= 0.5, b - d * (1 - t), a + d * t)
 
 
+def _count_not_nan(s, axis, keepdims=False):
+    """Each slice's count of non-NaN values, plain (guarded under compile)."""
+    return concrete(lambda v: np.sum(~np.isnan(v), axis=axis, keepdims=keepdims), s,
+                    name="count_not_nan")
+
+
 def _quantile(a, q, weak, axis, keepdims, scale=1, skip_nan=False):
     """NumPy's linear quantile along ``axis``; with ``skip_nan``, each slice's own count of
     non-NaN values plays the part of ``n`` (np.nanquantile removes the NaNs slice by slice;
@@ -684,7 +690,7 @@ def _quantile(a, q, weak, axis, keepdims, scale=1, skip_nan=False):
     if skip_nan:
         # per slice: n becomes the count, an array multiplied in q's dtype as NumPy's
         # Python int is (weak), and every index is one per slice
-        count = concrete(lambda v: np.sum(~np.isnan(v), axis=0), s, name="count_not_nan")
+        count = _count_not_nan(s, axis=0)
         n = count.astype(qv.dtype if qv.dtype.kind == "f" else np.intp)
         virtual = np.reshape(qv, qcol) * (n - 1)
     else:
@@ -777,8 +783,7 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     s, kept = _reduced_last(a, axis)
     s = sort(s, axis=-1)  # NaNs last
     n = shape_of(s)[-1]
-    count = concrete(lambda v: np.sum(~np.isnan(v), axis=-1, keepdims=True), s,
-                     name="count_not_nan")
+    count = _count_not_nan(s, axis=-1, keepdims=True)
     h = count // 2
     odd = count % 2 == 1
     lo = take_along_axis(s, np.maximum(np.where(odd, h, h - 1), 0), axis=-1)  # 0: all NaN
