@@ -1148,6 +1148,9 @@ def test_two_result_ufuncs_are_numpys_to_the_bit():
                 np.testing.assert_array_equal(g, w)
                 np.testing.assert_array_equal(np.signbit(g), np.signbit(w))
     assert isinstance(np.frexp(wg.Tape().var(np.ones(2)))[1], np.ndarray)
+    for got, want in [(wnp.divmod(7, 2), np.divmod(7, 2)), (wnp.frexp(2.5), np.frexp(2.5)),
+                      (wnp.modf(-2.5), np.modf(-2.5))]:  # plain values: NumPy's, types too
+        assert [type(g) for g in got] == [type(w) for w in want] and got == want
     assert wg.grad(lambda x: np.frexp(x)[0])(12.0) == 2.0 ** -4
     assert wg.derivative(lambda x: np.modf(x)[0])(-2.5) == 1.0
     g = wg.compile(wg.grad(lambda x: np.sum(np.frexp(x)[0])))  # e is recomputed, not baked in
