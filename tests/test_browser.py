@@ -91,6 +91,11 @@ def wait_loaded(pg, after):
     pg.wait_for_function(f"(+document.body.dataset.loads || 0) > {after}")
 
 
+def wait_settled(pg):
+    """No request in flight: every answer the page asked for has been drawn or dropped."""
+    pg.wait_for_function("(+document.body.dataset.pending || 0) === 0")
+
+
 def step_count(pg):
     return int(pg.evaluate("document.body.dataset.step"))
 
@@ -116,6 +121,7 @@ def test_seed_expression_step_by_step(page, server):
         pg.press(f"#input-{name}", "Enter")
         pg.dispatch_event(f"#input-{name}", "change")
         wait_loaded(pg, n)
+        wait_settled(pg)
     assert json.loads(pg.evaluate("document.body.dataset.inputs")) == {"x": 0.5, "y": 4.2}
     assert "expr=x*y" in pg.url.replace("%2B", "+").replace("+", "") or "expr=" in pg.url
     assert len(pg.query_selector_all("#graph .node")) == 5
@@ -192,6 +198,35 @@ def test_reroll_draws_inputs_in_unit_interval(page, server):
         wait_loaded(pg, n)
         ins = json.loads(pg.evaluate("document.body.dataset.inputs"))
         assert set(ins) == {"a", "b", "c"} and all(0 <= v <= 1 for v in ins.values())
+
+
+def test_late_answers_neither_win_nor_clobber_typing(page, server):
+    # hold the server's answers so they can be released out of order
+    pg = page
+    pg.goto(server.url + f"?expr={quote(SEED_EXPR)}&x=0.5&y=4.2")
+    wait_loaded(pg, 0)
+    held = []
+    pg.route("**/api/expression", lambda route: held.append(route))
+    pg.fill("#input-x", "0.25")
+    pg.press("#input-x", "Enter")                      # first request, x=0.25
+    pg.wait_for_function("+document.body.dataset.pending === 1")
+    pg.fill("#input-x", "0.75")
+    pg.press("#input-x", "Enter")                      # second request, x=0.75
+    pg.wait_for_function("+document.body.dataset.pending === 2")
+    pg.fill("#input-y", "3")                           # typed, not yet committed
+    assert len(held) == 2
+    held[1].continue_()                                # the later answer first
+    pg.wait_for_function("+document.body.dataset.pending === 1")
+    held[0].continue_()                                # then the stale one
+    wait_settled(pg)
+    assert json.loads(pg.evaluate("document.body.dataset.inputs")) == {"x": 0.75, "y": 4.2}
+    assert pg.input_value("#input-x") == "0.75"
+    assert pg.input_value("#input-y") == "3"
+    pg.unroute("**/api/expression")
+    n = loads(pg)
+    pg.press("#input-y", "Enter")
+    wait_loaded(pg, n)
+    assert json.loads(pg.evaluate("document.body.dataset.inputs")) == {"x": 0.75, "y": 3.0}
 
 
 def test_hostile_expressions_show_an_error_and_run_nothing(page, server):

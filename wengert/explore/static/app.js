@@ -62,19 +62,32 @@ function currentInputs() {
   return out;
 }
 
+// Answers can arrive out of order (an Enter and a change event, a quick second edit): only
+// the latest request's answer is drawn, and body.dataset.pending counts requests in flight.
+let latestLoad = 0;
+function setPending(delta) {
+  document.body.dataset.pending = String((+document.body.dataset.pending || 0) + delta);
+}
+
 async function load(expr, inputs, keepStep) {
   stop();
   showError("error", "");
+  const ticket = ++latestLoad;
   let data;
+  setPending(+1);
   try {
     data = await api("POST", "/api/expression", { expr, inputs });
   } catch (e) {
+    if (ticket !== latestLoad) return;
     showError("error", e.message);
     // what is still drawn belongs to the previous expression: say so
     document.querySelector("#view-expr .layout").classList.add("stale");
     document.body.dataset.errors = String((+document.body.dataset.errors || 0) + 1);
     return;
+  } finally {
+    setPending(-1);
   }
+  if (ticket !== latestLoad) return;  // superseded while in flight
   document.querySelector("#view-expr .layout").classList.remove("stale");
   const sameShape = state.data && state.data.expr === data.expr;
   state.data = data;
@@ -96,18 +109,31 @@ function totalSteps() {
   return d ? d.forward.length + d.backward.length : 0;
 }
 
+// The boxes are kept while the variables stay the same, so focus survives a reload, and a
+// box the user is typing in (edited, not yet committed by change) keeps what was typed.
 function buildInputs(d) {
   const box = $("inputs");
-  box.replaceChildren();
-  for (const name of d.variables) {
-    const lab = h("label");
-    lab.append(document.createTextNode(name + " ="));
-    const inp = h("input", undefined, { type: "text", inputmode: "decimal", "data-var": name,
-                                         "aria-label": "value of " + name, id: "input-" + name });
-    inp.value = full(d.inputs[name]);
-    inp.addEventListener("change", () => load($("expr").value, currentInputs(), true));
-    lab.append(inp);
-    box.append(lab);
+  const have = [...box.querySelectorAll("input")].map((inp) => inp.dataset.var);
+  if (have.join("\n") !== d.variables.join("\n")) {
+    box.replaceChildren();
+    for (const name of d.variables) {
+      const lab = h("label");
+      lab.append(document.createTextNode(name + " ="));
+      const inp = h("input", undefined, { type: "text", inputmode: "decimal", "data-var": name,
+                                           "aria-label": "value of " + name,
+                                           id: "input-" + name });
+      inp.addEventListener("input", () => { inp.dataset.editing = "1"; });
+      inp.addEventListener("blur", () => { delete inp.dataset.editing; });
+      inp.addEventListener("change", () => {
+        delete inp.dataset.editing;
+        load($("expr").value, currentInputs(), true);
+      });
+      lab.append(inp);
+      box.append(lab);
+    }
+  }
+  for (const inp of box.querySelectorAll("input")) {
+    if (!inp.dataset.editing) inp.value = full(d.inputs[inp.dataset.var]);
   }
   $("reroll").disabled = d.variables.length === 0;
 }
