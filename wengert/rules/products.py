@@ -652,34 +652,151 @@ def polyint(p, m=1, k=None):
     return p
 
 
-def convolve(a, v, mode="full"):
-    """1-D ``np.convolve``: ``v`` gathered into a Toeplitz matrix, times ``a``."""
-    if not _traced(a, v):
-        return np.convolve(a, v, mode)
+# -- convolve and correlate -------------------------------------------------------------------------
+# Primitives so the values are NumPy's to the bit (a gathered Toeplitz product is not).  Both
+# are bilinear, so their rules are convolutions again.  A tangent or cotangent with leading
+# batch axes (a Jacobian in one pass) goes through the Toeplitz product, which matmul batches.
+_MODES = ("full", "same", "valid")
+
+
+@primitive(name="convolve")
+def _convolve(a, v, *, mode):
+    return np.convolve(a, v, mode)
+
+
+@primitive(name="correlate")
+def _correlate(a, v, *, mode):
+    return np.correlate(a, v, mode)
+
+
+def _mode_name(mode):
+    if isinstance(mode, (int, np.integer)) and not isinstance(mode, bool):  # NumPy's codes
+        mode = {0: "valid", 1: "same", 2: "full"}.get(int(mode), mode)
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of 'valid', 'same', or 'full' (got {mode!r})")
+    return mode
+
+
+def _window(n, m, mode):
+    """(offset, length) of ``mode``'s output inside the full convolution of lengths n, m."""
+    full = n + m - 1
+    length = {"full": full, "same": max(n, m), "valid": max(n, m) - min(n, m) + 1}[mode]
+    return (full - length) // 2, length
+
+
+def _correlate_window(n, m, mode):
+    """As ``_window``, inside the full correlation; NumPy centres 'same' the other way
+    round when ``v`` is the longer (it correlates the swapped pair and reverses)."""
+    off, length = _window(n, m, mode)
+    return (off, length) if n >= m else (n + m - 1 - length - off, length)
+
+
+def _conv(x, w, off, length):
+    """Entries ``off:off + length`` of the full convolution of x (along its last axis; it may
+    carry batch axes) with the 1-D w."""
+    n, m = shape_of(x)[-1], shape_of(w)[0]
+    if ndim_of(x) == 1:
+        for mode in _MODES:
+            if _window(n, m, mode) == (off, length):
+                return _convolve(x, w, mode=mode)
+        return _convolve(x, w, mode="full")[off:off + length]
     from .joining import concatenate
+    k = np.arange(off, off + length)[:, None] - np.arange(n)[None, :]  # into w, or m: zero
+    k = np.where((k >= 0) & (k < m), k, m).astype(np.intp)
+    wz = concatenate([w, np.zeros(1, dtype=np.result_type(_plain(w)))])
+    return _matmul(x, _swap_last(gather(wz, k)))
+
+
+def _full_cotangent(g, off, full):
+    """A cotangent of a window of a full convolution, as one of the whole: zeros outside."""
+    length = shape_of(g)[-1]
+    if length == full:
+        return g
+    from .joining import concatenate
+    lead, dt = shape_of(g)[:-1], np.result_type(_plain(g))
+    return concatenate([np.zeros(lead + (off,), dt), g,
+                        np.zeros(lead + (full - off - length,), dt)], axis=-1)
+
+
+@_convolve.frule(symbolic_zeros=True)
+def _convolve_jvp(primals, tangents, mode):
+    a, v = primals
+    da, dv = tangents
+    off, length = _window(shape_of(a)[0], shape_of(v)[0], mode)
+    t = None
+    if da is not None:
+        t = _conv(da, v, off, length)
+    if dv is not None:  # convolution commutes
+        t2 = _conv(dv, a, off, length)
+        t = t2 if t is None else t + t2
+    return _convolve(a, v, mode=mode), t
+
+
+@_convolve.rrule(needs=True)
+def _convolve_vjp(a, v, needs, mode):
+    n, m = shape_of(a)[0], shape_of(v)[0]
+    off, _ = _window(n, m, mode)
+
+    def pullback(g):
+        g = _full_cotangent(g, off, n + m - 1)
+        # convolving by w transposes to correlating with it: convolving with w reversed
+        return (_conv(g, v[::-1], m - 1, n) if needs[0] else None,
+                _conv(g, a[::-1], n - 1, m) if needs[1] else None)
+    return _convolve(a, v, mode=mode), pullback
+
+
+# correlate(a, v) is convolve(a, v reversed) with its own window (real values only: NumPy
+# conjugates v, which has no complex derivative)
+@_correlate.frule(symbolic_zeros=True)
+def _correlate_jvp(primals, tangents, mode):
+    a, v = primals
+    da, dv = tangents
+    off, length = _correlate_window(shape_of(a)[0], shape_of(v)[0], mode)
+    t = None
+    if da is not None:
+        t = _conv(da, v[::-1], off, length)
+    if dv is not None:
+        t2 = _conv(dv[..., ::-1], a, off, length)
+        t = t2 if t is None else t + t2
+    return _correlate(a, v, mode=mode), t
+
+
+@_correlate.rrule(needs=True)
+def _correlate_vjp(a, v, needs, mode):
+    n, m = shape_of(a)[0], shape_of(v)[0]
+    off, _ = _correlate_window(n, m, mode)
+
+    def pullback(g):
+        g = _full_cotangent(g, off, n + m - 1)
+        return (_conv(g, v, m - 1, n) if needs[0] else None,
+                _conv(g, a[::-1], n - 1, m)[..., ::-1] if needs[1] else None)
+    return _correlate(a, v, mode=mode), pullback
+
+
+def _one_d_pair(a, v):
     a, v = _as(a), _as(v)
     if ndim_of(a) != 1 or ndim_of(v) != 1:
         raise ValueError("object too deep for desired array")
-    n, m = shape_of(a)[0], shape_of(v)[0]
-    if n == 0 or m == 0:
-        raise ValueError("a cannot be empty" if n == 0 else "v cannot be empty")
-    full = n + m - 1
-    k = np.arange(full)[:, None] - np.arange(n)[None, :]   # index into v, or m for zero
-    k = np.where((k >= 0) & (k < m), k, m).astype(np.intp)
-    vz = concatenate([v, np.zeros(1, dtype=np.result_type(_plain(v)))])
-    r = _matmul(gather(vz, k), reshape(a, (n, 1)))
-    r = reshape(r, (full,))
-    length = {"full": full, "same": max(n, m), "valid": max(n, m) - min(n, m) + 1}.get(mode)
-    if length is None:
-        raise ValueError(f"mode must be one of 'full', 'same' or 'valid', not {mode!r}")
-    off = (full - length) // 2
-    return r[off:off + length] if length != full else r
+    if shape_of(a)[0] == 0 or shape_of(v)[0] == 0:
+        raise ValueError("a cannot be empty" if shape_of(a)[0] == 0 else "v cannot be empty")
+    return a, v
+
+
+def convolve(a, v, mode="full"):
+    """1-D ``np.convolve``, NumPy's value to the bit."""
+    if not _traced(a, v):
+        return np.convolve(a, v, mode)
+    a, v = _one_d_pair(a, v)
+    return _convolve(a, v, mode=_mode_name(mode))
 
 
 def correlate(a, v, mode="valid"):
+    """1-D ``np.correlate`` of real values, NumPy's value to the bit."""
     if not _traced(a, v):
         return np.correlate(a, v, mode)
-    v = _as(v)
+    a, v = _one_d_pair(a, v)
     if np.iscomplexobj(_plain(a)) or np.iscomplexobj(_plain(v)):
-        raise NotImplementedError("wnp.correlate of complex traced values")
-    return convolve(a, v[::-1], mode)
+        raise NotImplementedError("wnp.correlate of complex traced values: NumPy conjugates "
+                                  "v, which has no complex derivative; split real and "
+                                  "imaginary parts")
+    return _correlate(a, v, mode=_mode_name(mode))
