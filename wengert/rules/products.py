@@ -652,7 +652,7 @@ def polyint(p, m=1, k=None):
     return p
 
 
-# -- convolve and correlate -------------------------------------------------------------------------
+# -- convolve and correlate ------------------------------------------------------------------------
 # Primitives so the values are NumPy's to the bit (a gathered Toeplitz product is not).  Both
 # are bilinear, so their rules are convolutions again.  A tangent or cotangent with leading
 # batch axes (a Jacobian in one pass) goes through the Toeplitz product, which matmul batches.
