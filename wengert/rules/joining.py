@@ -6,8 +6,9 @@ Each public function returns exactly what NumPy returns when no argument is trac
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
-from .indexing import (_TRACED_INDEX, gather, getitem_basic, index_writer, positions,
-                       register_view, reshape_writer, scatter_basic, transpose_writer)
+from .indexing import (_TRACED_INDEX, concrete, gather, getitem_basic, index_writer,
+                       positions, register_view, reshape_writer, scatter_basic,
+                       transpose_writer)
 from .shape import broadcast_to, reshape, transpose
 
 __all__ = ["concatenate", "astype", "copy", "ravel", "flatten", "swapaxes", "moveaxis",
@@ -19,7 +20,8 @@ __all__ = ["concatenate", "astype", "copy", "ravel", "flatten", "swapaxes", "mov
            "empty_like", "append", "broadcast_arrays",
            "zeros", "ones", "full", "empty", "diff", "ediff1d", "gradient", "interp", "rollaxis",
            "meshgrid", "linspace", "logspace", "geomspace", "block", "unstack", "choose", "insert",
-           "delete", "resize", "unwrap"]
+           "delete", "resize", "unwrap", "trim_zeros", "asarray_chkfinite", "asfortranarray",
+           "require"]
 
 
 def _plain(x):
@@ -190,6 +192,36 @@ def ascontiguousarray(a, dtype=None, *, like=None):
     if not _traced(a):
         return np.ascontiguousarray(a, dtype=dtype)
     return asarray(a, dtype=dtype)
+
+
+def asfortranarray(a, dtype=None, *, like=None):
+    """A traced array has no memory layout of its own: ``asarray``."""
+    if not _traced(a):
+        return np.asfortranarray(a, dtype=dtype)
+    return asarray(a, dtype=dtype)
+
+
+def require(a, dtype=None, requirements=None, *, like=None):
+    """Layout, alignment and ownership requirements are NumPy's business: a traced array
+    meets them all; the dtype is honoured."""
+    if not _traced(a):
+        return np.require(a, dtype, requirements)
+    if requirements:
+        np.require(np.zeros(0), None, requirements)  # NumPy's error for an unknown one
+    return asarray(a, dtype=dtype)
+
+
+def asarray_chkfinite(a, dtype=None, order=None):
+    if not _traced(a):
+        return np.asarray_chkfinite(a, dtype, order)
+    a = asarray(a, dtype=dtype)
+    if _dtype(a).char in np.typecodes["AllFloat"] and not concrete(_all_finite, a):
+        raise ValueError("array must not contain infs or NaNs")
+    return a
+
+
+def _all_finite(v):
+    return bool(np.isfinite(v).all())
 
 
 def _like_traced(value, like):
@@ -528,6 +560,39 @@ def resize(a, new_shape):
     if np.prod(shape_of(a)) == 0:
         return np.resize(_plain(a), new_shape)  # NumPy's zeros, whatever the input
     return gather(a, np.resize(positions(a), new_shape))
+
+
+def _trim_bounds(v, trim, axis):
+    """NumPy's ``trim_zeros`` slice, as (start, stop) rows over the axes."""
+    trim = trim.lower()
+    if trim not in {"fb", "bf", "f", "b"}:
+        raise ValueError(f"unexpected character(s) in `trim`: {trim!r}")
+    nd = v.ndim
+    axes = range(nd) if axis is None else \
+        [_axis(int(a), nd) for a in (axis if isinstance(axis, (tuple, list)) else (axis,))]
+    nz = np.argwhere(v)
+    start, stop = np.zeros(nd, np.intp), np.array(v.shape, np.intp)
+    if nz.size == 0:
+        stop = start.copy()
+    else:
+        if "f" in trim:
+            start = nz.min(axis=0)
+        if "b" in trim:
+            stop = nz.max(axis=0) + 1
+    keep = [a not in axes for a in range(nd)]
+    start[keep], stop[keep] = 0, np.array(v.shape, np.intp)[keep]
+    return np.stack([start, stop])
+
+
+def trim_zeros(filt, trim="fb", axis=None):
+    """``np.trim_zeros``: a slice found on the values (the zeros that are cut have no
+    derivative to give; an entry that is zero now but is kept is differentiated)."""
+    if not isinstance(filt, Tracer):
+        return np.trim_zeros(filt, trim) if axis is None else np.trim_zeros(filt, trim, axis)
+    if axis is not None and np.ndim(axis) == 1 and len(axis) == 0:
+        return filt
+    b = concrete(_trim_bounds, filt, trim=trim, axis=axis, name="trim_zeros")
+    return filt[tuple(slice(int(s), int(e)) for s, e in zip(b[0], b[1]))]
 
 
 def _unwrap_correction(p, discont, axis, period):
@@ -952,7 +1017,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         raise NotImplementedError("wnp.interp with a traced period")
 
     from .elementwise import where
-    from .indexing import concrete, recorded, take
+    from .indexing import recorded, take
 
     def f64(a):
         return astype(asarray(a), np.float64) if _traced(a) else np.asarray(a, np.float64)
