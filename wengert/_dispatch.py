@@ -126,7 +126,34 @@ def array_ufunc(ufunc, method, inputs, kwargs):
             f"{_home(ufunc)[0]}.{name} has no wengert rule. Declare one with @wg.primitive "
             "and @f.rrule / @f.frule (see docs/rules.md).")
     kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+    if kwargs and not isinstance(getattr(fn, "impl", None), np.ufunc):
+        inputs, kwargs = _without_ufunc_kwargs(ufunc, name, inputs, kwargs)
     return fn(*inputs, **kwargs)
+
+
+def _without_ufunc_kwargs(ufunc, name, inputs, kwargs):
+    """The arithmetic primitives are Python's operators, which take no ufunc keywords:
+    NumPy checks them (on empty arrays of the inputs' dtypes, so its errors are its own),
+    ``dtype=`` casts the inputs first, as NumPy's loop does, and the rest change nothing
+    for a call without ``out=``."""
+    where = kwargs.get("where", True)
+    if where is not True:
+        raise NotImplementedError(
+            f"numpy.{name} with where= on a traced value: without out= the unselected "
+            f"entries are uninitialised memory. Use wnp.where(cond, wnp.{name}(...), other).")
+    probe = [np.empty(0, _dtype(x)) if isinstance(x, (Tracer, np.ndarray)) else x
+             for x in inputs]
+    dt = ufunc(*probe, **kwargs).dtype  # NumPy's checks (casting=, dtype=, signature=)
+    if "dtype" in kwargs or "signature" in kwargs:
+        from .rules.joining import astype
+        inputs = [astype(x, dt) if _dtype(x) != dt else x for x in inputs]
+    return inputs, {}
+
+
+def _dtype(x):
+    while isinstance(x, Tracer):
+        x = x.value
+    return np.asarray(x).dtype
 
 
 # ufunc methods that are NumPy functions with rules: np.add.reduce(x) is np.sum(x, axis=0)

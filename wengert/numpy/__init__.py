@@ -23,6 +23,7 @@ from ..rules.joining import *  # noqa: F401,F403
 from ..rules.reductions import *  # noqa: F401,F403
 from ..rules.products import *  # noqa: F401,F403
 from ..rules.functional import *  # noqa: F401,F403
+from ..rules.counting import *  # noqa: F401,F403
 from ..rules import (elementwise as _elementwise, indexing as _indexing, joining as _joining,
                      reductions as _red)
 from ..rules.shape import reshape as _reshape_prim, transpose as _transpose_prim
@@ -137,13 +138,13 @@ def result_type(*arrays_and_dtypes):
 
 # not differentiable: comparisons, predicates, integer-valued results -> plain values
 # (under graph tracing predicates are recorded; index-like results are guarded)
-_INDEX_LIKE = {"unique", "histogram", "bincount", "digitize", "lexsort", "argpartition",
+_INDEX_LIKE = {"digitize", "lexsort", "argpartition",
                "nanargmax", "nanargmin", "unravel_index", "ravel_multi_index"}
 for _name in ("greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
               "logical_and", "logical_or", "logical_not", "logical_xor", "isnan", "isinf",
               "isfinite", "isposinf", "isneginf", "signbit", "isclose", "allclose",
               "array_equal", "array_equiv", "iscomplexobj", "isrealobj", "iscomplex", "isreal",
-              "unique", "histogram", "bincount", "digitize", "lexsort", "argpartition",
+              "digitize", "lexsort", "argpartition",
               "nanargmax", "nanargmin", "unravel_index", "ravel_multi_index", "isin",
               "sometrue", "alltrue"):
     if hasattr(_np, _name):
