@@ -16,8 +16,9 @@ from ..rules.arithmetic import (absolute, add, divide, floor_divide, multiply, n
 from ..rules.elementwise import *  # noqa: F401,F403
 from ..rules.elementwise import REGISTRY as _ELEMENTWISE, round_ as round  # noqa: F401
 from ..rules.shape import broadcast_to  # noqa: F401
-from ..rules.indexing import (compress, extract, getitem as _getitem,  # noqa: F401
-                              index_update, partition, select, setitem as _setitem, sort, take,
+from ..rules.indexing import (compress, copyto, extract, fill_diagonal,  # noqa: F401
+                              getitem as _getitem, index_update, partition, place, put,
+                              put_along_axis, putmask, select, setitem as _setitem, sort, take,
                               take_along_axis)
 from ..rules.joining import *  # noqa: F401,F403
 from ..rules.reductions import *  # noqa: F401,F403
