@@ -735,6 +735,10 @@ def test_setitem_on_input_differentiates_the_original():
     np.testing.assert_allclose(wg.grad(f)(x), [0.0, 4.0, 6.0])
     np.testing.assert_allclose(wg.jacobian(f, mode="reverse")(x), [0.0, 4.0, 6.0])
     np.testing.assert_allclose(wg.jacobian(f, mode="forward")(x), [0.0, 4.0, 6.0])
+    # mode="auto" runs f once on plain values to learn the output's size: on a copy
+    np.testing.assert_allclose(wg.jacobian(f)(x), [0.0, 4.0, 6.0])
+    np.testing.assert_allclose(wg.jacobian(lambda x, y: f(y) * x, argnums=(0, 1))(2.0, x)[1],
+                               [0.0, 8.0, 12.0])
     assert x[0] == 1.0  # the caller's array is untouched
 
 

@@ -366,11 +366,14 @@ def jacobian(f, argnums=0, *, mode="auto"):
         in_leaves, in_def = flatten(in_tree)
         n_in = sum(_size(x) for x in in_leaves)
         m = mode
+        one = isinstance(argnums, int)
         if m == "auto":
-            out_probe = f(*args, **kwargs)  # one plain run to learn the output size
+            # one plain run to learn the output size, on copies: f may update its input in
+            # place (x[0] = v), which must not reach the caller's array
+            copies = [x.copy() if type(x) is np.ndarray else x for x in in_leaves]
+            out_probe = f(*_place_inputs(args, nums, in_def, copies, one), **kwargs)
             n_out = sum(_size(o) for o in flatten(out_probe)[0])
             m = "forward" if n_in < n_out else "reverse"
-        one = isinstance(argnums, int)
         if m == "forward":
             return _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n_in, one)
         return _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n_in, one)
