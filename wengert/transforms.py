@@ -145,7 +145,7 @@ def value_and_grad(f, argnums=0, *, has_aux=False):
     >>> import wengert as wg, wengert.numpy as wnp
     >>> v, g = wg.value_and_grad(lambda x, y: x * y + wnp.sin(x), argnums=(0, 1))(0.5, 4.2)
     >>> print(round(float(v), 12), [round(float(d), 12) for d in g])
-    2.579425538605 [5.077582561890, 0.5]
+    2.579425538604 [5.07758256189, 0.5]
     """
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
