@@ -13,12 +13,12 @@ from collections import Counter
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
-from .indexing import gather
+from .indexing import concrete, gather, recorded
 from .shape import broadcast_to, reshape, sum_, transpose
 
 __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "kron", "cross",
            "vecdot", "matvec", "vecmat", "convolve", "correlate", "polyval", "vander", "polyfit",
-           "polyadd", "polysub", "polymul", "polyder", "polyint"]
+           "polyadd", "polysub", "polymul", "polyder", "polyint", "roots", "poly", "polydiv"]
 
 
 def _plain(x):
@@ -800,3 +800,224 @@ def correlate(a, v, mode="valid"):
                                   "v, which has no complex derivative; split real and "
                                   "imaginary parts")
     return _correlate(a, v, mode=_mode_name(mode))
+
+
+# -- roots, poly, polydiv ----------------------------------------------------------------------
+# NumPy's algorithms operation by operation, so the values are NumPy's to the bit.  What NumPy
+# decides on values (zeros to strip, a real spectrum, a remainder's negligible leading
+# entries) is decided on the plain values with ``concrete``: a compiled graph guards it, so
+# other inputs re-trace.
+def _poly_vector_traced(*ps):
+    """Traced, also as a list holding traced entries (which NumPy's dispatch cannot see)."""
+    from .indexing import _has_tracer
+    return _has_tracer(ps)
+
+
+def _poly_vectors(*ps):
+    from .joining import asarray
+    return _poly_traced(*(asarray(p) if isinstance(p, (list, tuple)) else p for p in ps))
+
+
+def _not_0d(p, name):
+    """NumPy's dispatcher for roots and poly wants an iterable: np.roots(3.0) is a TypeError."""
+    if not isinstance(p, (list, tuple)) and ndim_of(p) == 0:
+        raise TypeError(f"wnp.{name} of a 0-d value: NumPy raises TypeError too (its "
+                        "dispatcher needs an iterable); pass a 1-D array")
+
+
+def _real_spectrum(w):
+    return bool(np.all(np.imag(w) == 0))
+
+
+def _numpy_eigvals(a):
+    """``np.linalg.eigvals(a)`` by the differentiable rule, with NumPy's type: the rule's
+    eigenvalues are complex, NumPy's are real when a real matrix has a real spectrum (and are
+    then LAPACK's real parts, which ``real`` gives to the bit)."""
+    from .fft import real
+    from .linalg import eigvals
+    w = eigvals(a)
+    if not np.iscomplexobj(_plain(a)) and concrete(_real_spectrum, w, name="real_spectrum"):
+        w = real(w)
+    return w
+
+
+@primitive(name="value_of")
+def _value_of(x, y, undefined):
+    """``x``'s value with ``y``'s derivative, NaN where ``undefined`` holds: ``x`` is the value
+    NumPy computes, ``y`` a formula equal to it up to rounding that differentiates."""
+    return np.array(x, copy=True)
+
+
+@_value_of.frule(symbolic_zeros=True)
+def _value_of_jvp(primals, tangents):
+    from .elementwise import where
+    dy, undefined = tangents[1], primals[2]
+    if dy is not None and undefined.any():
+        dy = where(undefined, np.nan, dy)
+    return _value_of(*primals), dy
+
+
+@_value_of.rrule
+def _value_of_vjp(x, y, undefined):
+    from .elementwise import where
+
+    def pullback(g):
+        if undefined.any():  # NaN only for an output that is used: 0 * undefined is 0 here
+            g = where(undefined & (g != 0), np.nan, g)
+        return None, g, None
+    return _value_of(x, y, undefined), pullback
+
+
+def _repeated(w, zeros):
+    """Which of the roots ``w`` followed by ``zeros`` roots at 0 equal another exactly."""
+    w = np.concatenate([np.asarray(w), np.zeros(zeros, np.result_type(w))])
+    return (w[:, None] == w[None, :]).sum(axis=1) > 1
+
+
+_NEWTON_STEPS = 3
+
+
+def _newton_derivatives(p, r, repeated):
+    """A formula for the roots ``r`` of ``p`` (values to rounding) with their derivatives,
+    for ``_value_of``: Newton steps on ``p``.  A start whose derivatives are off at first
+    order (a constant; eigenvalues missing the stripped trailing zeros) is right to order
+    2**k - 1 after k steps.  A repeated root has no derivative (``_value_of`` makes it NaN)."""
+    from .elementwise import where
+    dp = polyder(p)
+    for _ in range(_NEWTON_STEPS):  # (1, not p'(r) = 0, at a repeated root: no inf)
+        r = r - polyval(p, r) / where(repeated, 1.0, polyval(dp, r))
+    return r
+
+
+def roots(p):
+    """``np.roots``: the eigenvalues of NumPy's companion matrix by the ``eigvals`` rule, so
+    the values (and their real or complex type) are NumPy's to the bit.
+
+    Derivatives hold at simple roots: ``dr/dp_k = -r**(n-k) / p'(r)``, roots at 0 from a
+    trailing zero included (Newton steps on the whole polynomial add what the stripped
+    zero changes).  A repeated root has none (it moves like a square root): several
+    trailing zeros, or computed roots that coincide exactly, give NaN derivatives for those
+    roots.  Where rounding has split a multiple root apart (usual) the derivative is huge
+    and finite, about 1 / gap, as for any nearly repeated root: not meaningful.  Stripped
+    leading zeros get no derivative (a change there would add a root at infinity).
+    """
+    if not _poly_vector_traced(p):
+        return np.roots(p)
+    from .joining import astype, concatenate
+    _not_0d(p, "roots")
+    (p,) = _poly_vectors(p)
+    if ndim_of(p) != 1:
+        raise ValueError("Input must be a rank-1 array.")
+    non_zero = concrete(np.flatnonzero, p, name="flatnonzero")  # decided on the values
+    if len(non_zero) == 0:
+        return np.array([])
+    trailing = shape_of(p)[0] - int(non_zero[-1]) - 1
+    p = p[int(non_zero[0]):]
+    stripped = p[:shape_of(p)[0] - trailing]
+    if not np.issubdtype(_plain(p).dtype, np.inexact):
+        p, stripped = astype(p, float), astype(stripped, float)
+    n = shape_of(stripped)[0]
+    r = np.array([])
+    if n > 1:
+        row = reshape(-stripped[1:] / stripped[0], (1, n - 1))
+        companion = concatenate([row, np.eye(n - 2, n - 1, dtype=_plain(stripped).dtype)])
+        r = recorded(np.linalg.eigvals, companion)  # plain, or recorded while compiling
+    repeated = concrete(_repeated, r, zeros=trailing, name="repeated_roots")
+    if n > 1 and not repeated.any():  # (the eigenvalue rule fails at a repeated root)
+        r = _numpy_eigvals(companion)
+    if not (trailing or repeated.any()):
+        return r
+    r = concatenate([r, np.zeros(trailing, np.result_type(_plain(r)))])
+    return _value_of(r, _newton_derivatives(p, r, repeated), repeated)
+
+
+def _conjugate_pairs(z):
+    z = np.asarray(z, complex)
+    return bool(np.all(np.sort(z) == np.sort(z.conjugate())))
+
+
+def _charpoly(a):
+    """The characteristic polynomial's coefficients by Faddeev-LeVerrier, for ``_value_of``:
+    matrix products only, so its derivatives of every order hold where eigenvalues repeat
+    too (those through the eigenvalue rule do not: a Jordan block gives a wrong one)."""
+    from .joining import stack
+    n = shape_of(a)[0]
+    dt = np.result_type(_plain(a))
+    eye = np.eye(n, dtype=dt)
+    c, m = [np.ones((), dt)], eye
+    for k in range(1, n + 1):
+        if k > 1:
+            m = matmul(a, m) + c[-1] * eye
+        c.append(-sum_(a * _swap_last(m)) / k)  # -trace(a @ m) / k
+    return stack(c)
+
+
+def poly(seq_of_zeros):
+    """``np.poly``: NumPy's product of the factors ``(x - zero)`` by ``convolve``, so the
+    coefficients are NumPy's to the bit.  A square matrix's zeros are its eigenvalues: there
+    the values are NumPy's own, and the derivatives those of the characteristic polynomial
+    by Faddeev-LeVerrier (valid at repeated eigenvalues too, where the eigenvalue rule's are
+    not; its rounding grows with the size, like the conditioning of the coefficients)."""
+    if not _poly_vector_traced(seq_of_zeros):
+        return np.poly(seq_of_zeros)
+    from .fft import real
+    from .joining import astype, concatenate
+    _not_0d(seq_of_zeros, "poly")
+    (z,) = _poly_vectors(seq_of_zeros)
+    sh = shape_of(z)
+    if len(sh) == 2 and sh[0] == sh[1] and sh[0] != 0:
+        # the values: NumPy's own (eigenvalues, then as below); the derivatives: _charpoly's
+        a = recorded(np.poly, z)
+        y = _charpoly(z)
+        if not np.iscomplexobj(_plain(a)) and np.iscomplexobj(_plain(y)):
+            y = real(y)
+        return _value_of(a, y, np.zeros(sh[0] + 1, bool))
+    if len(sh) == 1:
+        dt = np.dtype(np.mintypecode(_plain(z).dtype.char))
+        z = z if _plain(z).dtype == dt else astype(z, dt)
+    else:
+        raise ValueError("input must be 1d or non-empty square 2d array.")
+    if shape_of(z)[0] == 0:
+        return 1.0
+    dt = np.result_type(_plain(z))
+    a = np.ones((1,), dtype=dt)
+    for k in range(shape_of(z)[0]):
+        a = convolve(a, concatenate([np.ones(1, dt), reshape(-z[k], (1,))]))
+    if np.issubdtype(dt, np.complexfloating) and concrete(_conjugate_pairs, z,
+                                                           name="conjugate_pairs"):
+        a = real(a)  # conjugate pairs: the product is real
+    return a
+
+
+def _remainder_start(r):
+    """How many leading entries of the remainder NumPy's polydiv drops as zero."""
+    k = 0
+    while np.allclose(r[k], 0, rtol=1e-14) and r.shape[-1] - k > 1:
+        k += 1
+    return k
+
+
+def polydiv(u, v):
+    """``np.polydiv``: NumPy's long division step by step, so quotient and remainder are
+    NumPy's to the bit.  The remainder's leading entries NumPy drops as zero (``allclose``,
+    so up to 1e-8) are chosen on the values; the dropped ones have no derivative.  A zero
+    leading divisor gives inf/nan with a warning, as NumPy (no exception)."""
+    if not _poly_vector_traced(u, v):
+        return np.polydiv(u, v)
+    from .joining import astype, concatenate, stack
+    u, v = _poly_vectors(u, v)
+    if ndim_of(u) != 1 or ndim_of(v) != 1:  # NumPy fails on a 2-D one in q[k] = d
+        raise ValueError("setting an array element with a sequence.")
+    u, v = u + 0.0, v + 0.0
+    dt = np.result_type(_plain(u)[0] + _plain(v)[0])  # NumPy's w = u[0] + v[0]
+    m, n = shape_of(u)[0] - 1, shape_of(v)[0] - 1
+    scale = 1. / v[0]
+    r = u if _plain(u).dtype == dt else astype(u, dt)
+    q = []
+    for k in range(m - n + 1):
+        d = scale * r[k]
+        q.append(d)
+        r = concatenate([r[:k], r[k:k + n + 1] - d * v, r[k + n + 1:]])
+    q = stack(q) if q else np.zeros((1,), dt)  # each d has the type dt already
+    start = concrete(_remainder_start, r, name="remainder_start")
+    return q, (r[start:] if start else r)
