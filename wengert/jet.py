@@ -23,11 +23,12 @@ class JetTrace(Trace):
         self._memo = {}
 
     def process(self, prim, args, params):
-        key = (prim, tuple(a if isinstance(a, Jet) and a._trace is self else _const_key(a)
-                           for a in args), _freeze(params))
         try:
+            key = (prim, tuple(a if isinstance(a, Jet) and a._trace is self else _const_key(a)
+                               for a in args), _freeze(params))
             hit = self._memo.get(key)
-        except TypeError:  # an unhashable parameter: no sharing for this one
+        except TypeError:  # an unhashable parameter (an index array; a slice before Python
+            # 3.12): no sharing for this one
             hit, key = None, None
         if hit is not None:
             return hit
