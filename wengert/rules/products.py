@@ -718,59 +718,39 @@ def _full_cotangent(g, off, full):
                         np.zeros(lead + (full - off - length,), dt)], axis=-1)
 
 
-@_convolve.frule(symbolic_zeros=True)
-def _convolve_jvp(primals, tangents, mode):
-    a, v = primals
-    da, dv = tangents
-    off, length = _window(shape_of(a)[0], shape_of(v)[0], mode)
-    t = None
-    if da is not None:
-        t = _conv(da, v, off, length)
-    if dv is not None:  # convolution commutes
-        t2 = _conv(dv, a, off, length)
-        t = t2 if t is None else t + t2
-    return _convolve(a, v, mode=mode), t
+def _declare_conv_rules(prim, window, flip):
+    """Both rules of a bilinear convolution: ``convolve`` (``flip=False``), or ``correlate``,
+    which is convolve(a, v reversed) with its own window (real values only: NumPy conjugates
+    v, which has no complex derivative)."""
+    @prim.frule(symbolic_zeros=True)
+    def _jvp(primals, tangents, mode):
+        a, v = primals
+        da, dv = tangents
+        off, length = window(shape_of(a)[0], shape_of(v)[0], mode)
+        t = None
+        if da is not None:
+            t = _conv(da, v[::-1] if flip else v, off, length)
+        if dv is not None:  # convolution commutes
+            t2 = _conv(dv[..., ::-1] if flip else dv, a, off, length)
+            t = t2 if t is None else t + t2
+        return prim(a, v, mode=mode), t
+
+    @prim.rrule(needs=True)
+    def _vjp(a, v, needs, mode):
+        n, m = shape_of(a)[0], shape_of(v)[0]
+        off, _ = window(n, m, mode)
+
+        def pullback(g):
+            g = _full_cotangent(g, off, n + m - 1)
+            # convolving by w transposes to correlating with it: convolving with w reversed
+            ga = _conv(g, v if flip else v[::-1], m - 1, n) if needs[0] else None
+            gv = _conv(g, a[::-1], n - 1, m) if needs[1] else None
+            return ga, (gv[..., ::-1] if flip and gv is not None else gv)
+        return prim(a, v, mode=mode), pullback
 
 
-@_convolve.rrule(needs=True)
-def _convolve_vjp(a, v, needs, mode):
-    n, m = shape_of(a)[0], shape_of(v)[0]
-    off, _ = _window(n, m, mode)
-
-    def pullback(g):
-        g = _full_cotangent(g, off, n + m - 1)
-        # convolving by w transposes to correlating with it: convolving with w reversed
-        return (_conv(g, v[::-1], m - 1, n) if needs[0] else None,
-                _conv(g, a[::-1], n - 1, m) if needs[1] else None)
-    return _convolve(a, v, mode=mode), pullback
-
-
-# correlate(a, v) is convolve(a, v reversed) with its own window (real values only: NumPy
-# conjugates v, which has no complex derivative)
-@_correlate.frule(symbolic_zeros=True)
-def _correlate_jvp(primals, tangents, mode):
-    a, v = primals
-    da, dv = tangents
-    off, length = _correlate_window(shape_of(a)[0], shape_of(v)[0], mode)
-    t = None
-    if da is not None:
-        t = _conv(da, v[::-1], off, length)
-    if dv is not None:
-        t2 = _conv(dv[..., ::-1], a, off, length)
-        t = t2 if t is None else t + t2
-    return _correlate(a, v, mode=mode), t
-
-
-@_correlate.rrule(needs=True)
-def _correlate_vjp(a, v, needs, mode):
-    n, m = shape_of(a)[0], shape_of(v)[0]
-    off, _ = _correlate_window(n, m, mode)
-
-    def pullback(g):
-        g = _full_cotangent(g, off, n + m - 1)
-        return (_conv(g, v, m - 1, n) if needs[0] else None,
-                _conv(g, a[::-1], n - 1, m)[..., ::-1] if needs[1] else None)
-    return _correlate(a, v, mode=mode), pullback
+_declare_conv_rules(_convolve, _window, flip=False)
+_declare_conv_rules(_correlate, _correlate_window, flip=True)
 
 
 def _one_d_pair(a, v):
