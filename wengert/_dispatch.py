@@ -151,9 +151,7 @@ def _without_ufunc_kwargs(ufunc, name, inputs, kwargs):
 
 
 def _dtype(x):
-    while isinstance(x, Tracer):
-        x = x.value
-    return np.asarray(x).dtype
+    return np.asarray(_value(x)).dtype
 
 
 # ufunc methods that are NumPy functions with rules: np.add.reduce(x) is np.sum(x, axis=0)

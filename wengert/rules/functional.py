@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core import Tracer, ndim_of, shape_of
 from .indexing import concrete, index_update
-from .joining import _axis, _plain, asarray, expand_dims, moveaxis, stack
+from .joining import _axis, _dtype, asarray, expand_dims, moveaxis, stack
 from .shape import reshape, transpose
 
 __all__ = ["piecewise", "apply_along_axis", "apply_over_axes"]
@@ -45,7 +45,7 @@ def piecewise(x, condlist, funclist, *args, **kw):
     elif n != n2:
         raise ValueError(
             f"with {n} condition(s), either {n} or {n + 1} functions are expected")
-    y = np.zeros(shape_of(x), np.asarray(_plain(x)).dtype)
+    y = np.zeros(shape_of(x), _dtype(x))
     for cond, func in zip(condlist, funclist):
         cond = np.broadcast_to(cond, shape_of(x))
         if not callable(func):
@@ -69,12 +69,12 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
         raise ValueError("Cannot apply_along_axis when any iteration dimensions are 0")
     outs = [asarray(func1d(view[ind], *args, **kwargs)) for ind in np.ndindex(*lead)]
     rshape = shape_of(outs[0])
-    dt = np.asarray(_plain(outs[0])).dtype
+    dt = _dtype(outs[0])
     for o in outs[1:]:
         if shape_of(o) != rshape:
             raise ValueError(f"could not broadcast input array from shape {shape_of(o)} "
                              f"into shape {rshape}")
-    outs = [o if np.asarray(_plain(o)).dtype == dt else o.astype(dt) for o in outs]
+    outs = [o if _dtype(o) == dt else o.astype(dt) for o in outs]
     buff = reshape(stack(outs), lead + rshape)
     k = len(rshape)  # the result's axes go where the applied axis was
     dims = list(range(len(lead) + k))

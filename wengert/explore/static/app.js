@@ -65,8 +65,9 @@ function currentInputs() {
 // Answers can arrive out of order (an Enter and a change event, a quick second edit): only
 // the latest request's answer is drawn, and body.dataset.pending counts requests in flight.
 let latestLoad = 0;
-function setPending(delta) {
-  document.body.dataset.pending = String((+document.body.dataset.pending || 0) + delta);
+// body.dataset counters (loads, errors, pending) that tests and tools wait on
+function bumpCounter(name, delta = 1) {
+  document.body.dataset[name] = String((+document.body.dataset[name] || 0) + delta);
 }
 
 async function load(expr, inputs, keepStep) {
@@ -74,7 +75,7 @@ async function load(expr, inputs, keepStep) {
   showError("error", "");
   const ticket = ++latestLoad;
   let data;
-  setPending(+1);
+  bumpCounter("pending", +1);
   try {
     data = await api("POST", "/api/expression", { expr, inputs });
   } catch (e) {
@@ -82,10 +83,10 @@ async function load(expr, inputs, keepStep) {
     showError("error", e.message);
     // what is still drawn belongs to the previous expression: say so
     document.querySelector("#view-expr .layout").classList.add("stale");
-    document.body.dataset.errors = String((+document.body.dataset.errors || 0) + 1);
+    bumpCounter("errors");
     return;
   } finally {
-    setPending(-1);
+    bumpCounter("pending", -1);
   }
   if (ticket !== latestLoad) return;  // superseded while in flight
   document.querySelector("#view-expr .layout").classList.remove("stale");
@@ -100,7 +101,7 @@ async function load(expr, inputs, keepStep) {
   buildPrograms(data);
   updateUrl();
   render();
-  document.body.dataset.loads = String((+document.body.dataset.loads || 0) + 1);
+  bumpCounter("loads");
   document.body.dataset.inputs = JSON.stringify(data.inputs);
 }
 
