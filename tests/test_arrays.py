@@ -289,6 +289,29 @@ TABLE = [
     ("meshgrid", lambda x, y: wnp.meshgrid(x, y ** 2)[1] * wnp.meshgrid(x, y)[0], (R(3), R(2)), 2),
     ("linspace", lambda x: wnp.linspace(x[0], x[1] ** 2, 5), (R(2),), 2),
     ("partition", lambda x: wnp.partition(x, 2) ** 2, (R(5),), 1),
+    # names the rows above do not call (tests/test_coverage.py checks every one is here)
+    ("ascontiguousarray", lambda x: wnp.ascontiguousarray(x.T) ** 2, (R(3, 4),), 2),
+    ("broadcast_arrays", lambda a, b: wnp.broadcast_arrays(a, b)[0] * wnp.broadcast_arrays(
+        a, b)[1] ** 2, (R(3, 1), R(4)), 2),
+    ("cumulative_prod", lambda x: wnp.cumulative_prod(x, axis=1, include_initial=True),
+     (R(3, 4),), 2),
+    ("cumulative_sum", lambda x: wnp.cumulative_sum(x, axis=0, include_initial=True) ** 2,
+     (R(3, 4),), 2),
+    ("diagflat", lambda x: wnp.diagflat(x, k=1) ** 2, (R(2, 2),), 2),
+    ("dsplit", lambda x: wnp.dsplit(x, 2)[1] ** 2, (R(2, 2, 4),), 2),
+    ("hsplit", lambda x: wnp.hsplit(x, [1, 3])[1] ** 2, (R(3, 4),), 2),
+    ("vsplit", lambda x: wnp.vsplit(x, 3)[2] ** 2, (R(3, 4),), 2),
+    ("matvec", lambda a, v: wnp.matvec(a, v), (R(2, 3, 4), R(4)), 2),
+    ("vecdot", lambda a, b: wnp.vecdot(a, b, axis=0), (R(3, 4), R(3, 1)), 2),
+    ("nanmin", lambda x: wnp.nanmin(wnp.where(NANMASK, np.nan, x), axis=1), (R(3, 4),), 1),
+    ("nanprod", lambda x: wnp.nanprod(wnp.where(NANMASK, np.nan, x), axis=0), (R(3, 4),), 2),
+    # (a slice of one value has std 0: sqrt's infinite slope there, as np.std's gradient)
+    ("nanstd", lambda x: wnp.nanstd(wnp.where(NANMASK[:2], np.nan, x), axis=1), (R(2, 4),), 2),
+    ("nanstd_ddof", lambda x: wnp.nanstd(wnp.where(NANMASK[:2], np.nan, x), axis=1, ddof=1),
+     (R(2, 4),), 2),
+    ("linalg.svdvals", lambda x: wnp.linalg.svdvals(x), (R(3, 4),), 2),
+    ("linalg.vecdot", lambda a, b: wnp.linalg.vecdot(a, b), (R(2, 3), R(3)), 2),
+    ("fft.ifftshift", lambda x: wnp.fft.ifftshift(x, axes=1) ** 2, (R(3, 4),), 2),
 ]
 
 

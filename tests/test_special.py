@@ -98,6 +98,7 @@ def test_softplus_and_aliases():
     assert wsp.jn is wsp.jv  # SciPy's other name for the jv ufunc (autograd differentiates it)
     wg.check_grad(lambda x: wsp.jn(2, x), x + 4.0, order=2)
     wg.check_grad(lambda x: wsp.softplus(x), x, order=2)
+    wg.check_grad(lambda x: wsp.log_softmax(x), x, order=2)
 
 
 def test_closed_forms():

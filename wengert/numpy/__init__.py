@@ -137,6 +137,11 @@ def result_type(*arrays_and_dtypes):
     return _np.result_type(*(_red._strip(a) for a in arrays_and_dtypes))
 
 
+for _f in (shape, ndim, size, result_type):  # facts about the arrays, not differentiated
+    _f._nondiff = True
+del _f
+
+
 # not differentiable: comparisons, predicates, integer-valued results -> plain values
 # (under graph tracing predicates are recorded; index-like results are guarded)
 _INDEX_LIKE = {"digitize", "lexsort", "argpartition",

@@ -28,6 +28,7 @@ multiply = primitive(operator.mul, name="multiply", broadcasting=True)
 divide = primitive(_scalar_safe(operator.truediv, np.divide), name="divide", broadcasting=True)
 floor_divide = primitive(_scalar_safe(operator.floordiv, np.floor_divide), name="floor_divide",
                          broadcasting=True)
+floor_divide.nondiff = True  # piecewise constant: its partials are zero
 remainder = primitive(_scalar_safe(operator.mod, np.remainder), name="remainder", broadcasting=True)
 power = primitive(_scalar_safe(operator.pow, np.power), name="power", broadcasting=True)
 negative = primitive(operator.neg, name="negative")

@@ -287,6 +287,9 @@ def empty_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
     return np.empty_like(_plain(a), dtype=dtype, order=order, subok=subok, shape=shape, **kw)
 
 
+empty_like._nondiff = True  # uninitialised values depend on nothing: a plain array
+
+
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
     if _traced(fill_value):
         s = shape_of(a) if shape is None else tuple(np.atleast_1d(shape))
