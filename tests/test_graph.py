@@ -544,3 +544,16 @@ def test_negations_fold_into_constants_and_subtractions_exactly():
         want = f(*args)
         got = s(*args)
         assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_shape_size_ndim_are_static_under_graph_tracing():
+    # np.shape(x) of a traced x was recorded as a node holding a tuple, so np.shape(x)[0]
+    # raised TypeError in wg.compile; shapes are static in every engine
+    def f(x):
+        return x * np.shape(x)[0] + np.size(x, 0) * np.ndim(x) * wnp.size(x)
+
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(wg.compile(f)(x), f(x))
+    assert f(x)[1] == 1.0 * 3 + 3 * 1 * 3
+    np.testing.assert_array_equal(wg.compile(wg.grad(lambda x: wnp.sum(f(x))))(x),
+                                  np.full(3, 3.0))

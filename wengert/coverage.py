@@ -73,7 +73,7 @@ def _classify(obj):
     wrapped = getattr(obj, "__wengert_primitive__", None)  # a thin NumPy-signature wrapper
     if isinstance(wrapped, Primitive):
         return "primitive", wrapped.has_frule, wrapped.has_rrule
-    if getattr(obj, "_nondiff", False):
+    if getattr(obj, "_nondiff", False) or getattr(obj, "_static_result", False):
         return "not differentiated", True, True
     mod = getattr(obj, "__module__", None) or ""
     if callable(obj) and mod.startswith("wengert"):
