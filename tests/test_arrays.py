@@ -16,6 +16,7 @@ from hypothesis.extra import numpy as hnp
 
 import wengert as wg
 import wengert.numpy as wnp
+from wengert.scipy.special import erf as wsp_erf
 
 # np.cross of 2-vectors is deprecated in NumPy 2 but still computed (wnp mirrors it)
 # (and nan_to_num is tested on the log of negative numbers, on purpose)
@@ -1424,6 +1425,36 @@ def test_arithmetic_ufuncs_take_numpys_keywords():
     np.testing.assert_array_equal(
         wg.grad(lambda x: wnp.sum(np.multiply(x, x, dtype=np.float32)))(np.array([1.5, 2.0])),
         [3.0, 4.0])
+
+
+def test_ufunc_keywords_in_wnp_and_on_every_ufunc():
+    # wnp.add(x, 1, dtype=...) failed even on plain arrays (Python's operator takes no
+    # keywords), and np.sin(traced, dtype=...) passed dtype= on to sin's partials
+    v = np.array([0.5, 2.0])
+    for f, kw in [(wnp.add, {"dtype": np.float32}), (wnp.negative, {"casting": "same_kind"}),
+                  (wnp.sin, {"dtype": np.float32}), (np.sin, {"dtype": np.float32}),
+                  (wnp.power, {"dtype": np.float32}), (np.exp, {"casting": "unsafe"}),
+                  (wsp_erf, {"dtype": np.float32})]:
+        args = (v,) if f.__name__ in ("negative", "sin", "exp", "erf") else (v, 1.5)
+        ref = getattr(np, f.__name__, None) or sp.erf
+        want = ref(*args, **kw)
+        np.testing.assert_array_equal(f(*args, **kw), want)  # plain: NumPy's own call
+        for x in (wg.Tape().var(v), wg.Dual(v, np.ones_like(v))):
+            got = f(x, *args[1:], **kw).value
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+        g = lambda x: f(x, *args[1:], **kw)
+        np.testing.assert_allclose(wg.jacobian(g, mode="forward")(v),
+                                   wg.jacobian(g, mode="reverse")(v), rtol=1e-6)
+        np.testing.assert_array_equal(wg.compile(g)(v), want)
+    wg.check_grad(lambda x: wnp.sin(x, dtype=np.float64) * wnp.multiply(x, x, casting="no"),
+                  v, order=2)
+    out = np.empty(2)
+    assert wnp.add(v, 1.0, out=out) is out and np.array_equal(out, v + 1.0)
+    with pytest.raises(NotImplementedError, match="out="):
+        wg.grad(lambda x: wnp.sum(wnp.add(x, 1.0, out=np.empty(2))))(v)
+    with pytest.raises(TypeError, match="Cannot cast"):
+        wg.grad(lambda x: wnp.sum(wnp.sin(x, casting="no", dtype=np.float32)))(v)
 
 def test_convolve_and_correlate_are_numpys_to_the_bit():
     # every pair of lengths up to 6 (either the longer), every mode and NumPy's mode codes,

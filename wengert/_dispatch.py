@@ -126,9 +126,28 @@ def array_ufunc(ufunc, method, inputs, kwargs):
             f"{_home(ufunc)[0]}.{name} has no wengert rule. Declare one with @wg.primitive "
             "and @f.rrule / @f.frule (see docs/rules.md).")
     kwargs = {k: v for k, v in kwargs.items() if k != "out"}
-    if kwargs and not isinstance(getattr(fn, "impl", None), np.ufunc):
+    if kwargs:  # NumPy's keywords are not the rule's parameters (its partials take none)
         inputs, kwargs = _without_ufunc_kwargs(ufunc, name, inputs, kwargs)
     return fn(*inputs, **kwargs)
+
+
+def call_with_ufunc_keywords(prim, args, kwargs):
+    """``wnp.add(x, 1, dtype=np.float32)``: a ufunc's primitive called with NumPy's keywords.
+
+    On plain values it is NumPy's own call (``out=`` included); on traced values the
+    keywords are applied as ``np.add(x, 1, dtype=...)`` on a traced value is.
+    """
+    ufunc = prim.ufunc
+    if not any(isinstance(a, Tracer) for a in args):
+        return ufunc(*args, **kwargs)
+    name = _UFUNC_ALIASES.get(ufunc.__name__, ufunc.__name__)
+    if kwargs.get("out") is not None:
+        raise NotImplementedError(
+            f"wnp.{name} with out= on a traced value has no wengert rule (it writes in "
+            "place); call it without out=.")
+    kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+    args, _ = _without_ufunc_kwargs(ufunc, name, args, kwargs)
+    return prim(*args)
 
 
 def _without_ufunc_kwargs(ufunc, name, inputs, kwargs):

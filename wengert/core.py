@@ -149,6 +149,11 @@ def _conversion_message(frame, generic, into):
     return conversion_message(frame, generic, into)
 
 
+def _call_with_ufunc_keywords(prim, args, kwargs):
+    from ._dispatch import call_with_ufunc_keywords  # only with keywords: _dispatch imports us
+    return call_with_ufunc_keywords(prim, args, kwargs)
+
+
 def _array_ufunc(ufunc, method, inputs, kwargs):
     global _array_ufunc
     from ._dispatch import array_ufunc  # bound on first use: _dispatch imports this module
@@ -199,6 +204,7 @@ class Primitive:
         self.linear = False    # f(a x + b y) = a f(x) + b f(y) in all array arguments
         self.bilinear = False  # linear in each of its two array arguments
         self.domain = None  # sampling domain for generated tests
+        self.ufunc = None  # the NumPy ufunc it computes: then it takes NumPy's keywords (dtype=)
 
     def __repr__(self):
         return f"<wengert primitive {self.name}>"
@@ -208,6 +214,8 @@ class Primitive:
 
     # -- dispatch ---------------------------------------------------------------
     def __call__(self, *args, **params):
+        if params and self.ufunc is not None:
+            return _call_with_ufunc_keywords(self, args, params)
         if self.nargs is not None and len(args) > self.nargs:
             args, params = self._split_static(args, params)
         top = None

@@ -34,6 +34,12 @@ power = primitive(_scalar_safe(operator.pow, np.power), name="power", broadcasti
 negative = primitive(operator.neg, name="negative")
 positive = primitive(operator.pos, name="positive")
 absolute = primitive(abs, name="absolute")
+for _p, _u in ((add, np.add), (subtract, np.subtract), (multiply, np.multiply),
+               (divide, np.divide), (floor_divide, np.floor_divide), (remainder, np.remainder),
+               (power, np.power), (negative, np.negative), (positive, np.positive),
+               (absolute, np.absolute)):
+    _p.ufunc = _u  # Python's operators compute them; NumPy's keywords (dtype=) still apply
+del _p, _u
 
 
 def _sum_tangents(a, b):

@@ -30,6 +30,8 @@ def elementwise(np_fn, partials, *, name=None, domain=(-2.0, 2.0), nondiff=False
     p.partials(partials, needs=needs)
     p.domain = domain
     p.nondiff = nondiff
+    if isinstance(np_fn, np.ufunc):
+        p.ufunc = np_fn
     registry[p.name] = p
     return p
 
