@@ -9,7 +9,7 @@ import weakref
 
 import numpy as np
 
-from ..core import Tracer, ndim_of, shape_of
+from ..core import Tracer, _real_for_real, ndim_of, shape_of
 from ..rules._zeros import dtype_of, zeros_like_value
 from ..tree import flatten, unflatten
 
@@ -98,7 +98,9 @@ def jvp_call(fn, args, tangents, kwargs):
 
 
 def unbroadcast(g, like):
-    """Sum the cotangent ``g`` of a broadcast result back to the shape of ``like``."""
+    """Sum the cotangent ``g`` of a broadcast result back to the shape of ``like``; a real
+    ``like`` gets the real part of a complex ``g`` (JAX's convention, as the tape's rules)."""
+    g = _real_for_real(g, like)
     xs = shape_of(like)
     gs = shape_of(g)
     if gs == xs or len(gs) < len(xs):
