@@ -7,6 +7,7 @@ reverse == finite differences.
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -1546,3 +1547,16 @@ def test_polyval_nancumsum_pad_full_are_numpys_to_the_bit():
     assert wg.grad(lambda c: wnp.sum(wnp.full((2, 3), c) + wnp.full_like(b, c, shape=(2, 3))))(
         0.7) == 12.0
     assert wnp.full(3, wg.Tape().var(np.float32(2))).value.dtype == np.float32
+
+
+def test_astype_real_to_complex_pulls_back_the_real_part_quietly():
+    # the cotangent cast back to float discarded the imaginary part with a ComplexWarning
+    x = np.array([0.3, 0.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = wg.grad(lambda x: wnp.sum(wnp.real(x.astype(np.complex128) * (1 + 2j))))(x)
+        np.testing.assert_array_equal(g, [1.0, 1.0])
+        h = wg.hessian(lambda x: wnp.sum(wnp.real(x.astype(np.complex64) ** 2 * (1 + 2j))))(
+            x.astype(np.float32))
+        assert h.dtype == np.float32
+        np.testing.assert_array_equal(h, 2 * np.eye(2))

@@ -5,7 +5,7 @@ Each public function returns exactly what NumPy returns when no argument is trac
 """
 import numpy as np
 
-from ..core import Tracer, ndim_of, primitive, shape_of
+from ..core import Tracer, _real_for_real, ndim_of, primitive, shape_of
 from .indexing import (_TRACED_INDEX, concrete, gather, getitem_basic, index_writer,
                        positions, register_view, reshape_writer, scatter_basic,
                        transpose_writer)
@@ -108,7 +108,8 @@ def _astype_vjp(x, dtype):
     ans = _astype(x, dtype)
     xdt = _dtype(x)
     ok = _float_kind(dtype)
-    return ans, lambda g: (_astype(g, xdt) if ok else None,)
+    # real -> complex: the real argument's cotangent is the real part (no ComplexWarning)
+    return ans, lambda g: (_astype(_real_for_real(g, x), xdt) if ok else None,)
 
 
 @primitive(name="copy")
