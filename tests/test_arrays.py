@@ -584,10 +584,10 @@ def test_numpy_functions_dispatch():
 def test_numpy_without_rule_names_it():
     t = wg.Tape()
     x = t.var(np.ones(3))
-    with pytest.raises(NotImplementedError, match="numpy.intersect1d"):
-        np.intersect1d(x, x)
-    with pytest.raises(NotImplementedError, match="numpy.setxor1d has no wengert rule"):
-        wnp.setxor1d(x, x)
+    with pytest.raises(NotImplementedError, match="numpy.nextafter"):
+        np.nextafter(x, x)
+    with pytest.raises(NotImplementedError, match="numpy.spacing has no wengert rule"):
+        wnp.spacing(x)
 
 
 def test_traced_index_into_a_plain_array_is_a_clear_error():
@@ -606,8 +606,8 @@ def test_traced_index_into_a_plain_array_is_a_clear_error():
 
 def test_passthrough_errors_name_the_function_as_users_call_it():
     from wengert.scipy import linalg as wsl, special as wsp
-    for f, name in [(lambda x: wnp.sort_complex(x), "numpy.sort_complex"),
-                    (lambda x: wsp.hyp2f1(1.0, 2.0, 3.0, x), "scipy.special.hyp2f1"),
+    for f, name in [(lambda x: wnp.spacing(x), "numpy.spacing"),
+                    (lambda x: wsp.mathieu_a(1.0, x), "scipy.special.mathieu_a"),
                     (lambda x: wsl.logm(wnp.diag(x)), "scipy.linalg.logm")]:
         with pytest.raises(NotImplementedError, match=rf"^{name} has no wengert rule"):
             wg.grad(lambda x: wnp.sum(f(x)))(R(3) + 2.0)
@@ -648,9 +648,9 @@ def test_scipy_special_ufuncs_dispatch_in_a_fresh_interpreter():
         s = sp.expit(x)
         np.testing.assert_allclose(g, sp.digamma(x) * s + sp.gammaln(x) * s * (1 - s))
         try:
-            wg.grad(lambda x: sp.struve(0.0, x))(1.0)
+            wg.grad(lambda x: sp.mathieu_a(1.0, x))(1.0)
         except NotImplementedError as e:
-            assert "scipy.special.struve has no wengert rule" in str(e), e
+            assert "scipy.special.mathieu_a has no wengert rule" in str(e), e
         else:
             raise AssertionError("no error")
         print("ok")

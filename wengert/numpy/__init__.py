@@ -25,6 +25,7 @@ from ..rules.reductions import *  # noqa: F401,F403
 from ..rules.products import *  # noqa: F401,F403
 from ..rules.functional import *  # noqa: F401,F403
 from ..rules.counting import *  # noqa: F401,F403
+from ..rules.sets import *  # noqa: F401,F403
 from ..rules import (elementwise as _elementwise, indexing as _indexing, joining as _joining,
                      reductions as _red)
 from ..rules.shape import reshape as _reshape_prim, transpose as _transpose_prim
