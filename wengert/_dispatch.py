@@ -203,8 +203,9 @@ def _home(ufunc):
     """Where ``ufunc`` comes from, and its differentiable counterpart: NumPy or scipy.special
     (a ufunc does not say; scipy.special is imported if the caller holds one of its own)."""
     sp = sys.modules.get("scipy.special")
-    if sp is not None and getattr(sp, ufunc.__name__, None) is ufunc:
-        return "scipy.special", "wengert.scipy.special"
+    if sp is not None and ufunc in (getattr(sp, ufunc.__name__, None),
+                                    getattr(sp._ufuncs, ufunc.__name__, None)):
+        return "scipy.special", "wengert.scipy.special"  # (_zeta: what sp.zeta calls)
     return "numpy", "wnp"
 
 

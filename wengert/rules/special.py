@@ -378,3 +378,7 @@ for _f in (logsumexp, log_softmax, softmax, softplus):
     _f.composite = True
     SPECIAL[_f.__name__] = _f
 del _f
+
+
+# more families, in their own modules; they register into SPECIAL as they import
+from . import special_bessel, special_distributions, special_integrals  # noqa: E402,F401
