@@ -380,5 +380,44 @@ for _f in (logsumexp, log_softmax, softmax, softplus):
 del _f
 
 
+def several_results(np_fn, derivatives):
+    """A primitive of one argument with several results (``sici``, ``airy``...).
+
+    ``derivatives(ans, x, wanted)`` gives each result's derivative in ``x``, ``None`` where
+    ``wanted`` is false: reverse mode asks only for the results that have a cotangent, so
+    Si's gradient at 0 never meets Ci's infinite slope there.
+    """
+    p = primitive(np_fn, name=np_fn.__name__, multiple_results=True)
+
+    @p.frule(symbolic_zeros=True)
+    def jvp(primals, tangents):
+        (x,), (dx,) = primals, tangents
+        ans = p(x)
+        if dx is None:
+            return ans, (None,) * len(ans)
+        with np.errstate(divide="ignore"):  # an infinite slope (Ci' at 0) is a value here
+            ds = derivatives(ans, x, (True,) * len(ans))
+        return ans, tuple(dx * d for d in ds)
+
+    @p.rrule
+    def vjp(x):
+        ans = p(x)
+
+        def pullback(g):
+            wanted = tuple(gk is not None for gk in g)
+            if not any(wanted):
+                return (None,)
+            out = None
+            for gk, d in zip(g, derivatives(ans, x, wanted)):
+                if gk is not None:
+                    out = gk * d if out is None else out + gk * d
+            return (out,)
+        return ans, pullback
+
+    p.domain = None  # several results: each family's own tests check them
+    SPECIAL[p.name] = p
+    return p
+
+
 # more families, in their own modules; they register into SPECIAL as they import
 from . import special_bessel, special_distributions, special_integrals  # noqa: E402,F401

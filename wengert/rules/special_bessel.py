@@ -15,7 +15,8 @@ import scipy.special as _sp
 
 from ..core import NoDerivative, Tracer, primitive
 from .elementwise import absolute, maximum, sqrt, where
-from .special import SPECIAL, _keep_float32, _special, i0, j0, k0, rgamma, y0
+from .special import (SPECIAL, _keep_float32, _special, i0, j0, k0, rgamma, several_results,
+                      y0)
 
 _SQRT_PI = math.sqrt(math.pi)
 
@@ -220,37 +221,8 @@ it2struve0 = _special(_sp.it2struve0, _it2struve0_partial, domain=(-3.0, 3.0))
 
 # functions with several results ------------------------------------------------------------------
 def _several(np_fn, derivatives):
-    """A primitive of one argument with several results; ``derivatives(ans, x)`` gives the
-    derivative of each result (not called for a zero tangent or cotangent)."""
-    p = primitive(np_fn, name=np_fn.__name__, multiple_results=True)
-
-    @p.frule(symbolic_zeros=True)
-    def jvp_rule(primals, tangents):
-        (x,), (dx,) = primals, tangents
-        ans = p(x)
-        if dx is None:
-            return ans, (None,) * len(ans)
-        return ans, tuple(dx * d for d in derivatives(ans, x))
-
-    @p.rrule
-    def vjp_rule(x):
-        ans = p(x)
-
-        def pullback(g):
-            out = None
-            ds = None
-            for k, gk in enumerate(g):
-                if gk is None:
-                    continue
-                if ds is None:
-                    ds = derivatives(ans, x)
-                t = gk * ds[k]
-                out = t if out is None else out + t
-            return (out,)
-        return ans, pullback
-
-    SPECIAL[p.name] = p
-    return p
+    """Several results, each derivative ``derivatives(ans, x)`` (all are cheap here)."""
+    return several_results(np_fn, lambda ans, x, wanted: derivatives(ans, x))
 
 
 # Ai' = Aip, Aip' = z Ai (the Airy equation), and the same for Bi

@@ -9,10 +9,10 @@ import math
 import numpy as np
 import scipy.special as _sp
 
-from ..core import NoDerivative, Tracer, primitive
+from ..core import NoDerivative, Tracer
 from . import elementwise as _ew
 from .elementwise import (absolute, cos, cosh, exp, log, rint, sin, sinh, sqrt, where)
-from .special import SPECIAL, _keep_float32, _special, erf
+from .special import SPECIAL, _keep_float32, _special, erf, several_results
 
 _PI = math.pi
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
@@ -46,41 +46,6 @@ expn = _special(_keep_float32(_sp.expn),
 
 
 # sine, cosine and Fresnel integrals: ufuncs with two results ---------------------------------
-def _two_results(np_fn, derivatives):
-    """A primitive over a one-argument ufunc with two results; ``derivatives(x, a, b)`` gives
-    both results' derivatives (reverse mode asks only for those with a cotangent)."""
-    p = primitive(np_fn, name=np_fn.__name__, multiple_results=True)
-
-    @p.frule(symbolic_zeros=True)
-    def jvp(primals, tangents):
-        (x,), (dx,) = primals, tangents
-        ans = p(x)
-        if dx is None:
-            return ans, (None, None)
-        with np.errstate(divide="ignore"):  # Ci' at 0 (inf) when only Si is wanted
-            d0, d1 = derivatives(x)
-        return ans, (dx * d0, dx * d1)
-
-    @p.rrule
-    def vjp(x):
-        def pullback(g):
-            g0, g1 = g
-            if g0 is None and g1 is None:
-                return (None,)
-            d0, d1 = derivatives(x, g0 is not None, g1 is not None)
-            if g1 is None:
-                return (g0 * d0,)
-            if g0 is None:
-                return (g1 * d1,)
-            return (g0 * d0 + g1 * d1,)
-        return p(x), pullback
-
-    p.domain = None  # two results: tests/test_special_integrals.py checks them
-    p.nondiff = False
-    SPECIAL[p.name] = p
-    return p
-
-
 # sin x / x and sinh x / x (1 at 0), with derivatives (x cos x - sin x) / x^2, which cancels
 # for small x (relative error eps / x^2), so there a Taylor series: sum over k >= 1 of
 # (-1)^k 2k x^(2k-1) / (2k+1)! (without the signs for sinh); 10 terms: < 1e-16 for |x| < 1
@@ -115,12 +80,13 @@ _sinh_x = _ew.elementwise(_ratio_impl(np.sinh), lambda ans, x: (
 
 # Si' = sin x / x is 1 at 0; Ci' = cos x / x is infinite there (Ci has a log singularity).
 # Ci and Chi are even in SciPy (the real part for x < 0), so cos x / x holds on both sides.
-sici = _two_results(_sp.sici, lambda x, a=True, b=True: (
-    _sin_x(x) if a else None, cos(x) / x if b else None))
-shichi = _two_results(_sp.shichi, lambda x, a=True, b=True: (
-    _sinh_x(x) if a else None, cosh(x) / x if b else None))
-fresnel = _two_results(_sp.fresnel, lambda x, a=True, b=True: (
-    sin((0.5 * _PI) * (x * x)) if a else None, cos((0.5 * _PI) * (x * x)) if b else None))
+sici = several_results(_sp.sici, lambda ans, x, w: (
+    _sin_x(x) if w[0] else None, cos(x) / x if w[1] else None))
+shichi = several_results(_sp.shichi, lambda ans, x, w: (
+    _sinh_x(x) if w[0] else None, cosh(x) / x if w[1] else None))
+fresnel = several_results(_sp.fresnel, lambda ans, x, w: (
+    sin((0.5 * _PI) * (x * x)) if w[0] else None,
+    cos((0.5 * _PI) * (x * x)) if w[1] else None))
 
 
 # hypergeometric functions: derivatives in the argument only -------------------------------------
