@@ -36,11 +36,12 @@ def _special(np_fn, partials, *, name=None, domain=(-2.0, 2.0)):
 
 
 def _keep_float32(fn):
-    """scipy's Python-level wrappers upcast float32; keep the input's dtype."""
-    def impl(n, x):
-        ans = fn(n, x)
-        dt = getattr(x, "dtype", None)
-        if dt == np.float32 and getattr(ans, "dtype", None) == np.float64:
+    """SciPy's Python-level wrappers and integer loops ('ld->d') upcast a float32 ``x`` (the
+    last argument, the one differentiated): keep its dtype."""
+    def impl(*args):
+        ans = fn(*args)
+        if getattr(args[-1], "dtype", None) == np.float32 and \
+                getattr(ans, "dtype", None) == np.float64:
             ans = ans.astype(np.float32)
         return ans
     impl.__name__ = fn.__name__

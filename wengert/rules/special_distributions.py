@@ -14,27 +14,14 @@ import scipy.special as _sp
 from ..core import NoDerivative, Tracer
 from ._zeros import dtype_of
 from .elementwise import clip, cos, exp, floor, log, log1p, maximum, minimum, sin, trunc, where
-from .special import _special, beta, betaln, digamma, gammaln, xlog1py, xlogy
+from .special import (_keep_float32, _special, beta, betaln, digamma, gammaln, xlog1py,
+                      xlogy)
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 
 
 def _no(name, *args):
     return tuple(NoDerivative(f"scipy.special.{name}", a) for a in args)
-
-
-def _keep_float32(fn):
-    """SciPy's integer loops ('ld->d', 'dld->d') give float64 for a float32 ``x`` (the last
-    argument, the one differentiated): keep ``x``'s dtype, as special.py's wrapper does."""
-    def impl(*args):
-        ans = fn(*args)
-        if getattr(args[-1], "dtype", None) == np.float32 and \
-                getattr(ans, "dtype", None) == np.float64:
-            ans = ans.astype(np.float32)
-        return ans
-    impl.__name__ = fn.__name__
-    impl.__doc__ = fn.__doc__
-    return impl
 
 
 def _cast(v, like):

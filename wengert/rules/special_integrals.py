@@ -9,10 +9,10 @@ import math
 import numpy as np
 import scipy.special as _sp
 
-from ..core import NoDerivative, Tracer
+from ..core import NoDerivative
 from . import elementwise as _ew
 from .elementwise import (absolute, cos, cosh, exp, log, rint, sin, sinh, sqrt, where)
-from .special import SPECIAL, _keep_float32, _special, erf, several_results
+from .special import SPECIAL, _keep_float32, _special, _traced, erf, several_results
 
 _PI = math.pi
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
@@ -23,10 +23,6 @@ _NO = {(name, arg): NoDerivative(f"scipy.special.{name}", arg) for name, arg in 
     ("hyp2f1", "b"), ("hyp2f1", "c"), ("hyperu", "a"), ("hyperu", "b"), ("zeta", "x"))}
 
 _PRIVATE = {}  # helper primitives: not scipy.special names, so not in SPECIAL
-
-
-def _traced(*xs):
-    return any(isinstance(x, Tracer) for x in xs)
 
 
 # exponential integrals ---------------------------------------------------------------------
