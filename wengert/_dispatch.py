@@ -1,11 +1,23 @@
-"""NEP 13/18 dispatch and Python operators on tracers: both lead to the same primitives."""
+"""NEP 13/18 dispatch and Python operators on tracers: both lead to the same primitives.
+
+The namespace (``wengert.numpy``) installs all of it on :class:`~wengert.core.Tracer` once
+it is built (``install``): the operators from the rules' table, NumPy's methods and
+conversions, and the NEP 13/18 hooks.  Engines give their tracers the operators' shortcuts
+through ``install_fast_paths``.
+"""
+import importlib
 import operator
 import sys
 import types
 
 import numpy as np
 
-from .core import Tracer
+from .core import Primitive, Tracer
+from .rules import OPERATORS
+from .rules.indexing import sort_inplace
+from .rules.joining import astype
+
+_namespace = None  # the namespace that installed the dispatch (wengert.numpy): see ``install``
 
 
 def _value(x):
@@ -20,36 +32,56 @@ def _compare(op):
     return lambda self, other: op(self.value, other.value if isinstance(other, Tracer) else other)
 
 
-def install_operators():
-    from .rules import OPERATORS
+def install(namespace):
+    """Give every tracer NumPy's protocols, leading to the primitives: Python operators
+    (``OPERATORS``), comparisons, conversions (which raise, saying what to do), NEP 13/18,
+    and the ndarray methods and properties, each the function of that name in ``namespace``.
+    """
+    global _namespace
+    _namespace = namespace
     for name, fn in OPERATORS.items():
-        # a plain function is a method as it is; a Primitive (not a descriptor) needs a wrapper
-        setattr(Tracer, name, fn if isinstance(fn, types.FunctionType) else _as_method(fn))
+        setattr(Tracer, name, _as_method(fn))
     for name in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(Tracer, f"__{name}__", _compare(getattr(operator, name)))
     Tracer.__hash__ = lambda self: id(self)
     for name in _METHODS:
         setattr(Tracer, name, _method(name))
-    Tracer.T = property(lambda self: _wnp().transpose(self))
-    Tracer.mT = property(lambda self: _wnp().swapaxes(self, -1, -2))
-    Tracer.real = property(lambda self: _wnp().real(self))  # complex intermediates (fft)
-    Tracer.imag = property(lambda self: _wnp().imag(self))
+    Tracer.reshape = _reshape
+    Tracer.transpose = _transpose
+    Tracer.T = property(lambda self: namespace.transpose(self))
+    Tracer.mT = property(lambda self: namespace.swapaxes(self, -1, -2))
+    Tracer.real = property(lambda self: namespace.real(self))  # complex intermediates (fft)
+    Tracer.imag = property(lambda self: namespace.imag(self))
+    Tracer.__float__ = Tracer.__complex__ = _float
+    Tracer.__array__ = _array
+    Tracer.__array_ufunc__ = _array_ufunc_method
+    Tracer.__array_function__ = _array_function_method
+    Primitive.call_with_ufunc_keywords = call_with_ufunc_keywords
+
+
+def install_fast_paths(cls, binary, unary):
+    """Give the tracer class ``cls`` an engine's shortcut for each Python operator whose
+    primitive is declared by partials (``Primitive.fast_partials``): ``binary(prim, name,
+    reflected, general)`` or, for one-argument ones, ``unary(prim, name, general)`` makes
+    the method; ``general`` is the operator every tracer has, for the cases it leaves."""
+    for name, fn in OPERATORS.items():
+        prim = getattr(fn, "_reflects", fn)
+        fast = getattr(prim, "fast_partials", None)
+        if fast is None:
+            continue
+        general = _as_method(fn)
+        if prim.nargs == 2:
+            setattr(cls, name, binary(prim, name, name.startswith("__r"), general))
+        elif prim.nargs == 1 and not prim.broadcasting and not fast.needs:
+            setattr(cls, name, unary(prim, name, general))
 
 
 def _as_method(fn):
-    def method(self, *args):
+    if isinstance(fn, types.FunctionType):
+        return fn  # a plain function is a method as it is
+    def method(self, *args):  # a Primitive (not a descriptor) needs a wrapper
         return fn(self, *args)
     return method
-
-
-_WNP = []  # wengert.numpy, once imported (it imports this module): an import per call costs 1 µs
-
-
-def _wnp():
-    if not _WNP:
-        from . import numpy as wnp
-        _WNP.append(wnp)
-    return _WNP[0]
 
 
 _METHODS = ("sum", "mean", "prod", "var", "std", "max", "min", "cumsum", "cumprod", "dot",
@@ -61,12 +93,11 @@ _METHODS = ("sum", "mean", "prod", "var", "std", "max", "min", "cumsum", "cumpro
 def _method(name):
     if name == "sort":  # ndarray.sort sorts in place and returns None
         def sort(self, *args, **kwargs):
-            from .rules.indexing import sort_inplace
             sort_inplace(self, *args, **kwargs)
         return sort
 
     def method(self, *args, **kwargs):
-        return getattr(_wnp(), name)(self, *args, **kwargs)
+        return getattr(_namespace, name)(self, *args, **kwargs)
     method.__name__ = name
     return method
 
@@ -74,17 +105,46 @@ def _method(name):
 def _reshape(self, *shape, **kwargs):
     if len(shape) == 1 and not isinstance(shape[0], int):
         shape = shape[0]
-    return _wnp().reshape(self, shape, **kwargs)
+    return _namespace.reshape(self, shape, **kwargs)
 
 
 def _transpose(self, *axes):
     if len(axes) == 1 and not isinstance(axes[0], int):
         axes = axes[0]
-    return _wnp().transpose(self, axes or None)
+    return _namespace.transpose(self, axes or None)
 
 
-Tracer.reshape = _reshape
-Tracer.transpose = _transpose
+# -- conversions: a traced value is no plain number or array ---------------------------------
+_FLOAT_MESSAGE = (
+    "float() or a math.* function was called on a traced value, which would drop "
+    "its derivative. Use wengert.numpy instead (e.g. wnp.sin(x) for math.sin(x)), "
+    "or x.value for the plain number without its derivative. If it was stored into a "
+    "plain NumPy array (a[i] = x), build the array from traced values with "
+    "wnp.stack([...]) or wnp.array([...]), or assign into a traced array instead "
+    "(e.g. a = wnp.zeros(n, like=x); a[i] = x).")
+_ARRAY_MESSAGE = (
+    "a traced value was converted to a plain NumPy array, which would drop its "
+    "derivative. Call the wengert.numpy function (wnp.*) or use x.value. To fill an "
+    "array with traced values use wnp.stack([...]) / wnp.array([...]), or assign "
+    "into a traced array (a = wnp.zeros(n, like=x); a[i] = x).")
+
+
+def _float(self):
+    raise TypeError(conversion_message(sys._getframe(1), _FLOAT_MESSAGE, "a plain number"))
+
+
+def _array(self, dtype=None, copy=None):
+    raise TypeError(conversion_message(sys._getframe(1), _ARRAY_MESSAGE, "a plain NumPy array"))
+
+
+# -- NEP 13 / NEP 18 ---------------------------------------------------------------------------
+def _array_ufunc_method(self, ufunc, method, *inputs, **kwargs):
+    return array_ufunc(ufunc, method, inputs, kwargs)
+
+
+def _array_function_method(self, func, types, args, kwargs):
+    return array_function(func, args, kwargs)
+
 
 _UFUNC_ALIASES = {"true_divide": "divide", "absolute": "absolute", "conjugate": "conj"}
 
@@ -117,10 +177,12 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     fn = HANDLED.get(ufunc)
     if fn is None:
         if _home(ufunc)[0] == "scipy.special":
-            from .scipy import special as _  # noqa: F401  registers scipy.special's ufuncs
+            # lazily: SciPy (a heavy import) loads on first use, and importing
+            # wengert.scipy.special registers its ufuncs
+            from .scipy import special as _  # noqa: F401
             fn = HANDLED.get(ufunc)
         if fn is None:  # (scipy.special's cbrt, exp2, expm1, log1p, round are NumPy's too)
-            fn = getattr(_wnp(), name, None)
+            fn = getattr(_namespace, name, None)
     if fn is None or getattr(fn, "_passthrough", False):
         raise NotImplementedError(
             f"{_home(ufunc)[0]}.{name} has no wengert rule. Declare one with @wg.primitive "
@@ -164,7 +226,6 @@ def _without_ufunc_kwargs(ufunc, name, inputs, kwargs):
              for x in inputs]
     dt = ufunc(*probe, **kwargs).dtype  # NumPy's checks (casting=, dtype=, signature=)
     if "dtype" in kwargs or "signature" in kwargs:
-        from .rules.joining import astype
         inputs = [astype(x, dt) if _dtype(x) != dt else x for x in inputs]
     return inputs, {}
 
@@ -187,7 +248,7 @@ def _ufunc_method(ufunc, name, method, inputs, kwargs):
             and set(kwargs) <= _METHOD_KWARGS[method]:
         kw = {k: v for k, v in kwargs.items() if k != "out"}
         kw.setdefault("axis", 0)  # the methods' default, not the functions' (all axes)
-        return getattr(_wnp(), fn)(inputs[0], **kw)
+        return getattr(_namespace, fn)(inputs[0], **kw)
     where = _home(ufunc)[0]
     hint = f"; use wnp.{fn} instead" if fn is not None else ""
     raise NotImplementedError(
@@ -273,7 +334,6 @@ def scipy_caller(frame):
     if found is None:
         return None
     module, name = found
-    import importlib
     try:
         ours = getattr(importlib.import_module(f"wengert.{module}"), name, None)
     except ImportError:

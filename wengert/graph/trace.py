@@ -101,16 +101,12 @@ class GraphTrace(Trace):
 
 # -- comparisons and logic: recorded, not differentiated -----------------------------------
 def _nondiff_prim(impl, name):
-    p = primitive(impl, name=name, broadcasting=True)
-    p.partials(lambda ans, *xs, **kw: (None,) * len(xs))
-    p.nondiff = True
-    return p
+    return primitive(impl, name=name, broadcasting=True, nondiff=True)
 
 
 _LOGIC = {name: _nondiff_prim(getattr(operator, name), name)
           for name in ("lt", "le", "gt", "ge", "eq", "ne", "and_", "or_", "xor")}
-_INVERT = primitive(operator.invert, name="invert")
-_INVERT.partials(lambda ans, x: (None,))
+_INVERT = primitive(operator.invert, name="invert", nondiff=True)
 
 
 _NONDIFF = {}
@@ -119,9 +115,8 @@ _NONDIFF = {}
 def _nondiff_for(func):
     p = _NONDIFF.get(func)
     if p is None:
-        p = _NONDIFF[func] = primitive(func, name=getattr(func, "__name__", "nondiff"))
-        p.partials(lambda ans, *xs, **kw: (None,) * len(xs))
-        p.nondiff = True
+        p = _NONDIFF[func] = primitive(func, name=getattr(func, "__name__", "nondiff"),
+                                       nondiff=True)
     return p
 
 
@@ -173,9 +168,8 @@ class GraphTracer(Tracer):
         return Tracer.__array_function__(self, func, types, args, kwargs)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from .. import _dispatch
-        fn = getattr(_dispatch._wnp(), _dispatch._UFUNC_ALIASES.get(ufunc.__name__,
-                                                                    ufunc.__name__), None)
+        from .. import _dispatch, numpy as wnp
+        fn = getattr(wnp, _dispatch._UFUNC_ALIASES.get(ufunc.__name__, ufunc.__name__), None)
         if method == "__call__" and not kwargs and getattr(fn, "_nondiff", False):
             return _nondiff_for(ufunc)(*inputs)  # logical_or, isnan...: recorded as a node
         return Tracer.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)

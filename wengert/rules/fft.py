@@ -16,7 +16,7 @@ transformed along the right axes.
 import numpy as np
 
 from ..core import primitive, shape_of
-from ._zeros import dtype_of
+from ..arrays import dtype_of
 from .elementwise import sign, where
 
 # -- complex elementwise -------------------------------------------------------------------

@@ -22,7 +22,7 @@ Conventions, where NumPy's function is not smooth or reads only part of its inpu
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
-from ._zeros import dtype_of
+from ..arrays import dtype_of
 from .elementwise import absolute, power, sign, where
 from .indexing import getitem_basic, scatter_basic
 from .joining import stack

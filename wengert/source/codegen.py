@@ -442,8 +442,8 @@ class ForwardGen(_Base):
         prim = op.fn
         tangents = [trace.sym(self.dname(a.name), lin=True) if self.is_active(a) else None
                     for a in op.args]
-        if prim._partials is not None:
-            ps = prim._partials(ans, *args, **params)
+        if prim.fast_partials is not None:
+            ps = prim.fast_partials.fn(ans, *args, **params)
             terms = []
             for p, t in zip(ps, tangents):
                 if p is None or t is None:
@@ -619,8 +619,8 @@ class ReverseGen(_Base):
         g = trace.sym(self.g(op.target), lin=True)
         prim = op.fn
         n = len(op.args)
-        if prim._partials is not None:
-            ps = prim._partials(ans, *args, **params)
+        if prim.fast_partials is not None:
+            ps = prim.fast_partials.fn(ans, *args, **params)
             cts = [None if (p is None or i not in actives) else p * g
                    for i, p in enumerate(ps)]
         else:
@@ -889,7 +889,7 @@ def _elementwise(prim):
         _ELEMENTWISE |= {p for k, p in OPERATORS.items()
                          if isinstance(p, Primitive) and k not in ("__getitem__", "__setitem__",
                                                                    "__matmul__", "__rmatmul__")}
-    return prim._partials is not None or prim.broadcasting or prim in _ELEMENTWISE
+    return prim.fast_partials is not None or prim.broadcasting or prim in _ELEMENTWISE
 
 
 _RESET = re.compile(r"^(\s*)(\w+) = 0\.0$")

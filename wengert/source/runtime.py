@@ -10,7 +10,7 @@ import weakref
 import numpy as np
 
 from ..core import Tracer, _real_for_real, ndim_of, shape_of
-from ..rules._zeros import dtype_of, zeros_like_value
+from ..arrays import dtype_of, sum_to, zeros_like_value
 from ..tree import flatten, unflatten
 
 __all__ = ["pullback", "pushforward", "vjp_call", "jvp_call", "unbroadcast", "broadcast_like",
@@ -107,7 +107,6 @@ def unbroadcast(g, like):
         # (a smaller cotangent is a zero that still stands for the whole result: it
         # broadcasts wherever it is added)
         return g
-    from ..rules._zeros import sum_to
     return sum_to(g, 0, xs)
 
 

@@ -1,10 +1,27 @@
-"""Helpers for the bookkeeping every engine needs: zeros, summing back, batch axes.
+"""Array bookkeeping every engine and rule shares: shapes, dtypes, zeros, summing back.
 
-Written with primitives, so they are differentiable again.
+These helpers take any array: a plain NumPy one takes NumPy's own (fast) route, and a
+traced value takes the same calls through NumPy's protocols (its methods ``.sum``,
+``.reshape``, ``.real``, and NEP 18 for ``np.broadcast_to``), which lead to wengert's
+primitives, so what they compute is recorded and differentiable again. That is why this
+module names no primitive and imports nothing from wengert: it is the lowest floor.
 """
 import numpy as np
 
-from ..core import ndim_of, primitive, shape_of
+__all__ = ["shape_of", "ndim_of", "dtype_of", "zeros_like_value", "broadcast_view", "sum_to",
+           "insert_axes"]
+
+
+def shape_of(x):
+    if type(x) is float:
+        return ()
+    return getattr(x, "shape", ())  # one lookup: a tracer's shape is a property
+
+
+def ndim_of(x):
+    if type(x) is float:
+        return 0
+    return getattr(x, "ndim", 0)
 
 
 def dtype_of(x):
@@ -27,7 +44,7 @@ _SCALARS = (float, np.float64, np.float32)
 
 
 def broadcast_view(x, shape):
-    """``np.broadcast_to(x, shape)`` on plain values, read-only as NumPy's.
+    """``np.broadcast_to(x, shape)``, read-only as NumPy's; a traced ``x`` is dispatched.
 
     np.broadcast_to's checks cost 2 µs; a zero-stride view of a contiguous array
     takes 0.2 µs, and the engines broadcast cotangents and tangents all the time.
@@ -63,43 +80,12 @@ def sum_to(g, nb, xs):
         if d == 1 and rest[lead + i] != 1:
             axes += (nb + lead + i,)
     want = gs[:nb] + tuple(xs)
-    if type(g) is np.ndarray:  # nothing to record: NumPy's own sum (what sum_ runs), directly
-        if axes:
-            g = g.sum(axis=axes)
-        return g if g.shape == want else g.reshape(want)
-    from .shape import reshape, sum_
     if axes:
-        g = sum_(g, axis=axes)
-    if shape_of(g) != want:
-        g = reshape(g, want)
-    return g
+        g = g.sum(axis=axes)  # NumPy's method; a traced value's records the sum primitive
+    return g if shape_of(g) == want else g.reshape(want)
 
 
 def insert_axes(t, nb, k):
     """Insert ``k`` unit axes after the ``nb`` batch axes of ``t``."""
-    from .shape import reshape
     s = shape_of(t)
-    return reshape(t, s[:nb] + (1,) * k + s[nb:])
-
-
-def batch_ndim(t, x):
-    """How many leading batch axes the tangent/cotangent ``t`` of ``x`` carries."""
-    return ndim_of(t) - ndim_of(x)
-
-
-def _as_float_impl(x):
-    return float(x)
-
-
-as_float = primitive(_as_float_impl, name="as_float")  # a 0-d value as a Python float
-
-
-@as_float.frule(symbolic_zeros=True)
-def as_float_jvp(primals, tangents):
-    (x,), (dx,) = primals, tangents
-    return as_float(x), dx
-
-
-@as_float.rrule
-def as_float_vjp(x):
-    return as_float(x), lambda g: (g,)
+    return t.reshape(s[:nb] + (1,) * k + s[nb:])
