@@ -1,6 +1,7 @@
 """The seeds' worked examples and the contract of API.md sections 1-3."""
 import collections
 import math
+import operator
 
 import numpy as np
 import pytest
@@ -242,6 +243,33 @@ def test_non_scalar_grad_output():
 def test_float_and_math_on_traced_value(call):
     with pytest.raises(TypeError, match="wnp|value"):
         wg.grad(lambda x: call(x))(1.0)
+
+
+def test_item_reads_the_number():
+    """x.item() is an explicit request for the number, like x.value (and torch's .item()):
+    the primal as a Python scalar, in every engine, nested too."""
+    t = wg.Tape()
+    assert t.var(2.5).item() == 2.5 and type(t.var(2.5).item()) is float
+    v = t.var(np.array([1.0, 2.5]))
+    assert v[1].item() == 2.5 and v.item(1) == 2.5 and type(v.item(0)) is float
+    with pytest.raises(ValueError, match="size 1"):
+        v.item()  # NumPy's error
+    assert wg.Dual(np.float32(1.5), 1.0).item() == 1.5
+    assert wg.grad(lambda x: x * x.item())(3.0) == 3.0  # the number: not differentiated
+    assert wg.derivative(lambda x: wg.grad(lambda y: y * x.item())(1.0))(3.0) == 0.0
+    assert type(t.var(np.array(2.0)).astype(np.float32).item()) is float
+
+
+def test_int_of_a_boolean_or_integer_tracer():
+    """A mask or a count has no derivative to lose: int(), float(), operator.index convert it
+    as NumPy does (graph evaluation on tape variables meets these); a float still raises."""
+    t = wg.Tape()
+    b = t.var(np.array([0.5, -1.0])).astype(int)
+    assert int(b[0]) == 0 and operator.index(b[1]) == -1 and float(b[1]) == -1.0
+    with pytest.raises(TypeError, match="drops its derivative"):
+        int(t.var(2.5))
+    with pytest.raises(TypeError, match="index"):
+        operator.index(wg.Dual(2.0, 1.0))
 
 
 def test_math_message_says_what_to_use():

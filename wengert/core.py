@@ -24,6 +24,7 @@ they never name a primitive.  Rules never import an engine.
 from __future__ import annotations
 
 import itertools
+import operator
 import sys
 
 import numpy as np
@@ -100,25 +101,51 @@ class Tracer:
     def __bool__(self):
         return bool(self.value)
 
+    # -- conversions to Python numbers ------------------------------------------------
+    # A float value would lose its derivative: refused, with what to write instead. A
+    # boolean or integer value has none to lose (a mask, a count): converted, as NumPy
+    # converts it, through ``_converted``, where a graph being traced records a guard.
     def __float__(self):
-        raise TypeError(_conversion_message(sys._getframe(1), _FLOAT_MESSAGE, "a plain number"))
+        if _integral(self):
+            return self._converted(float)
+        raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number")
 
-    __complex__ = __float__
+    def __complex__(self):
+        if _integral(self):
+            return self._converted(complex)
+        raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number")
 
     def __int__(self):
-        raise TypeError("int() of a traced value drops its derivative; use wnp.floor(x) "
-                        "or x.value if the integer really is not differentiated.")
+        if _integral(self):
+            return self._converted(int)
+        raise _conversion_error(sys._getframe(1), "int() of a traced value drops its "
+                                "derivative; use wnp.floor(x) or x.value if the integer "
+                                "really is not differentiated.")
 
     def __index__(self):
-        raise TypeError("a traced value cannot be used as an index or size; use x.value "
-                        "if the integer really is not differentiated.")
+        if _integral(self):
+            return self._converted(operator.index)
+        raise _conversion_error(sys._getframe(1), "a traced value cannot be used as an index "
+                                "or size; use x.value if the integer really is not "
+                                "differentiated.")
+
+    def item(self, *args):
+        """The Python number inside (``x.item()``, as NumPy's): an explicit request for it,
+        like ``x.value``, so its derivative is not followed."""
+        return self._converted(_item, *args)
+
+    def _converted(self, how, *args):
+        """``how(value, *args)``: a Python number read off this tracer's value."""
+        v = self.value
+        if isinstance(v, Tracer):
+            return v._converted(how, *args)
+        return how(v, *args)
 
     def __hash__(self):
         return id(self)
 
     def __array__(self, dtype=None, copy=None):
-        raise TypeError(_conversion_message(sys._getframe(1), _ARRAY_MESSAGE,
-                                            "a plain NumPy array"))
+        raise _conversion_error(sys._getframe(1), _ARRAY_MESSAGE, "a plain NumPy array")
 
     # -- NEP 13 / NEP 18 ------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -128,6 +155,24 @@ class Tracer:
         return _array_function(func, args, kwargs)
 
     # -- operators: filled in by wengert.rules via _dispatch.install_operators --
+
+
+def _integral(x):
+    """Whether a tracer's value is boolean or integer: no derivative to lose."""
+    return x.dtype.kind in "biu"
+
+
+def _item(v, *args):
+    return np.asarray(v).item(*args)
+
+
+def _conversion_error(frame, generic, into=None):
+    """The ``TypeError`` for a traced value converted to a plain one in ``frame``: by a SciPy
+    function (``into`` names what it wanted), or ``generic``."""
+    if into is None:
+        return TypeError(generic)
+    from ._dispatch import conversion_message  # only on an error: _dispatch imports this module
+    return TypeError(conversion_message(frame, generic, into))
 
 
 _FLOAT_MESSAGE = (
@@ -142,11 +187,6 @@ _ARRAY_MESSAGE = (
     "derivative. Call the wengert.numpy function (wnp.*) or use x.value. To fill an "
     "array with traced values use wnp.stack([...]) / wnp.array([...]), or assign "
     "into a traced array (a = wnp.zeros(n, like=x); a[i] = x).")
-
-
-def _conversion_message(frame, generic, into):
-    from ._dispatch import conversion_message  # only on an error: _dispatch imports this module
-    return conversion_message(frame, generic, into)
 
 
 def _call_with_ufunc_keywords(prim, args, kwargs):
