@@ -272,6 +272,58 @@ def test_int_of_a_boolean_or_integer_tracer():
         operator.index(wg.Dual(2.0, 1.0))
 
 
+ENGINES = {"grad": lambda f: wg.grad(lambda v: wnp.sum(f(v)))(1.5),
+           "derivative": lambda f: wg.derivative(lambda v: wnp.sum(f(v)))(1.5),
+           "jvp": lambda f: wg.jvp(f, (1.5,), (1.0,)),
+           "hessian": lambda f: wg.hessian(lambda v: wnp.sum(f(v)))(1.5),
+           "compile": lambda f: wg.compile(f)(1.5),
+           "trace": lambda f: wg.trace(f, 1.5),
+           "compile(grad)": lambda f: wg.compile(wg.grad(lambda v: wnp.sum(f(v))))(1.5)}
+
+
+def _store(v):
+    a = np.zeros(2)
+    a[0] = v
+    return a
+
+
+def _augmented(v):
+    x = np.zeros(2)
+    x += v
+    return x
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_plain_buffers_say_what_to_write(engine):
+    """A traced value written into a plain NumPy array: one TypeError that says what happened
+    and what to write, not NumPy's 'setting an array element with a sequence' (issue 17)."""
+    with pytest.raises(TypeError, match=r"a\[i\] = v .*plain NumPy array.*wnp\.zeros\(n, "
+                                        r"like=v\).*wnp\.zeros_like\(x\)") as info:
+        ENGINES[engine](_store)
+    assert "sequence" not in str(info.value) and info.value.__cause__ is None
+    assert info.traceback[-1].name == "_store"  # the line that stored
+    with pytest.raises(TypeError, match=r"x \+= v with x a plain NumPy array.*x = x \+ v.*"
+                                        r"wnp\.zeros\(n, like=v\)"):
+        ENGINES[engine](_augmented)
+
+
+def test_traced_buffers_take_the_writes():
+    """What the messages say to write works, and so does the same code on plain numbers."""
+    def f(v):
+        x = wnp.zeros(2, like=v)
+        x += v
+        x[1] *= v
+        a = wnp.zeros_like(x)
+        a[0] = x[1]
+        return wnp.sum(x) + a[0] ** 2
+    want = lambda v: v + v * v + v ** 4  # noqa: E731
+    assert f(1.5) == want(1.5)
+    for engine in ("grad", "derivative"):
+        assert getattr(wg, engine)(f)(1.5) == 1 + 2 * 1.5 + 4 * 1.5 ** 3
+    assert wg.compile(f)(1.5) == want(1.5) and wg.compile(wg.grad(f))(0.5) == 1 + 1 + 0.5
+    wg.check_grad(f, 1.5, order=2)
+
+
 def test_math_message_says_what_to_use():
     with pytest.raises(TypeError, match=r"wnp\.sin"):
         wg.derivative(math.sin)(1.0)

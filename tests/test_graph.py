@@ -333,6 +333,19 @@ def test_conversions_of_recorded_values_guard():
     same(wg.compile(wg.grad(k))(2.0), wg.grad(k)(2.0))  # a Var has one
 
 
+def test_compiled_results_are_fresh_arrays():
+    """A constant result is not handed out by reference: writing into one result must not
+    change the next, as with the eager function."""
+    x = np.array([1.0, 2.0])
+    for f in (lambda x: np.zeros(2), lambda x: np.zeros_like(x), lambda x: wnp.ones(2, like=x),
+              lambda x: (x * 2.0, np.full(2, 3.0))):
+        for cf in (wg.compile(f), wg.trace(f, x).compile(), wg.trace(f, x)):
+            first = cf(x)
+            for a in flatten(first)[0]:
+                a[0] = 99.0
+            same(cf(x), f(x))
+
+
 def test_static_arguments_are_baked_and_keyed():
     def f(x, n, flag):
         return x ** n if flag else -x

@@ -23,6 +23,8 @@ they never name a primitive.  Rules never import an engine.
 """
 from __future__ import annotations
 
+import dis
+import functools
 import itertools
 import operator
 import sys
@@ -167,12 +169,42 @@ def _item(v, *args):
 
 
 def _conversion_error(frame, generic, into=None):
-    """The ``TypeError`` for a traced value converted to a plain one in ``frame``: by a SciPy
-    function (``into`` names what it wanted), or ``generic``."""
+    """The ``TypeError`` for a traced value converted to a plain one in ``frame``: ``a[i] = x``
+    into a plain array, a SciPy function (``into`` names what it wanted), or ``generic``."""
+    code = frame.f_code.co_code
+    if 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] == _STORE_SUBSCR:
+        err = TypeError(_STORE_MESSAGE)
+        err.stored = True  # NumPy wraps it in its own ValueError: see plain_store_errors
+        return err
     if into is None:
         return TypeError(generic)
     from ._dispatch import conversion_message  # only on an error: _dispatch imports this module
     return TypeError(conversion_message(frame, generic, into))
+
+
+_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+_STORE_MESSAGE = (
+    "a[i] = v put a traced value v into a plain NumPy array a, which can hold only plain "
+    "numbers: v's derivative would be lost. Make the array traced, and the assignment works "
+    "and is differentiated: a = wnp.zeros(n, like=v), or a = wnp.zeros_like(x) for a traced "
+    "x (np.zeros_like(x) and np.copy(x) of a traced x are traced too); or build the array "
+    "from traced values with wnp.stack([...]).")
+
+
+def plain_store_errors(fn):
+    """``fn`` (a transform's entry), raising wengert's ``TypeError`` for ``a[i] = x`` into a
+    plain array where NumPy raises "setting an array element with a sequence" (it catches
+    the conversion's error and keeps it only as the cause, since a tracer is indexable)."""
+    @functools.wraps(fn)
+    def entry(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ValueError as e:
+            cause = e.__cause__
+            if getattr(cause, "stored", False):
+                raise TypeError(str(cause)).with_traceback(e.__traceback__) from None
+            raise
+    return entry
 
 
 _FLOAT_MESSAGE = (

@@ -16,6 +16,7 @@ from .core import Tracer, ndim_of, new_level, shape_of
 from .forward import Dual, ForwardTrace
 from .reverse import Tape, Var
 from .tree import flatten, unflatten
+from .core import plain_store_errors
 
 __all__ = ["grad", "value_and_grad", "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp",
            "taylor", "check_grad"]
@@ -147,6 +148,7 @@ def value_and_grad(f, argnums=0, *, has_aux=False):
     >>> print(round(float(v), 12), [round(float(d), 12) for d in g])
     2.579425538604 [5.07758256189, 0.5]
     """
+    @plain_store_errors
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
         return _value_and_grad(f, argnums, has_aux, args, kwargs)
@@ -214,6 +216,7 @@ def grad(f, argnums=0, *, has_aux=False):
     return grad_f
 
 
+@plain_store_errors
 def vjp(f, *primals):
     """``(out, pullback)``: ``pullback(cotangent)`` gives one cotangent per primal.
 
@@ -259,6 +262,7 @@ def vjp(f, *primals):
 
 
 # -- forward mode --------------------------------------------------------------------------
+@plain_store_errors
 def jvp(f, primals, tangents):
     """``(out, out_tangent)``: the Jacobian-vector product in one forward pass.
 
@@ -324,6 +328,7 @@ def derivative(f, order=1):
     if order > 1:
         return derivative(derivative(f, order - 1))
 
+    @plain_store_errors
     @functools.wraps(f)
     def df(x, *args, **kwargs):
         if type(x) is float:  # the common case, checked quickly
@@ -358,6 +363,7 @@ def jacobian(f, argnums=0, *, mode="auto"):
     if mode not in ("auto", "forward", "reverse"):
         raise ValueError("mode must be 'auto', 'forward' or 'reverse'")
 
+    @plain_store_errors
     @functools.wraps(f)
     def jacobian_f(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args), "jacobian")
@@ -493,6 +499,7 @@ def hvp(f, x, v):
     return unflatten(d, [_fit(g, like) for g, like in zip(leaves, flatten(x)[0])])
 
 
+@plain_store_errors
 def taylor(f, x, v, order):
     """Taylor coefficients ``[c0, ..., c_order]`` of ``t -> f(x + t v)`` at 0.
 

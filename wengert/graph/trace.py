@@ -16,7 +16,7 @@ import operator
 
 import numpy as np
 
-from ..core import Tracer, new_level, primitive, Trace
+from ..core import Tracer, new_level, plain_store_errors, primitive, Trace
 from ..tree import flatten, unflatten
 from .ir import Graph, Node
 
@@ -275,6 +275,7 @@ def _func_name(f):
     return n if isinstance(n, str) and n.isidentifier() else "f"
 
 
+@plain_store_errors
 def trace(f, *example_args, _names=None, _name=None, **kwargs):
     """Run ``f`` once on tracing values; return the :class:`~wengert.graph.Graph` it ran.
 
