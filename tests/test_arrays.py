@@ -737,6 +737,50 @@ def test_plain_values_match_numpy(name, args, kw):
     np.testing.assert_array_equal(got, want)
 
 
+_SCALAR_ARGS = [(1.5,), (0.5,), (-0.5,), (3,), (True,), (np.float64(0.5),), (np.float32(0.5),),
+                (np.array(0.5),), (np.array(0.5, np.float32),), (1.5, 2.0), (0.5, 0.25), (2, 3),
+                (1.5, 2), (np.float64(1.5), 2.0), (np.float32(1.5), np.float32(2.0)),
+                (np.float32(1.5), 2.0), (np.array(1.5), np.array(2.0)), (np.array(1.5), 2.0),
+                (0.5, 1.5, 2.0), (np.array(0.5), 1.5, 2.0)]
+
+
+def _kind(v):
+    if isinstance(v, (tuple, list)):
+        return type(v), tuple(_kind(e) for e in v)
+    return type(v), getattr(v, "dtype", None), np.shape(v)
+
+
+def test_plain_scalars_get_numpys_types():
+    """Every wnp function that has a rule, on Python numbers, NumPy scalars and 0-d arrays:
+    the type, dtype and shape NumPy gives (wnp.abs(1.5) is an np.float64, issue 17). Where
+    NumPy raises for the arguments, nothing is compared."""
+    checked = set()
+    wrong = []
+    for name in sorted(dir(np)):
+        fn_np = getattr(np, name)
+        if name.startswith("_") or not callable(fn_np) or isinstance(fn_np, type):
+            continue
+        fn = getattr(wnp, name, None)
+        if fn is None or getattr(fn, "_passthrough", False):
+            continue
+        for args in _SCALAR_ARGS:
+            if isinstance(fn_np, np.ufunc) and len(args) > fn_np.nin:
+                continue  # the extra ones would be outputs
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    want = fn_np(*args)
+                except Exception:  # noqa: BLE001 -- NumPy's refusal: nothing to compare
+                    continue
+                got = fn(*args)
+            checked.add(name)
+            if _kind(got) != _kind(want):
+                wrong.append((name, args, _kind(got), _kind(want)))
+    assert not wrong, wrong
+    assert {"abs", "power", "add", "negative", "sin", "sum", "astype"} <= checked
+    assert len(checked) > 200
+
+
 # -- x[idx] = v ----------------------------------------------------------------------------------------------------
 def test_setitem_gradients():
     x = np.array([1.0, 2.0, 3.0, 4.0])

@@ -324,6 +324,30 @@ def test_traced_buffers_take_the_writes():
     wg.check_grad(f, 1.5, order=2)
 
 
+def test_hessian_of_a_float_is_a_float():
+    """As grad(grad(f)): a float for a float (jacobian too, both modes). (derivative, by
+    forward mode, has the type of f's output: here NumPy's, from wnp.sin.)"""
+    f = lambda x: x ** 3 * wnp.sin(x)  # noqa: E731
+    want = wg.grad(wg.grad(f))(0.7)
+    assert type(want) is float and wg.derivative(f, 2)(0.7) == pytest.approx(want, rel=1e-14)
+    for h in (wg.hessian(f)(0.7), wg.jacobian(wg.grad(f), mode="forward")(0.7),
+              wg.jacobian(wg.grad(f), mode="reverse")(0.7), wg.compile(wg.hessian(f))(0.7)):
+        assert type(h) is float and h == pytest.approx(want, rel=1e-14)
+    hs = wg.hessian(lambda x, y: x * x * y, argnums=(0, 1))(2.0, 3.0)
+    assert hs == ((6.0, 4.0), (4.0, 0.0)) and type(hs[0][1]) is float
+    h32 = wg.hessian(f)(np.ones(2, np.float32)[0])
+    assert np.shape(h32) == () and np.result_type(h32) == np.float32
+    assert wg.hessian(lambda x: wnp.sum(x ** 3))(np.array([1.0, 2.0])).shape == (2, 2)
+
+
+def test_non_scalar_output_errors_name_the_transform():
+    for name, call in (("grad", lambda f, x: wg.grad(f)(x)),
+                       ("hessian", lambda f, x: wg.hessian(f)(x)),
+                       ("hvp", lambda f, x: wg.hvp(f, x, x))):
+        with pytest.raises(ValueError, match=f"^{name} needs a function with a scalar output"):
+            call(lambda x: x * 2.0, np.ones(3))
+
+
 def test_math_message_says_what_to_use():
     with pytest.raises(TypeError, match=r"wnp\.sin"):
         wg.derivative(math.sin)(1.0)

@@ -286,7 +286,11 @@ class Primitive:
 
     # -- dispatch ---------------------------------------------------------------
     def __call__(self, *args, **params):
-        if params and self.ufunc is not None:
+        ufunc = self.ufunc
+        if ufunc is not None and (params or len(args) > ufunc.nin):
+            if len(args) > ufunc.nin:  # np.negative(x, out): the outputs, by position
+                outs = args[ufunc.nin:]
+                args, params = args[:ufunc.nin], dict(params, out=outs)
             return _call_with_ufunc_keywords(self, args, params)
         if self.nargs is not None and len(args) > self.nargs:
             args, params = self._split_static(args, params)
@@ -297,7 +301,9 @@ class Primitive:
                 if top is None or tr.level > top.level:
                     top = tr
         if top is None:
-            return self.impl(*args, **params)
+            # NumPy's own call where the primitive computes a ufunc: its result types (the
+            # engines' impl may be Python's operator, which gives a float for 1.5 + 2.0)
+            return (ufunc or self.impl)(*args, **params)
         return top.process(self, args, params)
 
     def _split_static(self, args, params):

@@ -155,8 +155,9 @@ def value_and_grad(f, argnums=0, *, has_aux=False):
     return value_and_grad_f
 
 
-def _value_and_grad(f, argnums, has_aux, args, kwargs):
-    """One reverse sweep: the body of every ``value_and_grad(f)`` call."""
+def _value_and_grad(f, argnums, has_aux, args, kwargs, name="grad"):
+    """One reverse sweep: the body of every ``value_and_grad(f)`` call; ``name`` is the
+    transform the user called, for the errors."""
     if type(argnums) is int and 0 <= argnums < len(args):
         nums = (argnums,)  # the common case, quickly
     else:
@@ -180,7 +181,7 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs):
         aux = _strip(aux, tape)
     if shape_of(out) != () or isinstance(out, (tuple, list, dict)):
         raise ValueError(
-            f"grad needs a function with a scalar output, but it returned shape "
+            f"{name} needs a function with a scalar output, but it returned shape "
             f"{shape_of(out) if not isinstance(out, (tuple, list, dict)) else type(out).__name__}"
             ". Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
     if type(out) is Var and out._trace is tape:
@@ -433,7 +434,7 @@ def _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n, one):
         for x in in_leaves:
             k = _size(x)
             blk = t[..., off:off + k] if (len(in_leaves) > 1) else t
-            blocks.append(wnp.reshape(blk, os_ + shape_of(x)))
+            blocks.append(_fit(wnp.reshape(blk, os_ + shape_of(x)), x))  # as reverse mode
             off += k
         rows.append(unflatten(in_def, blocks))
     return unflatten(out_def, rows)
@@ -483,8 +484,14 @@ def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one):
 
 
 def hessian(f, argnums=0):
-    """The Hessian of a scalar function, ``in.shape + in.shape``: forward over reverse."""
-    return jacobian(grad(f, argnums), argnums, mode="forward")
+    """The Hessian of a scalar function, ``in.shape + in.shape``: forward over reverse.
+
+    For a float ``x`` it is a float, as ``grad(grad(f))(x)``.
+    """
+    @functools.wraps(f)
+    def gradient(*args, **kwargs):
+        return _value_and_grad(f, argnums, False, args, kwargs, "hessian")[1]
+    return jacobian(gradient, argnums, mode="forward")
 
 
 def hvp(f, x, v):
@@ -492,7 +499,7 @@ def hvp(f, x, v):
 
     Each leaf gets the type and dtype of ``x``'s, as ``grad`` gives them (a float for a float).
     """
-    hv = jvp(lambda y: _value_and_grad(f, 0, False, (y,), {})[1], (x,), (v,))[1]
+    hv = jvp(lambda y: _value_and_grad(f, 0, False, (y,), {}, "hvp")[1], (x,), (v,))[1]
     if type(hv) is np.ndarray and type(x) is np.ndarray and hv.dtype == x.dtype:
         return hv  # the common case, quickly
     leaves, d = flatten(hv)
