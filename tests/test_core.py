@@ -266,6 +266,12 @@ def test_int_of_a_boolean_or_integer_tracer():
     t = wg.Tape()
     b = t.var(np.array([0.5, -1.0])).astype(int)
     assert int(b[0]) == 0 and operator.index(b[1]) == -1 and float(b[1]) == -1.0
+    assert np.array_equal(np.asarray(b), [0, -1]) and np.asarray(b).dtype == b.dtype
+    counts = np.zeros(2)
+    counts += b  # NumPy's own call: nothing to differentiate
+    assert np.array_equal(counts, [0.0, -1.0])
+    with pytest.raises(TypeError, match="plain NumPy array"):
+        np.asarray(t.var(np.ones(2)))
     with pytest.raises(TypeError, match="drops its derivative"):
         int(t.var(2.5))
     with pytest.raises(TypeError, match="index"):

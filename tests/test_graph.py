@@ -321,6 +321,22 @@ def test_conversions_of_recorded_values_guard():
         same(gch(v), wg.grad(h)(v))
     assert 1 < ch.num_traces < 5  # one per distinct count, not one per call
 
+    def m(x):  # masks and counts written into plain arrays: no derivative to lose
+        c = np.zeros(3)
+        c += x > 0
+        a = np.zeros(3)
+        a[:] = x > 1
+        b = np.zeros(3, int)
+        b[0] = np.sum(x > 0)
+        return np.sum(x * c) + np.sum(x * a) + b[0] * x[0]
+    cm, dcm, gcm = wg.compile(m), wg.compile(wg.grad(m)), wg.grad(wg.compile(m))
+    for v in ([1., 2., -3.], [-1., 2., 3.], [2., 0.5, 1.5], [1., 2., -3.]):
+        v = np.array(v)
+        same(cm(v), m(v))
+        same(dcm(v), wg.grad(m)(v))
+        same(gcm(v), wg.grad(m)(v))
+    assert cm.num_traces == 3
+
     def k(x):
         return x * x.item()  # an explicit request for the number: guarded by its value
     ck = wg.compile(k)

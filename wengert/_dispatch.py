@@ -110,6 +110,9 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     if method != "__call__":
         return _ufunc_method(ufunc, name, method, inputs, kwargs)
     if kwargs.get("out") is not None:
+        if _no_derivative(inputs, kwargs["out"]):  # count += mask: NumPy's, on plain values
+            return ufunc(*[np.asarray(a) if isinstance(a, Tracer) else a for a in inputs],
+                         **kwargs)
         if _into_first_input(inputs, kwargs["out"]):
             raise TypeError(_augmented_message(ufunc, name))
         where, wmod = _home(ufunc)
@@ -137,6 +140,14 @@ _AUGMENTED = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/",
               "floor_divide": "//", "remainder": "%", "power": "**", "matmul": "@",
               "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
               "left_shift": "<<", "right_shift": ">>"}
+
+
+def _no_derivative(inputs, out):
+    """Whether the traced inputs are all masks or counts (no derivative to lose) and the
+    outputs plain arrays: then NumPy's own call computes it."""
+    out = out if isinstance(out, tuple) else (out,)
+    return (not any(isinstance(o, Tracer) for o in out)
+            and all(a.dtype.kind in "biu" for a in inputs if isinstance(a, Tracer)))
 
 
 def _into_first_input(inputs, out):

@@ -147,6 +147,8 @@ class Tracer:
         return id(self)
 
     def __array__(self, dtype=None, copy=None):
+        if _integral(self):  # a mask, counts: NumPy's array of them (guarded under tracing)
+            return self._converted(_as_array, dtype, copy)
         raise _conversion_error(sys._getframe(1), _ARRAY_MESSAGE, "a plain NumPy array")
 
     # -- NEP 13 / NEP 18 ------------------------------------------------------
@@ -166,6 +168,10 @@ def _integral(x):
 
 def _item(v, *args):
     return np.asarray(v).item(*args)
+
+
+def _as_array(v, dtype, copy):
+    return np.array(v, dtype=dtype, copy=copy)
 
 
 def _conversion_error(frame, generic, into=None):
