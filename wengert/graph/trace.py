@@ -7,7 +7,9 @@ primitives, so derivative graphs come from the same rule registry.
 
 Comparisons and ``&``, ``|``, ``^``, ``~`` on a graph tracer are recorded (as
 non-differentiable nodes) so that ``if`` on a traced value can record a guard:
-``bool()`` gives the example's branch and notes which node decided it.
+``bool()`` gives the example's branch and notes which node decided it.  ``int()``,
+``operator.index``, ``np.asarray`` of a comparison or a count and ``.item()`` of any value
+give the example's number and guard it the same way.
 """
 from __future__ import annotations
 
@@ -104,13 +106,12 @@ class GraphTrace(Trace):
         if self.finished:
             raise self._escaped()
         v = tracer.value
-        if isinstance(v, np.ndarray):
-            v = v.copy()  # the guard's own: nothing the traced function holds can change it
         if isinstance(v, (bool, np.bool_)) or (isinstance(v, np.ndarray) and v.dtype == bool
                                                 and v.size == 1):
             self.guard(tracer)  # a boolean: the branch guard says it all
         else:
-            self.guard(_SAME_VALUE(tracer, v))
+            # the guard's own copy: nothing the traced function holds can change it
+            self.guard(_SAME_VALUE(tracer, v.copy() if isinstance(v, np.ndarray) else v))
         return v
 
     def convert(self, tracer, how, args):
