@@ -42,6 +42,23 @@ for _p, _u in ((add, np.add), (subtract, np.subtract), (multiply, np.multiply),
 del _p, _u
 
 
+def _own(prim):
+    """``prim`` as its own rules call it: on plain values its impl, so that a rule's result
+    has the type the engines give (Python's operator on floats), where a direct call of the
+    primitive gives NumPy's (``wnp.power(1.5, 2.0)`` is an ``np.float64``, as NumPy's)."""
+    impl = prim.impl
+
+    def call(*args):
+        for a in args:
+            if isinstance(a, core.Tracer):
+                return prim(*args)
+        return impl(*args)
+    return call
+
+
+_power, _absolute = _own(power), _own(absolute)
+
+
 def _sum_tangents(a, b):
     if a is None:
         return b
@@ -90,10 +107,10 @@ def remainder_partials(ans, x, y, needs=(True, True)):
 def power_jvp(primals, tangents):
     x, y = primals
     dx, dy = tangents
-    ans = power(x, y)
+    ans = _power(x, y)
     t = None
     if dx is not None:
-        t = dx * (y * power(x, y - 1))
+        t = dx * (y * _power(x, y - 1))
     if dy is not None:
         from .elementwise import log
         t = _sum_tangents(t, dy * (ans * log(_where_zero_one(x))))
@@ -102,11 +119,11 @@ def power_jvp(primals, tangents):
 
 @power.rrule(needs=True)
 def power_vjp(x, y, needs):
-    ans = power(x, y)
+    ans = _power(x, y)
 
     def pullback(g):
         from .elementwise import log
-        gx = g * (y * power(x, y - 1)) if needs[0] else None
+        gx = g * (y * _power(x, y - 1)) if needs[0] else None
         gy = g * (ans * log(_where_zero_one(x))) if needs[1] else None
         return gx, gy
     return ans, pullback
@@ -137,13 +154,13 @@ def positive_partials(ans, x):
 def absolute_jvp(primals, tangents):
     (x,), (dx,) = primals, tangents
     from .fft import abs_jvp  # real for complex x: Re(conj(x) dx) / |x|
-    return absolute(x), None if dx is None else abs_jvp(x, dx)
+    return _absolute(x), None if dx is None else abs_jvp(x, dx)
 
 
 @absolute.rrule
 def absolute_vjp(x):
     from .fft import abs_pullback_factor  # sign(x), conjugated for complex x
-    return absolute(x), lambda g: (g * abs_pullback_factor(x),)  # 0 at x == 0, as JAX
+    return _absolute(x), lambda g: (g * abs_pullback_factor(x),)  # 0 at x == 0, as JAX
 
 
 # structure the Taylor engine uses: linear maps act on coefficients one by one,
