@@ -117,10 +117,10 @@ square = elementwise(np.square, lambda ans, x: (2.0 * x,))
 reciprocal = elementwise(np.reciprocal, lambda ans, x: (-(ans * ans),), domain=(0.2, 3.0))
 
 def _float_power_partials(ans, x, y, needs=(True, True)):
-    # as power's, in float_power's float64 (0 ** y contributes nothing through y)
-    from .arithmetic import _where_zero_one
-    return ((y * float_power(x, y - 1.0) if needs[0] else None),
-            (ans * log(_where_zero_one(x)) if needs[1] else None))
+    # as power's, in float_power's float64
+    from .arithmetic import power_exponent_slope, power_slope
+    return ((power_slope(float_power, x, y) if needs[0] else None),
+            (power_exponent_slope(ans, x, y) if needs[1] else None))
 
 
 float_power = elementwise(np.float_power, _float_power_partials, domain=(0.2, 2.0), needs=True)
