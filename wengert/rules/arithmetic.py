@@ -120,9 +120,10 @@ def power_slope(pow_fn, x, y):
     It is written with ``pow_fn`` itself, so its own derivatives pass through this guard
     again: every derivative of ``x ** 2.0`` at 0 is a number (``2x``, ``2``, then 0), in
     every engine, Taylor's included.  ``None`` (no derivative) for a constant ``y == 0``.
-    A traced ``y`` is guarded only where ``x == 0`` too: elsewhere the slope's derivative
-    in ``y``, ``x^(y-1) (1 + y log x)``, is not zero even at ``y == 0``.  Where guarded,
-    ``x`` is replaced by 1, so the discarded branch has finite derivatives as well.
+    A traced ``y`` (an argument under ``wg.compile`` or ``wg.source``) is guarded only where
+    ``x == 0`` too: elsewhere the slope's derivative in ``y``, ``x^(y-1) (1 + y log x)``,
+    is not zero even at ``y == 0``.  Where guarded, ``x`` is replaced by 1: the slope is
+    ``0 * 1 = 0`` and its derivatives are finite (``x ** y`` itself jumps at (0, 0)).
     """
     ty = type(y)
     if ty is float or ty is int:
@@ -136,7 +137,7 @@ def power_slope(pow_fn, x, y):
     if not isinstance(bad, Tracer) and not np.any(bad):
         return y * pow_fn(x, y - 1)
     from .elementwise import where
-    return where(bad, 0.0, y * pow_fn(where(bad, 1.0, x), y - 1))
+    return y * pow_fn(where(bad, 1.0, x), y - 1)
 
 
 def power_exponent_slope(ans, x, y):
