@@ -82,6 +82,14 @@ def boxcox_in_lmbda(lm):
     return sp.boxcox(2.0, lm)
 
 
+def ber(x):
+    return sp.ber(x)
+
+
+def bei(x):
+    return sp.bei(x)
+
+
 def hypot_diagonal(x):
     return np.hypot(x, 2.0 * x)  # sqrt(5) |x|: a kink, like abs
 
@@ -120,6 +128,9 @@ CASES = [
     (sinc, 0.0, [0.0, -PI ** 2 / 3, 0.0, PI ** 4 / 5]),
     (exprel, 0.0, [1 / 2, 1 / 3, 1 / 4, 1 / 5]),
     (spence, 1.0, [-1.0, 1 / 2, -2 / 3, 3 / 2]),  # spence' = log(z) / (1 - z)
+    # ber = 1 - x^4/64 + ..., bei = x^2/4 - x^6/2304 + ...: ber'' = -ber'/x - bei at 0
+    (ber, 0.0, [0.0, 0.0, 0.0, -3 / 8]),
+    (bei, 0.0, [0.0, 0.5, 0.0, 0.0]),
     (boxcox_in_lmbda, 0.0, [L2 ** 2 / 2, L2 ** 3 / 3, L2 ** 4 / 4, L2 ** 5 / 5]),
     (hypot_diagonal, 0.0, [0.0, 0.0, 0.0, 0.0]),  # the subgradient abs has at 0
     (norm_diagonal, 0.0, [0.0, 0.0, 0.0, 0.0]),
@@ -280,7 +291,9 @@ def test_series_branches_agree_with_mpmath_near_and_far():
     # near the point (the series) and away from it (the formula), to the third order
     cases = [(sinc, lambda x: mpmath.sinc(PI * x), [1e-9, 0.2, -0.3, 0.5, 2.3]),
              (exprel, lambda x: mpmath.expm1(x) / x, [1e-9, 0.3, -0.9, 1.0, 2.5]),
-             (spence, lambda z: mpmath.polylog(2, 1 - z), [1.0 + 1e-9, 0.9, 1.2, 0.5, 2.0])]
+             (spence, lambda z: mpmath.polylog(2, 1 - z), [1.0 + 1e-9, 0.9, 1.2, 0.5, 2.0]),
+             (ber, lambda x: mpmath.ber(0, x), [1e-9, 0.3, -0.5, 0.99, 1.5, -2.5]),
+             (bei, lambda x: mpmath.bei(0, x), [1e-9, 0.3, -0.5, 0.99, 1.5, -2.5])]
     for f, ref, points in cases:
         for x in points:
             want = _mp_derivatives(ref, x)

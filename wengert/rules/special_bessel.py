@@ -14,6 +14,7 @@ import numpy as np
 import scipy.special as _sp
 
 from ..core import NoDerivative, Tracer, primitive
+from ._series import near_zero, power_series
 from .elementwise import absolute, maximum, sqrt, where
 from .special import (SPECIAL, _keep_float32, _special, i0, j0, k0, rgamma, several_results,
                       y0)
@@ -170,9 +171,36 @@ h2vp = _bessel_derivative(_sp.h2vp)
 # ber + i bei and ker + i kei solve x^2 w'' + x w' - i x^2 w = 0, so
 # ber'' = -ber'/x - bei, bei'' = -bei'/x + ber, and the same for ker, kei.
 def _kelvin_second(ans, x, other, sign, at_zero):
-    """-w'/x + sign * other(x), and its limit ``at_zero`` at x = 0 (``ans`` is w')."""
+    """-w'/x + sign * other(x), and its limit ``at_zero`` at x = 0 (``ans`` is w'): ker and
+    kei, whose log singularity makes it infinite."""
     zero = x == 0
     return where(zero, at_zero, sign * other(x) - ans / _safe(x, zero))
+
+
+def _kelvin_ratio_coef(offset, denominator):
+    """Coefficients of ber'(x)/x (offset 2) or bei'(x)/x (offset 0): x^n with n = 4k - 2 or
+    4k, from ber = sum (-1)^k (x/2)^(4k) / (2k)!^2 and bei = sum (-1)^k (x/2)^(4k+2) /
+    (2k+1)!^2."""
+    def coef(n):
+        if (n + offset) % 4:
+            return 0.0
+        k = (n + offset) // 4
+        power = 4 * k - offset + 2  # of x/2 in ber or bei
+        return (-1.0) ** k * power / (2.0 ** power * math.factorial(denominator(k)) ** 2)
+    return coef
+
+
+# ber'(x)/x and bei'(x)/x by their series near 0, where ber and bei are analytic: every
+# derivative of the second derivatives at 0 is then exact (the fourth of ber is -3/8)
+_berp_over_x = power_series("berp_over_x_series", _kelvin_ratio_coef(2, lambda k: 2 * k),
+                            radius=1.0)
+_beip_over_x = power_series("beip_over_x_series", _kelvin_ratio_coef(0, lambda k: 2 * k + 1),
+                            radius=1.0)
+
+
+def _kelvin_analytic_second(ans, x, other, sign, ratio):
+    """-w'/x + sign * other(x) for w = ber or bei (``ans`` is w')."""
+    return sign * other(x) - near_zero(x, 1.0, ratio, lambda xl: ans / xl)
 
 
 ber = _special(_sp.ber, lambda ans, x: (berp(x),), domain=(-3.0, 3.0))
@@ -181,10 +209,10 @@ ker = _special(_sp.ker, lambda ans, x: (kerp(x),), domain=(0.2, 3.0))
 kei = _special(_sp.kei, lambda ans, x: (keip(x),), domain=(0.2, 3.0))
 # ber = 1 - x^4/64 + ..., bei = x^2/4 - ...: ber''(0) = 0, bei''(0) = 1/2 (ber and bei are
 # even, defined for x < 0 too)
-berp = _special(_sp.berp, lambda ans, x: (_kelvin_second(ans, x, bei, -1.0, 0.0),),
-                domain=(-3.0, 3.0))
-beip = _special(_sp.beip, lambda ans, x: (_kelvin_second(ans, x, ber, 1.0, 0.5),),
-                domain=(-3.0, 3.0))
+berp = _special(_sp.berp, lambda ans, x: (
+    _kelvin_analytic_second(ans, x, bei, -1.0, _berp_over_x),), domain=(-3.0, 3.0))
+beip = _special(_sp.beip, lambda ans, x: (
+    _kelvin_analytic_second(ans, x, ber, 1.0, _beip_over_x),), domain=(-3.0, 3.0))
 # ker and kei are nan for x < 0 and have log(x) terms at 0: ker''(0+) = kei''(0+) = +inf
 kerp = _special(_sp.kerp, lambda ans, x: (_kelvin_second(ans, x, kei, -1.0, np.inf),),
                 domain=(0.2, 3.0))
