@@ -227,11 +227,11 @@ i0 = elementwise(np.i0, lambda ans, x: (_special("i1")(x),), name="i0")  # NumPy
 
 # sinc(x) = sin(u) / u with u = pi x: its series for |u| < 1, so that every derivative at 0
 # is exact (sinc''(0) = -pi^2 / 3) and none cancels near 0
-_sin_over_u = _series.power_series(
+sin_over_x_series = _series.power_series(
     "sin_over_x_series", lambda n: 0.0 if n % 2 else (-1.0) ** (n // 2) / math.factorial(n + 1),
     radius=1.0)
 sinc = elementwise(np.sinc, lambda ans, x: (_series.near_zero(
-    x, 1.0 / math.pi, lambda xs: math.pi * _sin_over_u(math.pi * xs, k=1),
+    x, 1.0 / math.pi, lambda xs: math.pi * sin_over_x_series(math.pi * xs, k=1),
     lambda xl: (cos(math.pi * xl) - ans) / xl),), domain=(-2.0, 2.0))
 
 

@@ -233,15 +233,16 @@ itstruve0 = _special(_sp.itstruve0, lambda ans, x: (_h0(x),), domain=(-3.0, 3.0)
 itmodstruve0 = _special(_sp.itmodstruve0, lambda ans, x: (_l0(x),), domain=(-3.0, 3.0))
 
 
+# -H0(x)/x = -(2/pi) (1 - x^2/9 + x^4/225 - ...): its series near 0, where the derivatives
+# of H0/x would cancel
+_h0_over_x_series = power_series(
+    "h0_over_x_series", lambda n: 0.0 if n % 2 else
+    (-2.0 / math.pi) * (-1.0) ** (n // 2) / math.prod(range(1, n + 2, 2)) ** 2, radius=1.0)
+
+
 def _it2struve0_partial(ans, x):
-    # the integral from x to infinity of H0(t)/t: -H0(x)/x, by its series
-    # -(2/pi) (1 - x^2/9 + x^4/225 - ...) for small x, where the next derivative,
-    # H0/x^2 - H0'/x, would cancel
-    small = absolute(x) < 0.1
-    t = x * x
-    c = [(-1) ** k / math.prod(range(1, 2 * k + 2, 2)) ** 2 for k in range(5)]
-    series = (-2.0 / math.pi) * (c[0] + t * (c[1] + t * (c[2] + t * (c[3] + t * c[4]))))
-    return (where(small, series, -_h0(x) / _safe(x, small)),)
+    # the integral from x to infinity of H0(t)/t: -H0(x)/x
+    return (near_zero(x, 1.0, _h0_over_x_series, lambda xl: -_h0(xl) / xl),)
 
 
 it2struve0 = _special(_sp.it2struve0, _it2struve0_partial, domain=(-3.0, 3.0))
@@ -287,15 +288,23 @@ itj0y0 = _several(_sp.itj0y0, lambda ans, x: (j0(x), y0(x)))  # from 0 to x
 iti0k0 = _several(_sp.iti0k0, lambda ans, x: (i0(x), k0(x)))
 
 
+def _one_minus_over_x_series(sign):
+    """(1 - J0(x)) / x (sign -1) or (I0(x) - 1) / x (sign 1): x/4 + s x^3/64 + x^5/2304 ..."""
+    def coef(n):
+        k = (n + 1) // 2
+        return sign ** (k + 1) / (4.0 ** k * math.factorial(k) ** 2) if n % 2 else 0.0
+    return power_series("one_minus_j0_over_x_series" if sign < 0 else
+                        "i0_minus_one_over_x_series", coef, radius=1.0)
+
+
+_ONE_MINUS_OVER_X = {-1.0: _one_minus_over_x_series(-1.0), 1.0: _one_minus_over_x_series(1.0)}
+
+
 def _one_minus_over_x(f0, x, sign):
-    """(1 - J0(x)) / x (sign -1) or (I0(x) - 1) / x (sign 1), by its series for small x where
-    the difference cancels: x/4 + s x^3/64 + x^5/2304 + s x^7/147456 + x^9/14745600."""
-    small = absolute(x) < 0.1
-    t = x * x
-    c = [sign ** (k + 1) / (4.0 ** k * math.factorial(k) ** 2) for k in range(1, 6)]
-    series = x * (c[0] + t * (c[1] + t * (c[2] + t * (c[3] + t * c[4]))))
-    d = sign * (f0(x) - 1.0)
-    return where(small, series, d / _safe(x, small))
+    """(1 - J0(x)) / x (sign -1) or (I0(x) - 1) / x (sign 1); its series near 0, where the
+    difference cancels."""
+    return near_zero(x, 1.0, _ONE_MINUS_OVER_X[sign],
+                     lambda xl: sign * (f0(xl) - 1.0) / xl)
 
 
 # (int_0^x (1 - J0(t))/t dt, int_x^inf Y0(t)/t dt): derivatives (1 - J0(x))/x and -Y0(x)/x
