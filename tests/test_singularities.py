@@ -384,3 +384,23 @@ def test_where_selects_derivatives_as_jax_does():
     for x in (-1.0, 0.0):
         for engine in (wg.grad, wg.source.grad, lambda f: wg.compile(wg.grad(f))):
             assert _quiet(engine(sqrt_double_where), x) == 0.0
+
+
+def test_incomplete_gamma_and_beta_at_the_ends_and_powm1():
+    # the integrands x^(a-1) e^-x and x^(a-1) (1-x)^(b-1) at x = 0 (and 1) with exponent 0
+    # are 1, not 0 * -inf: gammainc(1, x) = 1 - e^-x, betainc(1, 2, x) = 1 - (1 - x)^2
+    cases = [(lambda x: sp.gammainc(1.0, x), 0.0, [1.0, -1.0, 1.0]),
+             (lambda x: sp.gammaincc(1.0, x), 0.0, [-1.0, 1.0, -1.0]),
+             (lambda x: sp.betainc(1.0, 2.0, x), 0.0, [2.0, -2.0, 0.0]),
+             (lambda x: sp.betainc(2.0, 1.0, x), 1.0, [2.0, 2.0, 0.0]),
+             (lambda x: sp.powm1(x, 0.0), 0.0, [0.0, 0.0, 0.0]),
+             (lambda x: sp.powm1(x, 2.0), 0.0, [0.0, 2.0, 0.0])]
+    for f, x, want in cases:
+        for n in (1, 2, 3):
+            _same(_quiet(wg.derivative(f, n), x), want[n - 1], f"order {n} at {x}")
+        _same(_quiet(wg.grad(f), x), want[0], f"grad at {x}")
+        _same(_quiet(wg.compile(wg.grad(wg.grad(f))), x), want[1], f"compiled at {x}")
+    assert _quiet(wg.grad(sp.powm1, (0, 1)), 0.0, 0.0) == (0.0, -INF)  # as x ** y
+    wg.check_grad(sp.powm1, np.array([0.3, 1.5]), np.array([0.0, 2.5]), order=2)
+    wg.check_grad(lambda x: sp.gammainc(1.0, x), np.array([0.3, 1.5]), order=2)
+    wg.check_grad(lambda x: sp.betainc(2.0, 1.0, x), np.array([0.3, 0.8]), order=2)

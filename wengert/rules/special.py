@@ -69,7 +69,8 @@ beta = _special(_sp.beta, lambda ans, a, b: (ans * (digamma(a) - digamma(a + b))
 
 # incomplete gamma and beta: derivatives in x (the integrand), as autograd has them
 def _gammainc_dx(a, x):
-    return exp((a - 1.0) * log(x) - x - gammaln(a))  # x^(a-1) e^-x / Gamma(a)
+    # x^(a-1) e^-x / Gamma(a); xlogy gives x = 0 its limit (1 for a = 1, not 0 * -inf)
+    return exp(xlogy(a - 1.0, x) - x - gammaln(a))
 
 
 gammainc = _special(_sp.gammainc, lambda ans, a, x: (_NO["gammainc", "a"], _gammainc_dx(a, x)),
@@ -78,7 +79,7 @@ gammaincc = _special(_sp.gammaincc, lambda ans, a, x: (_NO["gammaincc", "a"], -_
                      domain=(0.2, 3.0))
 betainc = _special(_sp.betainc, lambda ans, a, b, x: (
     _NO["betainc", "a"], _NO["betainc", "b"],
-    exp((a - 1.0) * log(x) + (b - 1.0) * log1p(-x) - betaln(a, b))), domain=(0.1, 0.9))
+    exp(xlogy(a - 1.0, x) + xlog1py(b - 1.0, -x) - betaln(a, b))), domain=(0.1, 0.9))
 gammasgn = _ew.elementwise(_sp.gammasgn, _ew._nondiff(1), nondiff=True, domain=(0.2, 3.0),
                            registry=SPECIAL)
 

@@ -12,6 +12,7 @@ import scipy.special as _sp
 from ..core import NoDerivative
 from . import elementwise as _ew
 from ._series import near_zero, power_series
+from .arithmetic import power_exponent_slope, power_slope
 from .elementwise import (absolute, cos, cosh, exp, log, rint, sin, sinh, sqrt, where)
 from .special import SPECIAL, _keep_float32, _special, _traced, erf, several_results
 
@@ -119,13 +120,14 @@ owens_t = _special(_sp.owens_t, lambda ans, h, a: (
     exp(-0.5 * (h * h) * (1.0 + a * a)) / ((2.0 * _PI) * (1.0 + a * a))))
 
 
-def _powm1_partials(ans, x, y):
-    # as power's: 0 ** y contributes nothing through y (log 0 would give 0 * -inf)
-    zero = x == 0
-    return y * x ** (y - 1.0), (ans + 1.0) * log(where(zero, 1.0, x))
+def _powm1_partials(ans, x, y, needs=(True, True)):
+    # x ** y - 1: power's slopes (no 0 * inf at x = 0)
+    return ((power_slope(_ew.power, x, y) if needs[0] else None),
+            (power_exponent_slope(ans + 1.0, x, y) if needs[1] else None))
 
 
-powm1 = _special(_sp.powm1, _powm1_partials, domain=(0.2, 2.0))
+powm1 = _ew.elementwise(_sp.powm1, _powm1_partials, domain=(0.2, 2.0), registry=SPECIAL,
+                        needs=True)
 wrightomega = _special(_sp.wrightomega, lambda ans, x: (ans / (1.0 + ans),))
 
 
