@@ -404,3 +404,13 @@ def test_incomplete_gamma_and_beta_at_the_ends_and_powm1():
     wg.check_grad(sp.powm1, np.array([0.3, 1.5]), np.array([0.0, 2.5]), order=2)
     wg.check_grad(lambda x: sp.gammainc(1.0, x), np.array([0.3, 1.5]), order=2)
     wg.check_grad(lambda x: sp.betainc(2.0, 1.0, x), np.array([0.3, 0.8]), order=2)
+
+
+def test_series_branch_of_a_complex_intermediate_is_chosen_by_modulus():
+    # 0.1 + 5j has a small real part but a modulus far outside the series' radius
+    f = lambda x: np.sum(np.real(np.sinc(x * (0.1 + 5.0j))))  # noqa: E731
+    x = np.array([0.3, 0.02, 1.0])
+    wg.check_grad(f, x, order=2)
+    z = x * (0.1 + 5.0j)
+    want = np.real((np.cos(PI * z) - np.sinc(z)) / z * (0.1 + 5.0j))
+    np.testing.assert_allclose(wg.grad(f)(x), want, rtol=1e-9)

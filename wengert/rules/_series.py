@@ -19,6 +19,7 @@ from . import elementwise as _ew  # where, read at run time: elementwise imports
 __all__ = ["power_series", "near_zero"]
 
 _NEGLIGIBLE = 1e-18  # a term this much smaller than the largest one, at the radius
+_REAL = np.dtype(float)
 
 
 def power_series(name, coef, radius):
@@ -61,7 +62,10 @@ def near_zero(x, radius, series, far):
     ``series`` sees 0 where ``far`` is used and ``far`` sees ``radius`` where ``series`` is:
     both stay finite, with finite derivatives.  Plain booleans decide without ``where``.
     """
-    small = (x < radius) & (x > -radius)  # compares values: plain, or recorded in a graph
+    if type(x) is complex or getattr(x, "dtype", _REAL).kind == "c":
+        small = _ew.absolute(x) < radius  # (complex numbers compare lexicographically)
+    else:
+        small = (x < radius) & (x > -radius)  # compares values: plain, or recorded in a graph
     if not isinstance(small, Tracer):
         if not np.any(small):
             return far(x)
