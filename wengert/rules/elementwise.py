@@ -224,7 +224,6 @@ fmod = elementwise(np.fmod, _fmod_partials, needs=True)
 i0 = elementwise(np.i0, lambda ans, x: (_special("i1")(x),), name="i0")  # NumPy's values
 
 
-
 # sinc(x) = sin(u) / u with u = pi x: its series for |u| < 1, so that every derivative at 0
 # is exact (sinc''(0) = -pi^2 / 3) and none cancels near 0
 sin_over_x_series = _series.power_series(
