@@ -173,7 +173,7 @@ def absolute_jvp(primals, tangents):
 @absolute.rrule
 def absolute_vjp(x):
     from .fft import abs_pullback_factor  # sign(x), conjugated for complex x
-    return absolute(x), lambda g: (g * abs_pullback_factor(x),)  # 0 at x == 0, as JAX
+    return absolute(x), lambda g: (g * abs_pullback_factor(x),)  # 0 at x == 0, as PyTorch
 
 
 # structure the Taylor engine uses: linear maps act on coefficients one by one,
