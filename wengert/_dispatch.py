@@ -34,8 +34,9 @@ def _compare(op):
 
 def install(namespace):
     """Give every tracer NumPy's protocols, leading to the primitives: Python operators
-    (``OPERATORS``), comparisons, conversions (which raise, saying what to do), NEP 13/18,
-    and the ndarray methods and properties, each the function of that name in ``namespace``.
+    (``OPERATORS``), comparisons, NEP 13/18, the ndarray methods and properties (each the
+    function of that name in ``namespace``), and the messages of refused conversions that
+    name the SciPy function responsible.
     """
     global _namespace
     _namespace = namespace
@@ -52,10 +53,9 @@ def install(namespace):
     Tracer.mT = property(lambda self: namespace.swapaxes(self, -1, -2))
     Tracer.real = property(lambda self: namespace.real(self))  # complex intermediates (fft)
     Tracer.imag = property(lambda self: namespace.imag(self))
-    Tracer.__float__ = Tracer.__complex__ = _float
-    Tracer.__array__ = _array
     Tracer.__array_ufunc__ = _array_ufunc_method
     Tracer.__array_function__ = _array_function_method
+    Tracer._conversion_message = staticmethod(conversion_message)  # SciPy's conversions
     Primitive.call_with_ufunc_keywords = call_with_ufunc_keywords
 
 
@@ -114,29 +114,6 @@ def _transpose(self, *axes):
     return _namespace.transpose(self, axes or None)
 
 
-# -- conversions: a traced value is no plain number or array ---------------------------------
-_FLOAT_MESSAGE = (
-    "float() or a math.* function was called on a traced value, which would drop "
-    "its derivative. Use wengert.numpy instead (e.g. wnp.sin(x) for math.sin(x)), "
-    "or x.value for the plain number without its derivative. If it was stored into a "
-    "plain NumPy array (a[i] = x), build the array from traced values with "
-    "wnp.stack([...]) or wnp.array([...]), or assign into a traced array instead "
-    "(e.g. a = wnp.zeros(n, like=x); a[i] = x).")
-_ARRAY_MESSAGE = (
-    "a traced value was converted to a plain NumPy array, which would drop its "
-    "derivative. Call the wengert.numpy function (wnp.*) or use x.value. To fill an "
-    "array with traced values use wnp.stack([...]) / wnp.array([...]), or assign "
-    "into a traced array (a = wnp.zeros(n, like=x); a[i] = x).")
-
-
-def _float(self):
-    raise TypeError(conversion_message(sys._getframe(1), _FLOAT_MESSAGE, "a plain number"))
-
-
-def _array(self, dtype=None, copy=None):
-    raise TypeError(conversion_message(sys._getframe(1), _ARRAY_MESSAGE, "a plain NumPy array"))
-
-
 # -- NEP 13 / NEP 18 ---------------------------------------------------------------------------
 def _array_ufunc_method(self, ufunc, method, *inputs, **kwargs):
     return array_ufunc(ufunc, method, inputs, kwargs)
@@ -170,6 +147,11 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     if method != "__call__":
         return _ufunc_method(ufunc, name, method, inputs, kwargs)
     if kwargs.get("out") is not None:
+        if _no_derivative(inputs, kwargs["out"]):  # count += mask: NumPy's, on plain values
+            return ufunc(*[np.asarray(a) if isinstance(a, Tracer) else a for a in inputs],
+                         **kwargs)
+        if _into_first_input(inputs, kwargs["out"]):
+            raise TypeError(_augmented_message(ufunc, name))
         where, wmod = _home(ufunc)
         raise NotImplementedError(
             f"{where}.{name} with out= on a traced value has no wengert rule (it writes in "
@@ -191,6 +173,42 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     if kwargs:  # NumPy's keywords are not the rule's parameters (its partials take none)
         inputs, kwargs = _without_ufunc_kwargs(ufunc, name, inputs, kwargs)
     return fn(*inputs, **kwargs)
+
+
+_AUGMENTED = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/",
+              "floor_divide": "//", "remainder": "%", "power": "**", "matmul": "@",
+              "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
+              "left_shift": "<<", "right_shift": ">>"}
+
+
+def _no_derivative(inputs, out):
+    """Whether the traced inputs are all masks or counts (no derivative to lose) and the
+    outputs plain arrays: then NumPy's own call computes it."""
+    out = out if isinstance(out, tuple) else (out,)
+    return (not any(isinstance(o, Tracer) for o in out)
+            and all(a.dtype.kind in "biu" for a in inputs if isinstance(a, Tracer)))
+
+
+def _into_first_input(inputs, out):
+    """``x op= v`` with ``x`` a plain array: NumPy calls ``ufunc(x, v, out=(x,))``."""
+    out = out if isinstance(out, tuple) else (out,)
+    return (len(out) == 1 and len(inputs) == 2 and out[0] is inputs[0]
+            and isinstance(out[0], np.ndarray))
+
+
+def _augmented_message(ufunc, name):
+    op = _AUGMENTED.get(name)
+    if op is None:
+        what = f"numpy.{name}(x, v, out=x) with x a plain NumPy array and v traced"
+        new = f"x = wnp.{name}(x, v)"
+    else:
+        what = (f"x {op}= v with x a plain NumPy array and v traced (NumPy runs it as "
+                f"numpy.{name}(x, v, out=x))")
+        new = f"x = x {op} v"
+    return (f"{what}: x can hold only plain numbers, so v's derivative would be lost. Write "
+            f"{new} (a new, traced array), or make x traced from the start: "
+            "x = wnp.zeros(n, like=v), or x = wnp.zeros_like(y) for a traced y; then "
+            f"x {op or '+'}= v updates it in place and is differentiated.")
 
 
 def call_with_ufunc_keywords(prim, args, kwargs):

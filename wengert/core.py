@@ -25,9 +25,12 @@ installed by the namespace floor above (``wengert._dispatch``).
 """
 from __future__ import annotations
 
+import dis
 import functools
 import inspect
 import itertools
+import operator
+import sys
 
 import numpy as np
 
@@ -94,19 +97,125 @@ class Tracer:
     def __bool__(self):
         return bool(self.value)
 
+    # -- conversions to Python numbers ------------------------------------------------
+    # A float value would lose its derivative: refused, with what to write instead. A
+    # boolean or integer value has none to lose (a mask, a count): converted, as NumPy
+    # converts it, through ``_converted``, where a graph being traced records a guard.
+    def __float__(self):
+        if _integral(self):
+            return self._converted(float)
+        raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number")
+
+    def __complex__(self):
+        if _integral(self):
+            return self._converted(complex)
+        raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number")
+
     def __int__(self):
-        raise TypeError("int() of a traced value drops its derivative; use wnp.floor(x) "
-                        "or x.value if the integer really is not differentiated.")
+        if _integral(self):
+            return self._converted(int)
+        raise _conversion_error(sys._getframe(1), "int() of a traced value drops its "
+                                "derivative; use wnp.floor(x) or x.value if the integer "
+                                "really is not differentiated.")
 
     def __index__(self):
-        raise TypeError("a traced value cannot be used as an index or size; use x.value "
-                        "if the integer really is not differentiated.")
+        if _integral(self):
+            return self._converted(operator.index)
+        raise _conversion_error(sys._getframe(1), "a traced value cannot be used as an index "
+                                "or size; use x.value if the integer really is not "
+                                "differentiated.")
+
+    def item(self, *args):
+        """The Python number inside (``x.item()``, as NumPy's): an explicit request for it,
+        like ``x.value``, so its derivative is not followed."""
+        return self._converted(_item, *args)
+
+    def _converted(self, how, *args):
+        """``how(value, *args)``: a Python number read off this tracer's value."""
+        v = self.value
+        if isinstance(v, Tracer):
+            return v._converted(how, *args)
+        return how(v, *args)
 
     def __hash__(self):
         return id(self)
 
-    # -- installed by wengert._dispatch: float(), np.asarray(), NEP 13 / NEP 18 and the
-    # -- Python operators, each leading to a primitive
+    def __array__(self, dtype=None, copy=None):
+        if _integral(self):  # a mask, counts: NumPy's array of them (guarded under tracing)
+            return self._converted(_as_array, dtype, copy)
+        raise _conversion_error(sys._getframe(1), _ARRAY_MESSAGE, "a plain NumPy array")
+
+    # -- installed by wengert._dispatch: NEP 13 / NEP 18 and the Python operators (each
+    # -- leading to a primitive), and what a conversion error says about the SciPy
+    # -- function that converted, if one did
+    @staticmethod
+    def _conversion_message(frame, generic, into):
+        return generic
+
+
+def _integral(x):
+    """Whether a tracer's value is boolean or integer: no derivative to lose."""
+    return x.dtype.kind in "biu"
+
+
+def _item(v, *args):
+    return np.asarray(v).item(*args)
+
+
+def _as_array(v, dtype, copy):
+    return np.array(v, dtype=dtype, copy=copy)
+
+
+def _conversion_error(frame, generic, into=None):
+    """The ``TypeError`` for a traced value converted to a plain one in ``frame``: ``a[i] = x``
+    into a plain array, a SciPy function (``into`` names what it wanted), or ``generic``."""
+    code = frame.f_code.co_code
+    if 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] == _STORE_SUBSCR:
+        err = TypeError(_STORE_MESSAGE)
+        err.stored = True  # NumPy wraps it in its own ValueError: see plain_store_errors
+        return err
+    if into is None:
+        return TypeError(generic)
+    return TypeError(Tracer._conversion_message(frame, generic, into))
+
+
+_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+_STORE_MESSAGE = (
+    "a[i] = v put a traced value v into a plain NumPy array a, which can hold only plain "
+    "numbers: v's derivative would be lost. Make the array traced, and the assignment works "
+    "and is differentiated: a = wnp.zeros(n, like=v), or a = wnp.zeros_like(x) for a traced "
+    "x (np.zeros_like(x) and np.copy(x) of a traced x are traced too); or build the array "
+    "from traced values with wnp.stack([...]).")
+
+
+def plain_store_errors(fn):
+    """``fn`` (a transform's entry), raising wengert's ``TypeError`` for ``a[i] = x`` into a
+    plain array where NumPy raises "setting an array element with a sequence" (it catches
+    the conversion's error and keeps it only as the cause, since a tracer is indexable)."""
+    @functools.wraps(fn)
+    def entry(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ValueError as e:
+            cause = e.__cause__
+            if getattr(cause, "stored", False):
+                raise TypeError(str(cause)).with_traceback(e.__traceback__) from None
+            raise
+    return entry
+
+
+_FLOAT_MESSAGE = (
+    "float() or a math.* function was called on a traced value, which would drop "
+    "its derivative. Use wengert.numpy instead (e.g. wnp.sin(x) for math.sin(x)), "
+    "or x.value for the plain number without its derivative. If it was stored into a "
+    "plain NumPy array (a[i] = x), build the array from traced values with "
+    "wnp.stack([...]) or wnp.array([...]), or assign into a traced array instead "
+    "(e.g. a = wnp.zeros(n, like=x); a[i] = x).")
+_ARRAY_MESSAGE = (
+    "a traced value was converted to a plain NumPy array, which would drop its "
+    "derivative. Call the wengert.numpy function (wnp.*) or use x.value. To fill an "
+    "array with traced values use wnp.stack([...]) / wnp.array([...]), or assign "
+    "into a traced array (a = wnp.zeros(n, like=x); a[i] = x).")
 
 
 # -- input checks ------------------------------------------------------------------------------
@@ -208,7 +317,11 @@ class Primitive:
 
     # -- dispatch ---------------------------------------------------------------
     def __call__(self, *args, **params):
-        if params and self.ufunc is not None:
+        ufunc = self.ufunc
+        if ufunc is not None and (params or len(args) > ufunc.nin):
+            if len(args) > ufunc.nin:  # np.negative(x, out): the outputs, by position
+                outs = args[ufunc.nin:]
+                args, params = args[:ufunc.nin], dict(params, out=outs)
             return self.call_with_ufunc_keywords(args, params)
         if self.nargs is not None and len(args) > self.nargs:
             args, params = self._split_static(args, params)
@@ -219,7 +332,9 @@ class Primitive:
                 if top is None or tr.level > top.level:
                     top = tr
         if top is None:
-            return self.impl(*args, **params)
+            # NumPy's own call where the primitive computes a ufunc: its result types (the
+            # engines' impl may be Python's operator, which gives a float for 1.5 + 2.0)
+            return (ufunc or self.impl)(*args, **params)
         return top.process(self, args, params)
 
     def call_with_ufunc_keywords(self, args, kwargs):

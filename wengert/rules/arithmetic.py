@@ -4,7 +4,7 @@ import operator
 import numpy as np
 
 from .. import core
-from ..core import primitive
+from ..core import Tracer, primitive
 
 
 def _scalar_safe(op, np_op):
@@ -40,6 +40,23 @@ for _p, _u in ((add, np.add), (subtract, np.subtract), (multiply, np.multiply),
                (absolute, np.absolute)):
     _p.ufunc = _u  # Python's operators compute them; NumPy's keywords (dtype=) still apply
 del _p, _u
+
+
+def _own(prim):
+    """``prim`` as its own rules call it: on plain values its impl, so that a rule's result
+    has the type the engines give (Python's operator on floats), where a direct call of the
+    primitive gives NumPy's (``wnp.power(1.5, 2.0)`` is an ``np.float64``, as NumPy's)."""
+    impl = prim.impl
+
+    def call(*args):
+        for a in args:
+            if isinstance(a, core.Tracer):
+                return prim(*args)
+        return impl(*args)
+    return call
+
+
+_power, _absolute = _own(power), _own(absolute)
 
 
 def _sum_tangents(a, b):
@@ -90,34 +107,64 @@ def remainder_partials(ans, x, y, needs=(True, True)):
 def power_jvp(primals, tangents):
     x, y = primals
     dx, dy = tangents
-    ans = power(x, y)
+    ans = _power(x, y)
     t = None
     if dx is not None:
-        t = dx * (y * power(x, y - 1))
+        slope = power_slope(_power, x, y)
+        t = None if slope is None else dx * slope
     if dy is not None:
-        from .elementwise import log
-        t = _sum_tangents(t, dy * (ans * log(_where_zero_one(x))))
+        t = _sum_tangents(t, dy * power_exponent_slope(ans, x, y))
     return ans, t
 
 
 @power.rrule(needs=True)
 def power_vjp(x, y, needs):
-    ans = power(x, y)
+    ans = _power(x, y)
 
     def pullback(g):
-        from .elementwise import log
-        gx = g * (y * power(x, y - 1)) if needs[0] else None
-        gy = g * (ans * log(_where_zero_one(x))) if needs[1] else None
+        gx = None
+        if needs[0]:
+            slope = power_slope(_power, x, y)
+            gx = None if slope is None else g * slope
+        gy = g * power_exponent_slope(ans, x, y) if needs[1] else None
         return gx, gy
     return ans, pullback
 
 
-def _where_zero_one(x):
-    """x, with zeros replaced by ones: 0 ** y contributes nothing through y."""
-    if isinstance(x, (int, float)):
-        return 1.0 if x == 0 else x
+def power_slope(pow_fn, x, y):
+    """``d(x ** y)/dx = y x^(y-1)``, exactly 0 where ``y == 0``: never ``0 * inf`` at x = 0.
+
+    It is written with ``pow_fn`` itself, so its own derivatives pass through this guard
+    again: every derivative of ``x ** 2.0`` at 0 is a number (``2x``, ``2``, then 0), in
+    every engine, Taylor's included.  ``None`` (no derivative) for a constant ``y == 0``.
+    A traced ``y`` (an argument under ``wg.compile`` or ``wg.source``) is guarded only where
+    ``x == 0`` too: elsewhere the slope's derivative in ``y``, ``x^(y-1) (1 + y log x)``,
+    is not zero even at ``y == 0``.  Where guarded, ``x`` is replaced by 1: the slope is
+    ``0 * 1 = 0`` and its derivatives are finite (``x ** y`` itself jumps at (0, 0)).
+    """
+    ty = type(y)
+    if ty is float or ty is int:
+        return None if y == 0 else y * pow_fn(x, y - 1)
+    if isinstance(y, Tracer):
+        bad = (y == 0) & (x == 0)  # plain booleans, or a recorded node in a graph
+    else:
+        bad = np.equal(y, 0)
+        if np.all(bad):
+            return None
+    if not isinstance(bad, Tracer) and not np.any(bad):
+        return y * pow_fn(x, y - 1)
     from .elementwise import where
-    return where(x == 0, 1.0, x)
+    return y * pow_fn(where(bad, 1.0, x), y - 1)
+
+
+def power_exponent_slope(ans, x, y):
+    """``d(x ** y)/dy = x^y log x``, with ``log x`` read as 0 where ``x == 0`` and ``y != 0``:
+    ``0 ** y`` is constant in ``y`` there.  At ``(0, 0)``, where ``0 ** y`` jumps from 1 to 0,
+    it is ``-inf``, the limit from either side (and the slope of ``x ** x`` at 0)."""
+    from .elementwise import log, where
+    if (type(x) is float or type(x) is int) and x != 0:
+        return ans * log(x)
+    return ans * log(where((x == 0) & (y != 0), 1.0, x))
 
 
 @negative.partials
@@ -137,13 +184,13 @@ def positive_partials(ans, x):
 def absolute_jvp(primals, tangents):
     (x,), (dx,) = primals, tangents
     from .fft import abs_jvp  # real for complex x: Re(conj(x) dx) / |x|
-    return absolute(x), None if dx is None else abs_jvp(x, dx)
+    return _absolute(x), None if dx is None else abs_jvp(x, dx)
 
 
 @absolute.rrule
 def absolute_vjp(x):
     from .fft import abs_pullback_factor  # sign(x), conjugated for complex x
-    return absolute(x), lambda g: (g * abs_pullback_factor(x),)  # 0 at x == 0, as JAX
+    return _absolute(x), lambda g: (g * abs_pullback_factor(x),)  # 0 at x == 0, as PyTorch
 
 
 # structure the Taylor engine uses: linear maps act on coefficients one by one,

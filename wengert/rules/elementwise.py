@@ -11,6 +11,7 @@ import numpy as np
 
 from ..core import Tracer, primitive
 from ..arrays import dtype_of
+from . import _series
 from .arithmetic import absolute, add, divide, multiply, negative, power, subtract  # noqa: F401
 
 _LN2 = math.log(2.0)
@@ -48,8 +49,19 @@ def _arctan2_partials(ans, y, x, needs=(True, True)):
 
 
 arctan2 = elementwise(np.arctan2, _arctan2_partials, domain=(0.2, 2.0), needs=True)
-hypot = elementwise(np.hypot, lambda ans, x, y, needs=(True, True): (
-    x / ans if needs[0] else None, y / ans if needs[1] else None), domain=(0.2, 2.0), needs=True)
+
+
+def _hypot_partials(ans, x, y, needs=(True, True)):
+    # x / ans and y / ans; 0 at (0, 0), the subgradient abs and norm take there
+    zero = ans == 0
+    if not isinstance(zero, Tracer) and not np.any(zero):
+        return (x / ans if needs[0] else None), (y / ans if needs[1] else None)
+    safe = where(zero, 1.0, ans)
+    return ((where(zero, 0.0, x / safe) if needs[0] else None),
+            (where(zero, 0.0, y / safe) if needs[1] else None))
+
+
+hypot = elementwise(np.hypot, _hypot_partials, domain=(0.2, 2.0), needs=True)
 
 # hyperbolic ------------------------------------------------------------------------------
 sinh = elementwise(np.sinh, lambda ans, x: (cosh(x),))
@@ -111,10 +123,10 @@ square = elementwise(np.square, lambda ans, x: (2.0 * x,))
 reciprocal = elementwise(np.reciprocal, lambda ans, x: (-(ans * ans),), domain=(0.2, 3.0))
 
 def _float_power_partials(ans, x, y, needs=(True, True)):
-    # as power's, in float_power's float64 (0 ** y contributes nothing through y)
-    from .arithmetic import _where_zero_one
-    return ((y * float_power(x, y - 1.0) if needs[0] else None),
-            (ans * log(_where_zero_one(x)) if needs[1] else None))
+    # as power's, in float_power's float64
+    from .arithmetic import power_exponent_slope, power_slope
+    return ((power_slope(float_power, x, y) if needs[0] else None),
+            (power_exponent_slope(ans, x, y) if needs[1] else None))
 
 
 float_power = elementwise(np.float_power, _float_power_partials, domain=(0.2, 2.0), needs=True)
@@ -205,9 +217,15 @@ def _fmod_partials(ans, x, y, needs=(True, True)):
 fmod = elementwise(np.fmod, _fmod_partials, needs=True)
 i0 = elementwise(np.i0, lambda ans, x: (_special("i1")(x),), name="i0")  # NumPy's values
 
-sinc = elementwise(np.sinc, lambda ans, x: (where(x == 0, 0.0, (cos(math.pi * x) - ans)
-                                                   / where(x == 0, 1.0, x)),),
-                   domain=(0.1, 2.0))
+
+# sinc(x) = sin(u) / u with u = pi x: its series for |u| < 1, so that every derivative at 0
+# is exact (sinc''(0) = -pi^2 / 3) and none cancels near 0
+sin_over_x_series = _series.power_series(
+    "sin_over_x_series", lambda n: 0.0 if n % 2 else (-1.0) ** (n // 2) / math.factorial(n + 1),
+    radius=1.0)
+sinc = elementwise(np.sinc, lambda ans, x: (_series.near_zero(
+    x, 1.0 / math.pi, lambda xs: math.pi * sin_over_x_series(math.pi * xs, k=1),
+    lambda xl: (cos(math.pi * xl) - ans) / xl),), domain=(-2.0, 2.0))
 
 
 @primitive(name="round")
