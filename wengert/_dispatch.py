@@ -1,9 +1,9 @@
 """NEP 13/18 dispatch and Python operators on tracers: both lead to the same primitives.
 
 The namespace (``wengert.numpy``) installs all of it on :class:`~wengert.core.Tracer` once
-it is built (``install``): the operators from the rules' table, NumPy's methods and
-conversions, and the NEP 13/18 hooks.  Engines give their tracers the operators' shortcuts
-through ``install_fast_paths``.
+it is built (``install``): the operators from the rules' table, NumPy's methods and the
+NEP 13/18 hooks.  Engines give their tracers the operators' shortcuts through
+``install_fast_paths``.
 """
 import importlib
 import operator
@@ -77,9 +77,11 @@ def install_fast_paths(cls, binary, unary):
 
 
 def _as_method(fn):
+    """A plain function is a method as it is; a Primitive (not a descriptor) needs a wrapper."""
     if isinstance(fn, types.FunctionType):
-        return fn  # a plain function is a method as it is
-    def method(self, *args):  # a Primitive (not a descriptor) needs a wrapper
+        return fn
+
+    def method(self, *args):
         return fn(self, *args)
     return method
 

@@ -20,8 +20,9 @@ primitive declared ``broadcasting=True``.
 
 Engines (forward, reverse, graph) subclass :class:`Trace` and :class:`Tracer`;
 they never name a primitive.  Rules never import an engine.  Neither does this module name
-a primitive: NumPy's protocols on tracers (NEP 13/18, conversions, Python operators) are
-installed by the namespace floor above (``wengert._dispatch``).
+a primitive: NumPy's protocols on tracers (Python operators, ndarray methods, NEP 13/18)
+are installed by the namespace floor above (``wengert._dispatch``); the array bookkeeping
+it needs (``wengert.arrays``) reaches primitives through them.
 """
 from __future__ import annotations
 
