@@ -446,7 +446,7 @@ class Primitive:
             ans = self.impl(*primals, **params) if plain else self(*primals, **params)
             if fp.needs:
                 params = dict(params, needs=tuple(needs))
-            return ans, fp.pullback(primals, ans, params, self.broadcasting, needs)
+            return ans, _PartialsPullback(fp.fn, primals, ans, params, self.broadcasting, needs)
         rr = self._rrule
         if rr is None:
             raise NotImplementedError(
