@@ -10,7 +10,8 @@ Counting a sample has no derivative, so unweighted counts stay plain integers.
 import numpy as np
 
 from ..core import Tracer
-from .indexing import concrete, scatter_add, take
+from .indexing import scatter_add, take
+from .nondiff import concrete
 from .joining import _dtype, _plain, astype, concatenate, diff, linspace, ravel
 from .reductions import cumsum, max as amax, min as amin
 

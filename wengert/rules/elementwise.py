@@ -11,6 +11,7 @@ import numpy as np
 
 from ..core import Tracer, primitive
 from ._zeros import dtype_of
+from .nondiff import recorded as _recorded
 from .arithmetic import absolute, add, divide, multiply, negative, power, subtract  # noqa: F401
 
 _LN2 = math.log(2.0)
@@ -156,8 +157,7 @@ def frexp(x):
     exponent ``e`` is an integer, not differentiated."""
     if not isinstance(x, Tracer):
         return np.frexp(x)
-    from .indexing import recorded
-    e = recorded(lambda v: np.frexp(v)[1], x, name="frexp_exponent")
+    e = _recorded(lambda v: np.frexp(v)[1], x, name="frexp_exponent")
     return ldexp(x, -e), e
 
 

@@ -8,7 +8,8 @@ differentiated); under graph tracing the conditions are guarded, so other inputs
 import numpy as np
 
 from ..core import Tracer, ndim_of, shape_of
-from .indexing import concrete, index_update
+from .indexing import index_update
+from .nondiff import concrete
 from .joining import _axis, _dtype, asarray, expand_dims, moveaxis, stack
 from .shape import reshape, transpose
 

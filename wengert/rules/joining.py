@@ -6,9 +6,10 @@ Each public function returns exactly what NumPy returns when no argument is trac
 import numpy as np
 
 from ..core import Tracer, _real_for_real, ndim_of, primitive, shape_of
-from .indexing import (_TRACED_INDEX, concrete, gather, getitem_basic, index_writer,
+from .indexing import (_TRACED_INDEX, gather, getitem_basic, index_writer,
                        positions, register_view, reshape_writer, scatter_basic,
                        transpose_writer)
+from .nondiff import concrete, recorded
 from .shape import broadcast_to, reshape, transpose
 
 __all__ = ["concatenate", "astype", "copy", "ravel", "flatten", "swapaxes", "moveaxis",
@@ -629,7 +630,6 @@ def unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
     if _traced(discont, period):
         raise TypeError("wnp.unwrap: discont and period cannot be traced (the result is "
                         "piecewise constant in them)")
-    from .indexing import recorded
     p = asarray(p)
     ax = _axis(axis, ndim_of(p))
     correction = recorded(_unwrap_correction, p, discont, ax, period, name="unwrap_correction")
@@ -1021,7 +1021,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         raise NotImplementedError("wnp.interp with a traced period")
 
     from .elementwise import where
-    from .indexing import recorded, take
+    from .indexing import take
 
     def f64(a):
         return astype(asarray(a), np.float64) if _traced(a) else np.asarray(a, np.float64)
@@ -1122,7 +1122,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if not _traced(start, stop):
         return np.linspace(start, stop, num, endpoint, retstep, dtype, axis)
     import operator
-    from .indexing import concrete, index_update
+    from .indexing import index_update
     num = operator.index(num)
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
@@ -1176,7 +1176,7 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     if not _traced(start, stop):
         return np.geomspace(start, stop, num, endpoint, dtype, axis)
     from .elementwise import log10
-    from .indexing import concrete, index_update, recorded
+    from .indexing import index_update
     start, stop = asarray(start), asarray(stop)
     if concrete(lambda a, b: bool(np.any(a == 0) or np.any(b == 0)), start, stop):
         raise ValueError("Geometric sequence cannot include zero")

@@ -13,7 +13,8 @@ from collections import Counter
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
-from .indexing import concrete, gather, recorded
+from .indexing import gather
+from .nondiff import concrete, recorded
 from .shape import broadcast_to, reshape, sum_, transpose
 
 __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "kron", "cross",

@@ -13,8 +13,9 @@ import numpy as np
 from ..core import Tracer, ndim_of, primitive, shape_of
 from .arithmetic import multiply
 from .elementwise import exp, log, sqrt, where
-from .indexing import concrete, getitem_basic, recorded, strip_eager
+from .indexing import getitem_basic
 from .joining import _concatenate, astype
+from .nondiff import concrete, recorded, strip_eager
 from .shape import _norm_axes, broadcast_to, expand_reduced as _expand, kept_shape, reshape, \
     sum_, transpose
 

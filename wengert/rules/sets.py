@@ -16,7 +16,8 @@ an exact operation of slope 1.
 import numpy as np
 
 from ..core import Tracer
-from .indexing import concrete, gather
+from .indexing import gather
+from .nondiff import concrete
 from .joining import _dtype, _plain, _traced, array, astype, concatenate, ravel
 
 __all__ = ["intersect1d", "union1d", "setdiff1d", "setxor1d", "unique_values", "unique_counts",
