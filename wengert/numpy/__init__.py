@@ -11,8 +11,8 @@ import numpy as _np
 
 from .. import _dispatch
 from ..core import Tracer as _Tracer
-from ..rules.arithmetic import (absolute, add, divide, floor_divide, multiply, negative,  # noqa: F401
-                                positive, power, remainder, subtract)
+from ..rules.arithmetic import (absolute, add, divide, divmod, floor_divide, multiply,  # noqa: F401
+                                negative, positive, power, remainder, subtract)
 from ..rules.elementwise import *  # noqa: F401,F403
 from ..rules.elementwise import REGISTRY as _ELEMENTWISE, round_ as round  # noqa: F401
 from ..rules.shape import broadcast_to  # noqa: F401

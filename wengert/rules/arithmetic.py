@@ -4,7 +4,9 @@ import operator
 import numpy as np
 
 from .. import core
-from ..core import primitive
+from ..core import Tracer, primitive
+from .complex import _is_complex, conj, real
+from .elementwise import _where_zero_one, log, sign, where
 
 
 def _scalar_safe(op, np_op):
@@ -86,6 +88,13 @@ def remainder_partials(ans, x, y, needs=(True, True)):
     return 1.0, (-floor_divide(x, y) if needs[1] else None)
 
 
+def divmod(x1, x2):
+    """``np.divmod``: ``floor_divide`` and ``remainder`` (the same values as NumPy's loop)."""
+    if not isinstance(x1, Tracer) and not isinstance(x2, Tracer):
+        return np.divmod(x1, x2)
+    return floor_divide(x1, x2), remainder(x1, x2)
+
+
 @power.frule(symbolic_zeros=True)
 def power_jvp(primals, tangents):
     x, y = primals
@@ -95,7 +104,6 @@ def power_jvp(primals, tangents):
     if dx is not None:
         t = dx * (y * power(x, y - 1))
     if dy is not None:
-        from .elementwise import log
         t = _sum_tangents(t, dy * (ans * log(_where_zero_one(x))))
     return ans, t
 
@@ -105,19 +113,10 @@ def power_vjp(x, y, needs):
     ans = power(x, y)
 
     def pullback(g):
-        from .elementwise import log
         gx = g * (y * power(x, y - 1)) if needs[0] else None
         gy = g * (ans * log(_where_zero_one(x))) if needs[1] else None
         return gx, gy
     return ans, pullback
-
-
-def _where_zero_one(x):
-    """x, with zeros replaced by ones: 0 ** y contributes nothing through y."""
-    if isinstance(x, (int, float)):
-        return 1.0 if x == 0 else x
-    from .elementwise import where
-    return where(x == 0, 1.0, x)
 
 
 @negative.partials
@@ -136,14 +135,29 @@ def positive_partials(ans, x):
 @absolute.frule(symbolic_zeros=True)
 def absolute_jvp(primals, tangents):
     (x,), (dx,) = primals, tangents
-    from .fft import abs_jvp  # real for complex x: Re(conj(x) dx) / |x|
     return absolute(x), None if dx is None else abs_jvp(x, dx)
 
 
 @absolute.rrule
 def absolute_vjp(x):
-    from .fft import abs_pullback_factor  # sign(x), conjugated for complex x
     return absolute(x), lambda g: (g * abs_pullback_factor(x),)  # 0 at x == 0, as JAX
+
+
+def _unit_conj(z):
+    """``conj(z) / |z|`` (0 at 0), differentiable: unlike ``sign``, it is not constant."""
+    r = absolute(z)
+    zero = r == 0
+    return where(zero, 0.0, conj(z) / where(zero, 1.0, r))
+
+
+def abs_jvp(x, dx):
+    """The tangent of ``|x|``; real for complex ``x`` (``Re(conj(x) dx) / |x|``)."""
+    return real(_unit_conj(x) * dx) if _is_complex(x) else dx * sign(x)
+
+
+def abs_pullback_factor(x):
+    """``g * factor`` is the cotangent of ``x`` for the cotangent ``g`` of ``|x|``."""
+    return _unit_conj(x) if _is_complex(x) else sign(x)
 
 
 # structure the Taylor engine uses: linear maps act on coefficients one by one,

@@ -12,7 +12,6 @@ import numpy as np
 from ..core import Tracer, primitive
 from ._zeros import dtype_of
 from .nondiff import recorded as _recorded
-from .arithmetic import absolute, add, divide, multiply, negative, power, subtract  # noqa: F401
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -117,9 +116,16 @@ cbrt = elementwise(np.cbrt, lambda ans, x: (1.0 / (3.0 * ans * ans),), domain=(0
 square = elementwise(np.square, lambda ans, x: (2.0 * x,))
 reciprocal = elementwise(np.reciprocal, lambda ans, x: (-(ans * ans),), domain=(0.2, 3.0))
 
+
+def _where_zero_one(x):
+    """x, with zeros replaced by ones: 0 ** y contributes nothing through y."""
+    if isinstance(x, (int, float)):
+        return 1.0 if x == 0 else x
+    return where(x == 0, 1.0, x)
+
+
 def _float_power_partials(ans, x, y, needs=(True, True)):
     # as power's, in float_power's float64 (0 ** y contributes nothing through y)
-    from .arithmetic import _where_zero_one
     return ((y * float_power(x, y - 1.0) if needs[0] else None),
             (ans * log(_where_zero_one(x)) if needs[1] else None))
 
@@ -142,14 +148,6 @@ def modf_jvp(primals, tangents):
 @modf.rrule
 def modf_vjp(x):
     return modf(x), lambda g: (g[0],)
-
-
-def divmod(x1, x2):
-    """``np.divmod``: ``floor_divide`` and ``remainder`` (the same values as NumPy's loop)."""
-    if not isinstance(x1, Tracer) and not isinstance(x2, Tracer):
-        return np.divmod(x1, x2)
-    from .arithmetic import floor_divide, remainder
-    return floor_divide(x1, x2), remainder(x1, x2)
 
 
 def frexp(x):

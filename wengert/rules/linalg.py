@@ -23,7 +23,8 @@ import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
 from ._zeros import dtype_of
-from .elementwise import absolute, power, sign, where
+from .arithmetic import absolute, power
+from .elementwise import sign, where
 from .indexing import getitem_basic, scatter_basic
 from .joining import stack
 from .products import matmul
@@ -353,7 +354,7 @@ def _is_complex(x):
 def _real_if_real(g, a):
     if _is_complex(a):
         return g
-    from .fft import real
+    from .complex import real
     return real(g)
 
 
@@ -363,7 +364,7 @@ def eig_jvp(primals, tangents):
     w, v = ans = _eig(a)
     if da is None:
         return ans, (None, None)
-    from .fft import conj, real
+    from .complex import conj, real
     x = _mm(inv(v), _mm(da, v))
     dv = _mm(v, _inv_differences(w) * x)
     # keep each column at unit norm (NumPy's normalisation); the phase stays free
@@ -381,7 +382,7 @@ def eig_vjp(a):
             return (None,)
         inner = None if gw is None else _diag_embed(gw)
         if gv is not None:
-            from .fft import conj, real
+            from .complex import conj, real
             c = real(sum_(gv * v, axis=-2, keepdims=True))
             gv0 = gv - conj(v) * c
             t = _inv_differences(w) * _mm(_mT(v), gv0)

@@ -814,7 +814,7 @@ def _numpy_eigvals(a):
     """``np.linalg.eigvals(a)`` by the differentiable rule, with NumPy's type: the rule's
     eigenvalues are complex, NumPy's are real when a real matrix has a real spectrum (and are
     then LAPACK's real parts, which ``real`` gives to the bit)."""
-    from .fft import real
+    from .complex import real
     from .linalg import eigvals
     w = eigvals(a)
     if not np.iscomplexobj(_plain(a)) and concrete(_real_spectrum, w, name="real_spectrum"):
@@ -941,7 +941,7 @@ def poly(seq_of_zeros):
     not; its rounding grows with the size, like the conditioning of the coefficients)."""
     if not _poly_vector_traced(seq_of_zeros):
         return np.poly(seq_of_zeros)
-    from .fft import real
+    from .complex import real
     from .joining import astype, concatenate
     _not_0d(seq_of_zeros, "poly")
     (z,) = _poly_vectors(seq_of_zeros)

@@ -12,7 +12,8 @@ import scipy.special as _sp
 
 from ..core import NoDerivative, ndim_of, primitive, shape_of
 from . import elementwise as _ew
-from .elementwise import absolute, exp, log, log1p, sign, sin, sqrt, where
+from .arithmetic import absolute
+from .elementwise import exp, log, log1p, sign, sin, sqrt, where
 from .shape import broadcast_to, expand_reduced, kept_shape, reshape, sum_tangent
 
 _SQRT_PI = math.sqrt(math.pi)

@@ -14,7 +14,8 @@ import numpy as np
 import scipy.special as _sp
 
 from ..core import NoDerivative, Tracer, primitive
-from .elementwise import absolute, maximum, sqrt, where
+from .arithmetic import absolute
+from .elementwise import maximum, sqrt, where
 from .special import (SPECIAL, _keep_float32, _special, i0, j0, k0, rgamma, several_results,
                       y0)
 

@@ -11,7 +11,8 @@ import scipy.special as _sp
 
 from ..core import NoDerivative
 from . import elementwise as _ew
-from .elementwise import (absolute, cos, cosh, exp, log, rint, sin, sinh, sqrt, where)
+from .arithmetic import absolute
+from .elementwise import cos, cosh, exp, log, rint, sin, sinh, sqrt, where
 from .special import SPECIAL, _keep_float32, _special, _traced, erf, several_results
 
 _PI = math.pi
