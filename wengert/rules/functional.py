@@ -10,7 +10,10 @@ import numpy as np
 from ..core import Tracer, ndim_of, shape_of
 from .indexing import index_update
 from .nondiff import concrete
-from .joining import _axis, _dtype, asarray, expand_dims, moveaxis, stack
+from .conversion import _dtype
+from .creation import asarray
+from .joining import stack
+from .reshaping import _axis, expand_dims, moveaxis
 from .shape import reshape, transpose
 
 __all__ = ["piecewise", "apply_along_axis", "apply_over_axes"]

@@ -24,6 +24,7 @@ import weakref
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
+from .conversion import astype
 from .nondiff import _plain, concrete, strip_eager
 
 __all__ = ["getitem_basic", "scatter_basic", "gather", "scatter_add", "set_basic", "set_flat",
@@ -449,7 +450,6 @@ def index_update(x, idx, v):
     sel = np.broadcast_to(np.empty((), dtype=np.int8), xs)[nidx].shape
     if isinstance(v, Tracer):
         if v.dtype != dt:
-            from .joining import astype
             v = astype(v, dt)
         if shape_of(v) != sel:
             from .shape import broadcast_to
@@ -563,7 +563,6 @@ def inplace(op, x, v):
                          f"match the broadcast shape {shape_of(new)}")
     dt = np.asarray(_plain(x)).dtype
     if np.asarray(_plain(new)).dtype != dt:
-        from .joining import astype
         new = astype(new, dt)
     if ent is not None:
         base = ent[0]
@@ -690,7 +689,7 @@ def _update_in_place(name, write, dst, values):
     """``write(dst, values)`` (NumPy's in-place function ``name`` with its static arguments
     bound) for a traced ``dst`` or ``values``; returns ``None``, as NumPy does."""
     if isinstance(values, (list, tuple)) and _has_tracer(values):
-        from .joining import array
+        from .creation import array
         values = array(values)
     if not isinstance(dst, Tracer):
         if isinstance(values, Tracer):
@@ -705,7 +704,6 @@ def _update_in_place(name, write, dst, values):
     if written.size == 0:
         return None
     if isinstance(values, Tracer):
-        from .joining import astype
         vals = gather(astype(values, dt, copy=False), owner.ravel()[written])
     else:
         vals = scratch.ravel()[written]

@@ -448,7 +448,8 @@ def kron(a, b):
 def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     if not _traced(a, b):
         return np.cross(a, b, axisa, axisb, axisc, axis)
-    from .joining import moveaxis, stack
+    from .joining import stack
+    from .reshaping import moveaxis
     a, b = _as(a), _as(b)
     if axis is not None:
         axisa = axisb = axisc = axis
@@ -485,7 +486,7 @@ def polyval(p, x):
     if isinstance(p, np.poly1d) or isinstance(x, np.poly1d):
         raise NotImplementedError("wnp.polyval with a poly1d on traced values: pass its "
                                   "coefficients (p.coeffs)")
-    from .joining import asarray
+    from .creation import asarray
     p = asarray(p) if isinstance(p, (list, tuple)) else p
     y = np.zeros_like(_plain(x))
     for i in range(shape_of(p)[0]):
@@ -498,7 +499,9 @@ def vander(x, N=None, increasing=False):
     ``multiply.accumulate`` forms them (not ``x ** k``), so the values are NumPy's."""
     if not isinstance(x, Tracer):
         return np.vander(x, N, increasing)
-    from .joining import astype, concatenate, flip
+    from .conversion import astype
+    from .joining import concatenate
+    from .rearranging import flip
     from .reductions import cumprod
     if ndim_of(x) != 1:
         raise ValueError("x must be a one-dimensional array or sequence.")
@@ -524,7 +527,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     if not _traced(x, y, w):
         return np.polyfit(x, y, deg, rcond, full, w, cov)
     import warnings
-    from .joining import asarray
+    from .creation import asarray
     from .linalg import inv, lstsq
     from .reductions import sum as sum_all
     from .elementwise import sqrt
@@ -581,7 +584,7 @@ def _poly_traced(*ps):
     if any(isinstance(p, np.poly1d) for p in ps):
         raise NotImplementedError("wnp.poly* with a poly1d on traced values: pass its "
                                   "coefficients (p.coeffs)")
-    from .joining import atleast_1d
+    from .reshaping import atleast_1d
     return [atleast_1d(p) for p in ps]
 
 
@@ -638,7 +641,8 @@ def polyint(p, m=1, k=None):
     (differentiable too)."""
     if not _traced(p, k):
         return np.polyint(p, m, k)
-    from .joining import atleast_1d, concatenate
+    from .joining import concatenate
+    from .reshaping import atleast_1d
     m = int(m)
     if m < 0:
         raise ValueError("Order of integral must be positive (see polyder)")
@@ -795,7 +799,7 @@ def _poly_vector_traced(*ps):
 
 
 def _poly_vectors(*ps):
-    from .joining import asarray
+    from .creation import asarray
     return _poly_traced(*(asarray(p) if isinstance(p, (list, tuple)) else p for p in ps))
 
 
@@ -884,7 +888,8 @@ def roots(p):
     """
     if not _poly_vector_traced(p):
         return np.roots(p)
-    from .joining import astype, concatenate
+    from .conversion import astype
+    from .joining import concatenate
     _not_0d(p, "roots")
     (p,) = _poly_vectors(p)
     if ndim_of(p) != 1:
@@ -942,7 +947,8 @@ def poly(seq_of_zeros):
     if not _poly_vector_traced(seq_of_zeros):
         return np.poly(seq_of_zeros)
     from .complex import real
-    from .joining import astype, concatenate
+    from .conversion import astype
+    from .joining import concatenate
     _not_0d(seq_of_zeros, "poly")
     (z,) = _poly_vectors(seq_of_zeros)
     sh = shape_of(z)
@@ -985,7 +991,8 @@ def polydiv(u, v):
     leading divisor gives inf/nan with a warning, as NumPy (no exception)."""
     if not _poly_vector_traced(u, v):
         return np.polydiv(u, v)
-    from .joining import astype, concatenate, stack
+    from .conversion import astype
+    from .joining import concatenate, stack
     u, v = _poly_vectors(u, v)
     if ndim_of(u) != 1 or ndim_of(v) != 1:  # NumPy fails on a 2-D one in q[k] = d
         raise ValueError("setting an array element with a sequence.")

@@ -14,7 +14,8 @@ from ..core import Tracer, ndim_of, primitive, shape_of
 from .arithmetic import multiply
 from .elementwise import exp, log, sqrt, where
 from .indexing import getitem_basic
-from .joining import _concatenate, astype
+from .conversion import astype
+from .joining import _concatenate
 from .nondiff import concrete, recorded, strip_eager
 from .shape import _norm_axes, broadcast_to, expand_reduced as _expand, kept_shape, reshape, \
     sum_, transpose
@@ -46,7 +47,7 @@ def _arr(a):
     if isinstance(a, (list, tuple)):
         from .indexing import _has_tracer
         if _has_tracer(a):
-            from .joining import asarray
+            from .creation import asarray
             return asarray(a)
     return a
 
@@ -310,7 +311,6 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=1, where=Tr
     if isinstance(initial, Tracer) or initial != 1:
         r = r * initial
     return r
-
 
 
 # -- max / min --------------------------------------------------------------------------------------------
@@ -647,7 +647,7 @@ def _quantile_options(name, method, weights, interpolation, out):
 def _reduced_last(a, axis):
     """``a`` with the axes ``axis`` (None: all) moved to the end and merged into one,
     as NumPy's quantile and median see it, and the shape ``keepdims`` gives back."""
-    from .joining import moveaxis
+    from .reshaping import moveaxis
     shape = shape_of(a)
     axes = _norm_axes(axis, len(shape))
     if len(set(axes)) != len(axes):
@@ -679,7 +679,7 @@ def _quantile(a, q, weak, axis, keepdims, scale=1, skip_nan=False):
     non-NaN values plays the part of ``n`` (np.nanquantile removes the NaNs slice by slice;
     the sort puts them last, so the order statistics are the same)."""
     from .indexing import sort, take, take_along_axis
-    from .joining import moveaxis
+    from .reshaping import moveaxis
     qv = np.asanyarray(concrete(np.asarray, q) if isinstance(q, Tracer) else q)
     if not (np.all(qv >= 0) and np.all(qv <= 1)):
         raise ValueError("Percentiles must be in the range [0, 100]" if scale == 100
@@ -806,7 +806,8 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         return np.cov(m, y, rowvar, bias, ddof, fweights, aweights, dtype=dtype)
     if fweights is not None or aweights is not None:
         raise NotImplementedError("wnp.cov with weights on traced values")
-    from .joining import atleast_2d, concatenate
+    from .joining import concatenate
+    from .reshaping import atleast_2d
     from .products import matmul
     from .shape import transpose
     X = atleast_2d(m)
@@ -833,7 +834,7 @@ def corrcoef(x, y=None, rowvar=True, *, dtype=None):
     c = cov(x, y, rowvar, dtype=dtype)
     if ndim_of(c) == 0:
         return c / c
-    from .joining import diagonal
+    from .diagonals import diagonal
     from .elementwise import clip
     d = sqrt(diagonal(c))
     c = c / reshape(d, (-1, 1)) / reshape(d, (1, -1))
@@ -843,7 +844,7 @@ def corrcoef(x, y=None, rowvar=True, *, dtype=None):
 def trapezoid(y, x=None, dx=1.0, axis=-1):
     if not isinstance(y, Tracer) and not isinstance(x, Tracer) and not isinstance(dx, Tracer):
         return np.trapezoid(y, x, dx, axis)
-    from .joining import diff
+    from .calculus import diff
     nd = ndim_of(y)
     ax = axis % nd
     if x is None:

@@ -18,7 +18,10 @@ import numpy as np
 from ..core import Tracer
 from .indexing import gather
 from .nondiff import concrete
-from .joining import _dtype, _plain, _traced, array, astype, concatenate, ravel
+from .conversion import _dtype, _plain, _traced, astype
+from .creation import array
+from .joining import concatenate
+from .reshaping import ravel
 
 __all__ = ["intersect1d", "union1d", "setdiff1d", "setxor1d", "unique_values", "unique_counts",
            "unique_inverse", "unique_all", "sort_complex"]
