@@ -16,10 +16,11 @@ from ..rules.arithmetic import (absolute, add, divide, divmod, floor_divide, mul
 from ..rules.elementwise import *  # noqa: F401,F403
 from ..rules.elementwise import REGISTRY as _ELEMENTWISE, round_ as round  # noqa: F401
 from ..rules.shape import broadcast_to  # noqa: F401
-from ..rules.indexing import (compress, copyto, extract, fill_diagonal,  # noqa: F401
-                              getitem as _getitem, index_update, partition, place, put,
-                              put_along_axis, putmask, select, setitem as _setitem, sort, take,
+from ..rules.indexing import (compress, extract, getitem as _getitem, index_update,  # noqa: F401
+                              partition, select, setitem as _setitem, sort, take,
                               take_along_axis)
+from ..rules.inplace_functions import (copyto, fill_diagonal, place, put,  # noqa: F401
+                                       put_along_axis, putmask)
 from ..rules.conversion import *  # noqa: F401,F403
 from ..rules.reshaping import *  # noqa: F401,F403
 from ..rules.joining import *  # noqa: F401,F403
