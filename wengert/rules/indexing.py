@@ -238,16 +238,6 @@ def _scatter_add_vjp(g, flat, shape, nb=0):
     return ans, pullback
 
 
-def gather_flat(x, flat):
-    """``x.ravel()[flat]`` for a static integer array ``flat`` (any shape)."""
-    return gather(x, np.asarray(flat, dtype=np.intp))
-
-
-def scatter_flat(g, flat, shape):
-    """Zeros of ``shape`` with ``g`` added at flat positions ``flat`` (repeats add up)."""
-    return scatter_add(g, np.asarray(flat, dtype=np.intp), tuple(shape))
-
-
 # -- view tracking ----------------------------------------------------------------------------------
 _views_of = {}  # id(base) -> (weakref(base), [weakref(view), ...])
 _base_of = {}   # id(view) -> (weakref(view), weakref(base), writer or None if read-only)
