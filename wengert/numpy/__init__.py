@@ -30,6 +30,7 @@ from ..rules.diagonals import *  # noqa: F401,F403
 from ..rules.calculus import *  # noqa: F401,F403
 from ..rules.grids import *  # noqa: F401,F403
 from ..rules.reductions import *  # noqa: F401,F403
+from ..rules.statistics import *  # noqa: F401,F403
 from ..rules.products import *  # noqa: F401,F403
 from ..rules.functional import *  # noqa: F401,F403
 from ..rules.counting import *  # noqa: F401,F403
