@@ -32,6 +32,8 @@ from ..rules.grids import *  # noqa: F401,F403
 from ..rules.reductions import *  # noqa: F401,F403
 from ..rules.statistics import *  # noqa: F401,F403
 from ..rules.products import *  # noqa: F401,F403
+from ..rules.convolution import *  # noqa: F401,F403
+from ..rules.polynomials import *  # noqa: F401,F403
 from ..rules.functional import *  # noqa: F401,F403
 from ..rules.counting import *  # noqa: F401,F403
 from ..rules.sets import *  # noqa: F401,F403
