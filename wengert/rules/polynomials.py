@@ -13,16 +13,18 @@ from .complex import real
 from .conversion import astype
 from .convolution import convolve
 from .creation import asarray
+from .decompositions import eigvals
 from .elementwise import sqrt, where
 from .indexing import _has_tracer
 from .joining import concatenate, stack
-from .linalg import eigvals, inv, lstsq
+from .linalg import lstsq
 from .nondiff import concrete, recorded
 from .products import _plain, _swap_last, _traced, matmul, outer
 from .rearranging import flip
 from .reductions import cumprod, sum as sum_all
 from .reshaping import atleast_1d
 from .shape import broadcast_to, reshape, sum_, transpose
+from .solvers import inv
 
 __all__ = ["polyval", "vander", "polyfit", "polyadd", "polysub", "polymul", "polyder",
            "polyint", "roots", "poly", "polydiv"]
