@@ -97,11 +97,13 @@ _SPECIAL = {}
 
 
 def _special(name):
-    """A ``rules.special`` primitive, bound on first use: that module imports this one."""
+    """A ``scipy.special`` primitive of rules/special_base.py, bound on first use: that module
+    imports this one, and it loads scipy.special, which takes about 0.1 s (as long as
+    ``import wengert`` itself), so it loads only when a rule needs it."""
     fn = _SPECIAL.get(name)
     if fn is None:
-        from . import special
-        fn = _SPECIAL[name] = getattr(special, name)
+        from . import special_base  # scipy.special, loaded lazily (see the docstring)
+        fn = _SPECIAL[name] = getattr(special_base, name)
     return fn
 
 

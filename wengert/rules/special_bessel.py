@@ -16,7 +16,7 @@ import scipy.special as _sp
 from ..core import NoDerivative, Tracer, primitive
 from .arithmetic import absolute
 from .elementwise import maximum, sqrt, where
-from .special import (SPECIAL, _keep_float32, _special, i0, j0, k0, rgamma, several_results,
+from .special_base import (SPECIAL, _keep_float32, _special, i0, j0, k0, rgamma, several_results,
                       y0)
 
 _SQRT_PI = math.sqrt(math.pi)

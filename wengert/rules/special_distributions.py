@@ -14,7 +14,7 @@ import scipy.special as _sp
 from ..core import NoDerivative, Tracer
 from ._zeros import dtype_of
 from .elementwise import clip, cos, exp, floor, log, log1p, maximum, minimum, sin, trunc, where
-from .special import (_keep_float32, _special, beta, betaln, digamma, gammaln, xlog1py,
+from .special_base import (_keep_float32, _special, beta, betaln, digamma, gammaln, xlog1py,
                       xlogy)
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)

@@ -13,7 +13,7 @@ from ..core import NoDerivative
 from . import elementwise as _ew
 from .arithmetic import absolute
 from .elementwise import cos, cosh, exp, log, rint, sin, sinh, sqrt, where
-from .special import SPECIAL, _keep_float32, _special, _traced, erf, several_results
+from .special_base import SPECIAL, _keep_float32, _special, _traced, erf, several_results
 
 _PI = math.pi
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
