@@ -10,14 +10,14 @@ Counting a sample has no derivative, so unweighted counts stay plain integers.
 import numpy as np
 
 from ..core import Tracer
-from .indexing import scatter_add, take
-from .nondiff import concrete
 from .calculus import diff
 from .conversion import _dtype, _plain, astype
 from .grids import linspace
+from .indexing import scatter_add, take
 from .joining import concatenate
-from .reshaping import ravel
+from .nondiff import concrete
 from .reductions import cumsum, max as amax, min as amin
+from .reshaping import ravel
 
 __all__ = ["unique", "bincount", "histogram", "histogram_bin_edges"]
 

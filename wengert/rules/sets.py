@@ -16,11 +16,11 @@ an exact operation of slope 1.
 import numpy as np
 
 from ..core import Tracer
-from .indexing import gather
-from .nondiff import concrete
 from .conversion import _dtype, _plain, _traced, astype
 from .creation import array
+from .indexing import gather
 from .joining import concatenate
+from .nondiff import concrete
 from .reshaping import ravel
 
 __all__ = ["intersect1d", "union1d", "setdiff1d", "setxor1d", "unique_values", "unique_counts",

@@ -1,5 +1,5 @@
-"""``scipy.special`` Bessel-type functions beyond special.py: spherical, Struve, Kelvin, Airy,
-derivatives and integrals, declared by their partials (see special.py).
+"""``scipy.special`` Bessel-type functions beyond special_base.py: spherical, Struve, Kelvin, Airy,
+derivatives and integrals, declared by their partials (see special_base.py).
 
 Orders (``kn``'s ``n``, ``struve``'s ``v``, ``spherical_jn``'s ``n``) are not differentiated:
 their partial is a ``NoDerivative``.  The derivative orders (``jvp``'s ``n``,

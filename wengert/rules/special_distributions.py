@@ -1,5 +1,5 @@
 """``scipy.special`` distribution functions (CDFs, their complements and inverses),
-orthogonal polynomials and ``binom``, declared by their partials (see special.py).
+orthogonal polynomials and ``binom``, declared by their partials (see special_base.py).
 
 Shape parameters, counts and degrees are not differentiated: their partial is a
 ``NoDerivative`` (most have no closed form), so differentiating one raises.  A derivative in

@@ -1,5 +1,5 @@
 """``scipy.special`` exponential, trigonometric and elliptic integrals, hypergeometric and zeta
-functions, declared by their partials (see special.py).
+functions, declared by their partials (see special_base.py).
 
 Parameters with no closed-form derivative (a hypergeometric function's ``a, b, c``, ``expn``'s
 order, ``zeta``'s exponent) are ``NoDerivative``: differentiating them raises.
