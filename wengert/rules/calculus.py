@@ -20,6 +20,7 @@ from .shape import broadcast_to, reshape
 __all__ = ["diff", "ediff1d", "gradient", "interp", "unwrap", "trapezoid"]
 
 
+# -- unwrapping ------------------------------------------------------------------------------------
 def _unwrap_correction(p, discont, axis, period):
     """NumPy's ``unwrap`` up to the cumulative correction added to ``p[1:]``."""
     dd = np.diff(p, axis=axis)
@@ -272,6 +273,7 @@ def _interp_fixes(x, x0, x1, f1, slope, f0, r):
     return np.where(nan, np.where(np.isnan(r2) & (f0 == f1), 1, 2), fix)
 
 
+# -- integration -----------------------------------------------------------------------------------
 def trapezoid(y, x=None, dx=1.0, axis=-1):
     if not isinstance(y, Tracer) and not isinstance(x, Tracer) and not isinstance(dx, Tracer):
         return np.trapezoid(y, x, dx, axis)

@@ -23,6 +23,7 @@ __all__ = ["tile", "repeat", "flip", "fliplr", "flipud", "roll", "rot90", "pad",
            "insert", "delete", "resize", "trim_zeros"]
 
 
+# -- choosing, inserting, deleting, resizing, trimming ---------------------------------------------
 def choose(a, choices, out=None, mode="raise"):
     """``np.choose``: NumPy's choice run on positions, then one gather from the stacked
     (broadcast) choices; ``a`` is an index, not differentiated."""

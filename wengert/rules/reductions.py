@@ -527,7 +527,7 @@ def logsumexp(a, axis=None, keepdims=False):
     return r
 
 
-# -- NaN handling and statistics (compositions) -----------------------------------------------
+# -- NaN handling (compositions) ---------------------------------------------------------------
 def _isnan(a):
     return recorded(np.isnan, a)
 
