@@ -737,6 +737,50 @@ def test_plain_values_match_numpy(name, args, kw):
     np.testing.assert_array_equal(got, want)
 
 
+_SCALAR_ARGS = [(1.5,), (0.5,), (-0.5,), (3,), (True,), (np.float64(0.5),), (np.float32(0.5),),
+                (np.array(0.5),), (np.array(0.5, np.float32),), (1.5, 2.0), (0.5, 0.25), (2, 3),
+                (1.5, 2), (np.float64(1.5), 2.0), (np.float32(1.5), np.float32(2.0)),
+                (np.float32(1.5), 2.0), (np.array(1.5), np.array(2.0)), (np.array(1.5), 2.0),
+                (0.5, 1.5, 2.0), (np.array(0.5), 1.5, 2.0)]
+
+
+def _kind(v):
+    if isinstance(v, (tuple, list)):
+        return type(v), tuple(_kind(e) for e in v)
+    return type(v), getattr(v, "dtype", None), np.shape(v)
+
+
+def test_plain_scalars_get_numpys_types():
+    """Every wnp function that has a rule, on Python numbers, NumPy scalars and 0-d arrays:
+    the type, dtype and shape NumPy gives (wnp.abs(1.5) is an np.float64, issue 17). Where
+    NumPy raises for the arguments, nothing is compared."""
+    checked = set()
+    wrong = []
+    for name in sorted(dir(np)):
+        fn_np = getattr(np, name)
+        if name.startswith("_") or not callable(fn_np) or isinstance(fn_np, type):
+            continue
+        fn = getattr(wnp, name, None)
+        if fn is None or getattr(fn, "_passthrough", False):
+            continue
+        for args in _SCALAR_ARGS:
+            if isinstance(fn_np, np.ufunc) and len(args) > fn_np.nin:
+                continue  # the extra ones would be outputs
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    want = fn_np(*args)
+                except Exception:  # noqa: BLE001 -- NumPy's refusal: nothing to compare
+                    continue
+                got = fn(*args)
+            checked.add(name)
+            if _kind(got) != _kind(want):
+                wrong.append((name, args, _kind(got), _kind(want)))
+    assert not wrong, wrong
+    assert {"abs", "power", "add", "negative", "sin", "sum", "astype"} <= checked
+    assert len(checked) > 200
+
+
 # -- x[idx] = v ----------------------------------------------------------------------------------------------------
 def test_setitem_gradients():
     x = np.array([1.0, 2.0, 3.0, 4.0])
@@ -788,6 +832,55 @@ def test_setitem_traced_value_into_traced_constant():
         a[1] = x[0] ** 2
         return a
     np.testing.assert_allclose(wg.jacobian(f)(np.array([3.0, 1.0])), [[0, 0], [6, 0], [0, 0]])
+
+
+_LIKE = {"zeros_like": (lambda x: np.zeros_like(x), np.zeros),
+         "ones_like": (lambda x: np.ones_like(x), np.ones),
+         "empty_like": (lambda x: np.empty_like(x), np.zeros),  # traced: zeros, never garbage
+         "full_like": (lambda x: np.full_like(x, 2.5), lambda s: np.full(s, 2.5)),
+         "copy": (lambda x: np.copy(x), None),
+         "wnp_zeros_like": (lambda x: wnp.zeros_like(x), np.zeros)}
+
+
+@pytest.mark.parametrize("name", _LIKE)
+def test_like_buffers_of_traced_arrays_take_writes(name):
+    """np.zeros_like(x) (and ones_like, empty_like, full_like, copy) of a traced x is handed
+    to wengert by NumPy: a traced array comes back, which takes a[i] = v, and the derivative
+    is exact in every engine (issue 17)."""
+    make, start = _LIKE[name]
+
+    def f(x):
+        a = make(x)
+        a[0] = x[0] ** 2
+        a[1] += x[2] * x[1]
+        return wnp.sum(a * x)
+
+    x = np.array([0.7, -1.3, 2.1])
+    base = x.copy() if start is None else start(3)
+    a = base.copy()
+    a[0] = x[0] ** 2
+    a[1] += x[2] * x[1]
+    want_value = np.sum(a * x)
+    # d/dx of sum(a*x): a itself, plus what a's entries contribute through x
+    want = a.copy()
+    want[0] += 2 * x[0] * x[0]
+    want[1] += x[2] * x[1]
+    want[2] += x[1] * x[1]
+    if start is None:  # copy: a starts as x itself
+        want += x * np.array([0.0, 1.0, 1.0])
+    for got in (wg.grad(f)(x), wg.jacobian(f, mode="forward")(x), wg.compile(wg.grad(f))(x),
+                wg.grad(wg.compile(f))(x), wg.trace(f, x).grad()(x)):
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+    np.testing.assert_allclose(wg.compile(f)(x), want_value, rtol=1e-14)
+    if name != "empty_like":  # plain: NumPy's empty, whose values are arbitrary
+        np.testing.assert_allclose(f(x), want_value, rtol=1e-14)
+        wg.check_grad(f, x, order=2)
+    for engine in (wg.Tape().var(x), wg.Dual(x, np.ones(3))):
+        b = make(engine)
+        assert isinstance(b, wg.core.Tracer) and b.shape == x.shape and b.dtype == x.dtype
+    # dtype=, shape= as NumPy's
+    b = np.zeros_like(wg.Tape().var(x), dtype=np.float32, shape=(2, 2))
+    assert b.shape == (2, 2) and b.dtype == np.float32
 
 
 def test_stale_view_raises():

@@ -1,6 +1,7 @@
 """The seeds' worked examples and the contract of API.md sections 1-3."""
 import collections
 import math
+import operator
 
 import numpy as np
 import pytest
@@ -242,6 +243,115 @@ def test_non_scalar_grad_output():
 def test_float_and_math_on_traced_value(call):
     with pytest.raises(TypeError, match="wnp|value"):
         wg.grad(lambda x: call(x))(1.0)
+
+
+def test_item_reads_the_number():
+    """x.item() is an explicit request for the number, like x.value (and torch's .item()):
+    the primal as a Python scalar, in every engine, nested too."""
+    t = wg.Tape()
+    assert t.var(2.5).item() == 2.5 and type(t.var(2.5).item()) is float
+    v = t.var(np.array([1.0, 2.5]))
+    assert v[1].item() == 2.5 and v.item(1) == 2.5 and type(v.item(0)) is float
+    with pytest.raises(ValueError, match="size 1"):
+        v.item()  # NumPy's error
+    assert wg.Dual(np.float32(1.5), 1.0).item() == 1.5
+    assert wg.grad(lambda x: x * x.item())(3.0) == 3.0  # the number: not differentiated
+    assert wg.derivative(lambda x: wg.grad(lambda y: y * x.item())(1.0))(3.0) == 0.0
+    assert type(t.var(np.array(2.0)).astype(np.float32).item()) is float
+
+
+def test_int_of_a_boolean_or_integer_tracer():
+    """A mask or a count has no derivative to lose: int(), float(), operator.index convert it
+    as NumPy does (graph evaluation on tape variables meets these); a float still raises."""
+    t = wg.Tape()
+    b = t.var(np.array([0.5, -1.0])).astype(int)
+    assert int(b[0]) == 0 and operator.index(b[1]) == -1 and float(b[1]) == -1.0
+    assert np.array_equal(np.asarray(b), [0, -1]) and np.asarray(b).dtype == b.dtype
+    counts = np.zeros(2)
+    counts += b  # NumPy's own call: nothing to differentiate
+    assert np.array_equal(counts, [0.0, -1.0])
+    with pytest.raises(TypeError, match="plain NumPy array"):
+        np.asarray(t.var(np.ones(2)))
+    with pytest.raises(TypeError, match="drops its derivative"):
+        int(t.var(2.5))
+    with pytest.raises(TypeError, match="index"):
+        operator.index(wg.Dual(2.0, 1.0))
+
+
+ENGINES = {"grad": lambda f: wg.grad(lambda v: wnp.sum(f(v)))(1.5),
+           "derivative": lambda f: wg.derivative(lambda v: wnp.sum(f(v)))(1.5),
+           "jvp": lambda f: wg.jvp(f, (1.5,), (1.0,)),
+           "hessian": lambda f: wg.hessian(lambda v: wnp.sum(f(v)))(1.5),
+           "compile": lambda f: wg.compile(f)(1.5),
+           "trace": lambda f: wg.trace(f, 1.5),
+           "compile(grad)": lambda f: wg.compile(wg.grad(lambda v: wnp.sum(f(v))))(1.5)}
+
+
+def _store(v):
+    a = np.zeros(2)
+    a[0] = v
+    return a
+
+
+def _augmented(v):
+    x = np.zeros(2)
+    x += v
+    return x
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_plain_buffers_say_what_to_write(engine):
+    """A traced value written into a plain NumPy array: one TypeError that says what happened
+    and what to write, not NumPy's 'setting an array element with a sequence' (issue 17)."""
+    with pytest.raises(TypeError, match=r"a\[i\] = v .*plain NumPy array.*wnp\.zeros\(n, "
+                                        r"like=v\).*wnp\.zeros_like\(x\)") as info:
+        ENGINES[engine](_store)
+    assert "sequence" not in str(info.value) and info.value.__cause__ is None
+    assert info.traceback[-1].name == "_store"  # the line that stored
+    with pytest.raises(TypeError, match=r"x \+= v with x a plain NumPy array.*x = x \+ v.*"
+                                        r"wnp\.zeros\(n, like=v\)"):
+        ENGINES[engine](_augmented)
+
+
+def test_traced_buffers_take_the_writes():
+    """What the messages say to write works, and so does the same code on plain numbers."""
+    def f(v):
+        x = wnp.zeros(2, like=v)
+        x += v
+        x[1] *= v
+        a = wnp.zeros_like(x)
+        a[0] = x[1]
+        return wnp.sum(x) + a[0] ** 2
+    want = lambda v: v + v * v + v ** 4  # noqa: E731
+    assert f(1.5) == want(1.5)
+    for engine in ("grad", "derivative"):
+        assert getattr(wg, engine)(f)(1.5) == 1 + 2 * 1.5 + 4 * 1.5 ** 3
+    assert wg.compile(f)(1.5) == want(1.5) and wg.compile(wg.grad(f))(0.5) == 1 + 1 + 0.5
+    wg.check_grad(f, 1.5, order=2)
+
+
+def test_hessian_of_a_float_is_a_float():
+    """As grad(grad(f)): a float for a float (jacobian too, both modes). (derivative, by
+    forward mode, has the type of f's output: here NumPy's, from wnp.sin.)"""
+    f = lambda x: x ** 3 * wnp.sin(x)  # noqa: E731
+    want = wg.grad(wg.grad(f))(0.7)
+    assert type(want) is float and wg.derivative(f, 2)(0.7) == pytest.approx(want, rel=1e-14)
+    for h in (wg.hessian(f)(0.7), wg.jacobian(wg.grad(f), mode="forward")(0.7),
+              wg.jacobian(wg.grad(f), mode="reverse")(0.7), wg.compile(wg.hessian(f))(0.7)):
+        assert type(h) is float and h == pytest.approx(want, rel=1e-14)
+    hs = wg.hessian(lambda x, y: x * x * y, argnums=(0, 1))(2.0, 3.0)
+    assert hs == ((6.0, 4.0), (4.0, 0.0)) and type(hs[0][1]) is float
+    h32 = wg.hessian(f)(np.ones(2, np.float32)[0])
+    assert np.shape(h32) == () and np.result_type(h32) == np.float32
+    assert wg.hessian(lambda x: wnp.sum(x ** 3))(np.array([1.0, 2.0])).shape == (2, 2)
+
+
+def test_non_scalar_output_errors_name_the_transform():
+    for name, call in (("grad", lambda f, x: wg.grad(f)(x)),
+                       ("hessian", lambda f, x: wg.hessian(f)(x)),
+                       ("hvp", lambda f, x: wg.hvp(f, x, x))):
+        with pytest.raises(ValueError, match=f"^{name} needs a function with a scalar output"):
+            call(lambda x: x * 2.0, np.ones(3))
 
 
 def test_math_message_says_what_to_use():

@@ -5,6 +5,7 @@ derivative is recorded from the same rules, and the generated code calls the
 same implementations.
 """
 import collections
+import operator
 import warnings
 
 import numpy as np
@@ -284,6 +285,81 @@ def test_float_and_int_of_tracer_raise():
         wg.trace(lambda x: float(x) * 2.0, 1.0)
     with pytest.raises(TypeError):
         wg.trace(lambda x: int(x), 1.0)
+
+
+def test_conversions_of_recorded_values_guard():
+    """int(), float(), complex(), operator.index and .item() of a comparison or a count give
+    the eager number and record a guard, as bool() does: compiled = eager on every input,
+    under grad and around it too (issue 17)."""
+    def f(x):
+        return np.sum(x) * (int(x[0] > 0) + 1)
+    cf, dcf, gcf = wg.compile(f), wg.compile(wg.grad(f)), wg.grad(wg.compile(f))
+    for v in ([1., 2.], [-1., 2.], [3., -2.], [-3., 1.], [0., 5.]):
+        v = np.array(v)
+        same(cf(v), f(v))
+        same(dcf(v), wg.grad(f)(v))
+        same(gcf(v), wg.grad(f)(v))
+    assert cf.num_traces == 2  # one per branch
+    g = wg.trace(f, np.array([1., 2.]))
+    assert g.guards
+    with pytest.raises(ValueError, match="branch"):
+        g(np.array([-1., 2.]))
+
+    def h(x):
+        n = int(np.sum(x > 0))  # a count, then a loop bound
+        s = 0.0
+        for i in range(n):
+            s = s + x[i] ** 2
+        m = operator.index(wnp.sum(x > 1.0))
+        return (s * float(x[0] > 1) + (x > 0).sum().item() * x[1]
+                + complex(x[2] > 0).real * x[2] + m * x[0])
+    ch, dch, gch = wg.compile(h), wg.compile(wg.grad(h)), wg.grad(wg.compile(h))
+    for v in ([1., 2., 3.], [2., -2., 3.], [-1., -2., -3.], [1.5, 2., 3.], [1., 2., 3.]):
+        v = np.array(v)
+        same(ch(v), h(v))
+        same(dch(v), wg.grad(h)(v))
+        same(gch(v), wg.grad(h)(v))
+    assert 1 < ch.num_traces < 5  # one per distinct count, not one per call
+
+    def m(x):  # masks and counts written into plain arrays: no derivative to lose
+        c = np.zeros(3)
+        c += x > 0
+        a = np.zeros(3)
+        a[:] = x > 1
+        b = np.zeros(3, int)
+        b[0] = np.sum(x > 0)
+        return np.sum(x * c) + np.sum(x * a) + b[0] * x[0]
+    cm, dcm, gcm = wg.compile(m), wg.compile(wg.grad(m)), wg.grad(wg.compile(m))
+    for v in ([1., 2., -3.], [-1., 2., 3.], [2., 0.5, 1.5], [1., 2., -3.]):
+        v = np.array(v)
+        same(cm(v), m(v))
+        same(dcm(v), wg.grad(m)(v))
+        same(gcm(v), wg.grad(m)(v))
+    assert cm.num_traces == 3
+
+    def k(x):
+        return x * x.item()  # an explicit request for the number: guarded by its value
+    ck = wg.compile(k)
+    for v in (2.0, 3.0, np.nan, np.nan, -0.0, 0.0, 2.0):
+        same(ck(np.array(v)), k(np.array(v)))
+        same(wg.compile(wg.grad(k))(np.array(v)), wg.grad(k)(np.array(v)))
+    assert ck.num_traces == 5
+    with pytest.raises(AttributeError, match="'float' object has no attribute 'item'"):
+        ck(2.0)  # as k(2.0): a Python float has no .item()
+    same(wg.compile(wg.grad(k))(2.0), wg.grad(k)(2.0))  # a Var has one
+
+
+def test_compiled_results_are_fresh_arrays():
+    """A constant result is not handed out by reference: writing into one result must not
+    change the next, as with the eager function."""
+    x = np.array([1.0, 2.0])
+    for f in (lambda x: np.zeros(2), lambda x: np.zeros_like(x), lambda x: wnp.ones(2, like=x),
+              lambda x: (x * 2.0, np.full(2, 3.0))):
+        for cf in (wg.compile(f), wg.trace(f, x).compile(), wg.trace(f, x)):
+            first = cf(x)
+            for a in flatten(first)[0]:
+                a[0] = 99.0
+            same(cf(x), f(x))
 
 
 def test_static_arguments_are_baked_and_keyed():

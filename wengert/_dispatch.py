@@ -110,6 +110,11 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     if method != "__call__":
         return _ufunc_method(ufunc, name, method, inputs, kwargs)
     if kwargs.get("out") is not None:
+        if _no_derivative(inputs, kwargs["out"]):  # count += mask: NumPy's, on plain values
+            return ufunc(*[np.asarray(a) if isinstance(a, Tracer) else a for a in inputs],
+                         **kwargs)
+        if _into_first_input(inputs, kwargs["out"]):
+            raise TypeError(_augmented_message(ufunc, name))
         where, wmod = _home(ufunc)
         raise NotImplementedError(
             f"{where}.{name} with out= on a traced value has no wengert rule (it writes in "
@@ -129,6 +134,42 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     if kwargs:  # NumPy's keywords are not the rule's parameters (its partials take none)
         inputs, kwargs = _without_ufunc_kwargs(ufunc, name, inputs, kwargs)
     return fn(*inputs, **kwargs)
+
+
+_AUGMENTED = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/",
+              "floor_divide": "//", "remainder": "%", "power": "**", "matmul": "@",
+              "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
+              "left_shift": "<<", "right_shift": ">>"}
+
+
+def _no_derivative(inputs, out):
+    """Whether the traced inputs are all masks or counts (no derivative to lose) and the
+    outputs plain arrays: then NumPy's own call computes it."""
+    out = out if isinstance(out, tuple) else (out,)
+    return (not any(isinstance(o, Tracer) for o in out)
+            and all(a.dtype.kind in "biu" for a in inputs if isinstance(a, Tracer)))
+
+
+def _into_first_input(inputs, out):
+    """``x op= v`` with ``x`` a plain array: NumPy calls ``ufunc(x, v, out=(x,))``."""
+    out = out if isinstance(out, tuple) else (out,)
+    return (len(out) == 1 and len(inputs) == 2 and out[0] is inputs[0]
+            and isinstance(out[0], np.ndarray))
+
+
+def _augmented_message(ufunc, name):
+    op = _AUGMENTED.get(name)
+    if op is None:
+        what = f"numpy.{name}(x, v, out=x) with x a plain NumPy array and v traced"
+        new = f"x = wnp.{name}(x, v)"
+    else:
+        what = (f"x {op}= v with x a plain NumPy array and v traced (NumPy runs it as "
+                f"numpy.{name}(x, v, out=x))")
+        new = f"x = x {op} v"
+    return (f"{what}: x can hold only plain numbers, so v's derivative would be lost. Write "
+            f"{new} (a new, traced array), or make x traced from the start: "
+            "x = wnp.zeros(n, like=v), or x = wnp.zeros_like(y) for a traced y; then "
+            f"x {op or '+'}= v updates it in place and is differentiated.")
 
 
 def call_with_ufunc_keywords(prim, args, kwargs):

@@ -23,7 +23,10 @@ they never name a primitive.  Rules never import an engine.
 """
 from __future__ import annotations
 
+import dis
+import functools
 import itertools
+import operator
 import sys
 
 import numpy as np
@@ -100,25 +103,53 @@ class Tracer:
     def __bool__(self):
         return bool(self.value)
 
+    # -- conversions to Python numbers ------------------------------------------------
+    # A float value would lose its derivative: refused, with what to write instead. A
+    # boolean or integer value has none to lose (a mask, a count): converted, as NumPy
+    # converts it, through ``_converted``, where a graph being traced records a guard.
     def __float__(self):
-        raise TypeError(_conversion_message(sys._getframe(1), _FLOAT_MESSAGE, "a plain number"))
+        if _integral(self):
+            return self._converted(float)
+        raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number")
 
-    __complex__ = __float__
+    def __complex__(self):
+        if _integral(self):
+            return self._converted(complex)
+        raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number")
 
     def __int__(self):
-        raise TypeError("int() of a traced value drops its derivative; use wnp.floor(x) "
-                        "or x.value if the integer really is not differentiated.")
+        if _integral(self):
+            return self._converted(int)
+        raise _conversion_error(sys._getframe(1), "int() of a traced value drops its "
+                                "derivative; use wnp.floor(x) or x.value if the integer "
+                                "really is not differentiated.")
 
     def __index__(self):
-        raise TypeError("a traced value cannot be used as an index or size; use x.value "
-                        "if the integer really is not differentiated.")
+        if _integral(self):
+            return self._converted(operator.index)
+        raise _conversion_error(sys._getframe(1), "a traced value cannot be used as an index "
+                                "or size; use x.value if the integer really is not "
+                                "differentiated.")
+
+    def item(self, *args):
+        """The Python number inside (``x.item()``, as NumPy's): an explicit request for it,
+        like ``x.value``, so its derivative is not followed."""
+        return self._converted(_item, *args)
+
+    def _converted(self, how, *args):
+        """``how(value, *args)``: a Python number read off this tracer's value."""
+        v = self.value
+        if isinstance(v, Tracer):
+            return v._converted(how, *args)
+        return how(v, *args)
 
     def __hash__(self):
         return id(self)
 
     def __array__(self, dtype=None, copy=None):
-        raise TypeError(_conversion_message(sys._getframe(1), _ARRAY_MESSAGE,
-                                            "a plain NumPy array"))
+        if _integral(self):  # a mask, counts: NumPy's array of them (guarded under tracing)
+            return self._converted(_as_array, dtype, copy)
+        raise _conversion_error(sys._getframe(1), _ARRAY_MESSAGE, "a plain NumPy array")
 
     # -- NEP 13 / NEP 18 ------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -128,6 +159,58 @@ class Tracer:
         return _array_function(func, args, kwargs)
 
     # -- operators: filled in by wengert.rules via _dispatch.install_operators --
+
+
+def _integral(x):
+    """Whether a tracer's value is boolean or integer: no derivative to lose."""
+    return x.dtype.kind in "biu"
+
+
+def _item(v, *args):
+    return np.asarray(v).item(*args)
+
+
+def _as_array(v, dtype, copy):
+    return np.array(v, dtype=dtype, copy=copy)
+
+
+def _conversion_error(frame, generic, into=None):
+    """The ``TypeError`` for a traced value converted to a plain one in ``frame``: ``a[i] = x``
+    into a plain array, a SciPy function (``into`` names what it wanted), or ``generic``."""
+    code = frame.f_code.co_code
+    if 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] == _STORE_SUBSCR:
+        err = TypeError(_STORE_MESSAGE)
+        err.stored = True  # NumPy wraps it in its own ValueError: see plain_store_errors
+        return err
+    if into is None:
+        return TypeError(generic)
+    from ._dispatch import conversion_message  # only on an error: _dispatch imports this module
+    return TypeError(conversion_message(frame, generic, into))
+
+
+_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+_STORE_MESSAGE = (
+    "a[i] = v put a traced value v into a plain NumPy array a, which can hold only plain "
+    "numbers: v's derivative would be lost. Make the array traced, and the assignment works "
+    "and is differentiated: a = wnp.zeros(n, like=v), or a = wnp.zeros_like(x) for a traced "
+    "x (np.zeros_like(x) and np.copy(x) of a traced x are traced too); or build the array "
+    "from traced values with wnp.stack([...]).")
+
+
+def plain_store_errors(fn):
+    """``fn`` (a transform's entry), raising wengert's ``TypeError`` for ``a[i] = x`` into a
+    plain array where NumPy raises "setting an array element with a sequence" (it catches
+    the conversion's error and keeps it only as the cause, since a tracer is indexable)."""
+    @functools.wraps(fn)
+    def entry(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ValueError as e:
+            cause = e.__cause__
+            if getattr(cause, "stored", False):
+                raise TypeError(str(cause)).with_traceback(e.__traceback__) from None
+            raise
+    return entry
 
 
 _FLOAT_MESSAGE = (
@@ -142,11 +225,6 @@ _ARRAY_MESSAGE = (
     "derivative. Call the wengert.numpy function (wnp.*) or use x.value. To fill an "
     "array with traced values use wnp.stack([...]) / wnp.array([...]), or assign "
     "into a traced array (a = wnp.zeros(n, like=x); a[i] = x).")
-
-
-def _conversion_message(frame, generic, into):
-    from ._dispatch import conversion_message  # only on an error: _dispatch imports this module
-    return conversion_message(frame, generic, into)
 
 
 def _call_with_ufunc_keywords(prim, args, kwargs):
@@ -214,7 +292,11 @@ class Primitive:
 
     # -- dispatch ---------------------------------------------------------------
     def __call__(self, *args, **params):
-        if params and self.ufunc is not None:
+        ufunc = self.ufunc
+        if ufunc is not None and (params or len(args) > ufunc.nin):
+            if len(args) > ufunc.nin:  # np.negative(x, out): the outputs, by position
+                outs = args[ufunc.nin:]
+                args, params = args[:ufunc.nin], dict(params, out=outs)
             return _call_with_ufunc_keywords(self, args, params)
         if self.nargs is not None and len(args) > self.nargs:
             args, params = self._split_static(args, params)
@@ -225,7 +307,9 @@ class Primitive:
                 if top is None or tr.level > top.level:
                     top = tr
         if top is None:
-            return self.impl(*args, **params)
+            # NumPy's own call where the primitive computes a ufunc: its result types (the
+            # engines' impl may be Python's operator, which gives a float for 1.5 + 2.0)
+            return (ufunc or self.impl)(*args, **params)
         return top.process(self, args, params)
 
     def _split_static(self, args, params):

@@ -16,6 +16,7 @@ from .core import Tracer, ndim_of, new_level, shape_of
 from .forward import Dual, ForwardTrace
 from .reverse import Tape, Var
 from .tree import flatten, unflatten
+from .core import plain_store_errors
 
 __all__ = ["grad", "value_and_grad", "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp",
            "taylor", "check_grad"]
@@ -147,14 +148,16 @@ def value_and_grad(f, argnums=0, *, has_aux=False):
     >>> print(round(float(v), 12), [round(float(d), 12) for d in g])
     2.579425538604 [5.07758256189, 0.5]
     """
+    @plain_store_errors
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
         return _value_and_grad(f, argnums, has_aux, args, kwargs)
     return value_and_grad_f
 
 
-def _value_and_grad(f, argnums, has_aux, args, kwargs):
-    """One reverse sweep: the body of every ``value_and_grad(f)`` call."""
+def _value_and_grad(f, argnums, has_aux, args, kwargs, name="grad"):
+    """One reverse sweep: the body of every ``value_and_grad(f)`` call; ``name`` is the
+    transform the user called, for the errors."""
     if type(argnums) is int and 0 <= argnums < len(args):
         nums = (argnums,)  # the common case, quickly
     else:
@@ -178,7 +181,7 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs):
         aux = _strip(aux, tape)
     if shape_of(out) != () or isinstance(out, (tuple, list, dict)):
         raise ValueError(
-            f"grad needs a function with a scalar output, but it returned shape "
+            f"{name} needs a function with a scalar output, but it returned shape "
             f"{shape_of(out) if not isinstance(out, (tuple, list, dict)) else type(out).__name__}"
             ". Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
     if type(out) is Var and out._trace is tape:
@@ -214,6 +217,7 @@ def grad(f, argnums=0, *, has_aux=False):
     return grad_f
 
 
+@plain_store_errors
 def vjp(f, *primals):
     """``(out, pullback)``: ``pullback(cotangent)`` gives one cotangent per primal.
 
@@ -259,6 +263,7 @@ def vjp(f, *primals):
 
 
 # -- forward mode --------------------------------------------------------------------------
+@plain_store_errors
 def jvp(f, primals, tangents):
     """``(out, out_tangent)``: the Jacobian-vector product in one forward pass.
 
@@ -324,6 +329,7 @@ def derivative(f, order=1):
     if order > 1:
         return derivative(derivative(f, order - 1))
 
+    @plain_store_errors
     @functools.wraps(f)
     def df(x, *args, **kwargs):
         if type(x) is float:  # the common case, checked quickly
@@ -358,6 +364,7 @@ def jacobian(f, argnums=0, *, mode="auto"):
     if mode not in ("auto", "forward", "reverse"):
         raise ValueError("mode must be 'auto', 'forward' or 'reverse'")
 
+    @plain_store_errors
     @functools.wraps(f)
     def jacobian_f(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args), "jacobian")
@@ -427,7 +434,7 @@ def _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n, one):
         for x in in_leaves:
             k = _size(x)
             blk = t[..., off:off + k] if (len(in_leaves) > 1) else t
-            blocks.append(wnp.reshape(blk, os_ + shape_of(x)))
+            blocks.append(_fit(wnp.reshape(blk, os_ + shape_of(x)), x))  # as reverse mode
             off += k
         rows.append(unflatten(in_def, blocks))
     return unflatten(out_def, rows)
@@ -477,8 +484,14 @@ def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one):
 
 
 def hessian(f, argnums=0):
-    """The Hessian of a scalar function, ``in.shape + in.shape``: forward over reverse."""
-    return jacobian(grad(f, argnums), argnums, mode="forward")
+    """The Hessian of a scalar function, ``in.shape + in.shape``: forward over reverse.
+
+    For a float ``x`` it is a float, as ``grad(grad(f))(x)``.
+    """
+    @functools.wraps(f)
+    def gradient(*args, **kwargs):
+        return _value_and_grad(f, argnums, False, args, kwargs, "hessian")[1]
+    return jacobian(gradient, argnums, mode="forward")
 
 
 def hvp(f, x, v):
@@ -486,13 +499,14 @@ def hvp(f, x, v):
 
     Each leaf gets the type and dtype of ``x``'s, as ``grad`` gives them (a float for a float).
     """
-    hv = jvp(lambda y: _value_and_grad(f, 0, False, (y,), {})[1], (x,), (v,))[1]
+    hv = jvp(lambda y: _value_and_grad(f, 0, False, (y,), {}, "hvp")[1], (x,), (v,))[1]
     if type(hv) is np.ndarray and type(x) is np.ndarray and hv.dtype == x.dtype:
         return hv  # the common case, quickly
     leaves, d = flatten(hv)
     return unflatten(d, [_fit(g, like) for g, like in zip(leaves, flatten(x)[0])])
 
 
+@plain_store_errors
 def taylor(f, x, v, order):
     """Taylor coefficients ``[c0, ..., c_order]`` of ``t -> f(x + t v)`` at 0.
 

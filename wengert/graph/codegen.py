@@ -470,7 +470,7 @@ def generate(g, fast=True):
 
     def program(fast_):
         body, expr, used_fast = _body(g, em, names, fast_)
-        ret = _out_expr(g.out_def, iter(expr[o] for o in g.outputs), em)
+        ret = _out_expr(g.out_def, iter(_fresh_output(g, o, expr) for o in g.outputs), em)
         return body, ret, used_fast
 
     body, ret, used_fast = program(fast)
@@ -486,6 +486,14 @@ def generate(g, fast=True):
               f"    return {exact_name}({sig})"]
     text = f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in inner)
     return Generated(text, em.ns, name, exact_text)
+
+
+def _fresh_output(g, o, expr):
+    """An array constant is returned as a copy: a caller writing into one result must not
+    change the next (the eager function makes a new array each call)."""
+    n = g.nodes[o]
+    return f"{expr[o]}.copy()" if n.kind == "const" and isinstance(n.value, np.ndarray) \
+        else expr[o]
 
 
 def _assemble(name, sig, unpack_lines, body, ret):

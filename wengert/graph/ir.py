@@ -143,7 +143,9 @@ class Graph:
                 env[i] = env[n.args[0]][n.params["index"]]
             if i in guards and bool(env[i]) != guards[i]:
                 raise GuardFailure(i)
-        return unflatten(self.out_def, [env[o] for o in self.outputs])
+        return unflatten(self.out_def, [env[o].copy() if self.nodes[o].kind == "const"
+                                        and isinstance(env[o], np.ndarray) else env[o]
+                                        for o in self.outputs])
 
     # -- derivatives as graphs -------------------------------------------------------------
     def grad(self, argnums=0):

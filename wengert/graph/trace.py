@@ -7,7 +7,9 @@ primitives, so derivative graphs come from the same rule registry.
 
 Comparisons and ``&``, ``|``, ``^``, ``~`` on a graph tracer are recorded (as
 non-differentiable nodes) so that ``if`` on a traced value can record a guard:
-``bool()`` gives the example's branch and notes which node decided it.
+``bool()`` gives the example's branch and notes which node decided it.  ``int()``,
+``operator.index``, ``np.asarray`` of a comparison or a count and ``.item()`` of any value
+give the example's number and guard it the same way.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import operator
 
 import numpy as np
 
-from ..core import Tracer, new_level, primitive, Trace
+from ..core import Tracer, new_level, plain_store_errors, primitive, Trace
 from ..tree import flatten, unflatten
 from .ir import Graph, Node
 
@@ -98,6 +100,27 @@ class GraphTrace(Trace):
         self.guards.append((tracer.node, b))
         return b
 
+    def guard_value(self, tracer):
+        """Record that the graph holds only while ``tracer`` has the value it has now
+        (a count, an index, a number read with ``.item()``); returns that value."""
+        if self.finished:
+            raise self._escaped()
+        v = tracer.value
+        if isinstance(v, (bool, np.bool_)) or (isinstance(v, np.ndarray) and v.dtype == bool
+                                                and v.size == 1):
+            self.guard(tracer)  # a boolean: the branch guard says it all
+        else:
+            # the guard's own copy: nothing the traced function holds can change it
+            self.guard(_SAME_VALUE(tracer, v.copy() if isinstance(v, np.ndarray) else v))
+        return v
+
+    def convert(self, tracer, how, args):
+        """``how(value, *args)`` (``int()``, ``.item()``...) of a traced value, guarded: the
+        compiled function gives the number the eager one gives, or re-traces."""
+        r = how(tracer.value, *args)  # first: an error is the eager one
+        self.guard_value(tracer)
+        return r
+
 
 # -- comparisons and logic: recorded, not differentiated -----------------------------------
 def _nondiff_prim(impl, name):
@@ -113,6 +136,22 @@ _INVERT = primitive(operator.invert, name="invert")
 _INVERT.partials(lambda ans, x: (None,))
 
 
+def same_value(a, b):
+    """Whether ``a`` is ``b``: same shape and entries, NaN matching NaN and -0.0 not 0.0."""
+    if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
+        return (isinstance(a, (tuple, list)) and isinstance(b, (tuple, list))
+                and len(a) == len(b) and all(map(same_value, a, b)))
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return False
+    if a.dtype.kind not in "fc":
+        return bool(np.all(a == b))
+    same = (a == b) | ((a != a) & (b != b))
+    if a.dtype.kind == "f" and b.dtype.kind == "f":
+        same &= np.signbit(a) == np.signbit(b)
+    return bool(np.all(same))
+
+
 _NONDIFF = {}
 
 
@@ -123,6 +162,9 @@ def _nondiff_for(func):
         p.partials(lambda ans, *xs, **kw: (None,) * len(xs))
         p.nondiff = True
     return p
+
+
+_SAME_VALUE = _nondiff_for(same_value)
 
 
 def _binary(p, reflected=False):
@@ -146,6 +188,15 @@ class GraphTracer(Tracer):
 
     def __bool__(self):
         return self._trace.guard(self)
+
+    def _converted(self, how, *args):  # int(), operator.index, .item(): guarded
+        return self._trace.convert(self, how, args)
+
+    def item(self, *args):
+        if not hasattr(self.value, "item"):  # a Python float, as in the eager function
+            raise AttributeError(f"{type(self.value).__name__!r} object has no attribute "
+                                 "'item'")
+        return Tracer.item(self, *args)
 
     __lt__ = _binary(_LOGIC["lt"])
     __le__ = _binary(_LOGIC["le"])
@@ -225,6 +276,7 @@ def _func_name(f):
     return n if isinstance(n, str) and n.isidentifier() else "f"
 
 
+@plain_store_errors
 def trace(f, *example_args, _names=None, _name=None, **kwargs):
     """Run ``f`` once on tracing values; return the :class:`~wengert.graph.Graph` it ran.
 

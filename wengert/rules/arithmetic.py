@@ -44,6 +44,23 @@ for _p, _u in ((add, np.add), (subtract, np.subtract), (multiply, np.multiply),
 del _p, _u
 
 
+def _own(prim):
+    """``prim`` as its own rules call it: on plain values its impl, so that a rule's result
+    has the type the engines give (Python's operator on floats), where a direct call of the
+    primitive gives NumPy's (``wnp.power(1.5, 2.0)`` is an ``np.float64``, as NumPy's)."""
+    impl = prim.impl
+
+    def call(*args):
+        for a in args:
+            if isinstance(a, core.Tracer):
+                return prim(*args)
+        return impl(*args)
+    return call
+
+
+_power, _absolute = _own(power), _own(absolute)
+
+
 def _sum_tangents(a, b):
     if a is None:
         return b
@@ -99,10 +116,10 @@ def divmod(x1, x2):
 def power_jvp(primals, tangents):
     x, y = primals
     dx, dy = tangents
-    ans = power(x, y)
+    ans = _power(x, y)
     t = None
     if dx is not None:
-        t = dx * (y * power(x, y - 1))
+        t = dx * (y * _power(x, y - 1))
     if dy is not None:
         t = _sum_tangents(t, dy * (ans * log(_where_zero_one(x))))
     return ans, t
@@ -110,10 +127,10 @@ def power_jvp(primals, tangents):
 
 @power.rrule(needs=True)
 def power_vjp(x, y, needs):
-    ans = power(x, y)
+    ans = _power(x, y)
 
     def pullback(g):
-        gx = g * (y * power(x, y - 1)) if needs[0] else None
+        gx = g * (y * _power(x, y - 1)) if needs[0] else None
         gy = g * (ans * log(_where_zero_one(x))) if needs[1] else None
         return gx, gy
     return ans, pullback
@@ -135,12 +152,12 @@ def positive_partials(ans, x):
 @absolute.frule(symbolic_zeros=True)
 def absolute_jvp(primals, tangents):
     (x,), (dx,) = primals, tangents
-    return absolute(x), None if dx is None else abs_jvp(x, dx)
+    return _absolute(x), None if dx is None else abs_jvp(x, dx)
 
 
 @absolute.rrule
 def absolute_vjp(x):
-    return absolute(x), lambda g: (g * abs_pullback_factor(x),)  # 0 at x == 0, as JAX
+    return _absolute(x), lambda g: (g * abs_pullback_factor(x),)  # 0 at x == 0, as JAX
 
 
 def _unit_conj(z):

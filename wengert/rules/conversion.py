@@ -77,8 +77,9 @@ _copy.same_shape_identity = True  # graph simplification may drop it
 
 def astype(x, dtype, order="K", casting="unsafe", subok=True, copy=True):
     """``x.astype(dtype)``: float -> float keeps the derivative (the cotangent is cast back)."""
-    if not isinstance(x, Tracer):
-        return np.asarray(x).astype(dtype, order=order, casting=casting, subok=subok, copy=copy)
+    if not isinstance(x, Tracer):  # NumPy's scalars stay scalars, as np.astype keeps them
+        a = x if isinstance(x, (np.ndarray, np.generic)) else np.asarray(x)
+        return a.astype(dtype, order=order, casting=casting, subok=subok, copy=copy)
     if np.dtype(dtype) == _dtype(x) and not copy:
         return x
     return _astype(x, np.dtype(dtype))

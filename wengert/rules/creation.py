@@ -107,7 +107,7 @@ def _like_traced(value, like):
 
 @primitive(name="constant_like", nargs=1)
 def _constant(like, value):
-    return value
+    return value.copy()  # in a graph, value is the node's: each call gets an array of its own
 
 
 @_constant.frule(symbolic_zeros=True)
@@ -124,10 +124,15 @@ def _creator(np_fn):
     def fn(*args, like=None, **kwargs):
         if like is not None and isinstance(like, Tracer):
             return _like_traced(np_fn(*args, **kwargs), like)
-        return np_fn(*args, like=like, **kwargs) if like is not None else np_fn(*args, **kwargs)
+        if like is None or isinstance(like, (int, float, complex, np.generic)):
+            # a plain number, where NumPy wants an array: the code that makes its buffer
+            # like= a traced scalar runs on plain scalars too
+            return np_fn(*args, **kwargs)
+        return np_fn(*args, like=like, **kwargs)
     fn.__name__ = np_fn.__name__
-    fn.__doc__ = (f"``np.{np_fn.__name__}``; with ``like=`` a traced array, the result is a "
-                  "traced constant that accepts ``a[i] = v`` with traced ``v``.")
+    fn.__doc__ = (f"``np.{np_fn.__name__}``; with ``like=`` a traced value, the result is a "
+                  "traced constant that accepts ``a[i] = v`` with traced ``v`` (with ``like=`` "
+                  "a plain number, a plain array).")
     return fn
 
 
@@ -147,20 +152,32 @@ def full(shape, fill_value, dtype=None, order="C", **kw):
     return _full(shape, fill_value, dtype=dtype, order=order, **kw)
 
 
+def _like(np_fn, a, args, kw):
+    """``np_fn(a, *args, **kw)`` (zeros_like, ones_like...): a plain array for a plain ``a``;
+    for a traced one a traced constant of its trace, so that ``b = np.zeros_like(x);
+    b[i] = v`` works and differentiates, as with NumPy arrays."""
+    out = np_fn(_plain(a), *args, **kw)
+    return _like_traced(out, a) if isinstance(a, Tracer) else out
+
+
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
-    """A plain array of zeros (no derivative), shaped like ``a`` (traced or not)."""
-    return np.zeros_like(_plain(a), dtype=dtype, order=order, subok=subok, shape=shape, **kw)
+    """``np.zeros_like``; for a traced ``a``, traced zeros (no derivative) that accept writes."""
+    return _like(np.zeros_like, a, (), dict(dtype=dtype, order=order, subok=subok,
+                                             shape=shape, **kw))
 
 
 def ones_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
-    return np.ones_like(_plain(a), dtype=dtype, order=order, subok=subok, shape=shape, **kw)
+    return _like(np.ones_like, a, (), dict(dtype=dtype, order=order, subok=subok,
+                                            shape=shape, **kw))
 
 
 def empty_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
-    return np.empty_like(_plain(a), dtype=dtype, order=order, subok=subok, shape=shape, **kw)
-
-
-empty_like._nondiff = True  # uninitialised values depend on nothing: a plain array
+    """``np.empty_like``; for a traced ``a``, traced zeros: a traced 'empty' never exposes
+    garbage (as ``wnp.empty(n, like=x)``)."""
+    if isinstance(a, Tracer):
+        return _like(np.zeros_like, a, (), dict(dtype=dtype, order=order, subok=subok,
+                                                 shape=shape, **kw))
+    return np.empty_like(a, dtype=dtype, order=order, subok=subok, shape=shape, **kw)
 
 
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
@@ -168,5 +185,5 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
         s = shape_of(a) if shape is None else tuple(np.atleast_1d(shape))
         return copy(broadcast_to(astype(asarray(fill_value), dtype or _dtype(a), copy=False),
                                  s))
-    return np.full_like(_plain(a), fill_value, dtype=dtype, order=order, subok=subok,
-                        shape=shape, **kw)
+    return _like(np.full_like, a, (fill_value,), dict(dtype=dtype, order=order, subok=subok,
+                                                       shape=shape, **kw))

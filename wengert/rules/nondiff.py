@@ -5,8 +5,6 @@ a compiled graph recomputes it); ``concrete`` also hands the result back as a pl
 (an index, a permutation...), guarded under graph tracing.  Every rule module that decides
 something on values (a sort order, an index, NumPy's special cases) goes through these.
 """
-import numpy as np
-
 from ..core import Tracer, primitive
 
 
@@ -56,10 +54,6 @@ def recorded(fn, *args, name=None, **kw):
     return _nondiff_primitive(fn, name or getattr(fn, "__name__", "nondiff"))(*vals, **kw)
 
 
-def _same(a, b):
-    return np.shape(a) == np.shape(b) and bool(np.all(a == b))
-
-
 def concrete(fn, *args, name=None, **kw):
     """``fn`` on the values of ``args`` as a plain value (an index, a permutation...).
     Under graph tracing it is recorded with a guard: inputs giving another result
@@ -67,6 +61,4 @@ def concrete(fn, *args, name=None, **kw):
     r = recorded(fn, *args, name=name, **kw)
     if not isinstance(r, Tracer):
         return r
-    plain = _plain(r)
-    bool(_nondiff_primitive(_same, "same_value")(r, plain))  # records the guard
-    return plain
+    return r._trace.guard_value(r)  # the trace that kept r records guards (strip_eager)
