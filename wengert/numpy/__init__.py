@@ -11,10 +11,12 @@ import numpy as _np
 
 from .. import _dispatch
 from ..core import Tracer as _Tracer
-from ..rules.arithmetic import (absolute, add, divide, divmod, floor_divide, multiply,  # noqa: F401
-                                negative, positive, power, remainder, subtract)
+from ..rules.arithmetic import (absolute, add, divide, divmod, float_power,  # noqa: F401
+                                floor_divide, multiply, negative, positive, power, remainder,
+                                subtract)
 from ..rules.elementwise import *  # noqa: F401,F403
 from ..rules.elementwise import REGISTRY as _ELEMENTWISE, round_ as round  # noqa: F401
+from ..rules._series import sin_over_x_series, sinc  # noqa: F401
 from ..rules.shape import broadcast_to  # noqa: F401
 from ..rules.indexing import (compress, extract, getitem as _getitem, index_update,  # noqa: F401
                               partition, select, setitem as _setitem, sort, take,

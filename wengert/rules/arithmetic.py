@@ -1,4 +1,5 @@
-"""Python's arithmetic operators as primitives: + - * / // % ** and unary - and abs."""
+"""Python's arithmetic operators as primitives: + - * / // % ** and unary - and abs; also
+``np.float_power``, whose slopes are power's, and ``np.divmod`` (// and %)."""
 import operator
 
 import numpy as np
@@ -6,7 +7,7 @@ import numpy as np
 from .. import core
 from ..core import Tracer, primitive
 from .complex import _is_complex, conj, real
-from .elementwise import _where_zero_one, log, sign, where
+from .elementwise import elementwise, log, sign, where
 
 
 def _scalar_safe(op, np_op):
@@ -119,9 +120,10 @@ def power_jvp(primals, tangents):
     ans = _power(x, y)
     t = None
     if dx is not None:
-        t = dx * (y * _power(x, y - 1))
+        slope = power_slope(_power, x, y)
+        t = None if slope is None else dx * slope
     if dy is not None:
-        t = _sum_tangents(t, dy * (ans * log(_where_zero_one(x))))
+        t = _sum_tangents(t, dy * power_exponent_slope(ans, x, y))
     return ans, t
 
 
@@ -130,10 +132,56 @@ def power_vjp(x, y, needs):
     ans = _power(x, y)
 
     def pullback(g):
-        gx = g * (y * _power(x, y - 1)) if needs[0] else None
-        gy = g * (ans * log(_where_zero_one(x))) if needs[1] else None
+        gx = None
+        if needs[0]:
+            slope = power_slope(_power, x, y)
+            gx = None if slope is None else g * slope
+        gy = g * power_exponent_slope(ans, x, y) if needs[1] else None
         return gx, gy
     return ans, pullback
+
+
+def power_slope(pow_fn, x, y):
+    """``d(x ** y)/dx = y x^(y-1)``, exactly 0 where ``y == 0``: never ``0 * inf`` at x = 0.
+
+    It is written with ``pow_fn`` itself, so its own derivatives pass through this guard
+    again: every derivative of ``x ** 2.0`` at 0 is a number (``2x``, ``2``, then 0), in
+    every engine, Taylor's included.  ``None`` (no derivative) for a constant ``y == 0``.
+    A traced ``y`` (an argument under ``wg.compile`` or ``wg.source``) is guarded only where
+    ``x == 0`` too: elsewhere the slope's derivative in ``y``, ``x^(y-1) (1 + y log x)``,
+    is not zero even at ``y == 0``.  Where guarded, ``x`` is replaced by 1: the slope is
+    ``0 * 1 = 0`` and its derivatives are finite (``x ** y`` itself jumps at (0, 0)).
+    """
+    ty = type(y)
+    if ty is float or ty is int:
+        return None if y == 0 else y * pow_fn(x, y - 1)
+    if isinstance(y, Tracer):
+        bad = (y == 0) & (x == 0)  # plain booleans, or a recorded node in a graph
+    else:
+        bad = np.equal(y, 0)
+        if np.all(bad):
+            return None
+    if not isinstance(bad, Tracer) and not np.any(bad):
+        return y * pow_fn(x, y - 1)
+    return y * pow_fn(where(bad, 1.0, x), y - 1)
+
+
+def power_exponent_slope(ans, x, y):
+    """``d(x ** y)/dy = x^y log x``, with ``log x`` read as 0 where ``x == 0`` and ``y != 0``:
+    ``0 ** y`` is constant in ``y`` there.  At ``(0, 0)``, where ``0 ** y`` jumps from 1 to 0,
+    it is ``-inf``, the limit from either side (and the slope of ``x ** x`` at 0)."""
+    if (type(x) is float or type(x) is int) and x != 0:
+        return ans * log(x)
+    return ans * log(where((x == 0) & (y != 0), 1.0, x))
+
+
+def _float_power_partials(ans, x, y, needs=(True, True)):
+    # as power's, in float_power's float64
+    return ((power_slope(float_power, x, y) if needs[0] else None),
+            (power_exponent_slope(ans, x, y) if needs[1] else None))
+
+
+float_power = elementwise(np.float_power, _float_power_partials, domain=(0.2, 2.0), needs=True)
 
 
 @negative.partials
@@ -157,7 +205,7 @@ def absolute_jvp(primals, tangents):
 
 @absolute.rrule
 def absolute_vjp(x):
-    return _absolute(x), lambda g: (g * abs_pullback_factor(x),)  # 0 at x == 0, as JAX
+    return _absolute(x), lambda g: (g * abs_pullback_factor(x),)  # 0 at x == 0, as PyTorch
 
 
 def _unit_conj(z):

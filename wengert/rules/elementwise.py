@@ -54,8 +54,19 @@ def _arctan2_partials(ans, y, x, needs=(True, True)):
 
 
 arctan2 = elementwise(np.arctan2, _arctan2_partials, domain=(0.2, 2.0), needs=True)
-hypot = elementwise(np.hypot, lambda ans, x, y, needs=(True, True): (
-    x / ans if needs[0] else None, y / ans if needs[1] else None), domain=(0.2, 2.0), needs=True)
+
+
+def _hypot_partials(ans, x, y, needs=(True, True)):
+    # x / ans and y / ans; 0 at (0, 0), the subgradient abs and norm take there
+    zero = ans == 0
+    if not isinstance(zero, Tracer) and not np.any(zero):
+        return (x / ans if needs[0] else None), (y / ans if needs[1] else None)
+    safe = where(zero, 1.0, ans)
+    return ((where(zero, 0.0, x / safe) if needs[0] else None),
+            (where(zero, 0.0, y / safe) if needs[1] else None))
+
+
+hypot = elementwise(np.hypot, _hypot_partials, domain=(0.2, 2.0), needs=True)
 
 # hyperbolic ------------------------------------------------------------------------------
 sinh = elementwise(np.sinh, lambda ans, x: (cosh(x),))
@@ -117,22 +128,7 @@ sqrt = elementwise(np.sqrt, lambda ans, x: (0.5 / ans,), domain=(0.1, 4.0))
 cbrt = elementwise(np.cbrt, lambda ans, x: (1.0 / (3.0 * ans * ans),), domain=(0.1, 4.0))
 square = elementwise(np.square, lambda ans, x: (2.0 * x,))
 reciprocal = elementwise(np.reciprocal, lambda ans, x: (-(ans * ans),), domain=(0.2, 3.0))
-
-
-def _where_zero_one(x):
-    """x, with zeros replaced by ones: 0 ** y contributes nothing through y."""
-    if isinstance(x, (int, float)):
-        return 1.0 if x == 0 else x
-    return where(x == 0, 1.0, x)
-
-
-def _float_power_partials(ans, x, y, needs=(True, True)):
-    # as power's, in float_power's float64 (0 ** y contributes nothing through y)
-    return ((y * float_power(x, y - 1.0) if needs[0] else None),
-            (ans * log(_where_zero_one(x)) if needs[1] else None))
-
-
-float_power = elementwise(np.float_power, _float_power_partials, domain=(0.2, 2.0), needs=True)
+# float_power: in rules/arithmetic.py, next to power, whose slopes it shares
 
 
 # ufuncs with two results -----------------------------------------------------------------------
@@ -211,9 +207,8 @@ def _fmod_partials(ans, x, y, needs=(True, True)):
 fmod = elementwise(np.fmod, _fmod_partials, needs=True)
 i0 = elementwise(np.i0, lambda ans, x: (_special("i1")(x),), name="i0")  # NumPy's values
 
-sinc = elementwise(np.sinc, lambda ans, x: (where(x == 0, 0.0, (cos(math.pi * x) - ans)
-                                                   / where(x == 0, 1.0, x)),),
-                   domain=(0.1, 2.0))
+
+# sinc: in rules/_series.py, next to the series its rule takes near 0
 
 
 @primitive(name="round")

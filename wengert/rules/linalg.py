@@ -181,11 +181,14 @@ def _vector_norm(x, ord=2.0, axis=None, keepdims=False):
 
 
 def _norm_weights(x, ans, ord, axis, keepdims):
-    """d norm / d x; 0 where the norm is 0 (the subgradient JAX and PyTorch pick)."""
+    """d norm / d x; 0 where the norm is 0 (the subgradient PyTorch picks), and so are its
+    derivatives there, as those of ``abs`` at 0 (the norm of one element)."""
     ak = reshape(ans, kept_shape(shape_of(x), axis))
-    safe = where(ak == 0, 1.0, ak)
+    zero = ak == 0
+    plain = not isinstance(zero, Tracer) and not np.any(zero)  # no zero norm: no where
+    safe = ak if plain else where(zero, 1.0, ak)
     if ord == 2:
-        return x / safe
+        return x / safe if plain else where(zero, 0.0, x / safe)
     if ord == 1:
         return sign(x)
     return sign(x) * power(absolute(x) / safe, ord - 1.0)

@@ -470,8 +470,25 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
         if correction is not None:
             kw["correction"] = correction
         return np.std(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
-    return sqrt(var(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims,
-                    where=where, mean=mean, correction=correction))
+    v = var(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, where=where,
+            mean=mean, correction=correction)
+    if mean is not None:
+        return sqrt(v)
+    return _sqrt_of_var(v, _count(a, axis, where), keepdims)
+
+
+def _sqrt_of_var(v, n, keepdims):
+    """``sqrt(v)``, but ``v`` itself for a slice of one element: its variance is 0 (or nan)
+    whatever the element, and so has derivative 0, which sqrt's infinite slope at 0 would
+    turn into 0 * inf = nan.  sqrt(0) = 0 and sqrt(nan) = nan: the values agree."""
+    if isinstance(n, int):
+        return v if n == 1 else sqrt(v)
+    one = n == 1
+    if not np.any(one):
+        return sqrt(v)
+    if not keepdims:
+        one = np.reshape(one, shape_of(v))
+    return where(one, v, sqrt(where(one, 1.0, v)))
 
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
@@ -587,7 +604,8 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     if not isinstance(a, Tracer):
         return np.nanstd(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
-    return sqrt(nanvar(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
+    return std(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims,
+               where=recorded(np.logical_not, _isnan(a)))
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):

@@ -13,6 +13,7 @@ import scipy.special as _sp
 
 from ..core import NoDerivative, Tracer, primitive
 from . import elementwise as _ew
+from ._series import near_zero, power_series
 from .arithmetic import absolute
 from .elementwise import exp, log, log1p, sign, sin, sqrt, where
 
@@ -69,7 +70,8 @@ beta = _special(_sp.beta, lambda ans, a, b: (ans * (digamma(a) - digamma(a + b))
 
 # incomplete gamma and beta: derivatives in x (the integrand), as autograd has them
 def _gammainc_dx(a, x):
-    return exp((a - 1.0) * log(x) - x - gammaln(a))  # x^(a-1) e^-x / Gamma(a)
+    # x^(a-1) e^-x / Gamma(a); xlogy gives x = 0 its limit (1 for a = 1, not 0 * -inf)
+    return exp(xlogy(a - 1.0, x) - x - gammaln(a))
 
 
 gammainc = _special(_sp.gammainc, lambda ans, a, x: (_NO["gammainc", "a"], _gammainc_dx(a, x)),
@@ -78,7 +80,7 @@ gammaincc = _special(_sp.gammaincc, lambda ans, a, x: (_NO["gammaincc", "a"], -_
                      domain=(0.2, 3.0))
 betainc = _special(_sp.betainc, lambda ans, a, b, x: (
     _NO["betainc", "a"], _NO["betainc", "b"],
-    exp((a - 1.0) * log(x) + (b - 1.0) * log1p(-x) - betaln(a, b))), domain=(0.1, 0.9))
+    exp(xlogy(a - 1.0, x) + xlog1py(b - 1.0, -x) - betaln(a, b))), domain=(0.1, 0.9))
 gammasgn = _ew.elementwise(_sp.gammasgn, _ew._nondiff(1), nondiff=True, domain=(0.2, 3.0),
                            registry=SPECIAL)
 
@@ -108,8 +110,11 @@ log_expit = _special(_sp.log_expit, lambda ans, x: (expit(-x),))
 
 # x log y: 0 where x == 0, as scipy's value is -------------------------------------------------
 def _safe_ratio(x, y):
-    """x / y, and 0 where x == 0 (even if y == 0)."""
-    zero = x == 0
+    """x / y, and 0 where both are 0 (``x log y`` is 0 for every y at x == 0).  Only there:
+    at x == 0 and y != 0 the ratio's own derivative in x, 1 / y, is not 0."""
+    zero = (x == 0) & (y == 0)
+    if not isinstance(zero, Tracer) and not np.any(zero):
+        return x / y
     return where(zero, 0.0, x / where(zero, 1.0, y))
 
 
@@ -149,12 +154,19 @@ cotdg = _special(_sp.cotdg, lambda ans, x: (-_RAD * (1.0 + ans * ans),), domain=
 radian = _special(_sp.radian, lambda ans, d, m, s: (_RAD, _RAD / 60.0, _RAD / 3600.0))
 
 
-def _exprel_partial(ans, x):
-    zero = x == 0
-    return (where(zero, 0.5, (exp(x) - ans) / where(zero, 1.0, x)),)
+# exprel(x) = (e^x - 1) / x = sum x^n / (n + 1)!: its series near 0, where the formula
+# cancels and a constant limit would have wrong derivatives (exprel''(0) = 1/3)
+_exprel_series = power_series("exprel_series", lambda n: 1.0 / math.factorial(n + 1),
+                              radius=1.0)
 
 
-exprel = _special(_sp.exprel, _exprel_partial)
+def _exprel_slope(x, ans=None):
+    """exprel'(x) = (e^x - exprel(x)) / x; ``ans`` is exprel(x) if known."""
+    return near_zero(x, 1.0, lambda xs: _exprel_series(xs, k=1),
+                     lambda xl: (exp(xl) - (exprel(xl) if ans is None else ans)) / xl)
+
+
+exprel = _special(_sp.exprel, lambda ans, x: (_exprel_slope(x, ans),))
 dawsn = _special(_sp.dawsn, lambda ans, x: (1.0 - 2.0 * x * ans,))
 erfi = _special(_sp.erfi, lambda ans, x: ((2.0 / _SQRT_PI) * exp(x * x),))
 ndtri_exp = _special(_sp.ndtri_exp,
@@ -178,7 +190,22 @@ def _multigammaln(a, d):
 _multigammaln.__name__ = "multigammaln"
 multigammaln = _special(_multigammaln, lambda ans, a, d: (
     sum(digamma(a - 0.5 * j) for j in range(int(d))), _NO["multigammaln", "d"]), domain=(2.0, 5.0))
-spence = _special(_sp.spence, lambda ans, z: (log(z) / (1.0 - z),), domain=(1.2, 3.0))
+# log(1 + v) / v = sum (-v)^n / (n + 1), 1 at v = 0: spence' and inv_boxcox's slope in lmbda
+_log1p_ratio_series = power_series("log1p_ratio_series", lambda n: (-1.0) ** n / (n + 1),
+                                   radius=0.25)
+
+
+def _log1p_ratio(v):
+    return near_zero(v, 0.25, _log1p_ratio_series, lambda vl: log1p(vl) / vl)
+
+
+def _log1p_ratio_slope(v):
+    return near_zero(v, 0.25, lambda vs: _log1p_ratio_series(vs, k=1),
+                     lambda vl: (vl / (1.0 + vl) - log1p(vl)) / (vl * vl))
+
+
+# spence' = log(z) / (1 - z), -1 at z = 1
+spence = _special(_sp.spence, lambda ans, z: (-_log1p_ratio(z - 1.0),), domain=(0.2, 3.0))
 ellipk = _special(_sp.ellipk, lambda ans, m: ((ellipe(m) - (1.0 - m) * ans)
                                               / (2.0 * m * (1.0 - m)),), domain=(0.1, 0.9))
 ellipe = _special(_sp.ellipe, lambda ans, m: ((ans - ellipk(m)) / (2.0 * m),),
@@ -188,21 +215,17 @@ ellipe = _special(_sp.ellipe, lambda ans, m: ((ans - ellipk(m)) / (2.0 * m),),
 
 
 def _boxcox_partials(ans, x, lm):
-    # d/d lmbda = (x^l log x - ans) / l, and (log x)^2 / 2 at l == 0
+    # boxcox = L exprel(lmbda L) with L = log x: d/d lmbda = L^2 exprel'(lmbda L), which
+    # is (x^l L - ans) / l, and L^2 / 2 at l == 0 with its own derivatives there
     lx = log(x)
-    zero = lm == 0
-    safe = where(zero, 1.0, lm)
-    return (x ** (lm - 1.0),
-            where(zero, 0.5 * lx * lx, (x ** lm * lx - ans) / safe))
+    return (x ** (lm - 1.0), lx * lx * _exprel_slope(lm * lx))
 
 
 def _inv_boxcox_partials(ans, y, lm, shift=0.0):
+    # u = exp(y q(lmbda y)) with q(v) = log(1 + v) / v: d/d lmbda = u y^2 q'(lmbda y)
     u = ans + shift  # x, or 1 + x for inv_boxcox1p
-    zero = lm == 0
-    safe = where(zero, 1.0, lm)
-    t = lm * y + 1.0
-    return (u / t, where(zero, -0.5 * u * y * y,
-                         u * (y / (safe * t) - log(where(zero, 1.0, t)) / (safe * safe))))
+    v = lm * y
+    return (u / (v + 1.0), u * y * y * _log1p_ratio_slope(v))
 
 
 boxcox = _special(_sp.boxcox, _boxcox_partials, domain=(0.2, 2.0))

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.special as _sp
 
 from ..core import NoDerivative, Tracer, primitive
-from .arithmetic import absolute
+from ._series import near_zero, power_series
 from .elementwise import maximum, sqrt, where
 from .special_base import (SPECIAL, _keep_float32, _special, i0, j0, k0, rgamma, several_results,
                       y0)
@@ -171,9 +171,36 @@ h2vp = _bessel_derivative(_sp.h2vp)
 # ber + i bei and ker + i kei solve x^2 w'' + x w' - i x^2 w = 0, so
 # ber'' = -ber'/x - bei, bei'' = -bei'/x + ber, and the same for ker, kei.
 def _kelvin_second(ans, x, other, sign, at_zero):
-    """-w'/x + sign * other(x), and its limit ``at_zero`` at x = 0 (``ans`` is w')."""
+    """-w'/x + sign * other(x), and its limit ``at_zero`` at x = 0 (``ans`` is w'): ker and
+    kei, whose log singularity makes it infinite."""
     zero = x == 0
     return where(zero, at_zero, sign * other(x) - ans / _safe(x, zero))
+
+
+def _kelvin_ratio_coef(offset, denominator):
+    """Coefficients of ber'(x)/x (offset 2) or bei'(x)/x (offset 0): x^n with n = 4k - 2 or
+    4k, from ber = sum (-1)^k (x/2)^(4k) / (2k)!^2 and bei = sum (-1)^k (x/2)^(4k+2) /
+    (2k+1)!^2."""
+    def coef(n):
+        if (n + offset) % 4:
+            return 0.0
+        k = (n + offset) // 4
+        power = 4 * k - offset + 2  # of x/2 in ber or bei
+        return (-1.0) ** k * power / (2.0 ** power * math.factorial(denominator(k)) ** 2)
+    return coef
+
+
+# ber'(x)/x and bei'(x)/x by their series near 0, where ber and bei are analytic: every
+# derivative of the second derivatives at 0 is then exact (the fourth of ber is -3/8)
+_berp_over_x = power_series("berp_over_x_series", _kelvin_ratio_coef(2, lambda k: 2 * k),
+                            radius=1.0)
+_beip_over_x = power_series("beip_over_x_series", _kelvin_ratio_coef(0, lambda k: 2 * k + 1),
+                            radius=1.0)
+
+
+def _kelvin_analytic_second(ans, x, other, sign, ratio):
+    """-w'/x + sign * other(x) for w = ber or bei (``ans`` is w')."""
+    return sign * other(x) - near_zero(x, 1.0, ratio, lambda xl: ans / xl)
 
 
 ber = _special(_sp.ber, lambda ans, x: (berp(x),), domain=(-3.0, 3.0))
@@ -182,10 +209,10 @@ ker = _special(_sp.ker, lambda ans, x: (kerp(x),), domain=(0.2, 3.0))
 kei = _special(_sp.kei, lambda ans, x: (keip(x),), domain=(0.2, 3.0))
 # ber = 1 - x^4/64 + ..., bei = x^2/4 - ...: ber''(0) = 0, bei''(0) = 1/2 (ber and bei are
 # even, defined for x < 0 too)
-berp = _special(_sp.berp, lambda ans, x: (_kelvin_second(ans, x, bei, -1.0, 0.0),),
-                domain=(-3.0, 3.0))
-beip = _special(_sp.beip, lambda ans, x: (_kelvin_second(ans, x, ber, 1.0, 0.5),),
-                domain=(-3.0, 3.0))
+berp = _special(_sp.berp, lambda ans, x: (
+    _kelvin_analytic_second(ans, x, bei, -1.0, _berp_over_x),), domain=(-3.0, 3.0))
+beip = _special(_sp.beip, lambda ans, x: (
+    _kelvin_analytic_second(ans, x, ber, 1.0, _beip_over_x),), domain=(-3.0, 3.0))
 # ker and kei are nan for x < 0 and have log(x) terms at 0: ker''(0+) = kei''(0+) = +inf
 kerp = _special(_sp.kerp, lambda ans, x: (_kelvin_second(ans, x, kei, -1.0, np.inf),),
                 domain=(0.2, 3.0))
@@ -206,15 +233,16 @@ itstruve0 = _special(_sp.itstruve0, lambda ans, x: (_h0(x),), domain=(-3.0, 3.0)
 itmodstruve0 = _special(_sp.itmodstruve0, lambda ans, x: (_l0(x),), domain=(-3.0, 3.0))
 
 
+# -H0(x)/x = -(2/pi) (1 - x^2/9 + x^4/225 - ...): its series near 0, where the derivatives
+# of H0/x would cancel
+_h0_over_x_series = power_series(
+    "h0_over_x_series", lambda n: 0.0 if n % 2 else
+    (-2.0 / math.pi) * (-1.0) ** (n // 2) / math.prod(range(1, n + 2, 2)) ** 2, radius=1.0)
+
+
 def _it2struve0_partial(ans, x):
-    # the integral from x to infinity of H0(t)/t: -H0(x)/x, by its series
-    # -(2/pi) (1 - x^2/9 + x^4/225 - ...) for small x, where the next derivative,
-    # H0/x^2 - H0'/x, would cancel
-    small = absolute(x) < 0.1
-    t = x * x
-    c = [(-1) ** k / math.prod(range(1, 2 * k + 2, 2)) ** 2 for k in range(5)]
-    series = (-2.0 / math.pi) * (c[0] + t * (c[1] + t * (c[2] + t * (c[3] + t * c[4]))))
-    return (where(small, series, -_h0(x) / _safe(x, small)),)
+    # the integral from x to infinity of H0(t)/t: -H0(x)/x
+    return (near_zero(x, 1.0, _h0_over_x_series, lambda xl: -_h0(xl) / xl),)
 
 
 it2struve0 = _special(_sp.it2struve0, _it2struve0_partial, domain=(-3.0, 3.0))
@@ -260,15 +288,23 @@ itj0y0 = _several(_sp.itj0y0, lambda ans, x: (j0(x), y0(x)))  # from 0 to x
 iti0k0 = _several(_sp.iti0k0, lambda ans, x: (i0(x), k0(x)))
 
 
+def _one_minus_over_x_series(sign):
+    """(1 - J0(x)) / x (sign -1) or (I0(x) - 1) / x (sign 1): x/4 + s x^3/64 + x^5/2304 ..."""
+    def coef(n):
+        k = (n + 1) // 2
+        return sign ** (k + 1) / (4.0 ** k * math.factorial(k) ** 2) if n % 2 else 0.0
+    return power_series("one_minus_j0_over_x_series" if sign < 0 else
+                        "i0_minus_one_over_x_series", coef, radius=1.0)
+
+
+_ONE_MINUS_OVER_X = {-1.0: _one_minus_over_x_series(-1.0), 1.0: _one_minus_over_x_series(1.0)}
+
+
 def _one_minus_over_x(f0, x, sign):
-    """(1 - J0(x)) / x (sign -1) or (I0(x) - 1) / x (sign 1), by its series for small x where
-    the difference cancels: x/4 + s x^3/64 + x^5/2304 + s x^7/147456 + x^9/14745600."""
-    small = absolute(x) < 0.1
-    t = x * x
-    c = [sign ** (k + 1) / (4.0 ** k * math.factorial(k) ** 2) for k in range(1, 6)]
-    series = x * (c[0] + t * (c[1] + t * (c[2] + t * (c[3] + t * c[4]))))
-    d = sign * (f0(x) - 1.0)
-    return where(small, series, d / _safe(x, small))
+    """(1 - J0(x)) / x (sign -1) or (I0(x) - 1) / x (sign 1); its series near 0, where the
+    difference cancels."""
+    return near_zero(x, 1.0, _ONE_MINUS_OVER_X[sign],
+                     lambda xl: sign * (f0(xl) - 1.0) / xl)
 
 
 # (int_0^x (1 - J0(t))/t dt, int_x^inf Y0(t)/t dt): derivatives (1 - J0(x))/x and -Y0(x)/x

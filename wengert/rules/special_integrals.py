@@ -11,8 +11,9 @@ import scipy.special as _sp
 
 from ..core import NoDerivative
 from . import elementwise as _ew
-from .arithmetic import absolute
-from .elementwise import cos, cosh, exp, log, rint, sin, sinh, sqrt, where
+from ._series import near_zero, power_series, sin_over_x_series
+from .arithmetic import absolute, power, power_exponent_slope, power_slope
+from .elementwise import cos, cosh, exp, rint, sin, sinh, sqrt, where
 from .special_base import SPECIAL, _keep_float32, _special, _traced, erf, several_results
 
 _PI = math.pi
@@ -44,12 +45,7 @@ expn = _special(_keep_float32(_sp.expn),
 
 # sine, cosine and Fresnel integrals: ufuncs with two results ---------------------------------
 # sin x / x and sinh x / x (1 at 0), with derivatives (x cos x - sin x) / x^2, which cancels
-# for small x (relative error eps / x^2), so there a Taylor series: sum over k >= 1 of
-# (-1)^k 2k x^(2k-1) / (2k+1)! (without the signs for sinh); 10 terms: < 1e-16 for |x| < 1
-def _series_coefs(sign):
-    return tuple(sign ** k * 2.0 * k / math.factorial(2 * k + 1) for k in range(1, 11))
-
-
+# for small x (relative error eps / x^2): there, their series (rules/_series.py)
 def _ratio_impl(fn):
     def impl(x):
         zero = x == 0
@@ -57,22 +53,20 @@ def _ratio_impl(fn):
     return impl
 
 
-def _ratio_derivative(x, coefs, f, df):
-    small = absolute(x) < 1.0
-    xs = where(small, x, 0.0)
-    xl = where(small, 1.0, x)  # the other branch finite: no 0/0
-    x2 = xs * xs
-    poly = coefs[-1]
-    for c in coefs[-2::-1]:
-        poly = poly * x2 + c
-    return where(small, xs * poly, (xl * df(xl) - f(xl)) / (xl * xl))
+_sinh_over_x_series = power_series(
+    "sinh_over_x_series", lambda n: 0.0 if n % 2 else 1.0 / math.factorial(n + 1), radius=1.0)
+
+
+def _ratio_derivative(x, series, f, df):
+    return near_zero(x, 1.0, lambda xs: series(xs, k=1),
+                     lambda xl: (xl * df(xl) - f(xl)) / (xl * xl))
 
 
 _sin_x = _ew.elementwise(_ratio_impl(np.sin), lambda ans, x: (
-    _ratio_derivative(x, _series_coefs(-1.0), sin, cos),), name="sin_over_x", domain=None,
+    _ratio_derivative(x, sin_over_x_series, sin, cos),), name="sin_over_x", domain=None,
     registry=_PRIVATE)
 _sinh_x = _ew.elementwise(_ratio_impl(np.sinh), lambda ans, x: (
-    _ratio_derivative(x, _series_coefs(1.0), sinh, cosh),), name="sinh_over_x", domain=None,
+    _ratio_derivative(x, _sinh_over_x_series, sinh, cosh),), name="sinh_over_x", domain=None,
     registry=_PRIVATE)
 
 # Si' = sin x / x is 1 at 0; Ci' = cos x / x is infinite there (Ci has a log singularity).
@@ -126,13 +120,14 @@ owens_t = _special(_sp.owens_t, lambda ans, h, a: (
     exp(-0.5 * (h * h) * (1.0 + a * a)) / ((2.0 * _PI) * (1.0 + a * a))))
 
 
-def _powm1_partials(ans, x, y):
-    # as power's: 0 ** y contributes nothing through y (log 0 would give 0 * -inf)
-    zero = x == 0
-    return y * x ** (y - 1.0), (ans + 1.0) * log(where(zero, 1.0, x))
+def _powm1_partials(ans, x, y, needs=(True, True)):
+    # x ** y - 1: power's slopes (no 0 * inf at x = 0)
+    return ((power_slope(power, x, y) if needs[0] else None),
+            (power_exponent_slope(ans + 1.0, x, y) if needs[1] else None))
 
 
-powm1 = _special(_sp.powm1, _powm1_partials, domain=(0.2, 2.0))
+powm1 = _ew.elementwise(_sp.powm1, _powm1_partials, domain=(0.2, 2.0), registry=SPECIAL,
+                        needs=True)
 wrightomega = _special(_sp.wrightomega, lambda ans, x: (ans / (1.0 + ans),))
 
 
