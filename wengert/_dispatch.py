@@ -205,7 +205,7 @@ def _without_ufunc_kwargs(ufunc, name, inputs, kwargs):
              for x in inputs]
     dt = ufunc(*probe, **kwargs).dtype  # NumPy's checks (casting=, dtype=, signature=)
     if "dtype" in kwargs or "signature" in kwargs:
-        from .rules.joining import astype
+        from .rules.conversion import astype
         inputs = [astype(x, dt) if _dtype(x) != dt else x for x in inputs]
     return inputs, {}
 

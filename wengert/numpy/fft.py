@@ -16,7 +16,7 @@ import numpy as _np
 from .. import _dispatch
 from ..core import Tracer as _Tracer, ndim_of as _ndim, shape_of as _shape
 from ..rules import fft as _rf
-from ..rules.fft import angle, conj, conjugate, imag, real  # noqa: F401
+from ..rules.complex import angle, conj, conjugate, imag, real  # noqa: F401
 from . import _passthrough
 
 
