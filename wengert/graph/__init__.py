@@ -6,7 +6,7 @@ and derivative graphs come from running the same rules on graph tracers.
 """
 from .compile import compile
 from .dot import to_dot
-from .ir import Graph, GuardFailure, Node
+from .graph import Graph, GuardFailure, Node
 from .trace import GraphTrace, GraphTracer, trace
 
 __all__ = ["trace", "Graph", "Node", "GraphTrace", "GraphTracer", "GuardFailure", "compile",

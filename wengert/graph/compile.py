@@ -24,7 +24,7 @@ import numpy as np
 from ..core import Tracer
 from ..tree import flatten, unflatten
 from .codegen import build_function
-from .ir import GuardFailure
+from .graph import GuardFailure
 from .trace import ForeignTracerError, trace
 
 __all__ = ["compile", "Compiled"]

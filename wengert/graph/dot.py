@@ -95,7 +95,7 @@ def to_dot(obj, *example_args, values=True):
     ...
     """
     from ..reverse import Var
-    from .ir import Graph
+    from .graph import Graph
     from .trace import trace
     if isinstance(obj, Graph):
         return graph_to_dot(obj, values=values)

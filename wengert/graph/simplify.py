@@ -21,7 +21,7 @@ import operator
 import numpy as np
 
 from .codegen import _fallback_operator
-from .ir import Graph, Node
+from .graph import Graph, Node
 
 __all__ = ["simplify"]
 

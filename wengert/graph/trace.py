@@ -18,7 +18,7 @@ import numpy as np
 
 from ..core import Tracer, new_level, primitive, Trace
 from ..tree import flatten, unflatten
-from .ir import Graph, Node
+from .graph import Graph, Node
 
 __all__ = ["GraphTrace", "GraphTracer", "trace"]
 
