@@ -21,7 +21,7 @@ import operator
 
 import numpy as np
 
-from .graph import GuardFailure
+from .ir import GuardFailure
 
 __all__ = ["generate", "build_function", "leaf_names"]
 

@@ -1,52 +1,33 @@
-"""The graph itself: a Wengert list of nodes, one primitive per node.
+"""The graph users see: ``wg.trace`` runs a function once and returns its ``Graph``.
 
-A ``Node`` is an input, a constant, one primitive applied to earlier nodes
-(``op``), or the ``j``-th result of a primitive with several results (``proj``).
-Every node keeps the value it had when the graph was traced: shapes, dtypes and
-Python types are fixed by the example arguments, and the simplifier and the code
-generator read them.  ``guards`` lists the boolean nodes the traced program
-branched on, with the branch it took.
+A ``Graph`` is a straight-line program of primitives (its nodes, :mod:`.ir`).  It
+sits above the passes it offers as methods (code generation, simplification,
+drawing) and above the tracer, because a graph's derivative is itself a trace:
+``g.grad()`` traces ``wg.grad(g)``, which runs ``g`` node by node on tape variables
+whose values are graph tracers.  The forward sweep records ``g``'s own nodes; the
+reverse sweep runs each node's pullback -- the primitive's rrule, written with
+wengert operations -- on graph tracers, so it is recorded too.  The result is the
+seeds' augmented graph, unrolled into one straight-line program, built from the
+same rules as every other engine.  Applying ``grad`` again differentiates that
+program: second and higher derivatives.
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
+from .. import transforms
 from ..core import Tracer
+from ..reverse import Var
 from ..tree import flatten, unflatten
+from .codegen import build_function, generate
+from .dot import graph_to_dot, tape_to_dot
+from .ir import GuardFailure, Node
+from .simplify import simplify as _simplify
+from .trace import GraphTrace, GraphTracer
 
-__all__ = ["Node", "Graph", "GuardFailure"]
-
-
-class GuardFailure(Exception):
-    """The inputs take another branch than the one the graph was traced along."""
-
-    def __init__(self, index):
-        super().__init__(index)
-        self.index = index
-
-
-class Node:
-    __slots__ = ("kind", "prim", "args", "params", "value")
-
-    def __init__(self, kind, prim=None, args=(), params=None, value=None):
-        self.kind = kind          # "input" | "const" | "op" | "proj"
-        self.prim = prim          # the Primitive of an "op" node
-        self.args = args          # indices of the argument nodes
-        self.params = params or {}  # static keyword parameters ("index" for proj)
-        self.value = value        # the value at trace time
-
-    def __repr__(self):
-        if self.kind == "op":
-            return f"Node(op {self.prim.name}{self.args})"
-        if self.kind == "proj":
-            return f"Node(proj {self.args[0]}[{self.params['index']}])"
-        return f"Node({self.kind})"
-
-
-def _describe(v):
-    if isinstance(v, np.ndarray):
-        return f"{v.dtype}{list(v.shape)}"
-    return type(v).__name__
+__all__ = ["Graph", "trace", "to_dot"]
 
 
 class Graph:
@@ -113,7 +94,6 @@ class Graph:
         if any(isinstance(x, Tracer) for x in leaves):
             return self.evaluate(leaves)
         if self._compiled is None:
-            from .codegen import build_function
             self._compiled = build_function(self)
         try:
             return self._compiled(*args)
@@ -145,43 +125,53 @@ class Graph:
                 raise GuardFailure(i)
         return unflatten(self.out_def, [env[o] for o in self.outputs])
 
-    # -- derivatives as graphs -------------------------------------------------------------
+    # -- derivatives as graphs: each is the trace of a transform of the graph -------------
+    def _retrace(self, fn, name, args=None, names=None):
+        return trace(fn, *(self.example_args if args is None else args),
+                     _names=names or self.arg_names, _name=name)
+
     def grad(self, argnums=0):
         """The gradient program of a scalar-valued graph, as a new graph (reverse mode)."""
-        from .differentiate import grad_graph
-        return grad_graph(self, argnums)
+        return self._retrace(transforms.grad(self, argnums), f"grad_{self.name}")
 
     def jvp(self):
         """The forward-mode program: arguments ``(*primals, *tangents)``, result ``(out, tangent)``."""
-        from .differentiate import jvp_graph
-        return jvp_graph(self)
+        n = len(self.example_args)
+
+        def jvp_fn(*args):
+            return transforms.jvp(self, args[:n], args[n:])
+        tangents = tuple(_ones_like(a) for a in self.example_args)
+        names = list(self.arg_names) + [f"d{a}" for a in self.arg_names]
+        return self._retrace(jvp_fn, f"jvp_{self.name}", self.example_args + tangents, names)
 
     def vjp(self):
         """The reverse-mode program: arguments ``(*primals, cotangent)``, result a tuple."""
-        from .differentiate import vjp_graph
-        return vjp_graph(self)
+        n = len(self.example_args)
+
+        def vjp_fn(*args):
+            return transforms.vjp(self, *args[:n])[1](args[n])
+        out = self(*self.example_args)
+        names = list(self.arg_names) + [f"g{self.name}"]
+        return self._retrace(vjp_fn, f"vjp_{self.name}", self.example_args + (_ones_like(out),),
+                             names)
 
     def jacobian(self, argnums=0, mode="auto"):
-        from .differentiate import jacobian_graph
-        return jacobian_graph(self, argnums, mode)
+        return self._retrace(transforms.jacobian(self, argnums, mode=mode),
+                             f"jacobian_{self.name}")
 
     def hessian(self, argnums=0):
-        from .differentiate import hessian_graph
-        return hessian_graph(self, argnums)
+        return self._retrace(transforms.hessian(self, argnums), f"hessian_{self.name}")
 
     # -- rewriting, code, pictures ---------------------------------------------------------
     def simplify(self, *, fast_math=False, report=False):
-        from .simplify import simplify
-        return simplify(self, fast_math=fast_math, report=report)
+        return _simplify(self, fast_math=fast_math, report=report)
 
     def source(self):
         """Readable Python: one assignment per primitive node, over NumPy."""
-        from .codegen import generate
         return generate(self).text
 
     def compile(self):
         """A Python function generated from :meth:`source` (same arguments as the graph)."""
-        from .codegen import build_function
         fn = build_function(self)
         graph = self
 
@@ -198,13 +188,124 @@ class Graph:
         return compiled
 
     def to_dot(self, values=True):
-        from .dot import graph_to_dot
         return graph_to_dot(self, values=values)
 
-    def describe_inputs(self):
-        return [(self.input_name(k), _describe(self.nodes[i].value))
-                for k, i in enumerate(self.input_nodes)]
 
-    def input_name(self, k):
-        from .codegen import leaf_names
-        return leaf_names(self)[k]
+def _ones_like(tree):
+    leaves, d = flatten(tree)
+    return unflatten(d, [1.0 if isinstance(x, float) else np.ones_like(x) for x in leaves])
+
+
+# -- wg.trace --------------------------------------------------------------------------------
+def _is_input(x):
+    """Leaves that become graph inputs: floats and arrays.  Ints, bools, None and
+    other objects are static: baked into the graph (wg.compile keys on their values)."""
+    if isinstance(x, Tracer):
+        return True
+    if isinstance(x, (bool, int, str, bytes)) or x is None:
+        return False
+    if isinstance(x, (float, complex, np.ndarray, np.generic)):
+        return True
+    return False
+
+
+def _plain(x):
+    while isinstance(x, Tracer):
+        x = x.value
+    return x
+
+
+def arg_names_of(f, nargs):
+    names = []
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    for i in range(nargs):
+        name = None
+        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
+                                                   params[i].POSITIONAL_OR_KEYWORD):
+            name = params[i].name
+        elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
+            name = f"{params[-1].name}{i - len(params) + 1}"
+        names.append(name if name and name.isidentifier() else f"arg{i}")
+    return names
+
+
+def _func_name(f):
+    n = getattr(f, "__name__", "f")
+    return n if isinstance(n, str) and n.isidentifier() else "f"
+
+
+def trace(f, *example_args, _names=None, _name=None, **kwargs):
+    """Run ``f`` once on tracing values; return the :class:`~wengert.graph.Graph` it ran.
+
+    Float and array leaves of the arguments (pytrees allowed) become graph inputs;
+    ints, bools and other objects are static and baked in, as are ``kwargs``.
+    Branching on a traced value records a guard.
+
+    >>> import wengert as wg, wengert.numpy as wnp
+    >>> g = wg.trace(lambda x, y: x * y + wnp.sin(x), 0.5, 4.2)
+    >>> print(g.source())
+    def f(x, y):
+        v1 = x * y
+        v2 = sin(x)
+        v3 = v1 + v2
+        return v3
+    >>> print(g(0.5, 4.2))
+    2.579425538604203
+    """
+    tr = GraphTrace()
+    leaves, in_def = flatten(tuple(example_args))
+    slots = []
+    wrapped = []
+    input_nodes = []
+    for x in leaves:
+        if _is_input(x):
+            x = _plain(x)
+            t = tr.input(x)
+            slots.append(len(input_nodes))
+            input_nodes.append(t.node)
+            wrapped.append(t)
+        else:
+            slots.append(("static", x))
+            wrapped.append(x)
+    args = unflatten(in_def, wrapped)
+    try:
+        out = f(*args, **kwargs)
+    finally:
+        tr.finished = True
+    out_leaves, out_def = flatten(out)
+    outputs = []
+    for o in out_leaves:
+        if isinstance(o, GraphTracer) and o._trace is tr:
+            outputs.append(o.node)
+        elif isinstance(o, Tracer):
+            raise TypeError("wg.trace: the function returned a value traced by an outer "
+                            "transform; trace functions of their arguments only")
+        else:
+            outputs.append(tr._add(Node("const", value=o)))
+    names = _names or arg_names_of(f, len(example_args))
+    plain_args = unflatten(in_def, [_plain(x) for x in leaves])
+    return Graph(tr.nodes, in_def, slots, input_nodes, list(names), out_def, outputs,
+                 tr.guards, name=_name or _func_name(f), example_args=tuple(plain_args))
+
+
+def to_dot(obj, *example_args, values=True):
+    """Graphviz DOT text for a Graph, a Var (its tape), or a function at example arguments.
+
+    >>> import wengert as wg, wengert.numpy as wnp
+    >>> print(wg.to_dot(lambda x, y: x * y + wnp.sin(x), 0.5, 4.2))  # doctest: +ELLIPSIS
+    digraph "f" {
+    ...
+      n2 [label="multiply\\n= 2.1", shape=box];
+    ...
+    """
+    if isinstance(obj, Graph):
+        return graph_to_dot(obj, values=values)
+    if isinstance(obj, Var):
+        return tape_to_dot(obj)
+    if callable(obj):
+        return graph_to_dot(trace(obj, *example_args), values=values)
+    raise TypeError(f"to_dot takes a Graph, a Var or a function with example arguments, "
+                    f"not {type(obj).__name__}")
