@@ -40,9 +40,9 @@ import math
 
 import numpy as np
 
-from .core import Tracer, ndim_of, primitive, shape_of
-from .reverse import Tape, Var, active_tapes
-from .tree import flatten, unflatten
+from ..core import Tracer, ndim_of, primitive, shape_of
+from ..reverse import Tape, Var, active_tapes
+from ..tree import flatten, unflatten
 
 __all__ = ["checkpoint", "scan", "while_loop", "checkpoint_schedule", "iter_schedule", "Action",
            "Schedule", "revolve_cost", "STRATEGIES"]
