@@ -29,7 +29,7 @@ reverse.install_fast_paths(rules.OPERATORS)
 from . import _allocator  # noqa: E402
 _allocator.settle()  # glibc's steady state for arrays of a few hundred kB; see _allocator
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402,F401
 
 __all__ = ["Primitive", "primitive", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
            "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp", "taylor", "check_grad",

@@ -24,8 +24,9 @@ import numpy as np
 from ..core import Tracer
 from ..tree import flatten, unflatten
 from .codegen import build_function
+from .graph import trace
 from .ir import GuardFailure
-from .trace import ForeignTracerError, trace
+from .trace import ForeignTracerError
 
 __all__ = ["compile", "Compiled"]
 

@@ -16,7 +16,7 @@ from ..rules.arithmetic import (absolute, add, divide, divmod, float_power,  # n
                                 subtract)
 from ..rules.elementwise import *  # noqa: F401,F403
 from ..rules.elementwise import REGISTRY as _ELEMENTWISE, round_ as round  # noqa: F401
-from ..rules._series import sin_over_x_series, sinc  # noqa: F401
+from ..rules._series import sinc  # noqa: F401
 from ..rules.shape import broadcast_to  # noqa: F401
 from ..rules.indexing import (compress, extract, getitem as _getitem, index_update,  # noqa: F401
                               partition, select, setitem as _setitem, sort, take,
