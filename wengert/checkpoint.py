@@ -626,10 +626,15 @@ def _escapes(leaves, tape):
 
 
 class _SubtapeVJP:
-    """Run ``fn`` on a fresh sub-tape of ``tape`` and pull cotangents back through it."""
+    """Run ``fn`` on a fresh sub-tape of ``tape`` and pull cotangents back through it.
 
-    def __init__(self, tape):
+    Each sub-tape is finished once swept: ``transform`` (``"wg.checkpoint"``) of ``user_fn``
+    names it to a Var that escapes the user's function in the reverse sweep.
+    """
+
+    def __init__(self, tape, transform, user_fn):
         self.tape = tape
+        self.transform, self.user_fn = transform, user_fn
         self.captured = {}  # parent-tape Var index -> accumulated cotangent
         self._owned = set()  # indices whose accumulator is our own array (add in place)
 
@@ -640,6 +645,12 @@ class _SubtapeVJP:
         of the parent tape's Vars that ``fn`` read into ``self.captured``.
         """
         sub = self.tape.subtape()
+        try:
+            return self._on(sub, fn, in_vals, want, out_cts)
+        finally:
+            sub.finish(self.transform, self.user_fn)
+
+    def _on(self, sub, fn, in_vals, want, out_cts):
         ins = [sub._leaf(v) if w else v for v, w in zip(in_vals, want)]
         # the redirection lasts through the sweep: pullbacks of regions recorded on the
         # sub-tape (nested scans and checkpoints) run user code that reads our Vars again
@@ -727,7 +738,7 @@ def checkpoint(f):
             return [ol[j] for j in live]
 
         def pullback(gs):
-            vjp = _SubtapeVJP(tape)
+            vjp = _SubtapeVJP(tape, "wg.checkpoint", f)
             cts = vjp(run, vals, in_want, list(gs))
             res = [c for c, w in zip(cts, want) if w]
             res += [vjp.captured.get(v.index) for v in captured]
@@ -897,7 +908,8 @@ def while_loop(cond, body, init, *, checkpoint="ctz", snapshots=None, inverse=No
     tape = _top_trace(init_leaves)
     if not isinstance(tape, Tape):
         return _plain_while(cond, step, init)
-    sc = _Scan(step, init_leaves, carry_def, [], None, None, tape, None, inverse)
+    sc = _Scan(step, init_leaves, carry_def, [], None, None, tape, None, inverse,
+               origin=("while_loop", body))
     sc.cond = cond
     return sc.run_while(init, cond, checkpoint, snapshots)
 
@@ -913,8 +925,10 @@ class _Scan:
     """A scan recorded as one node on ``tape``; its pullback executes the schedule."""
 
     def __init__(self, step, init_leaves, carry_def, xs_leaves, xs_def, n, tape, schedule,
-                 inverse):
-        # schedule(): a fresh generator of the actions (never held whole)
+                 inverse, origin=None):
+        # schedule(): a fresh generator of the actions (never held whole); origin: the
+        # transform and user function that name the step's escaped Vars
+        self.origin = origin or ("wg.scan", step)
         self.tape, self.schedule, self.n = tape, schedule, n
         self.init_vals, self.init_owned = _strip(init_leaves, tape)
         self.xs_vals, self.xs_owned = _strip(xs_leaves, tape)
@@ -1061,7 +1075,7 @@ class _Scan:
         else:  # called again: rebuild the forward phase's snapshots first
             with tape.paused({}):
                 cur, stored, _, rest = self._forward_phase(collect=False)
-        vjp = _SubtapeVJP(tape)
+        vjp = _SubtapeVJP(tape, *self.origin)
         carry_want = [_is_float(v) for v in self.init_vals]
         x_want = list(self.xs_want)
         g_xs = [[None] * n if w else None for w in x_want]

@@ -16,7 +16,7 @@ import operator
 
 import numpy as np
 
-from ..core import Tracer, new_level, primitive, Trace
+from ..core import Tracer, check_live, new_level, primitive, Trace
 from ..tree import flatten, unflatten
 from .ir import Graph, Node
 
@@ -61,15 +61,12 @@ class GraphTrace(Trace):
     def input(self, value):
         return GraphTracer(value, self, self._add(Node("input", value=value)))
 
-    def _escaped(self):
-        return RuntimeError(
-            "a value traced by wg.trace / wg.compile was used after its trace finished (it "
-            "escaped the traced function, e.g. stored in a global or a closure). Return it "
-            "from the function instead.")
+    def _escaped(self, what=None):
+        return self.escaped(what)  # the message every engine gives (core.Trace.escaped)
 
     def process(self, prim, args, params):
         if self.finished:
-            raise self._escaped()
+            raise self._escaped(f"in {prim.name}")
         ins = []
         vals = []
         for a in args:
@@ -93,7 +90,7 @@ class GraphTrace(Trace):
 
     def guard(self, tracer):
         if self.finished:
-            raise self._escaped()
+            raise self._escaped("in an if or bool()")
         b = bool(tracer.value)
         self.guards.append((tracer.node, b))
         return b
@@ -225,7 +222,7 @@ def _func_name(f):
     return n if isinstance(n, str) and n.isidentifier() else "f"
 
 
-def trace(f, *example_args, _names=None, _name=None, **kwargs):
+def trace(f, *example_args, _names=None, _name=None, _transform="wg.trace", **kwargs):
     """Run ``f`` once on tracing values; return the :class:`~wengert.graph.Graph` it ran.
 
     Float and array leaves of the arguments (pytrees allowed) become graph inputs;
@@ -250,6 +247,7 @@ def trace(f, *example_args, _names=None, _name=None, **kwargs):
     input_nodes = []
     for x in leaves:
         if _is_input(x):
+            check_live(x, lambda: f"passed to {_transform}")
             x = _plain(x)
             t = tr.input(x)
             slots.append(len(input_nodes))
@@ -263,12 +261,14 @@ def trace(f, *example_args, _names=None, _name=None, **kwargs):
         out = f(*args, **kwargs)
     finally:
         tr.finished = True
+        tr.finish(_transform, f)
     out_leaves, out_def = flatten(out)
     outputs = []
     for o in out_leaves:
         if isinstance(o, GraphTracer) and o._trace is tr:
             outputs.append(o.node)
         elif isinstance(o, Tracer):
+            check_live(o, lambda: f"returned by the function given to {_transform}")
             raise TypeError("wg.trace: the function returned a value traced by an outer "
                             "transform; trace functions of their arguments only")
         else:
