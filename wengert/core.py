@@ -65,14 +65,13 @@ class EscapedTracerError(RuntimeError):
 # loop pays nothing for the check.
 DEAD_LEVEL = sys.maxsize
 
-_TRACER_NAMES = {}  # Trace subclass -> what its tracers are called in messages
-
 
 class Trace:
     """One active differentiation: a forward perturbation, a tape, a graph."""
 
     level = 0
-    finished_by = None  # (transform name, function) once the transform that ran it returned
+    # once the transform that ran it has returned: (transform name, function, live level)
+    finished_by = None
     tracer_name = "traced value"
 
     def process(self, prim, args, params):  # pragma: no cover - interface
@@ -83,22 +82,22 @@ class Trace:
         """The transform ``transform`` (e.g. ``"wg.grad"``) of ``fn`` has returned: from now
         on this trace's tracers are dead and using one raises ``EscapedTracerError``."""
         if self.finished_by is None:
-            self._live_level = self.level
+            self.finished_by = (transform, fn, self.level)
             self.level = DEAD_LEVEL
-        self.finished_by = (transform, fn)
 
     def revive(self):
         """Undo ``finish`` (a ``vjp`` pullback sweeping its tape again); returns the
-        ``finished_by`` to pass back to ``finish``."""
+        transform and function to pass back to ``finish``."""
         by = self.finished_by
-        if by is not None:
-            self.level = self._live_level
-            self.finished_by = None
-        return by
+        if by is None:
+            return None
+        self.level = by[2]
+        self.finished_by = None
+        return by[:2]
 
     def escaped(self, what=None):
         """The ``EscapedTracerError`` to raise for a use (``what``) of a dead tracer."""
-        transform, fn = self.finished_by or ("a transform", None)
+        transform, fn = (self.finished_by or ("a transform", None))[:2]
         made_by = transform if fn is None else f"{transform}({_function_name(fn)})"
         use = f" ({what})" if what else ""
         return EscapedTracerError(

@@ -169,7 +169,7 @@ def _binary_fast_path(prim, name, reflected):
 
     def method(self, other):
         tr = self._trace
-        if tr.finished_by is not None:
+        if tr.finished_by:  # (None or a tuple: the cheapest test)
             return general(self, other)  # escaped: the trace's process raises
         a = self.value
         ta = self._tangent
@@ -239,7 +239,7 @@ def _unary_fast_path(prim, name):
 
     def method(self):
         tr = self._trace
-        d = None if tr.finished_by is not None else tr._unary(prim, self, no_params)
+        d = None if tr.finished_by else tr._unary(prim, self, no_params)
         return general(self) if d is None else d
     method.__name__ = name
     return method

@@ -91,10 +91,9 @@ class Tape(Trace):
         # fast paths leave a tape whose ``_paused`` is set for ``process`` (which raises),
         # so dead Vars cost them no check of their own
         if self.finished_by is None:
-            self._live_level = self.level
+            self.finished_by = (transform, fn, self.level)
             self.level = DEAD_LEVEL
             self._paused = _FINISHED
-        self.finished_by = (transform, fn)
 
     def revive(self):
         by = super().revive()

@@ -61,12 +61,9 @@ class GraphTrace(Trace):
     def input(self, value):
         return GraphTracer(value, self, self._add(Node("input", value=value)))
 
-    def _escaped(self, what=None):
-        return self.escaped(what)  # the message every engine gives (core.Trace.escaped)
-
     def process(self, prim, args, params):
         if self.finished:
-            raise self._escaped(f"in {prim.name}")
+            raise self.escaped(f"in {prim.name}")  # (core.Trace: one message for every engine)
         ins = []
         vals = []
         for a in args:
@@ -90,7 +87,7 @@ class GraphTrace(Trace):
 
     def guard(self, tracer):
         if self.finished:
-            raise self._escaped("in an if or bool()")
+            raise self.escaped("in an if or bool()")
         b = bool(tracer.value)
         self.guards.append((tracer.node, b))
         return b
