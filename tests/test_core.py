@@ -546,7 +546,7 @@ def test_escaped_tracer_cannot_be_swept():
     leak = []
     wg.grad(_leaky(leak))(_X3)
     with pytest.raises(wg.EscapedTracerError, match=r"v\.grad\(\)"):
-        wnp.sum(leak[0].value).grad() if False else leak[0].grad(np.ones(3))
+        leak[0].grad(np.ones(3))
 
 
 def test_live_tracers_are_not_escaped():
