@@ -12,7 +12,7 @@ graphs with code generation, and source-to-source transformation.
 5.077582561890373 0.5
 """
 from . import _dispatch, rules  # noqa: F401  (registers the built-in rules)
-from .core import Primitive, primitive
+from .core import EscapedTracerError, Primitive, primitive
 from . import forward, reverse
 from .forward import Dual
 from .reverse import Grad, Tape, Var
@@ -31,7 +31,7 @@ _allocator.settle()  # glibc's steady state for arrays of a few hundred kB; see 
 
 from ._version import __version__  # noqa: E402,F401
 
-__all__ = ["Primitive", "primitive", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
+__all__ = ["Primitive", "primitive", "EscapedTracerError", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
            "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp", "taylor", "check_grad",
            "trace", "Graph", "compile", "to_dot", "source", "checkpoint", "scan",
            "checkpoint_schedule"]

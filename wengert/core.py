@@ -31,7 +31,8 @@ import sys
 
 import numpy as np
 
-__all__ = ["Primitive", "primitive", "Tracer", "Trace", "new_level", "shape_of", "ndim_of"]
+__all__ = ["Primitive", "primitive", "Tracer", "Trace", "EscapedTracerError", "new_level",
+           "shape_of", "ndim_of"]
 
 _levels = itertools.count(1)
 
@@ -53,13 +54,76 @@ def ndim_of(x):
     return getattr(x, "ndim", 0)
 
 
+class EscapedTracerError(RuntimeError):
+    """A tracer was used after the transform that made it had finished.
+
+    It escaped the function (a global, a list, a closure): its derivative belongs to a
+    computation that is over, so any answer computed from it would be wrong.
+    """
+
+
+# The level of a finished trace: above every live one, so ``Primitive.__call__`` sends any
+# operation that touches one of its tracers to its ``process``, which raises. A dead
+# tracer is therefore never taken for an outer transform's constant, and the dispatch
+# loop pays nothing for the check.
+DEAD_LEVEL = sys.maxsize
+
+
 class Trace:
     """One active differentiation: a forward perturbation, a tape, a graph."""
 
     level = 0
+    # once the transform that ran it has returned: (transform name, function, live level)
+    finished_by = None
+    tracer_name = "traced value"
 
     def process(self, prim, args, params):  # pragma: no cover - interface
         raise NotImplementedError
+
+    # -- liveness --------------------------------------------------------------------------
+    def finish(self, transform, fn=None):
+        """The transform ``transform`` (e.g. ``"wg.grad"``) of ``fn`` has returned: from now
+        on this trace's tracers are dead and using one raises ``EscapedTracerError``."""
+        if self.finished_by is None:
+            self.finished_by = (transform, fn, self.level)
+            self.level = DEAD_LEVEL
+
+    def revive(self):
+        """Undo ``finish`` (a ``vjp`` pullback sweeping its tape again); returns the
+        transform and function to pass back to ``finish``."""
+        by = self.finished_by
+        if by is None:
+            return None
+        self.level = by[2]
+        self.finished_by = None
+        return by[:2]
+
+    def escaped(self, what=None):
+        """The ``EscapedTracerError`` to raise for a use (``what``) of a dead tracer."""
+        transform, fn = (self.finished_by or ("a transform", None))[:2]
+        made_by = transform if fn is None else f"{transform}({_function_name(fn)})"
+        use = f" ({what})" if what else ""
+        return EscapedTracerError(
+            f"this {self.tracer_name} was made by {made_by}, which has finished: it escaped "
+            f"the function (e.g. stored in a global, a list or a closure) and was used "
+            f"afterwards{use}, where its derivative would be wrong. Return it from the "
+            f"function instead (wg.grad(f, has_aux=True) returns values besides the "
+            f"gradient), or keep its plain value, x.value.")
+
+
+def _function_name(fn):
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+def check_live(x, what):
+    """Raise ``EscapedTracerError`` if ``x`` or a tracer under it is dead; ``what`` says
+    where it was met, or a function giving that. For boundaries, not every operation."""
+    while isinstance(x, Tracer):
+        tr = x._trace
+        if tr.finished_by is not None:
+            raise tr.escaped(what() if callable(what) else what)
+        x = x.value
 
 
 class Tracer:

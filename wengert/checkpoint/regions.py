@@ -80,10 +80,15 @@ def _escapes(leaves, tape):
 
 
 class _SubtapeVJP:
-    """Run ``fn`` on a fresh sub-tape of ``tape`` and pull cotangents back through it."""
+    """Run ``fn`` on a fresh sub-tape of ``tape`` and pull cotangents back through it.
 
-    def __init__(self, tape):
+    Each sub-tape is finished once swept: ``transform`` (``"wg.checkpoint"``) of ``user_fn``
+    names it to a Var that escapes the user's function in the reverse sweep.
+    """
+
+    def __init__(self, tape, transform, user_fn):
         self.tape = tape
+        self.transform, self.user_fn = transform, user_fn
         self.captured = {}  # parent-tape Var index -> accumulated cotangent
         self._owned = set()  # indices whose accumulator is our own array (add in place)
 
@@ -94,6 +99,12 @@ class _SubtapeVJP:
         of the parent tape's Vars that ``fn`` read into ``self.captured``.
         """
         sub = self.tape.subtape()
+        try:
+            return self._on(sub, fn, in_vals, want, out_cts)
+        finally:
+            sub.finish(self.transform, self.user_fn)
+
+    def _on(self, sub, fn, in_vals, want, out_cts):
         ins = [sub._leaf(v) if w else v for v, w in zip(in_vals, want)]
         # the redirection lasts through the sweep: pullbacks of regions recorded on the
         # sub-tape (nested scans and checkpoints) run user code that reads our Vars again
@@ -181,7 +192,7 @@ def checkpoint(f):
             return [ol[j] for j in live]
 
         def pullback(gs):
-            vjp = _SubtapeVJP(tape)
+            vjp = _SubtapeVJP(tape, "wg.checkpoint", f)
             cts = vjp(run, vals, in_want, list(gs))
             res = [c for c, w in zip(cts, want) if w]
             res += [vjp.captured.get(v.index) for v in captured]

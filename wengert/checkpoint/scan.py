@@ -190,7 +190,8 @@ def while_loop(cond, body, init, *, checkpoint="ctz", snapshots=None, inverse=No
     tape = _top_trace(init_leaves)
     if not isinstance(tape, Tape):
         return _plain_while(cond, step, init)
-    sc = _Scan(step, init_leaves, carry_def, [], None, None, tape, None, inverse)
+    sc = _Scan(step, init_leaves, carry_def, [], None, None, tape, None, inverse,
+               origin=("while_loop", body))
     sc.cond = cond
     return sc.run_while(init, cond, checkpoint, snapshots)
 
@@ -206,8 +207,10 @@ class _Scan:
     """A scan recorded as one node on ``tape``; its pullback executes the schedule."""
 
     def __init__(self, step, init_leaves, carry_def, xs_leaves, xs_def, n, tape, schedule,
-                 inverse):
-        # schedule(): a fresh generator of the actions (never held whole)
+                 inverse, origin=None):
+        # schedule(): a fresh generator of the actions (never held whole); origin: the
+        # transform and user function that name the step's escaped Vars
+        self.origin = origin or ("wg.scan", step)
         self.tape, self.schedule, self.n = tape, schedule, n
         self.init_vals, self.init_owned = _strip(init_leaves, tape)
         self.xs_vals, self.xs_owned = _strip(xs_leaves, tape)
@@ -354,7 +357,7 @@ class _Scan:
         else:  # called again: rebuild the forward phase's snapshots first
             with tape.paused({}):
                 cur, stored, _, rest = self._forward_phase(collect=False)
-        vjp = _SubtapeVJP(tape)
+        vjp = _SubtapeVJP(tape, *self.origin)
         carry_want = [_is_float(v) for v in self.init_vals]
         x_want = list(self.xs_want)
         g_xs = [[None] * n if w else None for w in x_want]

@@ -183,7 +183,7 @@ class Compiled:
                     "independent (wnp.where).", RuntimeWarning, stacklevel=3)
             return self.f(*args, **kwargs)
         try:
-            raw = trace(self.f, *_plain(args), **kwargs)
+            raw = trace(self.f, *_plain(args), _transform="wg.compile", **kwargs)
         except ForeignTracerError:
             # f closes over a value of an outer transform: no graph of it exists alone
             return self.f(*args, **kwargs)

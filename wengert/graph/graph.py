@@ -18,7 +18,7 @@ import inspect
 import numpy as np
 
 from .. import transforms
-from ..core import Tracer, plain_store_errors
+from ..core import Tracer, check_live, plain_store_errors
 from ..reverse import Var
 from ..tree import flatten, unflatten
 from .codegen import build_function, generate
@@ -240,7 +240,7 @@ def _func_name(f):
 
 
 @plain_store_errors
-def trace(f, *example_args, _names=None, _name=None, **kwargs):
+def trace(f, *example_args, _names=None, _name=None, _transform="wg.trace", **kwargs):
     """Run ``f`` once on tracing values; return the :class:`~wengert.graph.Graph` it ran.
 
     Float and array leaves of the arguments (pytrees allowed) become graph inputs;
@@ -265,6 +265,7 @@ def trace(f, *example_args, _names=None, _name=None, **kwargs):
     input_nodes = []
     for x in leaves:
         if _is_input(x):
+            check_live(x, lambda: f"passed to {_transform}")
             x = _plain(x)
             t = tr.input(x)
             slots.append(len(input_nodes))
@@ -278,12 +279,14 @@ def trace(f, *example_args, _names=None, _name=None, **kwargs):
         out = f(*args, **kwargs)
     finally:
         tr.finished = True
+        tr.finish(_transform, f)
     out_leaves, out_def = flatten(out)
     outputs = []
     for o in out_leaves:
         if isinstance(o, GraphTracer) and o._trace is tr:
             outputs.append(o.node)
         elif isinstance(o, Tracer):
+            check_live(o, lambda: f"returned by the function given to {_transform}")
             raise TypeError("wg.trace: the function returned a value traced by an outer "
                             "transform; trace functions of their arguments only")
         else:

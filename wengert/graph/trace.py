@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dispatch
-from ..core import Tracer, new_level, Trace
+from ..core import Tracer, check_live, new_level, Trace
 from ..rules.logic import LOGIC as _LOGIC, SAME_VALUE as _SAME_VALUE, invert as _INVERT, \
     nondiff_for as _nondiff_for
 from .ir import Node
@@ -64,15 +64,9 @@ class GraphTrace(Trace):
     def input(self, value):
         return GraphTracer(value, self, self._add(Node("input", value=value)))
 
-    def _escaped(self):
-        return RuntimeError(
-            "a value traced by wg.trace / wg.compile was used after its trace finished (it "
-            "escaped the traced function, e.g. stored in a global or a closure). Return it "
-            "from the function instead.")
-
     def process(self, prim, args, params):
         if self.finished:
-            raise self._escaped()
+            raise self.escaped(f"in {prim.name}")  # (core.Trace: one message for every engine)
         ins = []
         vals = []
         for a in args:
@@ -96,7 +90,7 @@ class GraphTrace(Trace):
 
     def guard(self, tracer):
         if self.finished:
-            raise self._escaped()
+            raise self.escaped("in an if or bool()")
         b = bool(tracer.value)
         self.guards.append((tracer.node, b))
         return b
@@ -105,7 +99,7 @@ class GraphTrace(Trace):
         """Record that the graph holds only while ``tracer`` has the value it has now
         (a count, an index, a number read with ``.item()``); returns that value."""
         if self.finished:
-            raise self._escaped()
+            raise self.escaped("in a conversion to a number")
         v = tracer.value
         if isinstance(v, (bool, np.bool_)) or (isinstance(v, np.ndarray) and v.dtype == bool
                                                 and v.size == 1):
