@@ -617,3 +617,47 @@ def test_while_loop_strategies_and_counts():
     assert wg.grad(lambda x: while_loop(lambda c: c < 0.0, lambda c: c * 3.0, x))(2.0) == 1.0
     with pytest.raises(ValueError, match="binomial"):
         while_loop(lambda c: False, lambda c: c, 1.0, checkpoint="binomial")
+
+
+# -- escaped tracers: the sub-tapes of a reverse sweep die with it -----------------------------
+def _escape_checks(leak, name):
+    tracers = [t for t in leak if isinstance(t, wg.core.Tracer)]
+    assert tracers  # the reverse sweep ran the function again on a sub-tape
+    for t in tracers:
+        for use in (lambda t: t * 2.0, np.sin, lambda t: wg.grad(lambda y: wnp.sum(t * y))(1.0),
+                    lambda t: wg.grad(lambda y: y)(t)):
+            with pytest.raises(wg.EscapedTracerError, match=rf"made by {name}, which has"):
+                use(t)
+        assert not isinstance(t.value, wg.core.Tracer)  # the value is still readable
+
+
+def test_escaped_tracers_of_checkpoint_and_scan():
+    from wengert.checkpoint import while_loop
+    x = np.array([0.5, 1.0, 1.5])
+
+    def block(v):
+        leak.append(v * 2.0)
+        return wnp.sin(v)
+
+    leak = []
+    wg.grad(lambda v: wnp.sum(wg.checkpoint(block)(v)))(x)
+    _escape_checks(leak, r"wg\.checkpoint\(block\)")
+    leak = []
+    wg.vjp(lambda v: wg.checkpoint(block)(v), x)[1](np.ones(3))  # a pullback called later
+    _escape_checks(leak, r"wg\.checkpoint\(block\)")
+
+    def step(c, xi):
+        leak.append(c * 2.0)
+        return c * wnp.cos(xi), None
+
+    for how in ("all", "ctz", "binomial"):
+        leak = []
+        wg.grad(lambda v: wg.scan(step, 0.5, v, checkpoint=how)[0])(x)
+        _escape_checks(leak, r"wg\.scan\(step\)")
+
+    def body(c):
+        return step(c[0], c[1])[0], c[1] / 2
+
+    leak = []
+    wg.grad(lambda a: while_loop(lambda c: c[1] > 0.1, body, (a, a))[0])(1.0)
+    _escape_checks(leak, r"while_loop\(body\)")

@@ -1,5 +1,6 @@
 """The seeds' worked examples and the contract of API.md sections 1-3."""
 import collections
+import re
 import math
 import operator
 
@@ -605,3 +606,167 @@ def test_engines_fast_paths_read_the_public_hook(monkeypatch):
         dispatch.install_fast_paths(cls, b, u)
     assert wg.derivative(lambda x: x * 3.0)(2.0) == 3.0 and seen[-1] == (2.0, 3.0)
     assert wg.grad(lambda x: 4.0 * x)(2.0) == 4.0 and seen[-1] == (4.0, 2.0)
+
+
+# -- escaped tracers: a transform's tracers die when it returns ------------------------------
+def _leaky(leak):
+    def leaky(x):
+        leak.append(x * 2.0)  # a tracer of the running transform, kept past its end
+        return wnp.sum(wnp.sin(x))
+    return leaky
+
+
+_X3 = np.array([0.5, 1.0, 1.5])
+# transform -> (how to run it on a leaky function, the name its message gives)
+_LEAKING = {
+    "grad": (lambda f: wg.grad(f)(_X3), "wg.grad"),
+    "value_and_grad": (lambda f: wg.value_and_grad(f)(_X3), "wg.value_and_grad"),
+    "vjp": (lambda f: wg.vjp(f, _X3)[1](1.0), "wg.vjp"),
+    "jvp": (lambda f: wg.jvp(f, (_X3,), (np.ones(3),)), "wg.jvp"),
+    "derivative": (lambda f: wg.derivative(f)(0.5), "wg.derivative"),
+    "derivative order 3": (lambda f: wg.derivative(f, order=3)(0.5), "wg.derivative"),
+    "jacobian forward": (lambda f: wg.jacobian(f, mode="forward")(_X3), "wg.jacobian"),
+    "jacobian reverse": (lambda f: wg.jacobian(f, mode="reverse")(_X3), "wg.jacobian"),
+    "jacobian auto": (lambda f: wg.jacobian(f)(_X3), "wg.jacobian"),
+    "hessian": (lambda f: wg.hessian(f)(_X3), "wg.hessian"),
+    "hvp": (lambda f: wg.hvp(f, _X3, np.ones(3)), "wg.hvp"),
+    "taylor": (lambda f: wg.taylor(f, _X3, np.ones(3), 3), "wg.taylor"),
+}
+
+# a use of an escaped tracer t -> what it computes; every one must raise
+_USES = {
+    "operator": lambda t: t * 2.0,
+    "reflected operator": lambda t: 2.0 - t,
+    "with itself": lambda t: t * t,
+    "negation": lambda t: -t,
+    "NumPy ufunc": np.sin,
+    "NumPy function": np.sum,
+    "wengert.numpy": wnp.exp,
+    "method": lambda t: t.sum(),
+    "indexing": lambda t: t[..., 0] if wnp.ndim(t) else t[()],
+    "beside a live Var": lambda t: wg.grad(lambda y: wnp.sum(t * y))(1.0),
+    "beside a live Var, reflected": lambda t: wg.grad(lambda y: wnp.sum(y * t))(1.0),
+    "beside a live Dual": lambda t: wg.derivative(lambda y: wnp.sum(y * t))(1.0),
+    "closed over by a later taylor": lambda t: wg.taylor(lambda y: wnp.sum(t) * y, 1.0, 1.0, 2),
+    "argument of a later grad": lambda t: wg.grad(lambda y: wnp.sum(y))(t),
+    "argument of a later jvp": lambda t: wg.jvp(lambda y: y, (t,), (t.value,)),
+    "argument of a later derivative": lambda t: wg.derivative(lambda y: y)(t),
+    "argument of a later jacobian": lambda t: wg.jacobian(lambda y: y)(t),
+    "argument of a later taylor": lambda t: wg.taylor(lambda y: y, t, t.value, 2),
+    "returned from a later jvp": lambda t: wg.jvp(lambda y: (y, t), (1.0,), (1.0,)),
+    "returned from a later grad": lambda t: wg.grad(lambda y: (y, t), has_aux=True)(1.0),
+    "returned from a later vjp": lambda t: wg.vjp(lambda y: (y, t), 1.0),
+    "returned from a later jacobian": lambda t: wg.jacobian(lambda y: (y, t))(1.0),
+    "returned from a later taylor": lambda t: wg.taylor(lambda y: (y, t), 1.0, 1.0, 2),
+}
+
+
+def _leaked(transform):
+    run, _ = _LEAKING[transform]
+    leak = []
+    run(_leaky(leak))
+    leak = [t for t in leak if isinstance(t, wg.core.Tracer)]  # (jacobian's plain probe run)
+    assert leak
+    return leak
+
+
+@pytest.mark.parametrize("transform", sorted(_LEAKING))
+@pytest.mark.parametrize("use", sorted(_USES))
+def test_escaped_tracer_raises_naming_its_transform(transform, use):
+    """Used after its transform returned, a tracer raises: never a Var or Dual as a result,
+    nor a constant by the level-based dispatch (which would give a wrong derivative)."""
+    name = _LEAKING[transform][1]
+    for t in _leaked(transform):
+        with pytest.raises(wg.EscapedTracerError,
+                           match=rf"made by {re.escape(name)}\(leaky\), which has finished"):
+            _USES[use](t)
+
+
+@pytest.mark.parametrize("transform", sorted(_LEAKING))
+def test_escaped_tracer_value_is_readable(transform):
+    """``.value`` (down to the plain number) and ``repr`` of a dead tracer still work."""
+    for t in _leaked(transform):
+        v = t
+        while isinstance(v, wg.core.Tracer):
+            repr(v)
+            v = v.value
+        x = 0.5 if transform.startswith("derivative") else _X3
+        np.testing.assert_allclose(v, 2.0 * x)
+
+
+def test_escaped_tracer_message_says_what_to_do():
+    leak = []
+    wg.grad(_leaky(leak))(_X3)
+    with pytest.raises(wg.EscapedTracerError) as info:
+        leak[0] * 2.0
+    msg = str(info.value)
+    assert msg.startswith("this Var was made by wg.grad(leaky)")
+    assert "escaped" in msg and "Return it from the function" in msg and "x.value" in msg
+    assert isinstance(info.value, RuntimeError)  # as graph tracers raised before
+
+
+def test_tracer_escaping_an_inner_transform_dies_while_the_outer_runs():
+    leak = []
+
+    def outer(x):
+        inner = wg.grad(lambda y: (leak.append(y * x), y * x)[1])(1.0)
+        return inner * leak[0]  # the inner grad has returned: its Var is dead
+
+    with pytest.raises(wg.EscapedTracerError, match=r"wg\.grad\(<lambda>\)"):
+        wg.grad(outer)(2.0)
+    with pytest.raises(wg.EscapedTracerError, match=r"wg\.grad\(<lambda>\)"):
+        wg.derivative(outer)(2.0)
+
+
+def test_escaped_tracer_cannot_be_swept():
+    leak = []
+    wg.grad(_leaky(leak))(_X3)
+    with pytest.raises(wg.EscapedTracerError, match=r"v\.grad\(\)"):
+        leak[0].grad(np.ones(3))
+
+
+def test_live_tracers_are_not_escaped():
+    """Outer tracers inside inner transforms, closures over them, user tapes, reused pullbacks."""
+    assert wg.grad(lambda x: wg.grad(lambda y: x * y)(1.0))(2.0) == 1.0
+    assert wg.derivative(lambda x: wg.derivative(lambda y: x * y * y)(1.0))(2.0) == 2.0
+    assert wg.grad(lambda x: wg.derivative(lambda y: x * wnp.sin(y))(1.0))(2.0) == np.cos(1.0)
+    assert wg.grad(lambda x: wg.jvp(lambda y: x * y, (1.0,), (1.0,))[0])(3.0) == 1.0
+    assert wg.derivative(lambda a: wg.taylor(lambda x: a * wnp.exp(x), 0.0, 1.0, 2)[2])(2.0) \
+        == 0.5
+    np.testing.assert_allclose(wg.hessian(lambda x: wnp.sum(x ** 3))(np.array([1.0, 2.0])),
+                               np.diag([6.0, 12.0]))
+    # a tape the user made: its Vars live as long as the user uses them
+    t = wg.Tape()
+    x, y = t.var(X), t.var(Y)
+    z = x * y + wnp.sin(x)
+    g = z.grad()
+    w = z * 2.0  # after a sweep: still live
+    assert (g.wrt(x), g.wrt(y)) == (DZDX, DZDY)
+    assert w.grad().wrt(x) == 2 * DZDX
+    # a vjp's pullback sweeps its (finished) tape again, checkpointed regions included
+    W = np.arange(3.0)
+    out, pb = wg.vjp(lambda W: wnp.sum(wg.checkpoint(lambda x: W * wnp.sin(x))(np.ones(3))), W)
+    np.testing.assert_allclose(pb(1.0)[0], np.sin(1.0) * np.ones(3))
+    np.testing.assert_allclose(pb(2.0)[0], 2 * np.sin(1.0) * np.ones(3))
+    # a tracer leaked by a transform is dead, yet the results of that transform are plain
+    leak = []
+    gx = wg.grad(_leaky(leak))(_X3)
+    np.testing.assert_allclose(gx * 2.0, 2 * np.cos(_X3))
+
+
+def test_dead_tracer_is_reported_before_a_live_trace_sees_it():
+    """A finished trace outranks every live one in the dispatch: a rule written for plain
+    values never meets a dead tracer as if it were an outer transform's constant."""
+    @wg.primitive
+    def scaled(x, c):
+        return x * c
+
+    @scaled.rrule
+    def _(x, c):
+        c = np.asarray(c)  # plain values only, as a rule may assume
+        return x * c, lambda g: (g * c, None)
+
+    leak = []
+    wg.derivative(_leaky(leak))(0.5)
+    with pytest.raises(wg.EscapedTracerError, match="wg.derivative"):
+        wg.grad(lambda x: scaled(x, leak[0]))(1.0)

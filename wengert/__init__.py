@@ -13,7 +13,7 @@ graphs with code generation, and source-to-source transformation.
 """
 # the floors, bottom up: each module imports only those below it
 from . import _allocator
-from .core import Primitive, primitive
+from .core import EscapedTracerError, Primitive, primitive
 from . import rules  # noqa: F401  (registers the built-in rules)
 from . import numpy  # noqa: F401  (installs NumPy's protocols on tracers: wengert._dispatch)
 from .forward import Dual
@@ -25,9 +25,9 @@ from .checkpoint import checkpoint, checkpoint_schedule, scan
 
 _allocator.settle()  # glibc's steady state for arrays of a few hundred kB; see _allocator
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402,F401
 
-__all__ = ["Primitive", "primitive", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
+__all__ = ["Primitive", "primitive", "EscapedTracerError", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
            "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp", "taylor", "check_grad",
            "trace", "Graph", "compile", "to_dot", "source", "checkpoint", "scan",
            "checkpoint_schedule"]

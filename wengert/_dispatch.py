@@ -14,8 +14,8 @@ import numpy as np
 
 from .core import Primitive, Tracer
 from .rules import OPERATORS
+from .rules.conversion import astype
 from .rules.indexing import sort_inplace
-from .rules.joining import astype
 
 _namespace = None  # the namespace that installed the dispatch (wengert.numpy): see ``install``
 

@@ -1,4 +1,4 @@
-"""Array bookkeeping every engine and rule shares: shapes, dtypes, zeros, summing back.
+"""Array bookkeeping every engine and rule shares: shapes, dtypes, zeros, broadcasting.
 
 These helpers take any array: a plain NumPy one takes NumPy's own (fast) route, and a
 traced value takes the same calls through NumPy's protocols (its methods ``.sum``,
@@ -9,7 +9,7 @@ module names no primitive and imports nothing from wengert: it is the lowest flo
 import numpy as np
 
 __all__ = ["shape_of", "ndim_of", "dtype_of", "zeros_like_value", "broadcast_view", "sum_to",
-           "insert_axes"]
+           "insert_axes", "unbroadcast", "real_for_real", "fill_tangent", "expand_tangents"]
 
 
 def shape_of(x):
@@ -89,3 +89,86 @@ def insert_axes(t, nb, k):
     """Insert ``k`` unit axes after the ``nb`` batch axes of ``t``."""
     s = shape_of(t)
     return t.reshape(s[:nb] + (1,) * k + s[nb:])
+
+
+# -- broadcasting: what the core does for every primitive declared ``broadcasting=True`` ---
+def unbroadcast(g, x, ans):
+    """Sum a cotangent of ``ans`` (with leading batch axes) back to ``x``'s shape."""
+    tx = type(x)
+    if tx is type(g) and (tx is float or (tx is np.ndarray and x.shape == g.shape
+                                          and (g.dtype.kind != "c" or x.dtype.kind == "c"))):
+        return g  # the common cases, quickly
+    gv, xv = g, x
+    while hasattr(gv, "_trace"):  # traced (forward over reverse): look underneath
+        gv = gv.value
+    while hasattr(xv, "_trace"):
+        xv = xv.value
+    xs = shape_of(xv)
+    if shape_of(gv) == xs and (type(gv) is float or type(gv) is not complex
+                               and getattr(gv, "dtype", _FLOAT).kind != "c"):
+        return g  # of the right shape, and real
+    g = real_for_real(g, x)
+    gs = shape_of(g)
+    nb = len(gs) - ndim_of(ans)
+    if nb < 0:  # a cotangent that is still a scalar broadcast
+        nb = 0
+    if gs[nb:] == xs:
+        return g
+    return sum_to(g, nb, xs)
+
+
+_FLOAT = np.dtype(float)
+
+
+def real_for_real(g, x):
+    """A real argument's cotangent is real (``x * 1j``: JAX's complex convention)."""
+    if type(g) is complex:
+        return g if isinstance(x, complex) or getattr(x, "dtype", _FLOAT).kind == "c" \
+            else g.real
+    dg = getattr(g, "dtype", None)
+    if dg is None or dg.kind != "c":
+        return g
+    if isinstance(x, complex) or getattr(x, "dtype", _FLOAT).kind == "c":
+        return g
+    return g.real  # a traced value's records the real primitive
+
+
+def fill_tangent(t, ans):
+    """Broadcast a tangent that only some arguments fed (e.g. ``x + c``) to ``ans``'s shape."""
+    if t is None:
+        return t
+    a_s, ts = shape_of(ans), shape_of(t)
+    if ts == a_s:
+        return t  # the common case, quickly
+    nb = max(0, len(ts) - len(a_s))
+    if ts[nb:] == a_s:
+        return t
+    return broadcast_view(t, ts[:nb] + a_s)  # a traced one's records broadcast_to
+
+
+def expand_tangents(primals, tangents):
+    """Give a batched tangent of a lower-rank argument its broadcast axes."""
+    for p, t in zip(primals, tangents):
+        if t is not None and ndim_of(t) > ndim_of(p):
+            break
+    else:
+        return tangents  # nothing batched: the common case, quickly
+    nd = 0
+    for p in primals:
+        if type(p) is not float:
+            k = ndim_of(p)
+            if k > nd:
+                nd = k
+    if nd == 0:
+        return tangents
+    out = None
+    for i, (p, t) in enumerate(zip(primals, tangents)):
+        if t is None:
+            continue
+        k = ndim_of(p)
+        tn = ndim_of(t)
+        if k < nd and tn > k:  # batched and of lower rank than the result
+            if out is None:
+                out = list(tangents)
+            out[i] = insert_axes(t, tn - k, nd - k)
+    return tangents if out is None else out

@@ -21,8 +21,16 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 
+import numpy as np
+
+from ._version import __version__
+from .explore import serve
 from .expr import ExprError, parse
+from .expr_derivatives import gradient, programs
+from .reverse import Tape, Var
+from .transforms import derivative
 
 __all__ = ["main"]
 
@@ -57,7 +65,6 @@ def _protect_expression(argv):
 
 
 def _build_parser():
-    from . import __version__
     p = _Parser(prog="wengert", description="Automatic differentiation from the command line.")
     p.add_argument("--version", action="version", version=f"wengert {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -135,28 +142,6 @@ def _jsonable(v):
     return v if math.isfinite(v) else str(v)
 
 
-def programs(expr, name="f"):
-    """``(forward_text, reverse_text)`` from :mod:`wengert.source`, or ``None``."""
-    try:
-        from .source import programs_from_source
-    except ImportError:
-        return None
-    return programs_from_source(expr.python_source(name), name)
-
-
-def gradient(expr, env):
-    """``(value, {name: partial})`` by one reverse sweep (``wg.value_and_grad``)."""
-    import wengert as wg
-    names = expr.variables
-    args = tuple(env[n] for n in names)
-    if not names:
-        return expr.evaluate({}), {}
-    import numpy as np
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        value, g = wg.value_and_grad(expr, argnums=tuple(range(len(names))))(*args)
-    return value, dict(zip(names, g))
-
-
 # -- commands ----------------------------------------------------------------------------
 def cmd_diff(args, out):
     expr = parse(args.expr)
@@ -214,19 +199,17 @@ def cmd_plot(args, out):
         raise UsageError(f"--range needs A < B, got {args.range_!r}")
     if not 2 <= args.points <= 100_000:
         raise UsageError("--points must be between 2 and 100000")
-    try:
+    try:  # matplotlib is optional (the "plot" extra): loaded only here
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         raise _MissingDependency("plot needs matplotlib: pip install 'wengert[plot]' "
                                  "(or pip install matplotlib)") from None
-    import numpy as np
-    import wengert as wg
     (name,) = expr.variables
     xs = np.linspace(lo, hi, args.points)
     fs, dfs = [], []
-    df = wg.derivative(expr)
+    df = derivative(expr)
     for x in xs:
         try:
             fs.append(float(expr(float(x))))
@@ -247,7 +230,6 @@ def cmd_plot(args, out):
     ax.set_xlabel(name)
     ax.legend()
     ax.grid(alpha=0.3)
-    import warnings
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         fig.tight_layout()
@@ -262,13 +244,12 @@ def tape_dot(expr, env):
 
     Inputs are named by their variables; every node shows its value.
     """
-    import wengert as wg
-    tape = wg.Tape()
+    tape = Tape()
     env_vars = {k: tape.var(v) for k, v in env.items()}
     vals = expr.evaluate_all(env_vars)
     values = {}
     for v in vals:
-        if isinstance(v, wg.Var) and v.tape is tape:
+        if isinstance(v, Var) and v.tape is tape:
             values[v.index] = v.value
     names = {v.index: k for k, v in env_vars.items()}
     lines = ["digraph tape {", "  rankdir=TB;", '  node [shape=box, fontname="Helvetica"];']
@@ -309,7 +290,6 @@ def cmd_dot(args, out):
 
 
 def cmd_explore(args, out):
-    from .explore import serve
     if not 0 <= args.port <= 65535:
         raise UsageError("--port must be between 0 and 65535")
     return serve(host=args.host, port=args.port, open_browser=not args.no_browser, out=out)
@@ -353,10 +333,6 @@ def main(argv=None, *, stdout=None, stderr=None):
 def _one_line(e):
     s = " ".join(str(e).split())
     return s[:500]
-
-
-def _entry():  # pragma: no cover - the console script
-    sys.exit(main())
 
 
 if __name__ == "__main__":  # pragma: no cover

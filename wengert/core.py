@@ -35,10 +35,12 @@ import sys
 
 import numpy as np
 
-from .arrays import broadcast_view, insert_axes, ndim_of, shape_of, sum_to, zeros_like_value
+from .arrays import (expand_tangents as _expand_tangents, fill_tangent as _fill_tangent, ndim_of,
+                     shape_of, unbroadcast as _unbroadcast, zeros_like_value)
 
-__all__ = ["Primitive", "primitive", "Partials", "Tracer", "Trace", "new_level", "shape_of",
-           "ndim_of", "check_differentiable", "leaf_dtype", "NoDerivative"]
+__all__ = ["Primitive", "primitive", "Partials", "Tracer", "Trace", "EscapedTracerError",
+           "new_level", "shape_of", "ndim_of", "check_differentiable", "check_live",
+           "leaf_dtype", "NoDerivative"]
 
 _levels = itertools.count(1)
 
@@ -48,13 +50,76 @@ def new_level():
     return next(_levels)
 
 
+class EscapedTracerError(RuntimeError):
+    """A tracer was used after the transform that made it had finished.
+
+    It escaped the function (a global, a list, a closure): its derivative belongs to a
+    computation that is over, so any answer computed from it would be wrong.
+    """
+
+
+# The level of a finished trace: above every live one, so ``Primitive.__call__`` sends any
+# operation that touches one of its tracers to its ``process``, which raises. A dead
+# tracer is therefore never taken for an outer transform's constant, and the dispatch
+# loop pays nothing for the check.
+DEAD_LEVEL = sys.maxsize
+
+
 class Trace:
     """One active differentiation: a forward perturbation, a tape, a graph."""
 
     level = 0
+    # once the transform that ran it has returned: (transform name, function, live level)
+    finished_by = None
+    tracer_name = "traced value"
 
     def process(self, prim, args, params):  # pragma: no cover - interface
         raise NotImplementedError
+
+    # -- liveness --------------------------------------------------------------------------
+    def finish(self, transform, fn=None):
+        """The transform ``transform`` (e.g. ``"wg.grad"``) of ``fn`` has returned: from now
+        on this trace's tracers are dead and using one raises ``EscapedTracerError``."""
+        if self.finished_by is None:
+            self.finished_by = (transform, fn, self.level)
+            self.level = DEAD_LEVEL
+
+    def revive(self):
+        """Undo ``finish`` (a ``vjp`` pullback sweeping its tape again); returns the
+        transform and function to pass back to ``finish``."""
+        by = self.finished_by
+        if by is None:
+            return None
+        self.level = by[2]
+        self.finished_by = None
+        return by[:2]
+
+    def escaped(self, what=None):
+        """The ``EscapedTracerError`` to raise for a use (``what``) of a dead tracer."""
+        transform, fn = (self.finished_by or ("a transform", None))[:2]
+        made_by = transform if fn is None else f"{transform}({_function_name(fn)})"
+        use = f" ({what})" if what else ""
+        return EscapedTracerError(
+            f"this {self.tracer_name} was made by {made_by}, which has finished: it escaped "
+            f"the function (e.g. stored in a global, a list or a closure) and was used "
+            f"afterwards{use}, where its derivative would be wrong. Return it from the "
+            f"function instead (wg.grad(f, has_aux=True) returns values besides the "
+            f"gradient), or keep its plain value, x.value.")
+
+
+def _function_name(fn):
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+def check_live(x, what):
+    """Raise ``EscapedTracerError`` if ``x`` or a tracer under it is dead; ``what`` says
+    where it was met, or a function giving that. For boundaries, not every operation."""
+    while isinstance(x, Tracer):
+        tr = x._trace
+        if tr.finished_by is not None:
+            raise tr.escaped(what() if callable(what) else what)
+        x = x.value
 
 
 class Tracer:
@@ -240,6 +305,8 @@ def check_differentiable(x, what):
     """
     if type(x) is float or (type(x) is np.ndarray and x.dtype.kind == "f"):
         return  # the common cases, quickly
+    if isinstance(x, Tracer):  # nested transforms: an outer tracer, which must be live
+        check_live(x, lambda: f"passed to {what() if callable(what) else what}")
     dt = leaf_dtype(x)
     if dt is None or not np.issubdtype(dt, np.floating):
         if callable(what):
@@ -646,88 +713,6 @@ class _UnbroadcastPullback(_CheckedPullback):
         ans = self.ans
         return [None if c is None or not need else _unbroadcast(c, x, ans)
                 for c, x, need in zip(cts, self.primals, self.needs)]
-
-
-def _unbroadcast(g, x, ans):
-    """Sum a cotangent of ``ans`` (with leading batch axes) back to ``x``'s shape."""
-    tx = type(x)
-    if tx is type(g) and (tx is float or (tx is np.ndarray and x.shape == g.shape
-                                          and (g.dtype.kind != "c" or x.dtype.kind == "c"))):
-        return g  # the common cases, quickly
-    gv, xv = g, x
-    while isinstance(gv, Tracer):  # traced (forward over reverse): look underneath
-        gv = gv.value
-    while isinstance(xv, Tracer):
-        xv = xv.value
-    xs = shape_of(xv)
-    if shape_of(gv) == xs and (type(gv) is float or type(gv) is not complex
-                               and getattr(gv, "dtype", _FLOAT).kind != "c"):
-        return g  # of the right shape, and real
-    g = _real_for_real(g, x)
-    gs = shape_of(g)
-    nb = len(gs) - ndim_of(ans)
-    if nb < 0:  # a cotangent that is still a scalar broadcast
-        nb = 0
-    if gs[nb:] == xs:
-        return g
-    return sum_to(g, nb, xs)
-
-
-_FLOAT = np.dtype(float)
-
-
-def _real_for_real(g, x):
-    """A real argument's cotangent is real (``x * 1j``: JAX's complex convention)."""
-    if type(g) is complex:
-        return g if isinstance(x, complex) or getattr(x, "dtype", _FLOAT).kind == "c" \
-            else g.real
-    dg = getattr(g, "dtype", None)
-    if dg is None or dg.kind != "c":
-        return g
-    if isinstance(x, complex) or getattr(x, "dtype", _FLOAT).kind == "c":
-        return g
-    return g.real  # a traced value's records the real primitive
-
-
-def _fill_tangent(t, ans):
-    """Broadcast a tangent that only some arguments fed (e.g. ``x + c``) to ``ans``'s shape."""
-    if t is None:
-        return t
-    a_s, ts = shape_of(ans), shape_of(t)
-    if ts == a_s:
-        return t  # the common case, quickly
-    nb = max(0, len(ts) - len(a_s))
-    if ts[nb:] == a_s:
-        return t
-    return broadcast_view(t, ts[:nb] + a_s)  # a traced one's records broadcast_to
-
-
-def _expand_tangents(primals, tangents):
-    """Give a batched tangent of a lower-rank argument its broadcast axes."""
-    for p, t in zip(primals, tangents):
-        if t is not None and ndim_of(t) > ndim_of(p):
-            break
-    else:
-        return tangents  # nothing batched: the common case, quickly
-    nd = 0
-    for p in primals:
-        if type(p) is not float:
-            k = ndim_of(p)
-            if k > nd:
-                nd = k
-    if nd == 0:
-        return tangents
-    out = None
-    for i, (p, t) in enumerate(zip(primals, tangents)):
-        if t is None:
-            continue
-        k = ndim_of(p)
-        tn = ndim_of(t)
-        if k < nd and tn > k:  # batched and of lower rank than the result
-            if out is None:
-                out = list(tangents)
-            out[i] = insert_axes(t, tn - k, nd - k)
-    return tangents if out is None else out
 
 
 def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False, nargs=None,

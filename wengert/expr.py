@@ -6,7 +6,10 @@ it is never passed to ``eval`` or ``exec``.  What is accepted:
 * numbers (``2``, ``0.5``, ``1e-3``; all become floats), and the constant ``pi``;
 * variable names (identifiers; not a function name, no double underscores);
 * ``+ - * / ** // %`` and unary ``-`` / ``+``;
-* calls of the functions in :data:`FUNCTIONS` with positional arguments only.
+* calls of the functions in :data:`FUNCTIONS` with positional arguments only: every
+  elementwise function of one or two real numbers in :mod:`wengert.numpy`, read off
+  the namespace (a function given a rule there is callable here with nothing more
+  to edit), under its own name or any other name NumPy gives it (:data:`ALIASES`).
 
 Everything else (attribute access, subscripts, strings, lambdas, keywords,
 comparisons, ...) raises :class:`ExprError` naming the construct and its column.
@@ -35,6 +38,9 @@ import warnings
 
 import numpy as np
 
+from . import numpy as wnp
+from .core import Primitive
+
 __all__ = ["ExprError", "Expr", "parse", "FUNCTIONS", "MAX_LENGTH", "MAX_BRACKET_DEPTH",
            "MAX_DEPTH"]
 
@@ -47,24 +53,39 @@ class ExprError(ValueError):
     """A rejected expression: the message is one line, naming what and where."""
 
 
-# name -> (wengert.numpy name, number of arguments)
-FUNCTIONS = {
-    "sin": ("sin", 1), "cos": ("cos", 1), "tan": ("tan", 1),
-    "arcsin": ("arcsin", 1), "arccos": ("arccos", 1), "arctan": ("arctan", 1),
-    "sinh": ("sinh", 1), "cosh": ("cosh", 1), "tanh": ("tanh", 1),
-    "arcsinh": ("arcsinh", 1), "arccosh": ("arccosh", 1), "arctanh": ("arctanh", 1),
-    "exp": ("exp", 1), "expm1": ("expm1", 1), "exp2": ("exp2", 1),
-    "log": ("log", 1), "log1p": ("log1p", 1), "log2": ("log2", 1), "log10": ("log10", 1),
-    "sqrt": ("sqrt", 1), "cbrt": ("cbrt", 1), "square": ("square", 1),
-    "reciprocal": ("reciprocal", 1),
-    "hypot": ("hypot", 2), "arctan2": ("arctan2", 2), "logaddexp": ("logaddexp", 2),
-    "maximum": ("maximum", 2), "minimum": ("minimum", 2), "power": ("power", 2),
-    "abs": ("abs", 1), "sign": ("sign", 1), "floor": ("floor", 1), "ceil": ("ceil", 1),
-    "round": ("round", 1),
-}
-ALIASES = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
-           "acosh": "arccosh", "atanh": "arctanh", "atan2": "arctan2", "pow": "power",
-           "max": "maximum", "min": "minimum", "ln": "log"}
+def _real_elementwise(p):
+    """Is primitive ``p`` a function of one or two real numbers, elementwise?  A NumPy
+    ufunc taking floats, or a function declared with a real sampling domain (``round``)."""
+    nargs = getattr(p, "nargs", None)
+    if p.multiple_results or nargs not in (1, 2):
+        return False
+    u = getattr(p, "ufunc", None)
+    if u is not None:
+        return u.nout == 1 and u.nin == nargs and "d" * nargs + "->d" in u.types
+    return getattr(p, "domain", None) is not None
+
+
+def _read_namespace():
+    """``FUNCTIONS`` and ``ALIASES`` from wengert.numpy: one entry per primitive, under
+    the primitive's own name; the other names the namespace binds it to are aliases."""
+    names = {}
+    for name, obj in sorted(vars(wnp).items()):
+        if not name.startswith("_") and isinstance(obj, Primitive) and _real_elementwise(obj):
+            names.setdefault(id(obj), (obj, []))[1].append(name)
+    functions, aliases = {}, {}
+    for p, bound in names.values():
+        own = p.name if p.name in bound else bound[0]
+        functions[own] = (own, p.nargs)
+        aliases.update((b, own) for b in bound if b != own)
+    # the language's own spellings, where the namespace has the function
+    for alias, name in (("ln", "log"), ("max", "maximum"), ("min", "minimum")):
+        if name in functions:
+            aliases[alias] = name
+    return functions, aliases
+
+
+# name -> (wengert.numpy name, number of arguments); other spelling -> name
+FUNCTIONS, ALIASES = _read_namespace()
 CONSTANTS = {"pi": math.pi}
 
 _BINOPS = {ast.Add: ("add", "+", 1), ast.Sub: ("sub", "-", 1), ast.Mult: ("mul", "*", 2),
@@ -80,9 +101,10 @@ SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mo
            "pow": "**", "neg": "-", "pos": "+"}
 _PREC = {"add": 1, "sub": 1, "mul": 2, "div": 2, "floordiv": 2, "mod": 2, "neg": 3, "pos": 3,
          "pow": 4}
-# operations that may give an infinity from finite arguments without overflowing (1/0, log(0))
+# operations that may give an infinity (or a nan) from finite arguments without
+# overflowing (1/0, log(0), x % 0)
 _POLES = {"div", "floordiv", "mod", "reciprocal", "log", "log2", "log10", "log1p", "arctanh",
-          "pow", "power"}
+          "pow", "power", "divide", "floor_divide", "remainder", "fmod", "float_power"}
 
 _CONSTRUCTS = {
     ast.Attribute: "attribute access", ast.Subscript: "subscript", ast.Lambda: "lambda",
@@ -319,7 +341,6 @@ class Expr:
 
     @staticmethod
     def _function(op):
-        from . import numpy as wnp
         if op in _NUMPY_SEMANTICS:  # 1/0 is inf, not ZeroDivisionError, as for arrays
             return getattr(wnp, _NUMPY_SEMANTICS[op])
         if op in _PY_OPS:

@@ -14,15 +14,19 @@ __all__ = ["Dual", "ForwardTrace"]
 
 
 class ForwardTrace(Trace):
-    __slots__ = ("level",)
+    __slots__ = ("level", "finished_by")
+    tracer_name = "Dual"
 
     def __init__(self, level):
         self.level = level
+        self.finished_by = None
 
     def __repr__(self):
         return f"<ForwardTrace level={self.level}>"
 
     def process(self, prim, args, params):
+        if self.finished_by is not None:
+            raise self.escaped(f"in {prim.name}")
         if len(args) == 1:
             if type(args[0]) is Dual and args[0]._trace is self:
                 d = self._unary(prim, args[0], params)
@@ -164,11 +168,14 @@ def _binary_fast_path(prim, name, reflected, general):
     broadcast_to = _broadcast_view  # plain arrays: a fast view
 
     def method(self, other):
+        tr = self._trace
+        if tr.finished_by:  # (None or a tuple: the cheapest test)
+            return general(self, other)  # escaped: the trace's process raises
         a = self.value
         ta = self._tangent
         to = type(other)
         if to is Dual:
-            if other._trace is not self._trace:
+            if other._trace is not tr:
                 return general(self, other)
             b, tb = other.value, other._tangent
         elif to in plain:
@@ -219,7 +226,7 @@ def _binary_fast_path(prim, name, reflected, general):
         if not scalar and t is not None and (() if type(t) is float else t.shape) != ans.shape:
             t = broadcast_to(t, ans.shape)  # x + c: x's tangent, spread over the result
         d = new(Dual)  # slots set directly: cheaper than a call to __init__
-        d.value, d._tangent, d._trace = ans, t, self._trace
+        d.value, d._tangent, d._trace = ans, t, tr
         return d
     method.__name__ = name
     return method
@@ -230,7 +237,8 @@ def _unary_fast_path(prim, name, general):
     no_params = {}
 
     def method(self):
-        d = self._trace._unary(prim, self, no_params)
+        tr = self._trace
+        d = None if tr.finished_by else tr._unary(prim, self, no_params)
         return general(self) if d is None else d
     method.__name__ = name
     return method

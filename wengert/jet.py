@@ -12,18 +12,22 @@ polynomially with the order instead of exponentially as nested duals would.
 from __future__ import annotations
 
 from .arrays import shape_of, zeros_like_value
-from .core import Trace, Tracer, check_differentiable, new_level
+from .core import Trace, Tracer, check_differentiable, check_live, new_level
 from .tree import flatten, unflatten
 
 __all__ = ["taylor_coefficients", "JetTrace", "Jet"]
 
 
 class JetTrace(Trace):
+    tracer_name = "Jet"
+
     def __init__(self):
         self.level = new_level()
         self._memo = {}
 
     def process(self, prim, args, params):
+        if self.finished_by is not None:
+            raise self.escaped(f"in {prim.name}")
         try:
             key = (prim, tuple(a if isinstance(a, Jet) and a._trace is self else _const_key(a)
                                for a in args), _freeze(params))
@@ -237,15 +241,19 @@ def taylor_coefficients(f, x, v, order):
         j.coeffs.append(b)
         j.coeffs.extend([None] * max(0, order - 1))
         jets.append(j)
-    out = f(unflatten(xd, jets))
-    leaves, od = flatten(out)
-    series = []
-    for o in leaves:
-        if _own(o, trace):
-            _ensure(o, order)
-            cs = [c if c is not None else zeros_like_value(o.coeffs[0])
-                  for c in o.coeffs[:order + 1]]
-        else:
-            cs = [o] + [zeros_like_value(o) for _ in range(order)]
-        series.append(cs)
+    try:
+        out = f(unflatten(xd, jets))
+        leaves, od = flatten(out)
+        series = []
+        for o in leaves:
+            if _own(o, trace):
+                _ensure(o, order)
+                cs = [c if c is not None else zeros_like_value(o.coeffs[0])
+                      for c in o.coeffs[:order + 1]]
+            else:
+                check_live(o, "returned by the function given to wg.taylor")
+                cs = [o] + [zeros_like_value(o) for _ in range(order)]
+            series.append(cs)
+    finally:
+        trace.finish("wg.taylor", f)  # the coefficients are known: its Jets are dead
     return [unflatten(od, [s[k] for s in series]) for k in range(order + 1)]

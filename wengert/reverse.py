@@ -10,7 +10,7 @@ import numpy as np
 
 from ._dispatch import install_fast_paths
 from .arrays import dtype_of, zeros_like_value
-from .core import Trace, Tracer, check_differentiable, new_level
+from .core import DEAD_LEVEL, Trace, Tracer, check_differentiable, new_level
 
 __all__ = ["Tape", "Var", "Grad"]
 
@@ -46,8 +46,17 @@ def active_tapes():
     return tuple(_ACTIVE)
 
 
+_FINISHED = object()  # the ``_paused`` of a finished tape; see ``Tape.finish``
+
+
 class Tape(Trace):
-    """A Wengert list.  ``t.var(x)`` makes an input; ``v.grad()`` sweeps it backwards."""
+    """A Wengert list.  ``t.var(x)`` makes an input; ``v.grad()`` sweeps it backwards.
+
+    A tape a user makes lives as long as it is used; one a transform makes (``wg.grad``)
+    is finished when the transform returns, and its Vars are dead from then on.
+    """
+
+    tracer_name = "Var"
 
     def __init__(self, parent=None):
         # a sub-tape (parent given) shares its parent's level: while the parent is
@@ -60,6 +69,7 @@ class Tape(Trace):
         self._lifted = {}      # sub-tape: parent Var index -> the input standing for it here
         self._redirect = None  # while set: operations on this tape are recorded there
         self._paused = None    # while set (a dict): operations compute on values, unrecorded
+        self.finished_by = None
 
     def __len__(self):
         return len(self._pullbacks)
@@ -79,7 +89,24 @@ class Tape(Trace):
         self._names.append("input")
         return Var(value, self, idx)
 
+    def finish(self, transform, fn=None):
+        # Trace.finish, written out (it runs on every wg.grad call); besides, the operators'
+        # fast paths leave a tape whose ``_paused`` is set for ``process`` (which raises),
+        # so dead Vars cost them no check of their own
+        if self.finished_by is None:
+            self.finished_by = (transform, fn, self.level)
+            self.level = DEAD_LEVEL
+            self._paused = _FINISHED
+
+    def revive(self):
+        by = super().revive()
+        if self._paused is _FINISHED:
+            self._paused = None
+        return by
+
     def process(self, prim, args, params):
+        if self.finished_by is not None:
+            raise self.escaped(f"in {prim.name}")
         if self._redirect is not None:
             return self._redirect.process(prim, args, params)
         if self._parent is not None:
@@ -267,6 +294,8 @@ class Var(Tracer):
 
     def grad(self, seed=None):
         """Sweep the tape once backwards from this value; returns a ``Grad``."""
+        if self._trace.finished_by is not None:
+            raise self._trace.escaped("v.grad()")
         if seed is None:
             if self.ndim != 0:
                 raise ValueError(

@@ -14,8 +14,8 @@ import numpy as np
 
 from . import numpy as wnp
 from .arrays import ndim_of, shape_of, zeros_like_value
-from .core import (Tracer, check_differentiable, leaf_dtype as _leaf_dtype, new_level,
-                   plain_store_errors)
+from .core import (Tracer, check_differentiable, check_live, leaf_dtype as _leaf_dtype,
+                   new_level, plain_store_errors)
 from .forward import Dual, ForwardTrace
 from .jet import taylor_coefficients
 from .reverse import Tape, Var
@@ -56,23 +56,29 @@ def _check_args(f, args, nums, fname):
 
 
 def _check_leaves(f, i, leaves, fname):
-    """``check_differentiable`` on the leaves of argument ``i``."""
+    """``check_differentiable`` on the leaves of argument ``i``; tracers must be live."""
     for x in leaves:
-        while isinstance(x, Tracer):  # nested transforms: what is underneath is checked
-            x = x.value
+        if isinstance(x, Tracer):  # nested transforms: an outer tracer, which must be live
+            check_live(x, lambda: f"passed to wg.{fname} as {_arg_name(f, i)}")
+            while isinstance(x, Tracer):  # what is underneath is checked
+                x = x.value
         if type(x) is float or (type(x) is np.ndarray and x.dtype.kind == "f"):
             continue  # the common cases, quickly
         check_differentiable(x, lambda: f"{fname}: {_arg_name(f, i)}")
 
 
-def _value_in(x, trace):
-    """The primal of ``x`` as seen outside ``trace``."""
-    return x.value if isinstance(x, Tracer) and x._trace is trace else x
+def _value_in(x, trace, transform="the transform"):
+    """The primal of ``x`` as seen outside ``trace``; any other tracer must be live."""
+    if isinstance(x, Tracer):
+        if x._trace is trace:
+            return x.value
+        check_live(x, lambda: f"returned by the function given to {transform}")
+    return x
 
 
-def _strip(tree, trace):
+def _strip(tree, trace, transform="the transform"):
     leaves, d = flatten(tree)
-    return unflatten(d, [_value_in(x, trace) for x in leaves])
+    return unflatten(d, [_value_in(x, trace, transform) for x in leaves])
 
 
 def _fit(g, like):
@@ -117,54 +123,60 @@ def value_and_grad(f, argnums=0, *, has_aux=False):
     @plain_store_errors
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
-        return _value_and_grad(f, argnums, has_aux, args, kwargs)
+        return _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.value_and_grad")
     return value_and_grad_f
 
 
-def _value_and_grad(f, argnums, has_aux, args, kwargs, name="grad"):
-    """One reverse sweep: the body of every ``value_and_grad(f)`` call; ``name`` is the
-    transform the user called, for the errors."""
-    if type(argnums) is int and 0 <= argnums < len(args):
-        nums = (argnums,)  # the common case, quickly
-    else:
-        nums = _argnums_tuple(argnums, len(args), "grad")
+def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad"):
+    """One reverse sweep: the body of every ``value_and_grad(f)`` call.
+
+    ``transform`` names the caller in the message a Var that escapes ``f`` raises.
+    """
     tape = Tape()
-    args = list(args)
-    inputs = []
-    for i in nums:
-        leaves, d = flatten(args[i])
-        _check_leaves(f, i, leaves, "grad")
-        vs = [tape._leaf(x) for x in leaves]
-        inputs.append((leaves, d, [v.index for v in vs]))  # f may rebind a Var (x[i] = v)
-        args[i] = unflatten(d, vs)
-    with tape.active():
-        out = f(*args, **kwargs)
-    aux = None
-    if has_aux:
-        if not (isinstance(out, (tuple, list)) and len(out) == 2):
-            raise ValueError("with has_aux=True the function must return (output, aux)")
-        out, aux = out
-        aux = _strip(aux, tape)
-    if shape_of(out) != () or isinstance(out, (tuple, list, dict)):
-        raise ValueError(
-            f"{name} needs a function with a scalar output, but it returned shape "
-            f"{shape_of(out) if not isinstance(out, (tuple, list, dict)) else type(out).__name__}"
-            ". Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
-    if type(out) is Var and out._trace is tape:
-        seed = 1.0 if isinstance(_plain(out.value), float) else np.array(1.0, _leaf_dtype(out.value))
-        adj = tape.sweep({out.index: seed})
-    else:
-        adj = None
-    grads = []
-    for leaves, d, vs in inputs:
-        gs = []
-        for x, k in zip(leaves, vs):
-            g = adj[k] if adj is not None else None
-            gs.append(_fit(g, x) if g is not None else zeros_like_value(x))
-        grads.append(unflatten(d, gs))
-    g = grads[0] if isinstance(argnums, int) else tuple(grads)
-    value = _value_in(out, tape)
-    return ((value, aux), g) if has_aux else (value, g)
+    try:
+        if type(argnums) is int and 0 <= argnums < len(args):
+            nums = (argnums,)  # the common case, quickly
+        else:
+            nums = _argnums_tuple(argnums, len(args), "grad")
+        args = list(args)
+        inputs = []
+        for i in nums:
+            leaves, d = flatten(args[i])
+            _check_leaves(f, i, leaves, transform[3:])  # "grad" of "wg.grad"
+            vs = [tape._leaf(x) for x in leaves]
+            inputs.append((leaves, d, [v.index for v in vs]))  # f may rebind a Var (x[i] = v)
+            args[i] = unflatten(d, vs)
+        with tape.active():
+            out = f(*args, **kwargs)
+        aux = None
+        if has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise ValueError("with has_aux=True the function must return (output, aux)")
+            out, aux = out
+            aux = _strip(aux, tape, transform)
+        if shape_of(out) != () or isinstance(out, (tuple, list, dict)):
+            got = type(out).__name__ if isinstance(out, (tuple, list, dict)) else shape_of(out)
+            raise ValueError(
+                f"{transform[3:]} needs a function with a scalar output, but it returned shape {got}. "
+                "Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
+        if type(out) is Var and out._trace is tape:
+            seed = 1.0 if isinstance(_plain(out.value), float) else \
+                np.array(1.0, _leaf_dtype(out.value))
+            adj = tape.sweep({out.index: seed})
+        else:
+            adj = None
+        grads = []
+        for leaves, d, vs in inputs:
+            gs = []
+            for x, k in zip(leaves, vs):
+                g = adj[k] if adj is not None else None
+                gs.append(_fit(g, x) if g is not None else zeros_like_value(x))
+            grads.append(unflatten(d, gs))
+        g = grads[0] if isinstance(argnums, int) else tuple(grads)
+        value = _value_in(out, tape, transform)
+        return ((value, aux), g) if has_aux else (value, g)
+    finally:
+        tape.finish(transform, f)  # its Vars are dead from now on
 
 
 def grad(f, argnums=0, *, has_aux=False):
@@ -174,11 +186,10 @@ def grad(f, argnums=0, *, has_aux=False):
     >>> float(wg.grad(lambda x: x * wnp.sin(x))(0.0))
     0.0
     """
-    vg = value_and_grad(f, argnums, has_aux=has_aux)
-
+    @plain_store_errors
     @functools.wraps(f)
     def grad_f(*args, **kwargs):
-        value, g = vg(*args, **kwargs)
+        value, g = _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.grad")
         return (g, value[1]) if has_aux else g
     return grad_f
 
@@ -199,9 +210,13 @@ def vjp(f, *primals):
         vs = [tape._leaf(x) for x in leaves]
         inputs.append((leaves, d, [v.index for v in vs]))  # f may rebind a Var (x[i] = v)
         args.append(unflatten(d, vs))
-    with tape.active():
-        out = f(*args)
-    out_leaves, out_def = flatten(out)
+    try:
+        with tape.active():
+            out = f(*args)
+        out_leaves, out_def = flatten(out)
+        out_vals = [_value_in(o, tape, "wg.vjp") for o in out_leaves]
+    finally:
+        tape.finish("wg.vjp", f)  # its Vars are dead; the pullback sweeps the tape itself
 
     def pullback(cotangent):
         ct_leaves, ct_def = flatten(cotangent)
@@ -215,7 +230,7 @@ def vjp(f, *primals):
                     raise ValueError(f"cotangent of shape {shape_of(c)} for an output of "
                                      f"shape {shape_of(o)}")
                 seeds[o.index] = c if o.index not in seeds else seeds[o.index] + c
-        adj = tape.sweep(seeds) if seeds else None
+        adj = _sweep_finished(tape, seeds) if seeds else None
         res = []
         for leaves, d, vs in inputs:
             gs = []
@@ -225,7 +240,21 @@ def vjp(f, *primals):
             res.append(unflatten(d, gs))
         return tuple(res)
 
-    return unflatten(out_def, [_value_in(o, tape) for o in out_leaves]), pullback
+    return unflatten(out_def, out_vals), pullback
+
+
+def _sweep_finished(tape, seeds):
+    """Sweep the tape of a transform that has returned (``vjp``'s pullback, called later).
+
+    The tape lives again while it is swept: a checkpointed region's pullback runs the
+    user's function once more on a sub-tape of it, reading Vars of this tape.
+    """
+    by = tape.revive()
+    try:
+        return tape.sweep(seeds)
+    finally:
+        if by is not None:
+            tape.finish(*by)
 
 
 # -- forward mode --------------------------------------------------------------------------
@@ -238,10 +267,14 @@ def jvp(f, primals, tangents):
     >>> print(round(float(t), 12))
     5.07758256189
     """
+    return _jvp(f, primals, tangents, "wg.jvp")
+
+
+def _jvp(f, primals, tangents, transform):
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError("jvp needs one tangent per primal")
-    _check_args(f, primals, tuple(range(len(primals))), "jvp")
+    _check_args(f, primals, tuple(range(len(primals))), transform[3:])
     trace = ForwardTrace(new_level())
     args = []
     for p, t in zip(primals, tangents):
@@ -254,11 +287,13 @@ def jvp(f, primals, tangents):
                 raise ValueError(f"tangent of shape {shape_of(dx)} for a primal of shape "
                                  f"{shape_of(x)}")
         args.append(unflatten(pd, [Dual(x, dx, trace) for x, dx in zip(pl, tl)]))
-    out = f(*args)
-    return _split_dual(out, trace)
+    try:
+        return _split_dual(f(*args), trace, transform=transform)
+    finally:
+        trace.finish(transform, f)  # its Duals are dead from now on
 
 
-def _split_dual(out, trace, batch_shape=()):
+def _split_dual(out, trace, batch_shape=(), transform="the transform"):
     leaves, d = flatten(out)
     vals, tans = [], []
     for o in leaves:
@@ -271,7 +306,7 @@ def _split_dual(out, trace, batch_shape=()):
                 t = t.copy()  # a broadcast view (x + c): an array of its own, as users expect
             tans.append(t)
         else:
-            vals.append(o)
+            vals.append(_value_in(o, trace, transform))  # an outer tracer must be live
             tans.append(np.zeros(batch_shape + shape_of(o), _leaf_dtype(o) or float))
     return unflatten(d, vals), unflatten(d, tans)
 
@@ -307,11 +342,14 @@ def derivative(f, order=1):
                                  "or wg.jvp for arrays")
             one = 1.0 if isinstance(_plain(x), float) else np.ones((), _leaf_dtype(x))
         trace = ForwardTrace(new_level())
-        out = f(Dual(x, one, trace), *args, **kwargs)
-        if isinstance(out, Dual) and out._trace is trace:  # the common case, quickly
-            t = out._tangent
-            return t if t is not None else zeros_like_value(out.value)
-        return _split_dual(out, trace)[1]
+        try:
+            out = f(Dual(x, one, trace), *args, **kwargs)
+            if isinstance(out, Dual) and out._trace is trace:  # the common case, quickly
+                t = out._tangent
+                return t if t is not None else zeros_like_value(out.value)
+            return _split_dual(out, trace, transform="wg.derivative")[1]
+        finally:
+            trace.finish("wg.derivative", f)  # its Duals are dead from now on
     return df
 
 
@@ -327,6 +365,11 @@ def jacobian(f, argnums=0, *, mode="auto"):
     ``mode="reverse"`` pulls every output row back in one sweep (batched
     cotangents); ``"auto"`` picks forward when the input has fewer elements.
     """
+    return _jacobian(f, argnums, mode, "wg.jacobian")
+
+
+def _jacobian(f, argnums, mode, transform):
+    """``jacobian``; ``transform`` names the caller in the message of an escaped tracer."""
     if mode not in ("auto", "forward", "reverse"):
         raise ValueError("mode must be 'auto', 'forward' or 'reverse'")
 
@@ -347,9 +390,8 @@ def jacobian(f, argnums=0, *, mode="auto"):
             out_probe = f(*_place_inputs(args, nums, in_def, copies, one), **kwargs)
             n_out = sum(_size(o) for o in flatten(out_probe)[0])
             m = "forward" if n_in < n_out else "reverse"
-        if m == "forward":
-            return _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n_in, one)
-        return _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n_in, one)
+        jac = _jac_forward if m == "forward" else _jac_reverse
+        return jac(f, args, kwargs, nums, in_leaves, in_def, n_in, one, transform)
     return jacobian_f
 
 
@@ -364,8 +406,16 @@ def _place_inputs(args, nums, in_def, wrapped, one):
     return args
 
 
-def _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n, one):
+def _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n, one, transform):
     trace = ForwardTrace(new_level())
+    try:
+        return _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one,
+                               transform)
+    finally:
+        trace.finish(transform, f)  # its Duals are dead from now on
+
+
+def _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one, transform):
     wrapped = []
     off = 0
     for x in in_leaves:
@@ -389,6 +439,7 @@ def _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n, one):
             if shape_of(t) != (n,) + os_:
                 t = wnp.broadcast_to(t, (n,) + os_)
         else:
+            _value_in(o, trace, transform)  # an outer tracer must be live
             t = np.zeros((n,) + os_, _leaf_dtype(o if not isinstance(o, Dual) else o.value)
                          or float)
         # (n, *out) -> (*out, n), then split n into the input leaves' shapes
@@ -405,8 +456,16 @@ def _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n, one):
     return unflatten(out_def, rows)
 
 
-def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one):
+def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one, transform):
     tape = Tape()
+    try:
+        return _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one,
+                               transform)
+    finally:
+        tape.finish(transform, f)  # its Vars are dead from now on
+
+
+def _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one, transform):
     wrapped = [tape._leaf(x) for x in in_leaves]
     in_index = [v.index for v in wrapped]  # f may rebind a Var (x[i] = v)
     with tape.active():
@@ -424,6 +483,8 @@ def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one):
             seed[off:off + k] = np.eye(k, dtype=dt)
             seed = seed.reshape((m,) + os_)
             seeds[o.index] = seed if o.index not in seeds else seeds[o.index] + seed
+        else:
+            _value_in(o, tape, transform)  # an outer tracer must be live
         off += k
     adj = tape.sweep(seeds) if seeds else [None] * len(tape)
     # adjoint of input leaf j: (m, *in_j); split m into the outputs' shapes
@@ -453,9 +514,9 @@ def hessian(f, argnums=0):
     For a float ``x`` it is a float, as ``grad(grad(f))(x)``.
     """
     @functools.wraps(f)
-    def gradient(*args, **kwargs):
-        return _value_and_grad(f, argnums, False, args, kwargs, "hessian")[1]
-    return jacobian(gradient, argnums, mode="forward")
+    def grad_f(*args, **kwargs):
+        return _value_and_grad(f, argnums, False, args, kwargs, "wg.hessian")[1]
+    return _jacobian(grad_f, argnums, "forward", "wg.hessian")
 
 
 def hvp(f, x, v):
@@ -463,7 +524,8 @@ def hvp(f, x, v):
 
     Each leaf gets the type and dtype of ``x``'s, as ``grad`` gives them (a float for a float).
     """
-    hv = jvp(lambda y: _value_and_grad(f, 0, False, (y,), {}, "hvp")[1], (x,), (v,))[1]
+    hv = _jvp(lambda y: _value_and_grad(f, 0, False, (y,), {}, "wg.hvp")[1], (x,), (v,),
+              "wg.hvp")[1]
     if type(hv) is np.ndarray and type(x) is np.ndarray and hv.dtype == x.dtype:
         return hv  # the common case, quickly
     leaves, d = flatten(hv)

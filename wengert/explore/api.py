@@ -13,7 +13,13 @@ import math
 import random
 import time
 
-from ..expr import ExprError, parse
+import numpy as np
+
+from ..checkpoint import checkpoint_schedule
+from ..expr import SYMBOLS, ExprError, parse
+from ..expr_derivatives import gradient, programs
+from ..reverse import Tape, Var
+from ..transforms import derivative
 
 __all__ = ["ApiError", "expression_payload", "schedule_payload", "MAX_NODES"]
 
@@ -57,7 +63,6 @@ class _Deadline:
 
 def expression_payload(text, inputs=None, *, rng=None, seconds=MAX_SECONDS):
     """Everything the explorer page shows for ``text`` at ``inputs``."""
-    import wengert as wg
     deadline = _Deadline(seconds)
     if not isinstance(text, str):
         raise ApiError("'expr' must be a string")
@@ -73,7 +78,7 @@ def expression_payload(text, inputs=None, *, rng=None, seconds=MAX_SECONDS):
     names = _names(expr)
 
     # the tape, recorded by evaluating on Vars
-    tape = wg.Tape()
+    tape = Tape()
     tvars = {name: tape.var(v) for name, v in env.items()}
     try:
         tvals = expr.evaluate_all(tvars)
@@ -83,7 +88,7 @@ def expression_payload(text, inputs=None, *, rng=None, seconds=MAX_SECONDS):
     values = [_plain(v) for v in tvals]
     tape_index = {}
     for n, v in zip(expr.nodes, tvals):
-        if isinstance(v, wg.Var) and v.tape is tape:
+        if isinstance(v, Var) and v.tape is tape:
             tape_index.setdefault(v.index, n.id)
     node_of_tape = tape_index
     tape_of_node = {nid: i for i, nid in tape_index.items()}
@@ -141,7 +146,6 @@ def expression_payload(text, inputs=None, *, rng=None, seconds=MAX_SECONDS):
                          f"{_num(adj[n.id])} * {_num(d)}  ->  g{names[a]} = {_num(adj[a])}")})
 
     # the gradient from wg.grad (one reverse sweep of a tape)
-    from ..cli import gradient
     deadline.check()
     value, grads = gradient(expr, env)
 
@@ -158,7 +162,6 @@ def expression_payload(text, inputs=None, *, rng=None, seconds=MAX_SECONDS):
 
     progs, prog_error = None, None
     try:
-        from ..cli import programs
         progs = programs(expr)
     except Exception as e:  # the source transformer may not cover everything
         prog_error = f"{type(e).__name__}: {e}"
@@ -220,11 +223,9 @@ def _names(expr):
 
 
 def _partial(fn, x):
-    import numpy as np
-    import wengert as wg
     with np.errstate(all="ignore"):
         try:
-            return float(wg.derivative(fn)(x))
+            return float(derivative(fn)(x))
         except (ArithmeticError, ValueError):
             return float("nan")
 
@@ -237,7 +238,6 @@ def _num(v):
 
 
 def _op_text(n, names):
-    from ..expr import SYMBOLS
     a = [names[i] for i in n.args]
     if n.op in ("neg", "pos"):
         return f"{SYMBOLS[n.op]}{a[0]}"
@@ -328,10 +328,6 @@ def schedule_payload(query):
     if strategy not in ("ctz", "binomial", "online", "all", "invert"):
         raise ApiError("parameter 'strategy' must be one of ctz, binomial, online, all, invert")
     snapshots = integer("snapshots", None, 1, MAX_SCHEDULE_LENGTH)
-    try:
-        from ..checkpoint import checkpoint_schedule
-    except ImportError:
-        raise ApiError("checkpoint schedules are not available in this version", 501) from None
     try:
         sched = checkpoint_schedule(n, strategy,
                                     snapshots=snapshots if strategy in ("binomial", "online")

@@ -10,12 +10,15 @@ import ipaddress
 import json
 import mimetypes
 import socket
+import sys
 import threading
+import webbrowser
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote
 
+from ..expr import ALIASES, FUNCTIONS
 from .api import ApiError, expression_payload, schedule_payload
 
 __all__ = ["make_server", "serve", "ExplorerServer", "is_loopback", "MAX_BODY", "STATIC"]
@@ -143,7 +146,6 @@ class Handler(BaseHTTPRequestHandler):
                     return self.fail(400, f"bad query string: {e}")
                 return self.send_json(200, schedule_payload(q))
             if path == "/api/functions":
-                from ..expr import ALIASES, FUNCTIONS
                 return self.send_json(200, {"functions": sorted(FUNCTIONS),
                                             "aliases": ALIASES})
             if path == "/api/health":
@@ -272,7 +274,6 @@ def make_server(host="127.0.0.1", port=0, *, allow_remote=False, verbose=False):
 
 def serve(host=None, port=8765, open_browser=True, out=None):
     """Serve until interrupted (the ``wengert explore`` command)."""
-    import sys
     out = out or sys.stdout
     explicit = host is not None
     server = make_server(host or "127.0.0.1", port, allow_remote=explicit)
@@ -282,7 +283,6 @@ def serve(host=None, port=8765, open_browser=True, out=None):
     out.write(f"wengert explorer at {url}  (Ctrl+C to stop)\n")
     out.flush()
     if open_browser:
-        import webbrowser
         threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
     try:
         server.serve_forever()

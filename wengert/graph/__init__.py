@@ -3,11 +3,16 @@ simplify it, generate Python source from it, compile it, draw it.
 
 One more engine over the one rule registry: ``GraphTrace`` records primitives,
 and derivative graphs come from running the same rules on graph tracers.
+
+The modules, each importing only those above it in this list: ``ir`` (nodes),
+``trace`` (the recording engine), ``codegen``, ``simplify`` and ``dot`` (passes
+over a graph), ``graph`` (``Graph``, whose methods call the passes, and
+``trace``), ``compile`` (``wg.compile``).
 """
 from .compile import compile
-from .dot import to_dot
-from .ir import Graph, GuardFailure, Node
-from .trace import GraphTrace, GraphTracer, trace
+from .graph import Graph, to_dot, trace
+from .ir import GuardFailure, Node
+from .trace import GraphTrace, GraphTracer
 
 __all__ = ["trace", "Graph", "Node", "GraphTrace", "GraphTracer", "GuardFailure", "compile",
            "to_dot"]

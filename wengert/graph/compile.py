@@ -24,8 +24,9 @@ import numpy as np
 from ..core import Tracer
 from ..tree import flatten, unflatten
 from .codegen import build_function
+from .graph import trace
 from .ir import GuardFailure
-from .trace import ForeignTracerError, trace
+from .trace import ForeignTracerError
 
 __all__ = ["compile", "Compiled"]
 
@@ -182,7 +183,7 @@ class Compiled:
                     "independent (wnp.where).", RuntimeWarning, stacklevel=3)
             return self.f(*args, **kwargs)
         try:
-            raw = trace(self.f, *_plain(args), **kwargs)
+            raw = trace(self.f, *_plain(args), _transform="wg.compile", **kwargs)
         except ForeignTracerError:
             # f closes over a value of an outer transform: no graph of it exists alone
             return self.f(*args, **kwargs)

@@ -1,11 +1,16 @@
-"""Graphviz DOT text for graphs, tapes and functions: node labels with their values."""
+"""Graphviz DOT text for graphs and tapes: node labels with their values.
+
+``wg.to_dot``, which also takes a function and its example arguments, is in
+:mod:`.graph` (it traces).
+"""
 from __future__ import annotations
 
 import numpy as np
 
 from ..core import Tracer
+from .codegen import leaf_names
 
-__all__ = ["to_dot", "graph_to_dot", "tape_to_dot"]
+__all__ = ["graph_to_dot", "tape_to_dot"]
 
 
 def _short(v, width=40):
@@ -32,7 +37,6 @@ def _esc(s):
 def graph_to_dot(g, values=True):
     """DOT text of a Graph: inputs as ellipses, constants as plain text, primitives
     as boxes labelled with their names (and traced values), outputs double-circled."""
-    from .codegen import leaf_names
     names = leaf_names(g)
     in_name = {i: names[k] for k, i in enumerate(g.input_nodes)}
     outs = set(g.outputs)
@@ -82,26 +86,3 @@ def tape_to_dot(var):
                 lines.append(f"  n{p} -> n{i};")
     lines.append("}")
     return "\n".join(lines) + "\n"
-
-
-def to_dot(obj, *example_args, values=True):
-    """Graphviz DOT text for a Graph, a Var (its tape), or a function at example arguments.
-
-    >>> import wengert as wg, wengert.numpy as wnp
-    >>> print(wg.to_dot(lambda x, y: x * y + wnp.sin(x), 0.5, 4.2))  # doctest: +ELLIPSIS
-    digraph "f" {
-    ...
-      n2 [label="multiply\\n= 2.1", shape=box];
-    ...
-    """
-    from ..reverse import Var
-    from .ir import Graph
-    from .trace import trace
-    if isinstance(obj, Graph):
-        return graph_to_dot(obj, values=values)
-    if isinstance(obj, Var):
-        return tape_to_dot(obj)
-    if callable(obj):
-        return graph_to_dot(trace(obj, *example_args), values=values)
-    raise TypeError(f"to_dot takes a Graph, a Var or a function with example arguments, "
-                    f"not {type(obj).__name__}")

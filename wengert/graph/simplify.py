@@ -20,8 +20,9 @@ import operator
 
 import numpy as np
 
+from ..rules import OPERATORS
 from .codegen import _fallback_operator
-from .ir import Graph, Node
+from .ir import Node
 
 __all__ = ["simplify"]
 
@@ -206,7 +207,6 @@ def _rewrite(b, n, args):
             if x is not None and b.is_const(args[j]) and _is_numeric(vals[j]):
                 return n.prim, (x, b.const(-vals[j]))
     elif op is operator.add:
-        from ..rules import OPERATORS
         for i, j in ((0, 1), (1, 0)):
             y = _neg_of(b, args[j])
             if y is not None:
@@ -287,10 +287,11 @@ def simplify(g, *, fast_math=False, report=False):
             new_index[j] = len(nodes)
             node.args = tuple(new_index[a] for a in node.args)
             nodes.append(node)
-    out = Graph(nodes, g.in_def, g.leaf_slots, [new_index[j] for j in input_nodes], g.arg_names,
-                g.out_def, [new_index[j] for j in outputs],
-                [(new_index[j], w) for j, w in guards], name=g.name,
-                example_args=g.example_args)
+    # a graph of g's own class (wengert.graph.Graph, which sits above this pass)
+    out = type(g)(nodes, g.in_def, g.leaf_slots, [new_index[j] for j in input_nodes],
+                  g.arg_names, g.out_def, [new_index[j] for j in outputs],
+                  [(new_index[j], w) for j, w in guards], name=g.name,
+                  example_args=g.example_args)
     stats = dict(b.stats)
     stats.update(before=len(g), after=len(out), ops_before=g.num_ops, ops_after=out.num_ops,
                  dead=len(b.nodes) - len(nodes))

@@ -1,4 +1,4 @@
-"""Tracing: run a function once on graph tracers and record its primitives as a Graph.
+"""Tracing: run a function once on graph tracers and record its primitives as nodes.
 
 A ``GraphTrace`` is one more engine: its ``process`` evaluates the primitive's
 plain implementation and appends a node.  Because rules are written with
@@ -6,23 +6,24 @@ wengert operations, running a rule on graph tracers records the rule's own
 primitives, so derivative graphs come from the same rule registry.
 
 Comparisons and ``&``, ``|``, ``^``, ``~`` on a graph tracer are recorded (as
-non-differentiable nodes) so that ``if`` on a traced value can record a guard:
-``bool()`` gives the example's branch and notes which node decided it.  ``int()``,
-``operator.index``, ``np.asarray`` of a comparison or a count and ``.item()`` of any value
-give the example's number and guard it the same way.
+non-differentiable nodes, primitives of :mod:`wengert.rules.logic`) so that ``if``
+on a traced value can record a guard: ``bool()`` gives the example's branch and
+notes which node decided it.  ``int()``, ``operator.index``, ``np.asarray`` of a
+comparison or a count and ``.item()`` of any value give the example's number and
+guard it the same way.  ``wg.trace``, which makes a ``Graph`` of the nodes, is in
+:mod:`.graph`.
 """
 from __future__ import annotations
 
-import inspect
-import operator
-
 import numpy as np
 
-from ..core import Tracer, new_level, plain_store_errors, primitive, Trace
-from ..tree import flatten, unflatten
-from .ir import Graph, Node
+from .. import _dispatch, numpy as _wnp
+from ..core import Tracer, check_live, new_level, Trace
+from ..rules.logic import LOGIC as _LOGIC, SAME_VALUE as _SAME_VALUE, invert as _INVERT, \
+    nondiff_for as _nondiff_for
+from .ir import Node
 
-__all__ = ["GraphTrace", "GraphTracer", "trace"]
+__all__ = ["GraphTrace", "GraphTracer", "ForeignTracerError"]
 
 
 class ForeignTracerError(TypeError):
@@ -63,15 +64,9 @@ class GraphTrace(Trace):
     def input(self, value):
         return GraphTracer(value, self, self._add(Node("input", value=value)))
 
-    def _escaped(self):
-        return RuntimeError(
-            "a value traced by wg.trace / wg.compile was used after its trace finished (it "
-            "escaped the traced function, e.g. stored in a global or a closure). Return it "
-            "from the function instead.")
-
     def process(self, prim, args, params):
         if self.finished:
-            raise self._escaped()
+            raise self.escaped(f"in {prim.name}")  # (core.Trace: one message for every engine)
         ins = []
         vals = []
         for a in args:
@@ -95,7 +90,7 @@ class GraphTrace(Trace):
 
     def guard(self, tracer):
         if self.finished:
-            raise self._escaped()
+            raise self.escaped("in an if or bool()")
         b = bool(tracer.value)
         self.guards.append((tracer.node, b))
         return b
@@ -104,7 +99,7 @@ class GraphTrace(Trace):
         """Record that the graph holds only while ``tracer`` has the value it has now
         (a count, an index, a number read with ``.item()``); returns that value."""
         if self.finished:
-            raise self._escaped()
+            raise self.escaped("in a conversion to a number")
         v = tracer.value
         if isinstance(v, (bool, np.bool_)) or (isinstance(v, np.ndarray) and v.dtype == bool
                                                 and v.size == 1):
@@ -120,46 +115,6 @@ class GraphTrace(Trace):
         r = how(tracer.value, *args)  # first: an error is the eager one
         self.guard_value(tracer)
         return r
-
-
-# -- comparisons and logic: recorded, not differentiated -----------------------------------
-def _nondiff_prim(impl, name):
-    return primitive(impl, name=name, broadcasting=True, nondiff=True)
-
-
-_LOGIC = {name: _nondiff_prim(getattr(operator, name), name)
-          for name in ("lt", "le", "gt", "ge", "eq", "ne", "and_", "or_", "xor")}
-_INVERT = primitive(operator.invert, name="invert", nondiff=True)
-
-
-def same_value(a, b):
-    """Whether ``a`` is ``b``: same shape and entries, NaN matching NaN and -0.0 not 0.0."""
-    if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
-        return (isinstance(a, (tuple, list)) and isinstance(b, (tuple, list))
-                and len(a) == len(b) and all(map(same_value, a, b)))
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape:
-        return False
-    if a.dtype.kind not in "fc":
-        return bool(np.all(a == b))
-    same = (a == b) | ((a != a) & (b != b))
-    if a.dtype.kind == "f" and b.dtype.kind == "f":
-        same &= np.signbit(a) == np.signbit(b)
-    return bool(np.all(same))
-
-
-_NONDIFF = {}
-
-
-def _nondiff_for(func):
-    p = _NONDIFF.get(func)
-    if p is None:
-        p = _NONDIFF[func] = primitive(func, name=getattr(func, "__name__", "nondiff"),
-                                       nondiff=True)
-    return p
-
-
-_SAME_VALUE = _nondiff_for(same_value)
 
 
 def _binary(p, reflected=False):
@@ -210,7 +165,6 @@ class GraphTracer(Tracer):
         return _INVERT(self)
 
     def __array_function__(self, func, types, args, kwargs):
-        from .. import _dispatch
         fn = _dispatch.HANDLED.get(func)
         if fn is not None and getattr(fn, "_nondiff", False) and not any(
                 isinstance(a, (list, tuple)) for a in args):
@@ -219,107 +173,10 @@ class GraphTracer(Tracer):
         return Tracer.__array_function__(self, func, types, args, kwargs)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from .. import _dispatch, numpy as wnp
-        fn = getattr(wnp, _dispatch._UFUNC_ALIASES.get(ufunc.__name__, ufunc.__name__), None)
+        fn = getattr(_wnp, _dispatch._UFUNC_ALIASES.get(ufunc.__name__, ufunc.__name__), None)
         if method == "__call__" and not kwargs and getattr(fn, "_nondiff", False):
             return _nondiff_for(ufunc)(*inputs)  # logical_or, isnan...: recorded as a node
         return Tracer.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
 
     def __hash__(self):
         return id(self)
-
-
-# -- wg.trace --------------------------------------------------------------------------------
-def _is_input(x):
-    """Leaves that become graph inputs: floats and arrays.  Ints, bools, None and
-    other objects are static: baked into the graph (wg.compile keys on their values)."""
-    if isinstance(x, Tracer):
-        return True
-    if isinstance(x, (bool, int, str, bytes)) or x is None:
-        return False
-    if isinstance(x, (float, complex, np.ndarray, np.generic)):
-        return True
-    return False
-
-
-def _plain(x):
-    while isinstance(x, Tracer):
-        x = x.value
-    return x
-
-
-def arg_names_of(f, nargs):
-    names = []
-    try:
-        params = list(inspect.signature(f).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    for i in range(nargs):
-        name = None
-        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
-                                                   params[i].POSITIONAL_OR_KEYWORD):
-            name = params[i].name
-        elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
-            name = f"{params[-1].name}{i - len(params) + 1}"
-        names.append(name if name and name.isidentifier() else f"arg{i}")
-    return names
-
-
-def _func_name(f):
-    n = getattr(f, "__name__", "f")
-    return n if isinstance(n, str) and n.isidentifier() else "f"
-
-
-@plain_store_errors
-def trace(f, *example_args, _names=None, _name=None, **kwargs):
-    """Run ``f`` once on tracing values; return the :class:`~wengert.graph.Graph` it ran.
-
-    Float and array leaves of the arguments (pytrees allowed) become graph inputs;
-    ints, bools and other objects are static and baked in, as are ``kwargs``.
-    Branching on a traced value records a guard.
-
-    >>> import wengert as wg, wengert.numpy as wnp
-    >>> g = wg.trace(lambda x, y: x * y + wnp.sin(x), 0.5, 4.2)
-    >>> print(g.source())
-    def f(x, y):
-        v1 = x * y
-        v2 = sin(x)
-        v3 = v1 + v2
-        return v3
-    >>> print(g(0.5, 4.2))
-    2.579425538604203
-    """
-    tr = GraphTrace()
-    leaves, in_def = flatten(tuple(example_args))
-    slots = []
-    wrapped = []
-    input_nodes = []
-    for x in leaves:
-        if _is_input(x):
-            x = _plain(x)
-            t = tr.input(x)
-            slots.append(len(input_nodes))
-            input_nodes.append(t.node)
-            wrapped.append(t)
-        else:
-            slots.append(("static", x))
-            wrapped.append(x)
-    args = unflatten(in_def, wrapped)
-    try:
-        out = f(*args, **kwargs)
-    finally:
-        tr.finished = True
-    out_leaves, out_def = flatten(out)
-    outputs = []
-    for o in out_leaves:
-        if isinstance(o, GraphTracer) and o._trace is tr:
-            outputs.append(o.node)
-        elif isinstance(o, Tracer):
-            raise TypeError("wg.trace: the function returned a value traced by an outer "
-                            "transform; trace functions of their arguments only")
-        else:
-            outputs.append(tr._add(Node("const", value=o)))
-    names = _names or arg_names_of(f, len(example_args))
-    plain_args = unflatten(in_def, [_plain(x) for x in leaves])
-    return Graph(tr.nodes, in_def, slots, input_nodes, list(names), out_def, outputs,
-                 tr.guards, name=_name or _func_name(f), example_args=tuple(plain_args))

@@ -12,22 +12,35 @@ import numpy as _np
 
 from .. import _dispatch
 from ..core import Tracer as _Tracer
-from ..rules.arithmetic import (absolute, add, divide, floor_divide, multiply, negative,  # noqa: F401
-                                positive, power, remainder, subtract)
+from ..rules.arithmetic import (absolute, add, divide, divmod, float_power,  # noqa: F401
+                                floor_divide, multiply, negative, positive, power, remainder,
+                                subtract)
 from ..rules.elementwise import *  # noqa: F401,F403
 from ..rules.elementwise import REGISTRY as _ELEMENTWISE, round_ as round  # noqa: F401
+from ..rules._series import sinc  # noqa: F401
 from ..rules.shape import broadcast_to  # noqa: F401
-from ..rules.indexing import (compress, copyto, extract, fill_diagonal,  # noqa: F401
-                              getitem as _getitem, index_update, partition, place, put,
-                              put_along_axis, putmask, select, setitem as _setitem, sort, take,
+from ..rules.indexing import (compress, extract, getitem as _getitem, index_update,  # noqa: F401
+                              partition, select, setitem as _setitem, sort, take,
                               take_along_axis)
+from ..rules.inplace_functions import (copyto, fill_diagonal, place, put,  # noqa: F401
+                                       put_along_axis, putmask)
+from ..rules.conversion import *  # noqa: F401,F403
+from ..rules.reshaping import *  # noqa: F401,F403
 from ..rules.joining import *  # noqa: F401,F403
+from ..rules.creation import *  # noqa: F401,F403
+from ..rules.rearranging import *  # noqa: F401,F403
+from ..rules.diagonals import *  # noqa: F401,F403
+from ..rules.calculus import *  # noqa: F401,F403
+from ..rules.grids import *  # noqa: F401,F403
 from ..rules.reductions import *  # noqa: F401,F403
+from ..rules.statistics import *  # noqa: F401,F403
 from ..rules.products import *  # noqa: F401,F403
+from ..rules.convolution import *  # noqa: F401,F403
+from ..rules.polynomials import *  # noqa: F401,F403
 from ..rules.functional import *  # noqa: F401,F403
 from ..rules.counting import *  # noqa: F401,F403
 from ..rules.sets import *  # noqa: F401,F403
-from ..rules import (elementwise as _elementwise, indexing as _indexing, joining as _joining,
+from ..rules import (elementwise as _elementwise, indexing as _indexing, reshaping as _reshaping,
                      reductions as _red)
 from ..rules.shape import reshape as _reshape_prim, transpose as _transpose_prim
 
@@ -80,7 +93,7 @@ def transpose(a, axes=None):
     if not isinstance(a, _Tracer):
         return _np.transpose(a, axes)
     perm = tuple(range(a.ndim))[::-1] if axes is None else tuple(int(i) % a.ndim for i in axes)
-    return _joining._view(_transpose_prim(a, perm), a, _indexing.transpose_writer(perm))
+    return _reshaping._view(_transpose_prim(a, perm), a, _indexing.transpose_writer(perm))
 
 
 permute_dims = transpose
@@ -97,7 +110,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
         raise NotImplementedError("wnp.reshape with order='F' on traced values")
     shape = (shape,) if isinstance(shape, (int, _np.integer)) else tuple(shape)
     out = _reshape_prim(a, shape)
-    return out if copy else _joining._view(out, a, _indexing.reshape_writer)
+    return out if copy else _reshaping._view(out, a, _indexing.reshape_writer)
 
 
 def where(condition, x=None, y=None):

@@ -8,15 +8,19 @@ partial is the same series differentiated once more, so every derivative at 0 is
 any order and in every engine; ``near_zero`` uses it where ``|x| < radius``.  Each branch
 gets an argument that is safe for it where the other one is used (0 for the series, the
 radius for the formula): a nan in the discarded branch would survive its zero cotangent.
+
+NumPy's ``sinc`` is declared here, after its series (it is listed in ``elementwise.REGISTRY``
+with the other elementwise functions): ``near_zero`` needs ``absolute``, above elementwise.
 """
 import math
 
 import numpy as np
 
 from ..core import Tracer, primitive
-from . import elementwise as _ew  # where, read at run time: elementwise imports this module
+from .arithmetic import absolute
+from .elementwise import cos, elementwise, where
 
-__all__ = ["power_series", "near_zero"]
+__all__ = ["power_series", "near_zero", "sinc"]
 
 _NEGLIGIBLE = 1e-18  # a term this much smaller than the largest one, at the radius
 _REAL = np.dtype(float)
@@ -63,7 +67,7 @@ def near_zero(x, radius, series, far):
     both stay finite, with finite derivatives.  Plain booleans decide without ``where``.
     """
     if type(x) is complex or getattr(x, "dtype", _REAL).kind == "c":
-        small = _ew.absolute(x) < radius  # (complex numbers compare lexicographically)
+        small = absolute(x) < radius  # (complex numbers compare lexicographically)
     else:
         small = (x < radius) & (x > -radius)  # compares values: plain, or recorded in a graph
     if not isinstance(small, Tracer):
@@ -71,5 +75,14 @@ def near_zero(x, radius, series, far):
             return far(x)
         if np.all(small):
             return series(x)
-    where = _ew.where
     return where(small, series(where(small, x, 0.0)), far(where(small, radius, x)))
+
+
+# sinc(x) = sin(u) / u with u = pi x: its series for |u| < 1, so that every derivative at 0
+# is exact (sinc''(0) = -pi^2 / 3) and none cancels near 0
+sin_over_x_series = power_series(
+    "sin_over_x_series", lambda n: 0.0 if n % 2 else (-1.0) ** (n // 2) / math.factorial(n + 1),
+    radius=1.0)
+sinc = elementwise(np.sinc, lambda ans, x: (near_zero(
+    x, 1.0 / math.pi, lambda xs: math.pi * sin_over_x_series(math.pi * xs, k=1),
+    lambda xl: (cos(math.pi * xl) - ans) / xl),), domain=(-2.0, 2.0))

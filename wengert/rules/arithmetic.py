@@ -1,10 +1,13 @@
-"""Python's arithmetic operators as primitives: + - * / // % ** and unary - and abs."""
+"""Python's arithmetic operators as primitives: + - * / // % ** and unary - and abs; also
+``np.float_power``, whose slopes are power's, and ``np.divmod`` (// and %)."""
 import operator
 
 import numpy as np
 
 from .. import core
 from ..core import Tracer, primitive
+from .complex import _is_complex, conj, real
+from .elementwise import elementwise, log, sign, where
 
 
 def _scalar_safe(op, np_op):
@@ -103,6 +106,13 @@ def remainder_partials(ans, x, y, needs=(True, True)):
     return 1.0, (-floor_divide(x, y) if needs[1] else None)
 
 
+def divmod(x1, x2):
+    """``np.divmod``: ``floor_divide`` and ``remainder`` (the same values as NumPy's loop)."""
+    if not isinstance(x1, Tracer) and not isinstance(x2, Tracer):
+        return np.divmod(x1, x2)
+    return floor_divide(x1, x2), remainder(x1, x2)
+
+
 @power.frule(symbolic_zeros=True)
 def power_jvp(primals, tangents):
     x, y = primals
@@ -153,7 +163,6 @@ def power_slope(pow_fn, x, y):
             return None
     if not isinstance(bad, Tracer) and not np.any(bad):
         return y * pow_fn(x, y - 1)
-    from .elementwise import where
     return y * pow_fn(where(bad, 1.0, x), y - 1)
 
 
@@ -161,10 +170,18 @@ def power_exponent_slope(ans, x, y):
     """``d(x ** y)/dy = x^y log x``, with ``log x`` read as 0 where ``x == 0`` and ``y != 0``:
     ``0 ** y`` is constant in ``y`` there.  At ``(0, 0)``, where ``0 ** y`` jumps from 1 to 0,
     it is ``-inf``, the limit from either side (and the slope of ``x ** x`` at 0)."""
-    from .elementwise import log, where
     if (type(x) is float or type(x) is int) and x != 0:
         return ans * log(x)
     return ans * log(where((x == 0) & (y != 0), 1.0, x))
+
+
+def _float_power_partials(ans, x, y, needs=(True, True)):
+    # as power's, in float_power's float64
+    return ((power_slope(float_power, x, y) if needs[0] else None),
+            (power_exponent_slope(ans, x, y) if needs[1] else None))
+
+
+float_power = elementwise(np.float_power, _float_power_partials, domain=(0.2, 2.0), needs=True)
 
 
 @negative.partials
@@ -183,14 +200,29 @@ def positive_partials(ans, x):
 @absolute.frule(symbolic_zeros=True)
 def absolute_jvp(primals, tangents):
     (x,), (dx,) = primals, tangents
-    from .fft import abs_jvp  # real for complex x: Re(conj(x) dx) / |x|
     return _absolute(x), None if dx is None else abs_jvp(x, dx)
 
 
 @absolute.rrule
 def absolute_vjp(x):
-    from .fft import abs_pullback_factor  # sign(x), conjugated for complex x
     return _absolute(x), lambda g: (g * abs_pullback_factor(x),)  # 0 at x == 0, as PyTorch
+
+
+def _unit_conj(z):
+    """``conj(z) / |z|`` (0 at 0), differentiable: unlike ``sign``, it is not constant."""
+    r = absolute(z)
+    zero = r == 0
+    return where(zero, 0.0, conj(z) / where(zero, 1.0, r))
+
+
+def abs_jvp(x, dx):
+    """The tangent of ``|x|``; real for complex ``x`` (``Re(conj(x) dx) / |x|``)."""
+    return real(_unit_conj(x) * dx) if _is_complex(x) else dx * sign(x)
+
+
+def abs_pullback_factor(x):
+    """``g * factor`` is the cotangent of ``x`` for the cotangent ``g`` of ``|x|``."""
+    return _unit_conj(x) if _is_complex(x) else sign(x)
 
 
 # structure the Taylor engine uses: linear maps act on coefficients one by one,

@@ -10,9 +10,14 @@ Counting a sample has no derivative, so unweighted counts stay plain integers.
 import numpy as np
 
 from ..core import Tracer
-from .indexing import concrete, scatter_add, take
-from .joining import _dtype, _plain, astype, concatenate, diff, linspace, ravel
+from .calculus import diff
+from .conversion import _dtype, _plain, astype
+from .grids import linspace
+from .indexing import scatter_add, take
+from .joining import concatenate
+from .nondiff import concrete
 from .reductions import cumsum, max as amax, min as amin
+from .reshaping import ravel
 
 __all__ = ["unique", "bincount", "histogram", "histogram_bin_edges"]
 
@@ -155,4 +160,3 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
     av = concrete(np.ravel, a) if _traced(a) else np.ravel(a)
     edges_v = np.histogram_bin_edges(av, _plain(bins), _plain_range(range), _plain(weights))
     return _edges(ravel(a) if _traced(a) else av, bins, range, av, edges_v)
-

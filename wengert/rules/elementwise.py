@@ -11,8 +11,7 @@ import numpy as np
 
 from ..core import Tracer, primitive
 from ..arrays import dtype_of
-from . import _series
-from .arithmetic import absolute, add, divide, multiply, negative, power, subtract  # noqa: F401
+from .nondiff import recorded as _recorded
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -103,11 +102,13 @@ _SPECIAL = {}
 
 
 def _special(name):
-    """A ``rules.special`` primitive, bound on first use: that module imports this one."""
+    """A ``scipy.special`` primitive of rules/special_base.py, bound on first use: that module
+    imports this one, and it loads scipy.special, which takes about 0.1 s (as long as
+    ``import wengert`` itself), so it loads only when a rule needs it."""
     fn = _SPECIAL.get(name)
     if fn is None:
-        from . import special
-        fn = _SPECIAL[name] = getattr(special, name)
+        from . import special_base  # scipy.special, loaded lazily (see the docstring)
+        fn = _SPECIAL[name] = getattr(special_base, name)
     return fn
 
 
@@ -121,15 +122,7 @@ sqrt = elementwise(np.sqrt, lambda ans, x: (0.5 / ans,), domain=(0.1, 4.0))
 cbrt = elementwise(np.cbrt, lambda ans, x: (1.0 / (3.0 * ans * ans),), domain=(0.1, 4.0))
 square = elementwise(np.square, lambda ans, x: (2.0 * x,))
 reciprocal = elementwise(np.reciprocal, lambda ans, x: (-(ans * ans),), domain=(0.2, 3.0))
-
-def _float_power_partials(ans, x, y, needs=(True, True)):
-    # as power's, in float_power's float64
-    from .arithmetic import power_exponent_slope, power_slope
-    return ((power_slope(float_power, x, y) if needs[0] else None),
-            (power_exponent_slope(ans, x, y) if needs[1] else None))
-
-
-float_power = elementwise(np.float_power, _float_power_partials, domain=(0.2, 2.0), needs=True)
+# float_power: in rules/arithmetic.py, next to power, whose slopes it shares
 
 
 # ufuncs with two results -----------------------------------------------------------------------
@@ -149,21 +142,12 @@ def modf_vjp(x):
     return modf(x), lambda g: (g[0],)
 
 
-def divmod(x1, x2):
-    """``np.divmod``: ``floor_divide`` and ``remainder`` (the same values as NumPy's loop)."""
-    if not isinstance(x1, Tracer) and not isinstance(x2, Tracer):
-        return np.divmod(x1, x2)
-    from .arithmetic import floor_divide, remainder
-    return floor_divide(x1, x2), remainder(x1, x2)
-
-
 def frexp(x):
     """``np.frexp``: the mantissa is ``ldexp(x, -e)``, exact, with derivative ``2^-e``; the
     exponent ``e`` is an integer, not differentiated."""
     if not isinstance(x, Tracer):
         return np.frexp(x)
-    from .indexing import recorded
-    e = recorded(lambda v: np.frexp(v)[1], x, name="frexp_exponent")
+    e = _recorded(lambda v: np.frexp(v)[1], x, name="frexp_exponent")
     return ldexp(x, -e), e
 
 
@@ -218,14 +202,7 @@ fmod = elementwise(np.fmod, _fmod_partials, needs=True)
 i0 = elementwise(np.i0, lambda ans, x: (_special("i1")(x),), name="i0")  # NumPy's values
 
 
-# sinc(x) = sin(u) / u with u = pi x: its series for |u| < 1, so that every derivative at 0
-# is exact (sinc''(0) = -pi^2 / 3) and none cancels near 0
-sin_over_x_series = _series.power_series(
-    "sin_over_x_series", lambda n: 0.0 if n % 2 else (-1.0) ** (n // 2) / math.factorial(n + 1),
-    radius=1.0)
-sinc = elementwise(np.sinc, lambda ans, x: (_series.near_zero(
-    x, 1.0 / math.pi, lambda xs: math.pi * sin_over_x_series(math.pi * xs, k=1),
-    lambda xl: (cos(math.pi * xl) - ans) / xl),), domain=(-2.0, 2.0))
+# sinc: in rules/_series.py, next to the series its rule takes near 0
 
 
 @primitive(name="round")

@@ -1,13 +1,10 @@
-"""Discrete Fourier transforms, and the complex elementwise functions they need.
+"""Discrete Fourier transforms.
 
-Complex convention (JAX's): a cotangent ``g`` of a complex value ``z`` pairs with
-a tangent as ``Re(sum(g * dz))``.  So the pullback of a complex-linear map is its
-plain transpose (the DFT matrix is symmetric: the pullback of ``fft`` is ``fft``),
-holomorphic functions pull back by ``g * f'(z)`` (what every ``partials`` rule
-already does), and ``grad`` of a real loss with respect to a complex ``z`` is
-``dL/dx - i dL/dy``.  Where a real input becomes complex (``fft`` of a real
-array, ``rfft``) the pullback keeps the real part: the cotangent of a real
-input is real.
+Complex values follow JAX's convention (rules/complex.py): the pullback of a
+complex-linear map is its plain transpose (the DFT matrix is symmetric: the pullback
+of ``fft`` is ``fft``), and where a real input becomes complex (``fft`` of a real
+array, ``rfft``) the pullback keeps the real part: the cotangent of a real input is
+real.
 
 All FFT primitives are linear, so each rule applies a transform to the tangent
 or cotangent.  Axes are stored negative, so tangents with leading batch axes are
@@ -17,117 +14,7 @@ import numpy as np
 
 from ..core import primitive, shape_of
 from ..arrays import dtype_of
-from .elementwise import sign, where
-
-# -- complex elementwise -------------------------------------------------------------------
-
-
-def _is_complex(x):
-    return np.issubdtype(dtype_of(x), np.complexfloating)
-
-
-@primitive
-def real(val):
-    return np.real(val)
-
-
-@real.frule(symbolic_zeros=True)
-def real_jvp(primals, tangents):
-    (z,), (dz,) = primals, tangents
-    return real(z), None if dz is None else real(dz)
-
-
-@real.rrule
-def real_vjp(z):
-    return real(z), lambda g: (g,)  # Re(g dz) = g Re(dz) for real g
-
-
-real.same_shape_identity = True  # on real input, graph simplification may drop it
-
-
-@primitive
-def imag(val):
-    return np.imag(val)
-
-
-@imag.frule(symbolic_zeros=True)
-def imag_jvp(primals, tangents):
-    (z,), (dz,) = primals, tangents
-    return imag(z), None if dz is None or not _is_complex(z) else imag(dz)
-
-
-@imag.rrule
-def imag_vjp(z):
-    cplx = _is_complex(z)
-    return imag(z), lambda g: ((-1j) * g if cplx else None,)  # Im(dz) = Re(-i dz)
-
-
-@primitive
-def conj(x):
-    return np.conjugate(x)
-
-
-conjugate = conj
-
-
-@conj.frule(symbolic_zeros=True)
-def conj_jvp(primals, tangents):
-    (z,), (dz,) = primals, tangents
-    return conj(z), None if dz is None else conj(dz)
-
-
-@conj.rrule
-def conj_vjp(z):
-    return conj(z), lambda g: (conj(g),)
-
-
-@primitive
-def angle(z, deg=False):
-    return np.angle(z, deg=deg)
-
-
-@angle.frule(symbolic_zeros=True)
-def angle_jvp(primals, tangents, deg=False):
-    (z,), (dz,) = primals, tangents
-    ans = angle(z, deg=deg)
-    if dz is None or not _is_complex(z):
-        return ans, None  # piecewise constant on the reals
-    t = imag(dz / z)  # d arg z = Im(dz / z)
-    return ans, t * (180.0 / np.pi) if deg else t
-
-
-@angle.rrule
-def angle_vjp(z, deg=False):
-    ans = angle(z, deg=deg)
-    cplx = _is_complex(z)
-
-    def pullback(g):
-        if not cplx:
-            return (None,)
-        gz = (-1j) * g / z
-        return (gz * (180.0 / np.pi) if deg else gz,)
-    return ans, pullback
-
-
-def _unit_conj(z):
-    """``conj(z) / |z|`` (0 at 0), differentiable: unlike ``sign``, it is not constant."""
-    from .arithmetic import absolute
-    r = absolute(z)
-    zero = r == 0
-    return where(zero, 0.0, conj(z) / where(zero, 1.0, r))
-
-
-def abs_jvp(x, dx):
-    """The tangent of ``|x|``; real for complex ``x`` (``Re(conj(x) dx) / |x|``)."""
-    return real(_unit_conj(x) * dx) if _is_complex(x) else dx * sign(x)
-
-
-def abs_pullback_factor(x):
-    """``g * factor`` is the cotangent of ``x`` for the cotangent ``g`` of ``|x|``."""
-    return _unit_conj(x) if _is_complex(x) else sign(x)
-
-
-COMPLEX = {p.name: p for p in (real, imag, conj, angle)}
+from .complex import _is_complex, conj, real
 
 # -- padding / truncation: the adjoint of n= and s= ---------------------------------------------
 

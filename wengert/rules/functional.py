@@ -8,8 +8,12 @@ differentiated); under graph tracing the conditions are guarded, so other inputs
 import numpy as np
 
 from ..core import Tracer, ndim_of, shape_of
-from .indexing import concrete, index_update
-from .joining import _axis, _dtype, asarray, expand_dims, moveaxis, stack
+from .conversion import _dtype
+from .creation import asarray
+from .indexing import index_update
+from .joining import stack
+from .nondiff import concrete
+from .reshaping import _axis, expand_dims, moveaxis
 from .shape import reshape, transpose
 
 __all__ = ["piecewise", "apply_along_axis", "apply_over_axes"]

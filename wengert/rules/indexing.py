@@ -24,58 +24,15 @@ import weakref
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
+from .conversion import astype
+from .elementwise import where
+from .nondiff import _plain, concrete, strip_eager
+from .shape import broadcast_to, reshape, transpose
 
 __all__ = ["getitem_basic", "scatter_basic", "gather", "scatter_add", "set_basic", "set_flat",
            "getitem", "setitem",
            "take", "take_along_axis", "compress", "extract", "sort", "select", "index_update",
-           "partition", "put", "place", "putmask", "copyto", "fill_diagonal", "put_along_axis"]
-
-
-def _plain(x):
-    while isinstance(x, Tracer):
-        x = x.value
-    return x
-
-
-def strip_eager(x):
-    """The value under the eager tracers (``Var``, ``Dual``): a plain value, or a tracer
-    of a trace that records guards (a graph being traced), which is kept."""
-    while isinstance(x, Tracer) and not hasattr(x._trace, "guard"):
-        x = x.value
-    return x
-
-
-_NONDIFF_PRIMS = {}
-
-
-def _nondiff_primitive(fn, name):
-    p = _NONDIFF_PRIMS.get((fn, name))
-    if p is None:
-        def impl(*args, **kw):
-            return fn(*args, **kw)
-        impl.__name__ = impl.__qualname__ = name
-        p = primitive(impl, name=name, nondiff=True)
-        _NONDIFF_PRIMS[(fn, name)] = p
-    return p
-
-
-def recorded(fn, *args, name=None, **kw):
-    """``fn`` on the values of ``args``, not differentiated.  Plain under the eager engines;
-    under graph tracing it is recorded as a node, so a compiled graph recomputes it."""
-    vals = [strip_eager(a) for a in args]
-    if not any(isinstance(v, Tracer) for v in vals):
-        return fn(*vals, **kw)
-    return _nondiff_primitive(fn, name or getattr(fn, "__name__", "nondiff"))(*vals, **kw)
-
-
-def concrete(fn, *args, name=None, **kw):
-    """``fn`` on the values of ``args`` as a plain value (an index, a permutation...).
-    Under graph tracing it is recorded with a guard: inputs giving another result
-    re-trace instead of reusing a stale one."""
-    r = recorded(fn, *args, name=name, **kw)
-    if not isinstance(r, Tracer):
-        return r
-    return r._trace.guard_value(r)  # the trace that kept r records guards (strip_eager)
+           "partition"]
 
 
 def _prod(shape):
@@ -307,7 +264,6 @@ def index_writer(idx):
 
 
 def reshape_writer(base, new):
-    from .shape import reshape
     return reshape(new, shape_of(base))
 
 
@@ -315,7 +271,6 @@ def transpose_writer(perm):
     inv = tuple(int(i) for i in np.argsort(perm))
 
     def write(base, new):
-        from .shape import transpose
         return transpose(new, inv)
     return write
 
@@ -485,10 +440,8 @@ def index_update(x, idx, v):
     sel = np.broadcast_to(np.empty((), dtype=np.int8), xs)[nidx].shape
     if isinstance(v, Tracer):
         if v.dtype != dt:
-            from .joining import astype
             v = astype(v, dt)
         if shape_of(v) != sel:
-            from .shape import broadcast_to
             v = broadcast_to(v, sel)
     else:
         v = np.broadcast_to(np.asarray(v, dtype=dt), sel)
@@ -599,7 +552,6 @@ def inplace(op, x, v):
                          f"match the broadcast shape {shape_of(new)}")
     dt = np.asarray(_plain(x)).dtype
     if np.asarray(_plain(new)).dtype != dt:
-        from .joining import astype
         new = astype(new, dt)
     if ent is not None:
         base = ent[0]
@@ -693,95 +645,15 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
 
 
 def reshape_any(x, shape):
-    from .shape import reshape
     return reshape(x, shape)
 
 
 def select(condlist, choicelist, default=0):
     if not _has_tracer(list(choicelist)) and not isinstance(default, Tracer):
         return np.select(condlist, choicelist, default)
-    from .elementwise import where
     if len(condlist) != len(choicelist):
         raise ValueError("list of cases must be same length as list of conditions")
     out = default
     for c, x in reversed(list(zip(condlist, choicelist))):
         out = where(strip_eager(c), x, out)
     return out
-
-
-# -- NumPy's in-place functions: put, place, putmask, copyto, fill_diagonal, put_along_axis ----
-# A traced destination is updated as by ``x[idx] = v``: the functional update, then ``x`` is
-# rebound (_assign).  NumPy's own function, run on plain arrays, does the rest: on scratch
-# values it raises NumPy's errors (bounds, modes, sizes, casting rules) and casts plain values
-# as NumPy does; on the values' positions it says which entry lands where (cycled, clipped,
-# wrapped, broadcast, the last write winning), so every rule of NumPy's holds by construction.
-_PLAIN_DESTINATION = (
-    "numpy.{}: the destination is a plain NumPy array, which cannot hold a traced value (its "
-    "derivative would be lost). Make the destination traced (a = wnp.array(a, like=v), then "
-    "update and use a), or use a functional form that returns a new array: "
-    "wnp.index_update(a, idx, v) or wnp.where(mask, v, a).")
-
-
-def _update_in_place(name, write, dst, values):
-    """``write(dst, values)`` (NumPy's in-place function ``name`` with its static arguments
-    bound) for a traced ``dst`` or ``values``; returns ``None``, as NumPy does."""
-    if isinstance(values, (list, tuple)) and _has_tracer(values):
-        from .joining import array
-        values = array(values)
-    if not isinstance(dst, Tracer):
-        if isinstance(values, Tracer):
-            raise TypeError(_PLAIN_DESTINATION.format(name))
-        return write(dst, values)
-    xs, dt = shape_of(dst), np.asarray(_plain(dst)).dtype
-    scratch = np.empty(xs, dtype=dt)
-    write(scratch, _plain(values))  # NumPy's errors, warnings and casts
-    owner = np.full(xs, -1, dtype=np.intp)  # which entry of values.ravel() each entry took
-    write(owner, positions(values if isinstance(values, Tracer) else np.asarray(values)))
-    written = np.flatnonzero(owner >= 0)
-    if written.size == 0:
-        return None
-    if isinstance(values, Tracer):
-        from .joining import astype
-        vals = gather(astype(values, dt, copy=False), owner.ravel()[written])
-    else:
-        vals = scratch.ravel()[written]
-    _assign(dst, set_flat(dst, vals, written))
-    return None
-
-
-def put(a, ind, v, mode="raise"):
-    """``np.put``: ``a.flat[ind] = v`` with ``v`` cycled; ``mode`` raise, wrap or clip."""
-    ind = static_index(ind, "put")
-    return _update_in_place("put", lambda d, w: np.put(d, ind, w, mode=mode), a, v)
-
-
-def place(arr, mask, vals):
-    """``np.place``: the entries where ``mask`` is true take ``vals`` in turn (cycled)."""
-    mask = static_index(mask, "place")
-    return _update_in_place("place", lambda d, w: np.place(d, mask, w), arr, vals)
-
-
-def putmask(a, mask, values):
-    """``np.putmask``: ``a.flat[n] = values.flat[n % values.size]`` where ``mask.flat[n]``."""
-    mask = static_index(mask, "putmask")
-    return _update_in_place("putmask", lambda d, w: np.putmask(d, mask, w), a, values)
-
-
-def copyto(dst, src, casting="same_kind", where=True):
-    """``np.copyto``: ``src`` broadcast into ``dst`` where ``where`` is true, under ``casting``."""
-    where = static_index(where, "copyto")
-    return _update_in_place(
-        "copyto", lambda d, w: np.copyto(d, w, casting=casting, where=where), dst, src)
-
-
-def fill_diagonal(a, val, wrap=False):
-    """``np.fill_diagonal``: the entries with all indices equal take ``val`` (cycled)."""
-    return _update_in_place("fill_diagonal", lambda d, w: np.fill_diagonal(d, w, wrap=wrap),
-                            a, val)
-
-
-def put_along_axis(arr, indices, values, axis):
-    """``np.put_along_axis``: ``values`` broadcast to ``indices`` and written along ``axis``."""
-    indices = static_index(indices, "put_along_axis")
-    return _update_in_place(
-        "put_along_axis", lambda d, w: np.put_along_axis(d, indices, w, axis), arr, values)

@@ -16,8 +16,12 @@ an exact operation of slope 1.
 import numpy as np
 
 from ..core import Tracer
-from .indexing import concrete, gather
-from .joining import _dtype, _plain, _traced, array, astype, concatenate, ravel
+from .conversion import _dtype, _plain, _traced, astype
+from .creation import array
+from .indexing import gather
+from .joining import concatenate
+from .nondiff import concrete
+from .reshaping import ravel
 
 __all__ = ["intersect1d", "union1d", "setdiff1d", "setxor1d", "unique_values", "unique_counts",
            "unique_inverse", "unique_all", "sort_complex"]

@@ -1,5 +1,5 @@
-"""``scipy.special`` Bessel-type functions beyond special.py: spherical, Struve, Kelvin, Airy,
-derivatives and integrals, declared by their partials (see special.py).
+"""``scipy.special`` Bessel-type functions beyond special_base.py: spherical, Struve, Kelvin, Airy,
+derivatives and integrals, declared by their partials (see special_base.py).
 
 Orders (``kn``'s ``n``, ``struve``'s ``v``, ``spherical_jn``'s ``n``) are not differentiated:
 their partial is a ``NoDerivative``.  The derivative orders (``jvp``'s ``n``,
@@ -15,8 +15,8 @@ import scipy.special as _sp
 
 from ..core import NoDerivative, Tracer, primitive
 from ._series import near_zero, power_series
-from .elementwise import absolute, maximum, sqrt, where
-from .special import (SPECIAL, _keep_float32, _special, i0, j0, k0, rgamma, several_results,
+from .elementwise import maximum, sqrt, where
+from .special_base import (SPECIAL, _keep_float32, _special, i0, j0, k0, rgamma, several_results,
                       y0)
 
 _SQRT_PI = math.sqrt(math.pi)

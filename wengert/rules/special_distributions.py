@@ -1,5 +1,5 @@
 """``scipy.special`` distribution functions (CDFs, their complements and inverses),
-orthogonal polynomials and ``binom``, declared by their partials (see special.py).
+orthogonal polynomials and ``binom``, declared by their partials (see special_base.py).
 
 Shape parameters, counts and degrees are not differentiated: their partial is a
 ``NoDerivative`` (most have no closed form), so differentiating one raises.  A derivative in
@@ -14,7 +14,7 @@ import scipy.special as _sp
 from ..core import NoDerivative, Tracer
 from ..arrays import dtype_of
 from .elementwise import clip, cos, exp, floor, log, log1p, maximum, minimum, sin, trunc, where
-from .special import (_keep_float32, _special, beta, betaln, digamma, gammaln, xlog1py,
+from .special_base import (_keep_float32, _special, beta, betaln, digamma, gammaln, xlog1py,
                       xlogy)
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)

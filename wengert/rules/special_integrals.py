@@ -1,5 +1,5 @@
 """``scipy.special`` exponential, trigonometric and elliptic integrals, hypergeometric and zeta
-functions, declared by their partials (see special.py).
+functions, declared by their partials (see special_base.py).
 
 Parameters with no closed-form derivative (a hypergeometric function's ``a, b, c``, ``expn``'s
 order, ``zeta``'s exponent) are ``NoDerivative``: differentiating them raises.
@@ -11,10 +11,10 @@ import scipy.special as _sp
 
 from ..core import NoDerivative
 from . import elementwise as _ew
-from ._series import near_zero, power_series
-from .arithmetic import power_exponent_slope, power_slope
-from .elementwise import (absolute, cos, cosh, exp, log, rint, sin, sinh, sqrt, where)
-from .special import SPECIAL, _keep_float32, _special, _traced, erf, several_results
+from ._series import near_zero, power_series, sin_over_x_series
+from .arithmetic import absolute, power, power_exponent_slope, power_slope
+from .elementwise import cos, cosh, exp, rint, sin, sinh, sqrt, where
+from .special_base import SPECIAL, _keep_float32, _special, _traced, erf, several_results
 
 _PI = math.pi
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
@@ -63,7 +63,7 @@ def _ratio_derivative(x, series, f, df):
 
 
 _sin_x = _ew.elementwise(_ratio_impl(np.sin), lambda ans, x: (
-    _ratio_derivative(x, _ew.sin_over_x_series, sin, cos),), name="sin_over_x", domain=None,
+    _ratio_derivative(x, sin_over_x_series, sin, cos),), name="sin_over_x", domain=None,
     registry=_PRIVATE)
 _sinh_x = _ew.elementwise(_ratio_impl(np.sinh), lambda ans, x: (
     _ratio_derivative(x, _sinh_over_x_series, sinh, cosh),), name="sinh_over_x", domain=None,
@@ -122,7 +122,7 @@ owens_t = _special(_sp.owens_t, lambda ans, h, a: (
 
 def _powm1_partials(ans, x, y, needs=(True, True)):
     # x ** y - 1: power's slopes (no 0 * inf at x = 0)
-    return ((power_slope(_ew.power, x, y) if needs[0] else None),
+    return ((power_slope(power, x, y) if needs[0] else None),
             (power_exponent_slope(ans + 1.0, x, y) if needs[1] else None))
 
 

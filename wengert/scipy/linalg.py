@@ -15,7 +15,7 @@ import scipy.linalg as _sl
 
 from ..core import Tracer as _Tracer, shape_of as _shape
 from ..numpy import _passthrough, linalg as _wla
-from ..rules import linalg as _rl
+from ..rules import linalg as _rl, matrices as _rm
 from ..rules.shape import reshape as _reshape
 
 
@@ -116,7 +116,7 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
         return _sl.solve(a, b, lower=lower, overwrite_a=overwrite_a, overwrite_b=overwrite_b,
                          check_finite=check_finite, transposed=transposed, **kw)
     if assume_a in ("sym", "symmetric", "her", "hermitian", "pos", "positive definite"):
-        a = _rl._sym_tangent(a, lower=lower)  # scipy reads one triangle for these
+        a = _rm._sym_tangent(a, lower=lower)  # scipy reads one triangle for these
     return _wla.solve(_rl._mT(a) if transposed else a, b)
 
 

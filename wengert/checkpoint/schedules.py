@@ -1,0 +1,446 @@
+"""Checkpoint schedules: which loop states reverse mode stores, and which it rebuilds.
+
+Conventions (used everywhere below): the loop has ``N`` steps; *state* ``k`` is
+the carry going into step ``k`` (state 0 is ``init``, state ``N`` the final
+carry).  Reversing step ``k`` needs state ``k``.  Actions:
+
+=================  ==============================================================
+``advance a b``    run steps ``a .. b-1`` without a tape: current state a -> b
+``store i``        keep the current state (state ``i``) as a snapshot
+``restore i``      make snapshot ``i`` the current state
+``reverse i``      run step ``i`` on a tape from the current state ``i`` and pull
+                   the cotangent of state ``i+1`` back to state ``i``
+``free i``         drop snapshot ``i``
+``invert i``       ("invert" only) current state ``i+1`` -> state ``i`` by the
+                   user's inverse step
+=================  ==============================================================
+
+The actions before the first ``reverse`` form the forward phase: the scan's
+primal pass executes them, and then runs step ``N-1`` once more (from the current
+state, which it keeps) to produce the final carry.  The pullback executes the
+rest.  Cost of a schedule = the number of steps inside ``advance`` actions (the
+``reverse`` actions each tape one step; that is not counted).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+__all__ = ["checkpoint_schedule", "iter_schedule", "Action", "Schedule", "revolve_cost",
+           "STRATEGIES"]
+
+STRATEGIES = ("all", "ctz", "binomial", "online", "invert")
+
+
+@dataclasses.dataclass(frozen=True)
+class Action:
+    """One action of a schedule: ``kind`` and a state ``index`` (``stop`` for advance)."""
+
+    kind: str
+    index: int
+    stop: int | None = None
+
+    @property
+    def start(self):
+        return self.index
+
+    def to_dict(self):
+        if self.kind == "advance":
+            return {"kind": "advance", "start": self.index, "stop": self.stop}
+        return {"kind": self.kind, "index": self.index}
+
+    def __repr__(self):
+        if self.kind == "advance":
+            return f"Action('advance', {self.index}, {self.stop})"
+        return f"Action({self.kind!r}, {self.index})"
+
+
+class Schedule(list):
+    """A list of ``Action``s, with the loop ``length``, ``strategy`` and ``snapshots``.
+
+    ``split`` is the index of the first ``reverse`` action (the forward phase ends
+    there); ``stats()`` counts what executing it costs; ``draw()`` pictures it.
+    """
+
+    def __init__(self, actions, length, strategy, snapshots=None):
+        super().__init__(actions)
+        self.length, self.strategy, self.snapshots = length, strategy, snapshots
+        self.split = next((i for i, a in enumerate(self) if a.kind == "reverse"), len(self))
+
+    def to_dict(self):
+        return {"length": self.length, "strategy": self.strategy,
+                "snapshots": self.snapshots, "actions": [a.to_dict() for a in self]}
+
+    def stats(self):
+        """Replay the schedule, checking it, and count.
+
+        Returns a dict: ``advanced`` (steps run by advance actions: the cost),
+        ``recomputed`` (per step, how often the reverse phase advanced it),
+        ``reversed`` (steps taped), ``inverted``, ``max_stored`` (most snapshots
+        held at once, state 0 included), ``max_snapshots`` (the same, without
+        state 0, which is the scan's input).
+        """
+        n = self.length
+        cur = 0
+        stored = set()
+        advanced = 0
+        inverted = 0
+        recomputed = [0] * n
+        done = []
+        max_stored = max_snap = 0
+        for pos, a in enumerate(self):
+            k = a.kind
+            if k == "advance":
+                if cur != a.index or not a.index < a.stop <= n - 1:
+                    raise AssertionError(f"action {pos} {a!r}: current state is {cur}")
+                advanced += a.stop - a.index
+                if pos >= self.split:
+                    for j in range(a.index, a.stop):
+                        recomputed[j] += 1
+                cur = a.stop
+            elif k == "store":
+                if cur != a.index:
+                    raise AssertionError(f"action {pos} {a!r}: current state is {cur}")
+                stored.add(a.index)
+                max_stored = max(max_stored, len(stored))
+                max_snap = max(max_snap, len(stored - {0}))
+            elif k == "restore":
+                if a.index not in stored:
+                    raise AssertionError(f"action {pos} {a!r}: state not stored")
+                cur = a.index
+            elif k == "free":
+                stored.discard(a.index)
+            elif k == "reverse":
+                expected = n - 1 - len(done)
+                if cur != a.index or a.index != expected:
+                    raise AssertionError(f"action {pos} {a!r}: current state {cur}, "
+                                         f"next step to reverse {expected}")
+                done.append(a.index)
+            elif k == "invert":
+                if cur != a.index + 1:
+                    raise AssertionError(f"action {pos} {a!r}: current state is {cur}")
+                inverted += 1
+                cur = a.index
+            else:
+                raise AssertionError(f"unknown action {a!r}")
+        if len(done) != n:
+            raise AssertionError(f"{len(done)} of {n} steps reversed")
+        return {"advanced": advanced, "recomputed": recomputed, "reversed": len(done),
+                "inverted": inverted, "max_stored": max_stored, "max_snapshots": max_snap}
+
+    def draw(self, labels=None):
+        """The schedule as text, one row per reversed step, in the style of the seed.
+
+        Columns are states (``0 1 ... 9 a b ...``).  ``X``: a stored snapshot;
+        ``+``: a state recomputed (advanced through, not stored) since the previous
+        row; ``<``: rebuilt by the inverse step; ``^``: the state whose step is
+        reversed in this row.  The first row is the store after the forward sweep.
+        """
+        n = self.length
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+        labels = labels or [digits[i % 36] for i in range(n)]
+        lines = [" ".join(labels)]
+        stored = set()
+        touched = set()
+        inverted = set()
+
+        def row(mark=None, note=""):
+            cells = ["."] * n
+            for p in touched:
+                cells[p] = "+"
+            for p in inverted:
+                cells[p] = "<"
+            for p in stored:
+                cells[p] = "X"
+            if mark is not None:
+                cells[mark] = "^"
+            return " ".join(cells) + ("   " + note if note else "")
+
+        for pos, a in enumerate(self):
+            if pos == self.split:
+                lines.append(row(note="forward sweep"))
+                touched.clear()
+            k = a.kind
+            if k == "advance":
+                if pos >= self.split:
+                    touched.update(range(a.index + 1, a.stop + 1))
+            elif k == "store":
+                stored.add(a.index)
+            elif k == "free":
+                stored.discard(a.index)
+            elif k == "invert":
+                inverted.add(a.index)
+            elif k == "reverse":
+                lines.append(row(a.index, f"reverse {labels[a.index]}"))
+                touched.clear()
+                inverted.clear()
+        return "\n".join(line.rstrip() for line in lines)
+
+
+def _prefixes(i):
+    """i with its lowest 0, 1, 2, ... bits cleared (the ctz cache for state i), ascending."""
+    out = {0}
+    b = 0
+    while (i >> b) > 0:
+        out.add((i >> b) << b)
+        b += 1
+    return sorted(out)
+
+
+def _ctz(k):
+    return (k & -k).bit_length() - 1
+
+
+def _ctz_forward(n):
+    """The online ctz forward phase: works without knowing n in advance (a generator)."""
+    yield Action("store", 0)
+    stack = [0]
+    for k in range(1, n):
+        yield Action("advance", k - 1, k)
+        for _ in range(_ctz(k)):  # states no longer prefixes of k
+            yield Action("free", stack.pop())
+        stack.append(k)
+        yield Action("store", k)
+
+
+def _ctz_reverse(n):
+    stack = _prefixes(n - 1)
+    cur = n - 1
+    for i in range(n - 1, -1, -1):
+        top = stack[-1]
+        if top != i:
+            if cur != top:
+                yield Action("restore", top)
+            pos = top
+            for p in _prefixes(i):
+                if p > top:
+                    yield Action("advance", pos, p)
+                    yield Action("store", p)
+                    stack.append(p)
+                    pos = p
+        elif cur != i:
+            yield Action("restore", i)
+        yield Action("reverse", i)
+        yield Action("free", i)
+        stack.pop()
+        cur = None
+
+
+def _ctz_schedule(n):
+    yield from _ctz_forward(n)
+    yield from _ctz_reverse(n)
+
+
+def _all_schedule(n):
+    yield Action("store", 0)
+    for k in range(1, n):
+        yield Action("advance", k - 1, k)
+        yield Action("store", k)
+    for i in range(n - 1, -1, -1):
+        if i != n - 1:
+            yield Action("restore", i)
+        yield Action("reverse", i)
+        yield Action("free", i)
+
+
+def _invert_schedule(n):
+    if n > 1:
+        yield Action("advance", 0, n - 1)
+    yield Action("reverse", n - 1)
+    for i in range(n - 2, -1, -1):
+        yield Action("invert", i)
+        yield Action("reverse", i)
+
+
+@functools.lru_cache(maxsize=None)
+def _beta(s, r):
+    return math.comb(s + r, s)
+
+
+@functools.lru_cache(maxsize=None)
+def revolve_cost(n, s):
+    """Fewest advanced steps to reverse ``n`` steps with ``s`` snapshots besides state 0.
+
+    The minimum of ``t(n, s) = min_{1<=m<n} m + t(n-m, s-1) + t(m, s)``,
+    ``t(1, s) = 0``, ``t(n, 0) = n(n-1)/2``, in closed form (Griewank): with ``r``
+    the least integer such that ``β(s+1, r) = C(s+1+r, r) >= n``,
+    ``t(n, s) = r·n − C(s+1+r, r−1)``.
+    """
+    if n <= 1:
+        return 0
+    r = 0
+    while _beta(s + 1, r) < n:
+        r += 1
+    return r * n - math.comb(s + 1 + r, r - 1)
+
+
+def _best_split(n, s):
+    """An optimal first snapshot position m for (n, s): the cost is convex in m."""
+    def cost(m):
+        return m + revolve_cost(n - m, s - 1) + revolve_cost(m, s)
+    lo, hi = 1, n - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cost(mid + 1) >= cost(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _binomial_schedule(n, s):
+    yield Action("store", 0)
+    cur = 0
+    work = [("rev", 0, n, s)]  # an explicit stack: no recursion limit
+    while work:
+        task = work.pop()
+        if task[0] == "free":
+            yield Action("free", task[1])
+            continue
+        _, a, m_n, m_s = task
+        if m_n == 1:
+            if cur != a:
+                yield Action("restore", a)
+            yield Action("reverse", a)
+            cur = None
+        elif m_s == 0:
+            for k in range(a + m_n - 1, a - 1, -1):
+                if cur != a:
+                    yield Action("restore", a)
+                if k > a:
+                    yield Action("advance", a, k)
+                yield Action("reverse", k)
+                cur = None
+        else:
+            m = _best_split(m_n, m_s)
+            if cur != a:
+                yield Action("restore", a)
+            yield Action("advance", a, a + m)
+            yield Action("store", a + m)
+            cur = a + m
+            # executed in the order: right part, free its snapshot, left part
+            work.append(("rev", a, m, m_s))
+            work.append(("free", a + m))
+            work.append(("rev", a + m, m_n - m, m_s - 1))
+    yield Action("free", 0)
+
+
+def _online_add(levels, k, s):
+    """Store state ``k`` under the dynamic rule of Wang, Moin & Iaccarino (2009).
+
+    ``levels`` maps each stored state (besides state 0) to its level.  With a free
+    slot, ``k`` is stored at level 0.  Otherwise the latest snapshot that has a
+    later snapshot of higher level is dispensable and makes room; if none is,
+    the latest snapshot is replaced by ``k`` one level up.  Yields the actions.
+    """
+    if s == 0:
+        return
+    if len(levels) < s:
+        levels[k] = 0
+        yield Action("store", k)
+        return
+    victim, high = None, -1
+    for j in sorted(levels, reverse=True):
+        if levels[j] < high:
+            victim = j
+            break
+        high = max(high, levels[j])
+    if victim is not None:
+        del levels[victim]
+        levels[k] = 0
+    else:
+        victim = max(levels)
+        levels[k] = levels.pop(victim) + 1
+    yield Action("free", victim)
+    yield Action("store", k)
+
+
+def _online_schedule(n, s):
+    """Dynamic (online) checkpointing: ``s`` slots, decisions made without knowing n."""
+    if s == 0:
+        yield from _binomial_schedule(n, 0)
+        return
+    levels = {}
+    yield Action("store", 0)
+    for k in range(1, n):
+        yield Action("advance", k - 1, k)
+        yield from _online_add(levels, k, s)
+    cur = n - 1
+    for i in range(n - 1, -1, -1):
+        while True:  # recompute from the latest snapshot, storing by the same rule
+            last = max(levels) if levels else 0
+            if last >= i:
+                break
+            if cur != last:
+                yield Action("restore", last)
+            yield Action("advance", last, last + 1)
+            cur = last + 1
+            yield from _online_add(levels, last + 1, s)
+        if cur != i:
+            yield Action("restore", i)
+        yield Action("reverse", i)
+        cur = None
+        if i:
+            del levels[i]
+            yield Action("free", i)
+    yield Action("free", 0)
+
+
+def _default_snapshots(n):
+    return max(1, math.ceil(math.log2(n))) if n > 1 else 1
+
+
+def checkpoint_schedule(length, strategy="ctz", snapshots=None):
+    """The schedule ``wg.scan`` executes for ``length`` steps, as a list of ``Action``s.
+
+    ``strategy``: ``"all"`` (store every state), ``"ctz"`` (count-trailing-zeros:
+    at most ⌊log2 N⌋+1 states stored, N need not be known in advance),
+    ``"binomial"`` (revolve: fewest recomputations for ``snapshots`` stored states
+    besides state 0; default ⌈log2 N⌉), ``"online"`` (dynamic checkpointing with
+    ``snapshots`` slots, decided without knowing N), ``"invert"`` (nothing stored;
+    states rebuilt by the inverse step).
+
+    >>> import wengert as wg
+    >>> s = wg.checkpoint_schedule(4, "ctz")
+    >>> s[:6]
+    [Action('store', 0), Action('advance', 0, 1), Action('store', 1), Action('advance', 1, 2), Action('free', 1), Action('store', 2)]
+    >>> s.stats()["advanced"], s.stats()["max_stored"]
+    (4, 3)
+    """
+    n, snapshots = _check(length, strategy, snapshots)
+    return Schedule(iter_schedule(n, strategy, snapshots), n, strategy, snapshots)
+
+
+def _check(length, strategy, snapshots):
+    n = int(length)
+    if n < 1:
+        raise ValueError(f"checkpoint_schedule needs length >= 1, got {length!r}")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown checkpoint strategy {strategy!r}; use one of {STRATEGIES}")
+    if strategy not in ("binomial", "online"):
+        return n, None
+    if snapshots is None:
+        snapshots = _default_snapshots(n)
+    if int(snapshots) < 0:
+        raise ValueError("snapshots must be >= 0")
+    return n, int(snapshots)
+
+
+def iter_schedule(length, strategy="ctz", snapshots=None):
+    """The actions of ``checkpoint_schedule`` one at a time (a generator).
+
+    This is what ``wg.scan`` executes: the schedule is never held whole, so its
+    own memory stays O(log N) for "ctz" and O(snapshots) for "binomial".
+    """
+    n, snapshots = _check(length, strategy, snapshots)
+    if strategy == "all":
+        return _all_schedule(n)
+    if strategy == "ctz":
+        return _ctz_schedule(n)
+    if strategy == "binomial":
+        return _binomial_schedule(n, snapshots)
+    if strategy == "online":
+        return _online_schedule(n, snapshots)
+    return _invert_schedule(n)
+

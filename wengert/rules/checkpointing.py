@@ -1,0 +1,92 @@
+"""The primitives checkpointed loops are built from: take one slice along an axis, put
+it back, stack slices.
+
+``wg.scan`` reads its ``xs`` one step at a time and stacks its ``ys`` with them.
+Cotangents may carry leading batch axes, so each takes the axis to work on.
+"""
+import numpy as np
+
+from ..core import ndim_of, primitive, shape_of
+from ..arrays import dtype_of
+
+__all__ = ["checkpoint_take", "checkpoint_put", "checkpoint_stack"]
+
+
+@primitive(name="checkpoint_take")
+def checkpoint_take(x, index=0, axis=0):
+    return np.take(x, index, axis=axis)
+
+
+@primitive(name="checkpoint_put")
+def checkpoint_put(g, index=0, axis=0, n=1):
+    g = np.asarray(g)
+    out = np.zeros(g.shape[:axis] + (n,) + g.shape[axis:], g.dtype)
+    out[(slice(None),) * axis + (index,)] = g
+    return out
+
+
+@primitive(name="checkpoint_stack")
+def checkpoint_stack(*xs, axis=0):
+    return np.stack(xs, axis=axis)
+
+
+@checkpoint_take.frule(symbolic_zeros=True)
+def _take_jvp(primals, tangents, index=0, axis=0):
+    (x,), (dx,) = primals, tangents
+    ans = checkpoint_take(x, index=index, axis=axis)
+    if dx is None:
+        return ans, None
+    return ans, checkpoint_take(dx, index=index, axis=axis + ndim_of(dx) - ndim_of(x))
+
+
+@checkpoint_take.rrule
+def _take_vjp(x, index=0, axis=0):
+    ans = checkpoint_take(x, index=index, axis=axis)
+    n = shape_of(x)[axis]
+
+    def pullback(g):
+        return (checkpoint_put(g, index=index, axis=axis + ndim_of(g) - ndim_of(ans), n=n),)
+    return ans, pullback
+
+
+@checkpoint_put.frule(symbolic_zeros=True)
+def _put_jvp(primals, tangents, index=0, axis=0, n=1):
+    (g,), (dg,) = primals, tangents
+    ans = checkpoint_put(g, index=index, axis=axis, n=n)
+    if dg is None:
+        return ans, None
+    return ans, checkpoint_put(dg, index=index, axis=axis + ndim_of(dg) - ndim_of(g), n=n)
+
+
+@checkpoint_put.rrule
+def _put_vjp(g, index=0, axis=0, n=1):
+    ans = checkpoint_put(g, index=index, axis=axis, n=n)
+
+    def pullback(h):
+        return (checkpoint_take(h, index=index, axis=axis + ndim_of(h) - ndim_of(ans)),)
+    return ans, pullback
+
+
+@checkpoint_stack.frule(symbolic_zeros=True)
+def _stack_jvp(primals, tangents, axis=0):
+    ans = checkpoint_stack(*primals, axis=axis)
+    live = [(p, t) for p, t in zip(primals, tangents) if t is not None]
+    if not live:
+        return ans, None
+    p0, t0 = live[0]
+    nb = ndim_of(t0) - ndim_of(p0)
+    batch = shape_of(t0)[:nb]
+    ts = [t if t is not None else np.zeros(batch + shape_of(p), dtype_of(t0))
+          for p, t in zip(primals, tangents)]
+    return ans, checkpoint_stack(*ts, axis=axis + nb)
+
+
+@checkpoint_stack.rrule
+def _stack_vjp(*xs, axis=0):
+    ans = checkpoint_stack(*xs, axis=axis)
+
+    def pullback(g):
+        nb = ndim_of(g) - ndim_of(ans)
+        return tuple(checkpoint_take(g, index=k, axis=axis + nb) for k in range(len(xs)))
+    return ans, pullback
+

@@ -1,0 +1,293 @@
+"""Matrix decompositions: eigh and eigvalsh, eig and eigvals (complex results), svd and svdvals
+(reduced), qr (reduced).
+
+``eigh`` and ``eigvalsh`` read one triangle of ``a``, as cholesky does.  The ``eigh`` and
+``svd`` rules hold for distinct eigenvalues / singular values (nonzero ones for the vectors of
+a non-square ``svd``); at degenerate ones the derivative contains ``inf``/``nan`` (as in
+JAX), never an exception.
+"""
+import numpy as np
+
+from ..core import primitive, shape_of
+from ..arrays import dtype_of
+from .complex import conj, real
+from .matrices import (_col, _diag_embed, _diag_part, _inv_differences, _mm, _mT, _row,
+                       _sym_cotangent, _sym_tangent, _tril)
+from .shape import sum_
+from .solvers import _solve, inv
+
+
+# -- symmetric eigenproblem ----------------------------------------------------------------
+
+
+@primitive(name="eigh", multiple_results=True)
+def _eigh(a, UPLO="L"):
+    return np.linalg.eigh(a, UPLO=UPLO)
+
+
+@_eigh.frule(symbolic_zeros=True)
+def eigh_jvp(primals, tangents, UPLO="L"):
+    (a,), (da,) = primals, tangents
+    w, v = ans = _eigh(a, UPLO=UPLO)
+    if da is None:
+        return ans, (None, None)
+    ds = _sym_tangent(da, lower=UPLO == "L")
+    vdv = _mm(_mT(v), _mm(ds, v))
+    return ans, (_diag_part(vdv), _mm(v, _inv_differences(w) * vdv))
+
+
+@_eigh.rrule
+def eigh_vjp(a, UPLO="L"):
+    w, v = ans = _eigh(a, UPLO=UPLO)
+
+    def pullback(g):
+        gw, gv = g
+        inner = None if gw is None else _diag_embed(gw)
+        if gv is not None:
+            t = _inv_differences(w) * _mm(_mT(v), gv)
+            inner = t if inner is None else inner + t
+        if inner is None:
+            return (None,)
+        return (_sym_cotangent(_mm(v, _mm(inner, _mT(v))), lower=UPLO == "L"),)
+    return ans, pullback
+
+
+@primitive
+def eigvalsh(a, UPLO="L"):
+    return np.linalg.eigvalsh(a, UPLO=UPLO)
+
+
+@eigvalsh.frule(symbolic_zeros=True)
+def eigvalsh_jvp(primals, tangents, UPLO="L"):
+    (a,), (da,) = primals, tangents
+    w, v = _eigh(a, UPLO=UPLO)
+    if da is None:
+        return w, None
+    ds = _sym_tangent(da, lower=UPLO == "L")
+    return w, _diag_part(_mm(_mT(v), _mm(ds, v)))
+
+
+@eigvalsh.rrule
+def eigvalsh_vjp(a, UPLO="L"):
+    w, v = _eigh(a, UPLO=UPLO)
+
+    def pullback(g):
+        return (_sym_cotangent(_mm(v * _row(g), _mT(v)), lower=UPLO == "L"),)
+    return w, pullback
+
+
+# -- general (non-symmetric) eigenproblem: complex results ---------------------------------------
+
+
+def _complex_dtype(a):
+    return np.result_type(dtype_of(a), np.complex64)
+
+
+@primitive(name="eig", multiple_results=True)
+def _eig(a):
+    """``(w, v)``, always complex (NumPy returns real arrays when the spectrum is real)."""
+    w, v = np.linalg.eig(a)
+    ct = _complex_dtype(a)
+    return w.astype(ct, copy=False), v.astype(ct, copy=False)
+
+
+def _is_complex(x):
+    return np.issubdtype(dtype_of(x), np.complexfloating)
+
+
+def _real_if_real(g, a):
+    if _is_complex(a):
+        return g
+    return real(g)
+
+
+@_eig.frule(symbolic_zeros=True)
+def eig_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    w, v = ans = _eig(a)
+    if da is None:
+        return ans, (None, None)
+    x = _mm(inv(v), _mm(da, v))
+    dv = _mm(v, _inv_differences(w) * x)
+    # keep each column at unit norm (NumPy's normalisation); the phase stays free
+    dv = dv - v * real(sum_(conj(v) * dv, axis=-2, keepdims=True))
+    return ans, (_diag_part(x), dv)
+
+
+@_eig.rrule
+def eig_vjp(a):
+    w, v = ans = _eig(a)
+
+    def pullback(g):
+        gw, gv = g
+        if gw is None and gv is None:
+            return (None,)
+        inner = None if gw is None else _diag_embed(gw)
+        if gv is not None:
+            c = real(sum_(gv * v, axis=-2, keepdims=True))
+            gv0 = gv - conj(v) * c
+            t = _inv_differences(w) * _mm(_mT(v), gv0)
+            inner = t if inner is None else inner + t
+        ga = _mm(_mT(inv(v)), _mm(inner, _mT(v)))
+        return (_real_if_real(ga, a),)
+    return ans, pullback
+
+
+@primitive
+def eigvals(a):
+    return np.linalg.eigvals(a).astype(_complex_dtype(a), copy=False)
+
+
+@eigvals.frule(symbolic_zeros=True)
+def eigvals_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    w, v = _eig(a)
+    if da is None:
+        return w, None
+    return w, _diag_part(_mm(inv(v), _mm(da, v)))
+
+
+@eigvals.rrule
+def eigvals_vjp(a):
+    w, v = _eig(a)
+    return w, lambda g: (_real_if_real(_mm(_mT(inv(v)), _mT(v) * _col(g)), a),)
+
+
+# -- singular value decomposition (reduced) -------------------------------------------------
+
+
+@primitive(name="svd", multiple_results=True)
+def _svd(a):
+    """``(u, s, vh)`` with ``full_matrices=False``."""
+    return np.linalg.svd(a, full_matrices=False)
+
+
+@_svd.frule(symbolic_zeros=True)
+def svd_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    u, s, vh = ans = _svd(a)
+    if da is None:
+        return ans, (None, None, None)
+    m, n = shape_of(a)[-2:]
+    v = _mT(vh)
+    ds_mat = _mm(_mT(u), _mm(da, v))
+    ds = _diag_part(ds_mat)
+    f = _inv_differences(s, squared=True)
+    sr, sc = _row(s), _col(s)
+    dss = ds_mat * sr   # dS @ diag(s)
+    sds = sc * ds_mat   # diag(s) @ dS
+    du = _mm(u, f * (dss + _mT(dss)))
+    dv = _mm(v, f * (sds + _mT(sds)))
+    if m > n:
+        dav = _mm(da, v)
+        du = du + (dav - _mm(u, _mm(_mT(u), dav))) / sr
+    if n > m:
+        datu = _mm(_mT(da), u)
+        dv = dv + (datu - _mm(v, _mm(vh, datu))) / sr
+    return ans, (du, ds, _mT(dv))
+
+
+@_svd.rrule
+def svd_vjp(a):
+    u, s, vh = ans = _svd(a)
+    m, n = shape_of(a)[-2:]
+
+    def pullback(g):
+        gu, gs, gvh = g
+        if gu is None and gs is None and gvh is None:
+            return (None,)
+        f = _inv_differences(s, squared=True)
+        sr, sc = _row(s), _col(s)
+        inner = None if gs is None else _diag_embed(gs)
+        if gu is not None:
+            utgu = _mm(_mT(u), gu)
+            t = (f * (utgu - _mT(utgu))) * sr
+            inner = t if inner is None else inner + t
+        if gvh is not None:
+            v = _mT(vh)
+            gv = _mT(gvh)
+            vtgv = _mm(vh, gv)
+            t = sc * (f * (vtgv - _mT(vtgv)))
+            inner = t if inner is None else inner + t
+        ga = _mm(u, _mm(inner, vh))
+        if gu is not None and m > n:
+            ga = ga + _mm((gu - _mm(u, utgu)) / sr, vh)
+        if gvh is not None and n > m:
+            ga = ga + _mm(u / sr, _mT(gv - _mm(v, vtgv)))
+        return (ga,)
+    return ans, pullback
+
+
+@primitive
+def svdvals(a):
+    return np.linalg.svd(a, compute_uv=False)
+
+
+@svdvals.frule(symbolic_zeros=True)
+def svdvals_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    u, s, vh = _svd(a)
+    if da is None:
+        return s, None
+    return s, _diag_part(_mm(_mT(u), _mm(da, _mT(vh))))
+
+
+@svdvals.rrule
+def svdvals_vjp(a):
+    u, s, vh = _svd(a)
+    return s, lambda g: (_mm(u * _row(g), vh),)
+
+
+# -- QR (reduced, m >= n; wide matrices are handled in wengert.numpy.linalg.qr) --------------
+
+
+@primitive(name="qr", multiple_results=True)
+def _qr(a):
+    return np.linalg.qr(a, mode="reduced")
+
+
+def _right_solve_t(x, r):
+    """``x @ inv(r).T``."""
+    return _mT(_solve(r, _mT(x)))
+
+
+def _right_solve(x, r):
+    """``x @ inv(r)``."""
+    return _mT(_solve(_mT(r), _mT(x)))
+
+
+@_qr.frule(symbolic_zeros=True)
+def qr_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    q, r = ans = _qr(a)
+    if da is None:
+        return ans, (None, None)
+    da_rinv = _right_solve(da, r)
+    qt_da_rinv = _mm(_mT(q), da_rinv)
+    low = _tril(qt_da_rinv, -1)
+    do = low - _mT(low)  # antisymmetric: the rotation part
+    dq = _mm(q, do - qt_da_rinv) + da_rinv
+    dr = _mm(qt_da_rinv - do, r)
+    return ans, (dq, dr)
+
+
+@_qr.rrule
+def qr_vjp(a):
+    q, r = ans = _qr(a)
+
+    def pullback(g):
+        gq, gr = g
+        if gq is None and gr is None:
+            return (None,)
+        m = None
+        if gr is not None:
+            m = _mm(r, _mT(gr))
+        if gq is not None:
+            t = _mm(_mT(gq), q)
+            m = -t if m is None else m - t
+        copyltu = _tril(m) + _mT(_tril(m, -1))
+        x = _mm(q, copyltu)
+        if gq is not None:
+            x = x + gq
+        return (_right_solve_t(x, r),)
+    return ans, pullback

@@ -1,0 +1,216 @@
+"""Rearranging entries: tile, repeat, flip, roll, rot90, pad, choose, insert, delete, resize,
+trim_zeros.
+
+Most run NumPy's own function on the entries' positions and gather the traced array by the
+result: one linear primitive, whose adjoint adds the cotangents back, so NumPy's rules
+(modes, wrapping, repeats) hold by construction.  Each public function returns exactly what
+NumPy returns when no argument is traced.
+"""
+import numpy as np
+
+from ..core import Tracer, ndim_of, shape_of
+from .conversion import _dtype, _plain, _traced, astype
+from .creation import asarray
+from .elementwise import where
+from .indexing import (_TRACED_INDEX, gather, getitem_basic, index_writer, positions,
+                       scatter_basic)
+from .joining import concatenate, stack
+from .nondiff import concrete
+from .reshaping import _axis, _view, ravel
+from .shape import broadcast_to, reshape
+
+__all__ = ["tile", "repeat", "flip", "fliplr", "flipud", "roll", "rot90", "pad", "choose",
+           "insert", "delete", "resize", "trim_zeros"]
+
+
+# -- choosing, inserting, deleting, resizing, trimming ---------------------------------------------
+def choose(a, choices, out=None, mode="raise"):
+    """``np.choose``: NumPy's choice run on positions, then one gather from the stacked
+    (broadcast) choices; ``a`` is an index, not differentiated."""
+    if not _traced(choices):
+        return np.choose(a, choices, out=out, mode=mode)
+    _static_index(a, "choose")
+    if out is not None:
+        raise NotImplementedError("wnp.choose with out= on traced values")
+    choices = list(choices)
+    shape = np.broadcast_shapes(np.shape(a), *(np.shape(_plain(c)) for c in choices))
+    stacked = stack([broadcast_to(c, shape) if isinstance(c, Tracer)
+                     else np.broadcast_to(c, shape) for c in choices])
+    pos = positions(stacked)
+    return gather(stacked, np.choose(np.broadcast_to(a, shape), list(pos), mode=mode))
+
+
+def _static_index(obj, name):
+    if _traced(obj):
+        raise TypeError(f"wnp.{name}: {_TRACED_INDEX}")
+    return obj
+
+
+def insert(arr, obj, values, axis=None):
+    """``np.insert``: NumPy's own insert run on positions, then one gather from ``arr``
+    and ``values`` (cast to ``arr``'s dtype, as NumPy casts them); both are differentiated."""
+    if not _traced(arr, values):
+        return np.insert(arr, obj, values, axis=axis)
+    obj = _static_index(obj, "insert")
+    arr = asarray(arr)
+    values = astype(asarray(values), _dtype(arr))
+    n = int(np.prod(shape_of(arr)))
+    into = n + positions(values)  # values' positions after arr's in the joined vector
+    where = np.insert(positions(arr), obj, into, axis=axis)
+    return gather(concatenate([ravel(arr), ravel(values)]), where)
+
+
+def delete(arr, obj, axis=None):
+    """``np.delete``: a gather of the entries NumPy keeps."""
+    if not isinstance(arr, Tracer):
+        return np.delete(arr, obj, axis=axis)
+    return gather(arr, np.delete(positions(arr), _static_index(obj, "delete"), axis=axis))
+
+
+def resize(a, new_shape):
+    """``np.resize``: the entries repeated in order to fill ``new_shape`` (repeats add up
+    their cotangents)."""
+    if not isinstance(a, Tracer):
+        return np.resize(a, new_shape)
+    if np.prod(shape_of(a)) == 0:
+        return np.resize(_plain(a), new_shape)  # NumPy's zeros, whatever the input
+    return gather(a, np.resize(positions(a), new_shape))
+
+
+def _trim_bounds(v, trim, axis):
+    """NumPy's ``trim_zeros`` slice, as (start, stop) rows over the axes."""
+    trim = trim.lower()
+    if trim not in {"fb", "bf", "f", "b"}:
+        raise ValueError(f"unexpected character(s) in `trim`: {trim!r}")
+    nd = v.ndim
+    axes = range(nd) if axis is None else \
+        [_axis(int(a), nd) for a in (axis if isinstance(axis, (tuple, list)) else (axis,))]
+    nz = np.argwhere(v)
+    start, stop = np.zeros(nd, np.intp), np.array(v.shape, np.intp)
+    if nz.size == 0:
+        stop = start.copy()
+    else:
+        if "f" in trim:
+            start = nz.min(axis=0)
+        if "b" in trim:
+            stop = nz.max(axis=0) + 1
+    keep = [a not in axes for a in range(nd)]
+    start[keep], stop[keep] = 0, np.array(v.shape, np.intp)[keep]
+    return np.stack([start, stop])
+
+
+def trim_zeros(filt, trim="fb", axis=None):
+    """``np.trim_zeros``: a slice found on the values (the zeros that are cut have no
+    derivative to give; an entry that is zero now but is kept is differentiated)."""
+    if not isinstance(filt, Tracer):
+        return np.trim_zeros(filt, trim) if axis is None else np.trim_zeros(filt, trim, axis)
+    if axis is not None and np.ndim(axis) == 1 and len(axis) == 0:
+        return filt
+    b = concrete(_trim_bounds, filt, trim=trim, axis=axis, name="trim_zeros")
+    return filt[tuple(slice(int(s), int(e)) for s, e in zip(b[0], b[1]))]
+
+
+# -- tiling, repeating, flipping ------------------------------------------------------------------------
+def tile(A, reps):
+    if not isinstance(A, Tracer):
+        return np.tile(A, reps)
+    reps = tuple(np.atleast_1d(reps).tolist())
+    s = shape_of(A)
+    nd = max(len(s), len(reps))
+    s = (1,) * (nd - len(s)) + s
+    reps = (1,) * (nd - len(reps)) + reps
+    inter = tuple(v for pair in zip((1,) * nd, s) for v in pair)
+    big = tuple(v for pair in zip(reps, s) for v in pair)
+    x = reshape(A, inter)
+    x = broadcast_to(x, big)
+    return reshape(x, tuple(r * d for r, d in zip(reps, s)))
+
+
+def repeat(a, repeats, axis=None):
+    if not isinstance(a, Tracer):
+        return np.repeat(a, repeats, axis=axis)
+    if axis is None:
+        a = ravel(a)
+        axis = 0
+    ax = _axis(axis, ndim_of(a))
+    s = shape_of(a)
+    if np.ndim(repeats) == 0 or np.size(repeats) == 1:
+        r = int(np.ravel(repeats)[0]) if np.ndim(repeats) else int(repeats)
+        x = reshape(a, s[:ax + 1] + (1,) + s[ax + 1:])
+        x = broadcast_to(x, s[:ax + 1] + (r,) + s[ax + 1:])
+        return reshape(x, s[:ax] + (s[ax] * r,) + s[ax + 1:])
+    pos = positions(a)
+    return gather(a, np.repeat(pos, repeats, axis=ax))
+
+
+def flip(m, axis=None):
+    if not isinstance(m, Tracer):
+        return np.flip(m, axis=axis)
+    nd = ndim_of(m)
+    axes = range(nd) if axis is None else [_axis(a, nd) for a in np.atleast_1d(axis)]
+    idx = tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(nd))
+    return _view(getitem_basic(m, idx), m, index_writer(idx))
+
+
+def fliplr(m):
+    if not isinstance(m, Tracer):
+        return np.fliplr(m)
+    if ndim_of(m) < 2:
+        raise ValueError("Input must be >= 2-d.")
+    return flip(m, 1)
+
+
+def flipud(m):
+    if not isinstance(m, Tracer):
+        return np.flipud(m)
+    if ndim_of(m) < 1:
+        raise ValueError("Input must be >= 1-d.")
+    return flip(m, 0)
+
+
+def roll(a, shift, axis=None):
+    if not isinstance(a, Tracer):
+        return np.roll(a, shift, axis=axis)
+    pos = positions(a)
+    return gather(a, np.roll(pos, shift, axis=axis))
+
+
+def rot90(m, k=1, axes=(0, 1)):
+    if not isinstance(m, Tracer):
+        return np.rot90(m, k, axes)
+    pos = positions(m)
+    return gather(m, np.rot90(pos, k, axes))
+
+
+def pad(array, pad_width, mode="constant", **kwargs):
+    """``np.pad``: ``constant`` (traced or plain fill), ``edge``, ``reflect``, ``symmetric``,
+    ``wrap`` are differentiable."""
+    if not _traced(array, kwargs.get("constant_values")):
+        return np.pad(array, pad_width, mode=mode, **kwargs)
+    array = asarray(array)
+    s = shape_of(array)
+    nd = len(s)
+    pw = np.broadcast_to(np.asarray(pad_width, dtype=np.intp).reshape(-1, 2)
+                         if np.ndim(pad_width) else np.asarray(pad_width, dtype=np.intp),
+                         (nd, 2))
+    if mode == "constant":
+        cv = kwargs.pop("constant_values", 0)
+        if kwargs:
+            raise TypeError(f"unexpected keyword arguments for mode 'constant': {list(kwargs)}")
+        new_shape = tuple(int(d + lo + hi) for d, (lo, hi) in zip(s, pw))
+        idx = tuple(slice(int(lo), int(lo + d)) for d, (lo, _) in zip(s, pw))
+        out = scatter_basic(array, new_shape, idx)
+        if not (np.ndim(cv) == 0 and not isinstance(cv, Tracer) and cv == 0):
+            # as NumPy: axis by axis, each side's value over the whole face, later axes last
+            cv = broadcast_to(asarray(cv), (nd, 2))  # plain or traced alike
+            for ax, (lo, hi) in enumerate(pw):
+                pos = np.arange(new_shape[ax]).reshape((-1,) + (1,) * (nd - ax - 1))
+                for side, mask in ((0, pos < lo), (1, pos >= new_shape[ax] - hi)):
+                    if mask.any():
+                        out = where(mask, astype(cv[ax, side], _dtype(array), copy=False), out)
+        return out
+    if mode in ("edge", "reflect", "symmetric", "wrap"):
+        pos = positions(array)
+        return gather(array, np.pad(pos, pad_width, mode=mode, **kwargs))
+    raise NotImplementedError(f"wnp.pad with mode={mode!r} on traced values (supported: "
+                              "constant, edge, reflect, symmetric, wrap)")
