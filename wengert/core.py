@@ -32,6 +32,7 @@ import inspect
 import itertools
 import operator
 import sys
+import types
 
 import numpy as np
 
@@ -513,7 +514,7 @@ class Primitive:
             ans = self.impl(*primals, **params) if plain else self(*primals, **params)
             if fp.needs:
                 params = dict(params, needs=tuple(needs))
-            return ans, _PartialsPullback(fp.fn, primals, ans, params, self.broadcasting, needs)
+            return ans, fp.pullback(primals, ans, params, self.broadcasting, needs)
         rr = self._rrule
         if rr is None:
             raise NotImplementedError(
@@ -548,7 +549,8 @@ class Partials:
 
     def __init__(self, fn, needs=False):
         self.fn, self.needs = fn, needs
-        self.pullback = functools.partial(_PartialsPullback, fn)  # (no extra Python frame)
+        # ``fn`` bound as the class's first argument: called as cheaply as the class itself
+        self.pullback = types.MethodType(_PartialsPullback, fn)
 
     def __repr__(self):
         return f"Partials({self.fn!r}, needs={self.needs})"
