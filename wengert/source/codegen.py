@@ -339,7 +339,7 @@ class _Base:
                          for k, o in op.params.items())
             return f"{op.target} = {op.fname}({self.args_text(op)}{kw})"
         if op.kind == "prim":
-            trace = SymTrace(self.local_names)
+            trace = SymTrace(self.local_names, operators=not op.called)
             try:
                 args, params = self.sym_args(trace, op)
                 s = op.fn(*args, **params)
@@ -537,7 +537,7 @@ class ReverseGen(_Base):
         """(forward lines, reverse lines) for one assignment."""
         v = op.target
         fwd = [self.primal_line(op)]
-        if v not in self.active:
+        if v not in self.active or id(op) not in self.live:
             return fwd, []
         gv = self.g(v)
         rev = []
@@ -591,6 +591,40 @@ class ReverseGen(_Base):
         elif v in self.unstable and v in self.active:
             rev.append(f"{gv} = 0.0")
         return fwd, rev
+
+    def live_adjoints(self):
+        """The assignments whose adjoint may be nonzero when the reverse sweep reaches them.
+
+        The others (a value never used on the way to the output, or used only where no
+        derivative flows) get no adjoint statements: their adjoint would be the scalar
+        ``0.0``, which a pullback expecting an array cotangent rejects, and work anyway.
+        The analysis runs the reverse sweep on sets of names whose adjoint may be nonzero
+        (branches: the union; loops: until nothing changes).
+        """
+        live = set()
+
+        def block(body, nz):
+            for s in reversed(body):
+                if isinstance(s, Op):
+                    if s.target in nz and s.target in self.active:
+                        live.add(id(s))
+                        nz |= {a.name for a in s.args if self.is_active(a)}
+                    if s.target in self.unstable:
+                        nz.discard(s.target)  # the reset after its adjoint statements
+                elif isinstance(s, If):
+                    nz = block(s.body, set(nz)) | block(s.orelse, set(nz))
+                elif isinstance(s, Loop):
+                    head = set(nz)
+                    while True:
+                        grown = head | block(s.body, set(head))
+                        if grown == head:
+                            break
+                        head = grown
+                    nz = head
+            return nz
+
+        block(self.fn.body, {self.fn.outputs[0]})
+        return live
 
     def pullback_name(self, v):
         pb = self.fresh(f"{v}_pullback")
@@ -833,12 +867,14 @@ class ReverseGen(_Base):
                               self.fn.first_line, self.fn.filename,
                               "wg.source.grad needs a scalar output")
         self.check_lists()
+        self.live = self.live_adjoints()
         fwd, rev = self.block(self.fn.body, "    ")
-        rev = _peephole(rev)
         out = self.fn.outputs[0]
         ps = self.fn.params
-        gout = self.g(out) if out in self.active else None
         wrt = ps if self.split else [ps[i] for i in argnums]
+        # (a parameter assigned again has its adjoint reset: the reset is read by the return)
+        rev = _peephole(rev, {self.g(p) for p in wrt if p in self.active})
+        gout = self.g(out) if out in self.active else None
         # (in a pullback every parameter gets an entry; integers get 0.0)
         read = set()
         for line in rev:
@@ -895,8 +931,9 @@ def _elementwise(prim):
 _RESET = re.compile(r"^(\s*)(\w+) = 0\.0$")
 
 
-def _peephole(lines):
-    """``gt = 0.0`` then ``gt += c`` is ``gt = c``; resets never read again are dropped."""
+def _peephole(lines, returned=()):
+    """``gt = 0.0`` then ``gt += c`` is ``gt = c``; resets never read again (nor
+    ``returned``) are dropped."""
     out = []
     i = 0
     while i < len(lines):
@@ -929,7 +966,8 @@ def _peephole(lines):
             m = _RESET.match(line)
             if m and len(m.group(1)) == base:
                 g = m.group(2)
-                if not any(re.search(rf"\b{g}\b", later) for later in out[k + 1:]):
+                if g not in returned and \
+                        not any(re.search(rf"\b{g}\b", later) for later in out[k + 1:]):
                     continue
             keep.append(line)
         out = keep

@@ -32,6 +32,7 @@ import types
 import numpy as np
 
 from ..core import Primitive
+from . import methods
 
 __all__ = ["SourceError", "Op", "If", "Loop", "Keep", "Break", "Function", "parse_function",
            "parse_source"]
@@ -80,13 +81,15 @@ class Op:
     ``inactive`` (``target = text``: no derivative flows through it).
     """
 
-    __slots__ = ("target", "kind", "fn", "args", "params", "index", "text", "lineno", "fname")
+    __slots__ = ("target", "kind", "fn", "args", "params", "index", "text", "lineno", "fname",
+                 "called")
 
     def __init__(self, target, kind, fn=None, args=(), params=None, index=None, text=None,
-                 lineno=None, fname=None):
+                 lineno=None, fname=None, called=False):
         self.target, self.kind, self.fn, self.args = target, kind, fn, list(args)
         self.params = params or {}
         self.index, self.text, self.lineno, self.fname = index, text, lineno, fname
+        self.called = called  # written as a call (np.subtract(x, y)), not an operator
 
     def __repr__(self):
         return f"Op({self.target} = {self.kind} {self.fname or ''} {self.args})"
@@ -141,7 +144,7 @@ class Function:
 # -- what calls resolve to -------------------------------------------------------------------
 _PASSIVE_CALLS = {len, range, int, bool, isinstance, type, print, enumerate, zip, str, repr,
                   hasattr, getattr, id, np.shape, np.ndim, np.size}
-_PASSIVE_ATTRS = {"shape", "ndim", "size", "dtype"}
+_PASSIVE_ATTRS = {"shape", "ndim", "size", "dtype", "nbytes", "itemsize", "strides"}
 _BUILTIN_MAP = {abs: "absolute", pow: "power", max: "maximum", min: "minimum"}
 
 
@@ -158,6 +161,8 @@ def resolve_callable(obj):
         return "prim", obj
     if obj in _PASSIVE_CALLS if _hashable(obj) else False:
         return "passive", None
+    if getattr(obj, "_nondiff", False) or getattr(obj, "_static_result", False):
+        return "passive", None  # argmax, comparisons, shape: values with no derivative
     if _hashable(obj) and obj in _BUILTIN_MAP:
         return resolve_callable(getattr(wnp, _BUILTIN_MAP[obj]))
     mod = getattr(obj, "__module__", None) or ""
@@ -442,6 +447,8 @@ class Normaliser:
                 return False
             parts = list(e.args) + [k.value for k in e.keywords]
             if isinstance(e.func, ast.Attribute) and obj is None:
+                if e.func.attr in methods.PASSIVE:  # x.argmax(): an integer, no derivative
+                    return False
                 parts.append(e.func.value)  # a method call on a value
             return any(self.is_active(p, active) for p in parts)
         return any(self.is_active(c, active) for c in ast.iter_child_nodes(e)
@@ -608,7 +615,9 @@ class Normaliser:
         pre = []
         seq = self.operand(it, pre)
         out.extend(pre)
-        if not seq.is_name:
+        if not seq.is_name or seq.name == s.target.id or \
+                seq.name in self.assigned_names(s.body):
+            # (Python iterates over the sequence as it was when the loop began)
             tmp = self.names.fresh()
             out.append(Op(tmp, "copy", args=[seq], lineno=self.line(s)))
             seq = Operand(name=tmp)
@@ -668,6 +677,10 @@ class Normaliser:
             if not seq.is_name:
                 tmp = self.names.fresh()
                 out.append(Op(tmp, "inactive", text=seq.text, lineno=line))
+                seq = Operand(name=tmp)
+            elif seq.name in names:   # x, y = x: every element comes from the old x
+                tmp = self.names.fresh()
+                out.append(Op(tmp, "copy", args=[seq], lineno=line))
                 seq = Operand(name=tmp)
             for k, n in enumerate(names):
                 out.append(Op(n, "sub", args=[seq], index=str(k), lineno=line))
@@ -732,12 +745,13 @@ class Normaliser:
             idx = ast.unparse(ast.Subscript(ast.Name("_", ast.Load()), e.slice, ast.Load()))[2:-1]
             if self.is_active(e.slice):
                 self.error("an index computed from a differentiated value", e)
-            out.append(Op(target, "sub", args=[base], index=idx, lineno=line))
+            self.emit_sub(target, base, idx, out, line)
             return
         if isinstance(e, ast.Attribute):
-            if e.attr == "T":
+            if e.attr in methods.ATTRIBUTES:   # x.T is transpose(x)
                 base = self.operand(e.value, out, line)
-                self.emit_fn(_wnp().transpose, [base], {}, target, out, line, e)
+                fn = methods.function(methods.ATTRIBUTES[e.attr])
+                self.emit_fn(fn, [base], {}, target, out, line, e)
                 return
             self.error(f"the attribute .{e.attr} of a differentiated value", e)
         if isinstance(e, ast.IfExp):
@@ -755,6 +769,16 @@ class Normaliser:
                        "use wnp.stack([...]) in a separate function, or unpack it")
         self.error(f"the expression {ast.unparse(e)!r}", e)
 
+    def emit_sub(self, target, base, idx, out, line):
+        """``target = base[idx]``; ``x = x[1:]`` goes through a fresh name, so the reverse
+        sweep still has the whole ``x`` and an adjoint of its own for it."""
+        if base.is_name and base.name == target:
+            tmp = self.names.fresh()
+            out.append(Op(tmp, "sub", args=[base], index=idx, lineno=line))
+            out.append(Op(target, "copy", args=[Operand(name=tmp)], lineno=line))
+        else:
+            out.append(Op(target, "sub", args=[base], index=idx, lineno=line))
+
     def emit_operator(self, dunder, args, target, out, line, node):
         from ..rules import OPERATORS
         fn = OPERATORS[dunder]
@@ -763,20 +787,22 @@ class Normaliser:
         else:
             self.emit_fn(fn, args, {}, target, out, line, node, opname=dunder)
 
-    def emit_prim(self, prim, args, params, target, out, line):
+    def emit_prim(self, prim, args, params, target, out, line, called=False):
         # a target among its own arguments (t = t * t) goes through a fresh name, so the
         # reverse sweep still sees the old value
         if any(a.is_name and a.name == target for a in args):
             tmp = self.names.fresh()
-            out.append(Op(tmp, "prim", fn=prim, args=args, params=params, lineno=line))
+            out.append(Op(tmp, "prim", fn=prim, args=args, params=params, lineno=line,
+                          called=called))
             out.append(Op(target, "copy", args=[Operand(name=tmp)], lineno=line))
         else:
-            out.append(Op(target, "prim", fn=prim, args=args, params=params, lineno=line))
+            out.append(Op(target, "prim", fn=prim, args=args, params=params, lineno=line,
+                          called=called))
 
     def emit_fn(self, fn, args, params, target, out, line, node, opname=None, kind=None):
         kind = kind or resolve_callable(fn)[0]
         if kind == "prim":
-            self.emit_prim(fn, args, params, target, out, line)
+            self.emit_prim(fn, args, params, target, out, line, called=True)
             return
         if kind not in ("call", "opaque"):
             self.error(f"a call to {getattr(fn, '__name__', fn)!s}", node)
@@ -816,13 +842,18 @@ class Normaliser:
         func = e.func
         obj = self.lookup(func)
         args_nodes = list(e.args)
+        keywords = {k.arg: k.value for k in e.keywords}
         if obj is None and isinstance(func, ast.Attribute):
-            # a method of a value: x.sum(axis=0) is wnp.sum(x, axis=0)
-            wfn = getattr(_wnp(), func.attr, None)
-            if wfn is None or getattr(wfn, "_passthrough", False):
-                self.error(f"the method .{func.attr}() of a differentiated value", e)
-            obj = wfn
-            args_nodes = [func.value] + args_nodes
+            # a method of a value: x.reshape(3, 2) is wnp.reshape(x, (3, 2)), bound with
+            # NumPy's signature of the method
+            try:
+                name, args_nodes, keywords = methods.function_form(
+                    func.attr, func.value, args_nodes, keywords)
+            except methods.MethodError as err:
+                self.error(err.what, e, err.hint)
+            except TypeError as err:   # arguments NumPy's method would refuse too
+                raise TypeError(f"{err} (line {self.line(e)} of {self.filename})") from None
+            obj = methods.function(name)
         if obj is None:
             self.error(f"a call to {ast.unparse(func)} (not a known function)", e)
         kind, fn = resolve_callable(obj)
@@ -830,17 +861,17 @@ class Normaliser:
             self.error(f"a call to {ast.unparse(func)}", e)
         args = [self.operand(a, out, line) for a in args_nodes]
         params = {}
-        for k in e.keywords:
-            if kind == "opaque" and self.is_active(k.value):
-                self.error(f"the keyword argument {k.arg}= computed from a differentiated value "
+        for kname, value in keywords.items():
+            if kind == "opaque" and self.is_active(value):
+                self.error(f"the keyword argument {kname}= computed from a differentiated value "
                            f"(in a call to {ast.unparse(func)})", e, "pass it positionally")
             if kind == "prim":
-                if self.is_active(k.value):
-                    self.error(f"the keyword argument {k.arg}= computed from a differentiated "
+                if self.is_active(value):
+                    self.error(f"the keyword argument {kname}= computed from a differentiated "
                                "value", e)
-                params[k.arg] = self.passive_text(k.value)
+                params[kname] = self.passive_text(value)
             else:
-                params[k.arg] = self.operand(k.value, out, line)
+                params[kname] = self.operand(value, out, line)
         if kind == "call":
             args, params = self.bind(fn, args, params, e)
         self.emit_fn(fn, args, params, target, out, line, e, kind=kind)

@@ -14,7 +14,7 @@ from ..rules._zeros import dtype_of, zeros_like_value
 from ..tree import flatten, unflatten
 
 __all__ = ["pullback", "pushforward", "vjp_call", "jvp_call", "unbroadcast", "broadcast_like",
-           "add_at", "fit", "seed"]
+           "add_at", "fit", "seed", "item"]
 
 
 def seed(out):
@@ -31,12 +31,34 @@ def _nz(c):
     return 0.0 if c is None else c
 
 
+def _zero_for(g, ans):
+    """Is ``g`` the plain ``0.0`` an adjoint starts from, standing for a whole array ``ans``?
+
+    (An adjoint that received nothing on the path the program took is still that scalar.)
+    """
+    return type(g) is float and g == 0.0 and not isinstance(ans, (list, tuple, dict)) and \
+        ndim_of(ans) != 0
+
+
+def _cotangent_for(g, ans):
+    """``g`` with the shape of the output ``ans``.  An adjoint that is still zero on the path
+    the program took can be smaller than its value (``0.0``, or ``b * 0.0`` for a small
+    ``b``): it stands for the whole array, as broadcasting says."""
+    if isinstance(ans, (list, tuple, dict)) or isinstance(g, (list, tuple, dict)):
+        return g
+    if shape_of(g) != shape_of(ans):
+        return broadcast_like(g, ans)
+    return g
+
+
 def pullback(prim, args, needs, params):
     """``(ans, pullback)`` from the primitive's reverse rule; zeros come back as ``0.0``."""
     ans, pb = prim.pullback_of(tuple(args), params, tuple(needs))
 
     def pullback_(g):
-        return tuple(_nz(c) for c in pb(g))
+        if _zero_for(g, ans):
+            return tuple(0.0 for _ in args)
+        return tuple(_nz(c) for c in pb(_cotangent_for(g, ans)))
     return ans, pullback_
 
 
@@ -73,7 +95,9 @@ def vjp_call(fn, args, active, kwargs):
     ans, pb = vjp(partial, *[args[i] for i in idx])
 
     def pullback_(g):
-        cts = pb(g)
+        if _zero_for(g, ans):
+            return tuple(0.0 for _ in args)
+        cts = pb(_cotangent_for(g, ans))
         out = [0.0] * len(args)
         for i, c in zip(idx, cts):
             out[i] = c
@@ -103,10 +127,16 @@ def unbroadcast(g, like):
     g = _real_for_real(g, like)
     xs = shape_of(like)
     gs = shape_of(g)
-    if gs == xs or len(gs) < len(xs):
-        # (a smaller cotangent is a zero that still stands for the whole result: it
-        # broadcasts wherever it is added)
+    if gs == xs:
         return g
+    full = np.broadcast_shapes(gs, xs)
+    if full == xs:
+        # (a smaller cotangent is a zero that still stands for the whole result: it
+        # broadcasts wherever it is added; nothing in it is to be summed)
+        return g
+    if len(gs) < len(full):
+        from .. import numpy as wnp
+        g = wnp.broadcast_to(g, full)
     from ..rules._zeros import sum_to
     return sum_to(g, 0, xs)
 
@@ -142,7 +172,7 @@ def add_at(gx, x, idx, g):
             out = np.zeros(xs, dtype=x.dtype if np.issubdtype(x.dtype, np.floating) else float)
             out += gx
             _OWNED[id(out)] = out
-        out[idx] += g
+        np.add.at(out, idx, g)   # (x[[0, 0]]: both cotangents land on x[0])
         return out
     key = idx if isinstance(idx, tuple) else (idx,)
     if all(isinstance(k, (int, np.integer)) for k in key) and len(key) <= len(xs) and \
@@ -153,8 +183,24 @@ def add_at(gx, x, idx, g):
         mask[key] = True
         return gx + wnp.where(mask, g, 0.0)
     from ..transforms import vjp
-    _, pb = vjp(lambda a: a[idx], x)
-    return gx + pb(g)[0]
+    part, pb = vjp(lambda a: a[idx], x)
+    return gx + pb(_cotangent_for(g, part))[0]
+
+
+def item(a, *args):
+    """``a.item(*args)``: one element (a flat index, an index tuple, or the only one); a
+    Python scalar for a plain array, a 0-d traced value for a traced one."""
+    if not isinstance(a, Tracer):
+        return a.item(*args)
+    from .. import numpy as wnp
+    if not args:
+        if a.size != 1:
+            raise ValueError("can only convert an array of size 1 to a Python scalar")
+        return wnp.reshape(a, ())
+    index = args[0] if len(args) == 1 else tuple(args)
+    if isinstance(index, tuple):
+        return a[index]
+    return wnp.reshape(a, (-1,))[index]
 
 
 def fit(g, x):
