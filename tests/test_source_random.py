@@ -47,6 +47,14 @@ def helper(u, v):
     return np.sin(w) + u
 
 
+def helper2(u, scale=2.0):
+    t = np.dot(u.ravel(), u.ravel())
+    s = u.sum(axis=0) if np.ndim(u) else u
+    if np.sum(u) > 0.0:
+        return np.sin(u) * scale
+    return u.T.T * scale
+
+
 '''
 CONSTS = {"A": (3, 3), "B": (3, 2), "C3": (3,), "C23": (2, 3)}
 
@@ -73,7 +81,8 @@ BINARY = ["{a} + {b}", "{a} * {b}", "{a} - {b}", "{a} / (1.0 + {b} * {b})",
           "np.maximum({a}, {b})", "np.minimum({a}, {b})", "np.arctan2({a}, 1.5 + {b} * {b})",
           "{a} ** 2 * {b}", "np.add({a}, {b})", "np.multiply({a}, {b})",
           "np.where({a} > {b}, {a}, {b})", "helper({a}, {b})", "helper(u={a}, v={b})",
-          "np.hypot({a}, 1.0 + {b} * {b})", "np.subtract({b}, {a})"]
+          "np.hypot({a}, 1.0 + {b} * {b})", "np.subtract({b}, {a})",
+          "helper2({a}) * {b}", "helper2({a}, scale=0.5) - {b}", "helper2({a}, {b}.mean()) + {b}"]
 # statements NumPy runs and source mode may refuse, by name (SourceError)
 UNSUPPORTED = ["{u} = np.stack([{a}, {a} * 2.0])", "{u} = np.concatenate([{a}, C3])",
                "{u} = sum([{a} * k for k in range(2)])", "{u} = {a} * 1.0\n{i}{u}[0] = 0.0",
@@ -302,11 +311,12 @@ class Gen:
 
     # -- statements ------------------------------------------------------------------------
     def stmt(self, depth=0):
-        kinds = ["assign"] * 6 + ["unused", "passive", "augassign", "unpack", "rebind"]
+        kinds = ["assign"] * 6 + ["unused", "passive", "augassign", "unpack", "rebind",
+                                  "passive_temp"]
         if depth <= 1:
             kinds += ["if", "for"]
         if depth == 0:
-            kinds += ["while", "rowloop", "early", "breakloop", "unsupported"]
+            kinds += ["while", "rowloop", "early", "breakloop", "unsupported", "whilebreak"]
         getattr(self, "s_" + self.pick(kinds))(depth)
 
     def s_assign(self, depth):
@@ -330,6 +340,21 @@ class Gen:
     def s_unused(self, depth):
         text, _ = self.pick([self.e_dot, self.e_reduce, self.e_transpose, self.e_index])()
         self.emit(f"{self.new('t')} = {text}")  # never used again
+
+    def s_passive_temp(self, depth):
+        """A value computed from the inputs and used only where no derivative flows."""
+        text, shape = self.pick([self.e_dot, self.e_reduce, self.e_transpose, self.e_index])()
+        t = self.new("t")
+        self.emit(f"{t} = {text}")
+        a = self.some()
+        use = self.pick([f"len(np.shape({t})) + np.size({t})", f"float(np.sum({t}) > 0.0)",
+                         f"np.max({t}) > 0.3", f"np.shape({t})[-1] if np.ndim({t}) else 1",
+                         f"int(np.argmax({t}))"])
+        m = self.new("m")
+        self.emit(f"{m} = {use}")
+        v = self.new()
+        self.emit(f"{v} = {a} * {m}")
+        self.vars[v] = self.vars[a]
 
     def s_unsupported(self, depth):
         a = self.some(lambda s: len(s) == 1 and s[0] >= 2)
@@ -478,11 +503,42 @@ class Gen:
         self.emit(f"if np.sum({a}) > 1.5:")
         self.emit(f"    return np.sum({a} * {a})")
 
+    def s_whilebreak(self, depth):
+        a = self.some()
+        acc = self.new("acc")
+        self.emit(f"{acc} = {a} + 0.0")
+        self.emit("k = 0")
+        self.emit("while True:")
+        self.emit("    k += 1")
+        self.emit(f"    if k > {self.integer(1, 3)}:")
+        self.emit("        break")
+        self.emit("    if k == 2:")
+        self.emit("        continue")
+        self.emit(f"    {acc} = {acc} * 0.8 + np.sin({a})")
+        self.vars[acc] = self.vars[a]
+
     def program(self, nargs):
         params = ["x", "y"][:nargs]
         for p in params:
             self.vars[p] = self.pick(INPUT_SHAPES)
         shapes = [self.vars[p] for p in params]
+        extra = self.pick(["", "", "", "n", "p"])
+        if extra == "n":   # an integer parameter: not differentiated
+            params.append("n")
+            shapes.append("int")
+            acc = self.new("acc")
+            a = self.some()
+            self.emit(f"{acc} = {a} * 1.0")
+            self.emit("for i in range(n):")
+            self.emit(f"    {acc} = {acc} * 0.5 + {a} * n")
+            self.vars[acc] = self.vars[a]
+        elif extra == "p":  # a dict of parameters
+            params.append("p")
+            shapes.append(("dict", self.vars["x"]))
+            v = self.new()
+            use = self.pick(["p['w'] * x", "x - p['w'] ** 2"])
+            self.emit(f"{v} = {use} + p['b']")
+            self.vars[v] = self.vars["x"]
         for _ in range(self.integer(1, 6)):
             self.stmt()
         names = list(self.vars)
@@ -527,6 +583,12 @@ def inputs(shapes, seed):
     rng = np.random.default_rng(seed)
     out = []
     for s in shapes:
+        if s == "int":
+            out.append(int(rng.integers(0, 3)))
+            continue
+        if s and isinstance(s[0], str):  # ("dict", shape of w)
+            out.append({"w": rng.uniform(-1.5, 1.5, size=s[1]), "b": float(rng.uniform(-1, 1))})
+            continue
         v = rng.uniform(-1.5, 1.5, size=s)
         if s == ():
             r = rng.random()
@@ -563,22 +625,53 @@ def outcome(src, shapes, seed):
         f, args = prepare(src, shapes, seed)
     except Invalid:
         return "not a NumPy program"
-    argnums = tuple(range(len(args)))
+    argnums = tuple(i for i, a in enumerate(args) if not isinstance(a, int))
     try:
         want = wg.grad(f, argnums=argnums)(*args)
-    except TypeError as e:
-        if "traced value" not in str(e):
-            raise
-        return "tape refuses"  # math.sin(x) on a traced x: by design, not a program it runs
+    except Exception as e:
+        # not a program the tape runs (math.sin(x) on a traced x, by design): the target is
+        # source mode on the programs it does run
+        return f"tape refuses ({type(e).__name__})"
     try:
         got = wg.source.grad(f, argnums=argnums)(*args)
     except SourceError:
         return "unsupported"
-    for g, w, a in zip(got, want, args):
-        assert np.shape(g) == np.shape(a), (np.shape(g), np.shape(a))
-        np.testing.assert_allclose(np.asarray(g, float), np.asarray(w, float),
-                                   rtol=RTOL, atol=ATOL)
+    for g, w, i in zip(got, want, argnums):
+        close(g, w, args[i])
+    # forward mode: the generated jvp against wg.jvp, along a random direction
+    rng = np.random.default_rng(seed + 1)
+    tangents = tuple(0.0 if isinstance(a, int) else _tangent(a, rng) for a in args)
+
+    def f_of_floats(*xs):   # the integer argument held fixed
+        full = list(args)
+        for i, v in zip(argnums, xs):
+            full[i] = v
+        return f(*full)
+    want_out, want_t = wg.jvp(f_of_floats, tuple(args[i] for i in argnums),
+                              tuple(tangents[i] for i in argnums))
+    got_out, got_t = wg.source.jvp(f)(tuple(args), tangents)
+    close(got_out, want_out, want_out)
+    close(got_t, want_t, want_out)
     return "agree"
+
+
+def _tangent(a, rng):
+    if isinstance(a, dict):
+        return {k: _tangent(v, rng) for k, v in a.items()}
+    t = rng.uniform(-1.0, 1.0, size=np.shape(a))
+    return type(a)(t) if isinstance(a, (float, np.float64)) else t
+
+
+def close(got, want, like):
+    """Equal to round-off, in the shape (and, for dicts, the keys) of ``like``."""
+    if isinstance(like, dict):
+        assert isinstance(got, dict) and set(got) == set(like), (got, like)
+        for k in like:
+            close(got[k], want[k], like[k])
+        return
+    assert np.shape(got) == np.shape(like), (np.shape(got), np.shape(like))
+    np.testing.assert_allclose(np.asarray(got, float), np.asarray(want, float),
+                               rtol=RTOL, atol=ATOL)
 
 
 def describe(src, shapes, seed):

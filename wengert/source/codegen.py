@@ -29,7 +29,7 @@ from .symbolic import (ADD, ATOM, MUL, Sym, SymTrace, Unknowable,
 __all__ = ["ReverseGen", "ForwardGen"]
 
 _HELPERS = ("pullback", "pushforward", "vjp_call", "jvp_call", "unbroadcast", "broadcast_like",
-            "add_at")
+            "add_at", "tangent_at")
 
 
 def _text_prec(text):
@@ -398,8 +398,17 @@ class ForwardGen(_Base):
             t = self.tangent(op.args[0])
             return [self.primal_line(op), f"{dv} = {t if t else '0.0'}"]
         if op.kind == "sub":
+            base = op.args[0].name
             t = self.tangent(op.args[0])
-            return [self.primal_line(op), f"{dv} = {t}[{op.index}]" if t else f"{dv} = 0.0"]
+            if not t:
+                return [self.primal_line(op), f"{dv} = 0.0"]
+            if base in self.fn.params and self.counts.get(base) == 1:
+                # a parameter's tangent has its shape (the caller's, broadcast on entry)
+                return [self.primal_line(op), f"{dv} = {t}[{op.index}]"]
+            # any other tangent may still be the zero 0.0 on the path the program took
+            self.namespace["tangent_at"] = _runtime("tangent_at")
+            return [self.primal_line(op),
+                    f"{dv} = tangent_at({t}, {base}, {_index_value(op.index)})"]
         if op.kind == "prim":
             try:
                 text = self.symbolic(op)

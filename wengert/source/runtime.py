@@ -14,7 +14,7 @@ from ..rules._zeros import dtype_of, zeros_like_value
 from ..tree import flatten, unflatten
 
 __all__ = ["pullback", "pushforward", "vjp_call", "jvp_call", "unbroadcast", "broadcast_like",
-           "add_at", "fit", "seed", "item"]
+           "add_at", "tangent_at", "shaped_tangents", "fit", "seed", "item"]
 
 
 def seed(out):
@@ -148,6 +148,29 @@ def broadcast_like(t, like):
         return t
     from .. import numpy as wnp
     return wnp.broadcast_to(t, xs)
+
+
+def tangent_at(t, x, idx):
+    """The tangent of ``x[idx]``: ``t[idx]``, once a zero tangent (``0.0``, or a zero
+    smaller than ``x``) has ``x``'s shape."""
+    if isinstance(t, (list, tuple, dict)):
+        return t[idx]
+    if shape_of(t) != shape_of(x):
+        if not isinstance(t, Tracer) and not np.any(t):
+            return 0.0
+        t = broadcast_like(t, x)
+    return t[idx]
+
+
+def shaped_tangents(primals, tangents):
+    """Tangents with the shapes of their arrays (a caller may pass ``0.0`` for one)."""
+    out = []
+    for p, t in zip(primals, tangents):
+        if isinstance(p, (np.ndarray, Tracer)) and not isinstance(t, (list, tuple, dict)) \
+                and shape_of(t) != shape_of(p) and ndim_of(t) <= ndim_of(p):
+            t = broadcast_like(t, p)
+        out.append(t)
+    return tuple(out)
 
 
 _OWNED = weakref.WeakValueDictionary()  # id -> adjoint arrays add_at made (safe to update)
