@@ -76,7 +76,8 @@ UNARY = ["np.sin({a})", "np.cos({a})", "np.tanh({a})", "np.exp(0.3 * {a})",
          "np.zeros(np.shape({a})) + {a}", "{a}.real", "np.real({a}) * {a}", "{a}.round(2)",
          "np.ones_like({a}) * len(np.shape({a})) - {a}"]
 SCALAR_UNARY = ["math.sin({a})", "math.exp(0.5 * {a})", "math.sqrt(1.0 + {a} * {a})",
-                "max({a}, 0.2)", "min({a}, -0.1)", "math.atan2({a}, 2.0)"]
+                "max({a}, 0.2)", "min({a}, -0.1)", "math.atan2({a}, 2.0)", "math.erf({a})",
+                "math.fsum([{a}, 1.0])", "getattr({a}, 'real')"]
 BINARY = ["{a} + {b}", "{a} * {b}", "{a} - {b}", "{a} / (1.0 + {b} * {b})",
           "np.maximum({a}, {b})", "np.minimum({a}, {b})", "np.arctan2({a}, 1.5 + {b} * {b})",
           "{a} ** 2 * {b}", "np.add({a}, {b})", "np.multiply({a}, {b})",
@@ -269,13 +270,29 @@ class Gen:
         sa = self.vars[a]
         if len(sa) == 0:
             return self.e_unary()
+        size = int(np.prod(sa))
         forms = [(f"{a}.cumsum()", (int(np.prod(sa)),)), (f"{a}.cumsum(axis=0)", sa),
+                 (f"{a}.sum(axis=None)", ()), (f"{a}.mean(dtype=float)", ()),
+                 (f"{a}.cumsum(dtype=float)", (size,)), (f"{a}.transpose(None)", sa[::-1]),
+                 (f"{a}.reshape({a}.shape)", sa), (f"{a}.reshape(np.shape({a}))", sa),
+                 (f"{a}.reshape(len({a}), -1)", (sa[0], size // sa[0])),
+                 (f"{a}.reshape([{size}])", (size,)), (f"{a}.astype('float64')", sa),
+                 (f"{a}.copy(order='C')", sa), (f"{a}.take(indices=[0])", (1,)),
+                 (f"{a}.repeat(repeats=2, axis=-1)", sa[:-1] + (2 * sa[-1],)),
+                 (f"{a}.clip(0.0)", sa), (f"{a}.round()", sa), (f"{a}.conjugate()", sa),
+                 (f"{a}.max(initial=-5.0)", ()), (f"{a}.sum(where={a} > 0)", ()),
+                 (f"{a}.std(ddof=1)" if size > 1 else f"{a}.sum()", ()),
+                 (f"{a}.var(0, ddof=1)" if sa[0] > 1 else f"{a}.sum(0)", sa[1:]),
+                 (f"{a}.ravel(order='C')", (size,)), (f"{a}.prod(axis=-1, keepdims=True)",
+                                                      sa[:-1] + (1,)),
+                 (f"{a}.min(0, None, False)", sa[1:]), (f"{a}.dot(b=np.ones({sa[-1]}))", sa[:-1]),
                  (f"{a}.cumprod(0)", sa), (f"np.cumsum({a}, axis=-1)", sa),
                  (f"{a}.max(axis=0, keepdims=True)", (1,) + sa[1:]),
                  (f"{a}.sum(axis=(0,))", sa[1:]), (f"np.linalg.norm({a})", ()),
                  (f"np.tile({a}, 2)", sa[:-1] + (2 * sa[-1],))]
         if len(sa) == 1:
-            forms += [(f"sum({a})", ()), (f"np.linspace(0.0, 1.0, len({a})) * {a}", sa),
+            forms += [(f"sum({a})", ()), (f"max({a})", ()), (f"min({a}[::-1])", ()),
+                      (f"np.linspace(0.0, 1.0, len({a})) * {a}", sa),
                       (f"np.diff({a})", (sa[0] - 1,))]
         if len(sa) == 2:
             forms += [(f"{a}.sum(axis=(0, 1))", ()), (f"{a}.mean((0, 1), keepdims=True)", (1, 1)),
@@ -316,7 +333,8 @@ class Gen:
         if depth <= 1:
             kinds += ["if", "for"]
         if depth == 0:
-            kinds += ["while", "rowloop", "early", "breakloop", "unsupported", "whilebreak"]
+            kinds += ["while", "rowloop", "early", "breakloop", "unsupported", "whilebreak",
+                      "iterate"]
         getattr(self, "s_" + self.pick(kinds))(depth)
 
     def s_assign(self, depth):
@@ -496,6 +514,36 @@ class Gen:
             self.emit(f"        {s} = {s} + np.sum({a}[j])")
             self.emit("    else:")
             self.emit(f"        {s} = {s} - np.mean({a}[j] ** 2)")
+        self.vars[s] = ()
+
+    def s_iterate(self, depth):
+        """Loops over enumerate / zip / reversed of values, and list appends (refused)."""
+        a = self.some(lambda s: len(s) >= 1)
+        if a is None:
+            return self.s_assign(depth)
+        sa = self.vars[a]
+        s = self.new("s")
+        b = self.some(lambda t: len(t) >= 1 and t[1:] == sa[1:]) or a
+        self.emit(f"{s} = 0.0")
+        form = self.pick(["enumerate", "zip", "reversed", "zip3", "append"])
+        if form == "enumerate":
+            self.emit(f"for j, row in enumerate({a}{self.pick(['', ', 1', ', start=2'])}):")
+            self.emit(f"    {s} = {s} + np.sum(row) * j")
+        elif form == "zip":
+            self.emit(f"for r1, r2 in zip({a}, {b}):")
+            self.emit(f"    {s} = {s} + np.sum(r1 * r2)")
+        elif form == "zip3":
+            self.emit(f"for r1, r2, r3 in zip({a}, {b}[::-1], [1.0, 2.0]):")
+            self.emit(f"    {s} = {s} + np.sum(r1 * r2) * r3")
+        elif form == "reversed":
+            self.emit(f"for row in reversed({a}):")
+            self.emit(f"    {s} = {s} * 0.5 + np.sum(np.sin(row))")
+        else:
+            lst = self.new("lst")
+            self.emit(f"{lst} = []")
+            self.emit(f"for row in {a}:")
+            self.emit(f"    {lst}.append(row * 2.0)")
+            self.emit(f"{s} = {s} + np.sum(np.stack({lst}))")
         self.vars[s] = ()
 
     def s_early(self, depth):

@@ -217,9 +217,9 @@ def function_form(name, receiver, args, keywords):
         raise MethodError(f"the method .{name}() of a differentiated value", hint)
     try:
         bound = SIGNATURES[name].bind(receiver, *args, **keywords)
+        return stub(*bound.args, **bound.kwargs)
     except TypeError as e:
         raise TypeError(f"ndarray.{name}{_shown(SIGNATURES[name])}: {e}") from None
-    return stub(*bound.args, **bound.kwargs)
 
 
 def function(name):

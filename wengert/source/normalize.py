@@ -142,10 +142,16 @@ class Function:
 
 
 # -- what calls resolve to -------------------------------------------------------------------
-_PASSIVE_CALLS = {len, range, int, bool, isinstance, type, print, enumerate, zip, str, repr,
+_PASSIVE_CALLS = {len, range, int, bool, isinstance, type, print, str, repr,
                   hasattr, getattr, id, np.shape, np.ndim, np.size}
 _PASSIVE_ATTRS = {"shape", "ndim", "size", "dtype", "nbytes", "itemsize", "strides"}
 _BUILTIN_MAP = {abs: "absolute", pow: "power", max: "maximum", min: "minimum"}
+# math functions with a derivative outside wengert.numpy, and those without one
+_MATH_SPECIAL = {"erf": "erf", "erfc": "erfc", "gamma": "gamma", "lgamma": "gammaln"}
+_MATH_NONDIFF = {"comb", "factorial", "gcd", "isclose", "isfinite", "isinf", "isnan", "isqrt",
+                 "lcm", "perm", "ulp"}
+# NumPy functions that write into an argument
+_IN_PLACE_FUNCTIONS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis"}
 
 
 def _wnp():
@@ -174,7 +180,12 @@ def resolve_callable(obj):
         fn = wnp.__dict__.get(name) or getattr(wnp, name, None)
         if fn is not None and not getattr(fn, "_passthrough", False):
             return resolve_callable(fn)
-        return "passive", None
+        if name in _MATH_SPECIAL:
+            from ..scipy import special
+            return resolve_callable(getattr(special, _MATH_SPECIAL[name]))
+        if name in _MATH_NONDIFF:
+            return "passive", None
+        return None, None   # math.fsum, math.dist: no rule (not a silent zero)
     if isinstance(obj, np.ufunc):
         fn = getattr(wnp, obj.__name__, None)
         if fn is not None and not getattr(fn, "_passthrough", False):
@@ -411,7 +422,11 @@ class Normaliser:
             elif isinstance(node, ast.AnnAssign) and node.value is not None:
                 assigns.append(([node.target], node.value))
             elif isinstance(node, ast.For):
-                assigns.append(([node.target], node.iter))
+                target = node.target
+                if isinstance(node.iter, ast.Call) and self.lookup(node.iter.func) is \
+                        enumerate and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                    target = target.elts[1]   # the counter is an integer
+                assigns.append(([target], node.iter))
         changed = True
         while changed:
             changed = False
@@ -442,6 +457,10 @@ class Normaliser:
             return self.is_active(e.value, active)
         if isinstance(e, ast.Call):
             obj = self.lookup(e.func)
+            if obj is getattr and e.args and not (
+                    len(e.args) > 1 and isinstance(e.args[1], ast.Constant)
+                    and e.args[1].value in _PASSIVE_ATTRS):
+                return self.is_active(e.args[0], active)   # getattr(x, "T") is x.T
             kind = resolve_callable(obj)[0] if obj is not None else None
             if kind == "passive":
                 return False
@@ -583,6 +602,8 @@ class Normaliser:
         elif isinstance(s, ast.Expr):
             if isinstance(s.value, ast.Constant):
                 return  # a docstring
+            if isinstance(s.value, ast.Call):
+                self.check_discarded_call(s.value)
             out.append(Keep(self.passive_text(s.value), self.line(s)))
         elif isinstance(s, ast.Pass):
             return
@@ -590,6 +611,43 @@ class Normaliser:
             out.append(Keep(self.passive_text_stmt(s), self.line(s)))
         else:
             self.error(f"a {type(s).__name__} statement", s)
+
+    def check_discarded_call(self, e):
+        """A call whose result is dropped is there for what it changes: refuse one that may
+        store or change a differentiated value in place (``y.sort()``, ``out.append(x)``,
+        ``np.copyto(a, x)``), whose derivative the program would silently lose."""
+        func = e.func
+        obj = self.lookup(func)
+        values = list(e.args) + [k.value for k in e.keywords]
+        if obj is None and isinstance(func, ast.Attribute):   # a method
+            name = func.attr
+            if not (self.is_active(func.value) or any(self.is_active(v) for v in values)):
+                return
+            if (name in methods.METHODS or name in methods.PASSIVE) and \
+                    not any(k.arg == "out" for k in e.keywords):
+                return   # a new value, dropped
+            if name in methods.IN_PLACE:
+                hint = methods.IN_PLACE[name]
+                self.error(f"the in-place method .{name}() of a differentiated value", e,
+                           f"compute a new value instead ({hint})" if hint else "")
+            self.error(f"the call {ast.unparse(func)}(...) with a differentiated value, which "
+                       "may store it or change it in place", e,
+                       "wengert.source does not follow values into lists, dicts or buffers; "
+                       "wg.grad does")
+        if not any(self.is_active(v) for v in values):
+            return
+        kind = resolve_callable(obj)[0] if obj is not None else None
+        name = getattr(obj, "__name__", "")
+        if kind in ("passive", "prim", "call") and not any(k.arg == "out" for k in e.keywords):
+            return
+        if kind == "opaque" and (getattr(obj, "__module__", None) or "").startswith(
+                "wengert") and name not in _IN_PLACE_FUNCTIONS and \
+                not any(k.arg == "out" for k in e.keywords):
+            return
+        self.error(f"the call {ast.unparse(func)}(...) with a differentiated value, which may "
+                   "store it or change it in place", e,
+                   "wengert.source does not follow values into lists, dicts or buffers; "
+                   "wg.grad does")
 
     def for_loop(self, s, out):
         it = s.iter
@@ -603,6 +661,10 @@ class Normaliser:
                 return
             out.append(Loop(f"for {s.target.id} in {self.passive_text(it)}", self.block(s.body),
                             False, lineno=self.line(s), names=[s.target.id]))
+            return
+        if isinstance(it, ast.Call) and self.is_active(it) and \
+                self.lookup(it.func) in (enumerate, zip, reversed):
+            self.indexed_loop(s, out)
             return
         if not isinstance(s.target, ast.Name):
             if self.is_active(it):
@@ -626,6 +688,60 @@ class Normaliser:
         body += self.block(s.body)
         out.append(Loop(f"for {i} in range(len({seq.name}))", body, False, target=i,
                         range_args=[f"len({seq.name})"], lineno=self.line(s)))
+
+    def indexed_loop(self, s, out):
+        """``for i, v in enumerate(x)``, ``for a, b in zip(x, y)``, ``for v in reversed(x)``
+        over differentiated sequences: a loop over an index, each element taken by it."""
+        it, line = s.iter, self.line(s)
+        fn = self.lookup(it.func)
+        kw = {k.arg: k.value for k in it.keywords}
+        names = [s.target] if fn is reversed else \
+            (s.target.elts if isinstance(s.target, ast.Tuple) else None)
+        seqs = list(it.args)
+        counter = start = None
+        if fn is enumerate:
+            if names is not None and len(names) == 2 and isinstance(names[0], ast.Name):
+                counter, names = names[0].id, names[1:]
+            start = kw.pop("start", it.args[1] if len(it.args) > 1 else None)
+            seqs = it.args[:1]
+        kw.pop("strict", None)
+        if names is None or kw or not seqs or len(names) != len(seqs) or \
+                not all(isinstance(n, ast.Name) for n in names) or \
+                (fn is not zip and len(seqs) != 1) or \
+                any(self.is_active(x) for x in ([start] if start is not None else [])):
+            self.error("a for loop unpacking the elements of a differentiated value", s)
+        assigned = self.assigned_names(s.body) | {n.id for n in names} | \
+            ({counter} if counter else set())
+        ops, live = [], []
+        for x in seqs:
+            live.append(self.is_active(x))
+            if live[-1]:
+                op = self.operand(x, out, line)
+                if op.name in assigned:   # the sequence as it was when the loop began
+                    tmp = self.names.fresh()
+                    out.append(Op(tmp, "copy", args=[op], lineno=line))
+                    op = Operand(name=tmp)
+            else:   # a plain sequence, taken by index too
+                op = Operand(name=self.names.fresh())
+                out.append(Op(op.name, "inactive", text=f"list({self.passive_text(x)})",
+                              lineno=line))
+            ops.append(op)
+        i = self.names.fresh("i")
+        n = f"len({ops[0].name})" if len(ops) == 1 else \
+            f"min({', '.join(f'len({o.name})' for o in ops)})"
+        at = f"{n} - 1 - {i}" if fn is reversed else i
+        body = []
+        if counter:
+            text = i if start is None else f"{i} + {self.passive_text(start)}"
+            body.append(Op(counter, "inactive", text=text, lineno=line))
+        for name, op, active in zip(names, ops, live):
+            if active:
+                body.append(Op(name.id, "sub", args=[op], index=at, lineno=line))
+            else:
+                body.append(Op(name.id, "inactive", text=f"{op.name}[{at}]", lineno=line))
+        body += self.block(s.body)
+        out.append(Loop(f"for {i} in range({n})", body, False, target=i, range_args=[n],
+                        lineno=line))
 
     def assign(self, target, value, node, out):
         line = self.line(node)
@@ -830,8 +946,9 @@ class Normaliser:
         if self.ns.get(base) is fn and base not in self.local:
             self.namespace[base] = fn
             return base
-        while name in self.names.used or (name in self.namespace and self.namespace[name]
-                                          is not fn):
+        while name in self.names.used or hasattr(builtins, name) or \
+                (name in self.namespace and self.namespace[name] is not fn):
+            # (never a builtin's name: text kept as written may call max(a, b), len(x))
             k += 1
             name = f"{base}{k}"
         self.names.used.add(name)
@@ -856,7 +973,10 @@ class Normaliser:
             obj = methods.function(name)
         if obj is None:
             self.error(f"a call to {ast.unparse(func)} (not a known function)", e)
-        kind, fn = resolve_callable(obj)
+        if (obj is max or obj is min) and (len(args_nodes) != 2 or keywords):
+            kind, fn = "opaque", obj   # max(x) of one sequence: not np.maximum
+        else:
+            kind, fn = resolve_callable(obj)
         if kind is None or kind == "passive":
             self.error(f"a call to {ast.unparse(func)}", e)
         args = [self.operand(a, out, line) for a in args_nodes]
