@@ -1114,3 +1114,16 @@ def test_generated_names_never_shadow_builtins():
                   "return m + s")
     np.testing.assert_allclose(wg.source.grad(f)(X6), wg.grad(f)(X6), rtol=1e-14)
     assert "min2" in wg.source.grad(f).source
+
+
+@pytest.mark.parametrize("body", [
+    # y was taken for a truth value (no derivative): half the derivative, or none
+    "y = x * 2.0 or 1.0\nreturn y * x", "y = x > 0 and x * 3.0\nreturn y * x",
+    "y = (x * 2.0 if x > 0 else x) or x\nreturn y", "return (x - x or x * x or 2.0) * x",
+    "return (x > 0 and x < 1 and x * x) + 0.0",
+])
+def test_and_or_give_values(body):
+    f = _function(body)
+    for x in (1.5, 0.5, -0.5, 0.0):
+        assert wg.source.grad(f)(x) == wg.grad(f)(x)
+        assert wg.source.jvp(f)((x,), (1.0,))[1] == wg.jvp(f, (x,), (1.0,))[1]

@@ -76,6 +76,7 @@ UNARY = ["np.sin({a})", "np.cos({a})", "np.tanh({a})", "np.exp(0.3 * {a})",
          "np.zeros(np.shape({a})) + {a}", "{a}.real", "np.real({a}) * {a}", "{a}.round(2)",
          "np.ones_like({a}) * len(np.shape({a})) - {a}"]
 SCALAR_UNARY = ["math.sin({a})", "math.exp(0.5 * {a})", "math.sqrt(1.0 + {a} * {a})",
+                "({a} * 2.0 or 1.0)", "({a} > 0.2 and {a} * 3.0)", "({a} - {a} or {a} + 1.0)",
                 "max({a}, 0.2)", "min({a}, -0.1)", "math.atan2({a}, 2.0)", "math.erf({a})",
                 "math.fsum([{a}, 1.0])", "getattr({a}, 'real')"]
 BINARY = ["{a} + {b}", "{a} * {b}", "{a} - {b}", "{a} / (1.0 + {b} * {b})",

@@ -445,7 +445,9 @@ class Normaliser:
             return self.is_active(e.value, active) or self.is_active(e.target, active)
         if isinstance(e, ast.Name):
             return e.id in active and e.id in self.local
-        if isinstance(e, (ast.Constant, ast.Compare, ast.BoolOp)):
+        if isinstance(e, ast.BoolOp):   # x or 1.0 is x (or 1.0): a value, not a truth
+            return any(self.is_active(v, active) for v in e.values)
+        if isinstance(e, (ast.Constant, ast.Compare)):
             return False
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
             return False
@@ -879,6 +881,25 @@ class Normaliser:
             self.expr(e.orelse, o, target, line)
             self.memo = saved
             out.append(If(test, b, o, line))
+            return
+        if isinstance(e, ast.BoolOp):
+            # a or b is a if a else b, and a and b is b if a else a (a evaluated once)
+            first = self.operand(e.values[0], out, line)
+            rest = e.values[1] if len(e.values) == 2 else \
+                ast.copy_location(ast.BoolOp(op=e.op, values=e.values[1:]), e)
+            keep = [Op(target, "copy", args=[first], lineno=line) if first.is_name else
+                    Op(target, "inactive", text=first.text, lineno=line)]
+            other = []
+            saved = dict(self.memo)
+            if self.is_active(rest):
+                self.expr(rest, other, target, line)
+            else:
+                other.append(Op(target, "inactive", text=self.passive_text(rest), lineno=line))
+            self.memo = saved
+            if isinstance(e.op, ast.Or):
+                out.append(If(first.src(), keep, other, line))
+            else:
+                out.append(If(first.src(), other, keep, line))
             return
         if isinstance(e, (ast.Tuple, ast.List)):
             self.error("a tuple or list built from differentiated values", e,
