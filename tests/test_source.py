@@ -951,6 +951,7 @@ def _function(body, name="f", params="x"):
     with open(path, "w") as fh:
         fh.write(f"import math\n\nimport numpy as np\nimport wengert.scipy.special as sp\n\n"
                  f"A = np.arange(9.0).reshape(3, 3) / 4.0 - 1.0\n\n\n"
+                 f"def append_to(lst, v):\n    lst.append(v * 2.0)\n    return 0.0\n\n\n"
                  f"def {name}({params}):\n{lines}\n")
     spec = importlib.util.spec_from_file_location(f"m_{abs(hash(path))}", path)
     mod = importlib.util.module_from_spec(spec)
@@ -1100,6 +1101,7 @@ def test_values_through_python_iteration(body):
     ("b = np.zeros(3)\nnp.copyto(b, x)\nreturn np.sum(b)", r"np\.copyto"),
     ("y = x * 1.0\ny.fill(2.0)\nreturn np.sum(y)", r"in-place method \.fill"),
     ("return math.fsum([x[0], x[1]])", r"math\.fsum"),
+    ("out = []\nappend_to(out, x)\nreturn np.sum(np.stack(out))", r"append_to.*lst\.append"),
     ("return np.sum(getattr(x, 'T'))", r"getattr"),
 ])
 def test_derivatives_the_program_would_lose_are_refused(body, what):

@@ -733,7 +733,7 @@ def _gen_from_data(data):
                lambda lo, hi: data.draw(st.integers(lo, hi)))
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
+@settings(max_examples=300, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 @given(st.data(), st.integers(1, 2), st.integers(0, 2 ** 32 - 1))
 def test_source_grad_agrees_or_names_unsupported(data, nargs, seed):

@@ -150,6 +150,8 @@ _BUILTIN_MAP = {abs: "absolute", pow: "power", max: "maximum", min: "minimum"}
 _MATH_SPECIAL = {"erf": "erf", "erfc": "erfc", "gamma": "gamma", "lgamma": "gammaln"}
 _MATH_NONDIFF = {"comb", "factorial", "gcd", "isclose", "isfinite", "isinf", "isnan", "isqrt",
                  "lcm", "perm", "ulp"}
+# builtins the generated code calls (the user's own appear in ``names.used``)
+_GENERATED_BUILTINS = {"len", "range", "reversed", "min", "slice", "list", "int", "float"}
 # NumPy functions that write into an argument
 _IN_PLACE_FUNCTIONS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis"}
 
@@ -640,7 +642,14 @@ class Normaliser:
             return
         kind = resolve_callable(obj)[0] if obj is not None else None
         name = getattr(obj, "__name__", "")
-        if kind in ("passive", "prim", "call") and not any(k.arg == "out" for k in e.keywords):
+        if kind == "call":
+            try:   # a user function that appends to its argument is refused on its own
+                normalise(obj)
+            except SourceError as err:
+                self.error(f"the call {ast.unparse(func)}(...) with a differentiated value, "
+                           "whose result is not used", e, str(err))
+            return
+        if kind in ("passive", "prim") and not any(k.arg == "out" for k in e.keywords):
             return
         if kind == "opaque" and (getattr(obj, "__module__", None) or "").startswith(
                 "wengert") and name not in _IN_PLACE_FUNCTIONS and \
@@ -967,9 +976,9 @@ class Normaliser:
         if self.ns.get(base) is fn and base not in self.local:
             self.namespace[base] = fn
             return base
-        while name in self.names.used or hasattr(builtins, name) or \
+        while name in self.names.used or name in _GENERATED_BUILTINS or \
                 (name in self.namespace and self.namespace[name] is not fn):
-            # (never a builtin's name: text kept as written may call max(a, b), len(x))
+            # (never a builtin the generated code calls itself: range(min(len(x), ...)))
             k += 1
             name = f"{base}{k}"
         self.names.used.add(name)
