@@ -949,7 +949,8 @@ def _function(body, name="f", params="x"):
     path = f"{_SRC_DIR}/m{next(_SRC_COUNT)}.py"
     lines = "\n".join("    " + line for line in body.strip("\n").split("\n"))
     with open(path, "w") as fh:
-        fh.write(f"import math\n\nimport numpy as np\nimport wengert.scipy.special as sp\n\n"
+        fh.write(f"import math\n\nimport numpy as np\nimport wengert.numpy as wnp\n"
+                 f"import wengert.scipy.special as sp\n\n"
                  f"A = np.arange(9.0).reshape(3, 3) / 4.0 - 1.0\n\n\n"
                  f"def append_to(lst, v):\n    lst.append(v * 2.0)\n    return 0.0\n\n\n"
                  f"def {name}({params}):\n{lines}\n")
@@ -1129,3 +1130,31 @@ def test_and_or_give_values(body):
     for x in (1.5, 0.5, -0.5, 0.0):
         assert wg.source.grad(f)(x) == wg.grad(f)(x)
         assert wg.source.jvp(f)((x,), (1.0,))[1] == wg.jvp(f, (x,), (1.0,))[1]
+
+
+@pytest.mark.parametrize("body", [
+    # lists of differentiated values given to a function: "a tuple or list built from
+    # differentiated values" before; each element gets its part of the list's adjoint
+    "return np.sum(np.stack([np.sin(x), x * 2.0, A[0]]) ** 2)",
+    "return np.sum(np.concatenate((x, np.cos(x)))[::2] ** 3)",
+    "m = wnp.array([[x[0], 1.0], [x[1], x[2] * x[0]]])\nreturn np.sum(m ** 3)",
+    "s = 0.0\nfor i in range(2):\n    s = s + np.sum(np.stack([x * i, np.cos(x)], axis=-1))\n"
+    "t = np.stack([x, x])\nreturn s",
+])
+def test_lists_given_to_functions(body):
+    f = _function(body)
+    x, t = X6[:3], np.array([0.3, -0.7, 0.2])
+    np.testing.assert_allclose(wg.source.grad(f)(x), wg.grad(f)(x), rtol=1e-13)
+    np.testing.assert_allclose(wg.source.jvp(f)((x,), (t,))[1], wg.jvp(f, (x,), (t,))[1],
+                               rtol=1e-13)
+
+
+def test_complex_values_through_functions_the_tape_runs():
+    # np.sum of a complex value went through the tape with its argument skipped as "not a
+    # float": the derivative was zero (a wrong number)
+    f = _function("z = x * (1.0 + 2.0j)\nw = np.sum(np.exp(z) * z.reshape(2, 1))\n"
+                  "return np.real(w) + np.abs(np.mean(z.T)) ** 2")
+    x, t = X6[:2], np.array([0.3, -0.7])
+    np.testing.assert_allclose(wg.source.grad(f)(x), wg.grad(f)(x), rtol=1e-13)
+    np.testing.assert_allclose(wg.source.jvp(f)((x,), (t,))[1], wg.jvp(f, (x,), (t,))[1],
+                               rtol=1e-13)

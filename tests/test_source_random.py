@@ -86,9 +86,8 @@ BINARY = ["{a} + {b}", "{a} * {b}", "{a} - {b}", "{a} / (1.0 + {b} * {b})",
           "np.hypot({a}, 1.0 + {b} * {b})", "np.subtract({b}, {a})",
           "helper2({a}) * {b}", "helper2({a}, scale=0.5) - {b}", "helper2({a}, {b}.mean()) + {b}"]
 # statements NumPy runs and source mode may refuse, by name (SourceError)
-UNSUPPORTED = ["{u} = np.stack([{a}, {a} * 2.0])", "{u} = np.concatenate([{a}, C3])",
-               "{u} = sum([{a} * k for k in range(2)])", "{u} = {a} * 1.0\n{i}{u}[0] = 0.0",
-               "{u} = (lambda q: q * 2.0)({a})"]
+UNSUPPORTED = ["{u} = sum([{a} * k for k in range(2)])", "{u} = {a} * 1.0\n{i}{u}[0] = 0.0",
+               "{u} = (lambda q: q * 2.0)({a})", "{u} = [{a}, {a}]\n{i}{u} = np.stack({u})"]
 
 
 class Gen:
@@ -116,7 +115,7 @@ class Gen:
     # -- expressions: (text, shape) ------------------------------------------------------------
     def expr(self):
         kind = self.pick(["unary", "binary", "const", "reshape", "transpose", "reduce",
-                          "index", "dot", "method", "squeeze", "function"])
+                          "index", "dot", "method", "squeeze", "function", "lists", "complex"])
         return getattr(self, "e_" + kind)()
 
     def same_shape(self):
@@ -316,6 +315,30 @@ class Gen:
                           (f"{a}.squeeze({ax})", sa[:ax] + sa[ax + 1:]),
                           (f"{a}.squeeze(axis={ax})", sa[:ax] + sa[ax + 1:]),
                           (f"np.squeeze({a})", tuple(n for n in sa if n != 1))])
+
+    def e_complex(self):
+        """Complex values in between (through functions the tape runs too)."""
+        a = self.some()
+        return self.pick(["np.real(np.exp(1j * {a}) * {a})", "np.abs({a} * (1.0 + 2.0j) + 0.5j)",
+                          "np.imag(np.sum({a} * (2.0 - 1.0j)) * {a})",
+                          "np.real(np.conj({a} * 1j) * ({a} + 1j))"]).format(a=a), self.vars[a]
+
+    def e_lists(self):
+        """Lists and tuples of values given to NumPy functions."""
+        a = self.some()
+        sa = self.vars[a]
+        b = self.some(lambda t: t == sa)
+        forms = [(f"np.stack([{a}, {b}])", (2,) + sa), (f"np.stack(({a}, 2.0 * {b}, {a}))", (3,) + sa),
+                 (f"np.stack([{a}, {b}], axis=-1)", sa + (2,))]
+        if len(sa) >= 1:
+            forms += [(f"np.concatenate([{a}, {b}])", (2 * sa[0],) + sa[1:]),
+                      (f"np.concatenate(({a}, np.sin({b}), {a}), axis=0)", (3 * sa[0],) + sa[1:])]
+            if sa == (3,):
+                forms.append((f"np.concatenate([{a}, C3])", (6,)))
+        if len(sa) == 1 and sa[0] >= 2:
+            forms.append((f"np.stack([{a}[0], 1.0, {b}[1] * {a}[0]])", (3,)))
+            forms.append((f"np.stack([[{a}[0], {a}[1]], [{b}[1], 0.5]])", (2, 2)))
+        return self.pick(forms)
 
     def e_function(self):
         a = self.some()

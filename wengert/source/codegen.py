@@ -82,6 +82,8 @@ class _Base:
         self.shapes()
         self.dnames = {}
         self.gnames = {}
+        self.packs = {s.target for s, _ in self.walk(fn.body)
+                      if isinstance(s, Op) and s.kind == "pack"}
 
     # -- naming ------------------------------------------------------------------------------
     def fresh(self, base):
@@ -331,6 +333,10 @@ class _Base:
             return f"{op.target} = {op.text}"
         if op.kind == "copy":
             return f"{op.target} = {op.args[0].src()}"
+        if op.kind == "pack":
+            items = [a.src() for a in op.args]
+            return f"{op.target} = " + (f"[{', '.join(items)}]" if op.text == "list" else
+                                        self.tuple_text(items))
         if op.kind == "sub":
             return f"{op.target} = {op.args[0].src()}[{op.index}]"
         if op.kind in ("call", "opaque"):
@@ -397,6 +403,10 @@ class ForwardGen(_Base):
         if op.kind == "copy":
             t = self.tangent(op.args[0])
             return [self.primal_line(op), f"{dv} = {t if t else '0.0'}"]
+        if op.kind == "pack":   # the tangent of a list is the list of tangents
+            ts = [self.tangent(a) or "0.0" for a in op.args]
+            return [self.primal_line(op), f"{dv} = " + (
+                f"[{', '.join(ts)}]" if op.text == "list" else self.tuple_text(ts))]
         if op.kind == "sub":
             base = op.args[0].name
             t = self.tangent(op.args[0])
@@ -529,6 +539,9 @@ class ReverseGen(_Base):
         """``gx += c`` (``gx -= c`` for a negation; ``gx = gx + c`` for arrays)."""
         gv = self.g(target_var)
         self.accumulated.add(gv)
+        if target_var in self.packs:
+            # a list passed to one call: its adjoint (a list) is that call's contribution
+            return f"{gv} = {contribution.text if isinstance(contribution, Sym) else contribution}"
         if isinstance(contribution, Sym):
             neg = contribution.neg
             c, prec = (neg.text, neg.prec) if neg is not None else (contribution.text,
@@ -556,6 +569,9 @@ class ReverseGen(_Base):
         elif op.kind == "copy":
             if actives:
                 rev.append(self.acc(op.args[0].name, Sym(gv, None)))
+        elif op.kind == "pack":   # the adjoint of a list is a list: element i goes to args[i]
+            for i in actives:
+                rev.append(self.acc(op.args[i].name, f"{gv}[{i}]"))
         elif op.kind == "sub":
             if actives:
                 base = op.args[0].name

@@ -78,6 +78,7 @@ class Op:
     kind: ``prim`` (``fn`` a Primitive), ``call`` (a user function, transformed too),
     ``opaque`` (any other differentiable callable: differentiated by the engines),
     ``copy`` (``target = args[0]``), ``sub`` (``target = args[0][index]``),
+    ``pack`` (``target = [args...]``, a list or tuple as ``text`` says, passed to a function),
     ``inactive`` (``target = text``: no derivative flows through it).
     """
 
@@ -912,8 +913,19 @@ class Normaliser:
             return
         if isinstance(e, (ast.Tuple, ast.List)):
             self.error("a tuple or list built from differentiated values", e,
-                       "use wnp.stack([...]) in a separate function, or unpack it")
+                       "pass the list straight to the function that takes it "
+                       "(np.stack([a, b])), or unpack it")
         self.error(f"the expression {ast.unparse(e)!r}", e)
+
+    def pack(self, e, out, line):
+        """``[a, b, 1.0]`` (nested too) as one value, for a function given a list: its
+        adjoint is a list, whose elements go back to ``a`` and ``b``."""
+        elts = [self.pack(x, out, line) if isinstance(x, (ast.List, ast.Tuple)) and
+                self.is_active(x) else self.operand(x, out, line) for x in e.elts]
+        tmp = self.names.fresh()
+        out.append(Op(tmp, "pack", args=elts, text="list" if isinstance(e, ast.List) else "tuple",
+                      lineno=line))
+        return Operand(name=tmp)
 
     def emit_sub(self, target, base, idx, out, line):
         """``target = base[idx]``; ``x = x[1:]`` goes through a fresh name, so the reverse
@@ -1009,7 +1021,11 @@ class Normaliser:
             kind, fn = resolve_callable(obj)
         if kind is None or kind == "passive":
             self.error(f"a call to {ast.unparse(func)}", e)
-        args = [self.operand(a, out, line) for a in args_nodes]
+        if kind == "opaque":   # np.stack([a, b]): the list is built first, then passed
+            args = [self.pack(a, out, line) if isinstance(a, (ast.List, ast.Tuple)) and
+                    self.is_active(a) else self.operand(a, out, line) for a in args_nodes]
+        else:
+            args = [self.operand(a, out, line) for a in args_nodes]
         params = {}
         for kname, value in keywords.items():
             if kind == "opaque" and self.is_active(value):

@@ -68,57 +68,104 @@ def pushforward(prim, args, tangents, params):
     return ans, _nz(t)
 
 
-def _float_like(x):
+def _kind_of_leaf(v):
+    """'r' a real leaf with a derivative, 'c' a complex one, None neither (integers,
+    booleans, strings)."""
     from ..transforms import _leaf_dtype
-    leaves = flatten(x)[0]
-    if not leaves:
-        return False
-    for v in leaves:
-        dt = _leaf_dtype(v)
-        if dt is None or not np.issubdtype(dt, np.floating):
-            return False
-    return True
+    dt = _leaf_dtype(v)
+    if dt is None:
+        return None
+    if np.issubdtype(dt, np.floating):
+        return "r"
+    return "c" if np.issubdtype(dt, np.complexfloating) else None
+
+
+def _leaves(args, which):
+    """Every argument flattened (lists of arrays, dicts: one leaf each), and the positions
+    ``(argument, leaf, kind)`` of the differentiable leaves of the arguments ``which``
+    picks.  (The engines take real inputs: a complex leaf enters as its real and imaginary
+    parts.)"""
+    flat = [flatten(a) for a in args]
+    pos = []
+    for i, (leaves, _) in enumerate(flat):
+        if which(i):
+            for j, v in enumerate(leaves):
+                k = _kind_of_leaf(v)
+                if k is not None:
+                    pos.append((i, j, k))
+    return flat, pos
+
+
+def _inputs(flat, pos, values=None):
+    """The real inputs for the leaves at ``pos``: a complex one gives two."""
+    out = []
+    for (i, j, k), v in zip(pos, values if values is not None else
+                            [flat[i][0][j] for i, j, _ in pos]):
+        out += [v] if k == "r" else [_real_part(v), _imag_part(v)]
+    return out
+
+
+def _real_part(v):
+    from .. import numpy as wnp
+    return wnp.real(v)
+
+
+def _imag_part(v):
+    from .. import numpy as wnp
+    return wnp.imag(v)
+
+
+def _call_with(fn, flat, pos, kwargs):
+    """``fn`` of the leaves at ``pos`` (the other leaves as they are)."""
+    def partial(*xs):
+        leaves = [list(ls) for ls, _ in flat]
+        it = iter(xs)
+        for i, j, k in pos:
+            x = next(it)
+            leaves[i][j] = x if k == "r" else x + 1j * next(it)
+        return fn(*[unflatten(d, ls) for (_, d), ls in zip(flat, leaves)], **kwargs)
+    return partial
+
+
+def _zeros_as(flat):
+    """A zero cotangent for each argument, in its structure (a list gets a list of zeros)."""
+    return tuple(unflatten(d, [0.0] * len(ls)) for ls, d in flat)
 
 
 def vjp_call(fn, args, active, kwargs):
-    """Reverse mode through a function without a rule or source: the tape engine."""
+    """Reverse mode through a function without a rule or source: the tape engine.  Each
+    argument's cotangent has its structure: a list of arrays gets a list of cotangents."""
     from ..transforms import vjp
-    idx = [i for i, a in enumerate(active) if a and _float_like(args[i])]
-
-    def partial(*xs):
-        full = list(args)
-        for i, x in zip(idx, xs):
-            full[i] = x
-        return fn(*full, **kwargs)
-    if not idx:
-        return fn(*args, **kwargs), lambda g: tuple(0.0 for _ in args)
-    ans, pb = vjp(partial, *[args[i] for i in idx])
+    flat, pos = _leaves(args, lambda i: active[i])
+    if not pos:
+        return fn(*args, **kwargs), lambda g: _zeros_as(flat)
+    ans, pb = vjp(_call_with(fn, flat, pos, kwargs), *_inputs(flat, pos))
 
     def pullback_(g):
         if _zero_for(g, ans):
-            return tuple(0.0 for _ in args)
-        cts = pb(_cotangent_for(g, ans))
-        out = [0.0] * len(args)
-        for i, c in zip(idx, cts):
-            out[i] = c
-        return tuple(out)
+            return _zeros_as(flat)
+        cts = iter(pb(_cotangent_for(g, ans)))
+        out = [[0.0] * len(ls) for ls, _ in flat]
+        for i, j, k in pos:
+            # a complex leaf z = a + ib: its cotangent is ga - i gb (df = Re(ct dz))
+            out[i][j] = next(cts) if k == "r" else next(cts) - 1j * next(cts)
+        return tuple(unflatten(d, ls) for (_, d), ls in zip(flat, out))
     return ans, pullback_
 
 
 def jvp_call(fn, args, tangents, kwargs):
     """Forward mode through a function without a rule or source: dual numbers."""
     from ..transforms import jvp
-    idx = [i for i, t in enumerate(tangents) if t is not None and _float_like(args[i])]
-    if not idx:
+    flat, pos = _leaves(args, lambda i: tangents[i] is not None)
+    if not pos:
         return fn(*args, **kwargs), 0.0
-
-    def partial(*xs):
-        full = list(args)
-        for i, x in zip(idx, xs):
-            full[i] = x
-        return fn(*full, **kwargs)
-    return jvp(partial, tuple(args[i] for i in idx),
-               tuple(broadcast_like(tangents[i], args[i]) for i in idx))
+    tflat = [flatten(t)[0] if t is not None else None for t in tangents]
+    ts = []
+    for i, j, _ in pos:
+        t = tflat[i][j] if len(tflat[i]) == len(flat[i][0]) else tflat[i][0]  # 0.0 for a list
+        ts.append(broadcast_like(t, flat[i][0][j]))
+    return jvp(_call_with(fn, flat, pos, kwargs), tuple(_inputs(flat, pos)),
+               tuple(_inputs(flat, pos, ts)))
 
 
 def unbroadcast(g, like):
