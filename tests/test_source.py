@@ -1149,6 +1149,13 @@ def test_lists_given_to_functions(body):
                                rtol=1e-13)
 
 
+def test_a_python_complex_through_functions_the_tape_runs():
+    # x * (2 - 1j) of a Python float is a Python complex, skipped as "not a float" too
+    f = _function("w = np.sum(x * (2.0 - 1.0j))\nreturn np.imag(w * x)")
+    for x in (0.5, np.float64(0.5), np.array(0.5)):
+        assert wg.source.grad(f)(x) == wg.grad(f)(x) == -1.0
+
+
 def test_complex_values_through_functions_the_tape_runs():
     # np.sum of a complex value went through the tape with its argument skipped as "not a
     # float": the derivative was zero (a wrong number)

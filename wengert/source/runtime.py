@@ -72,6 +72,8 @@ def _kind_of_leaf(v):
     """'r' a real leaf with a derivative, 'c' a complex one, None neither (integers,
     booleans, strings)."""
     from ..transforms import _leaf_dtype
+    if type(v) is complex:
+        return "c"
     dt = _leaf_dtype(v)
     if dt is None:
         return None
