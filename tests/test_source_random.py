@@ -159,6 +159,8 @@ class Gen:
 
     def e_reshape(self):
         a = self.some(lambda s: int(np.prod(s)) in SHAPES_OF_SIZE)
+        if a is None:   # (sizes like 12, after a repeat)
+            return self.e_unary()
         sa = self.vars[a]
         new = self.pick(SHAPES_OF_SIZE[int(np.prod(sa))])
         forms = [f"{a}.reshape({_tup(new)})", f"np.reshape({a}, {_tup(new)})"]
@@ -785,8 +787,9 @@ def run_many(n, first_seed=0):
     for k in range(first_seed, first_seed + n):
         rnd = random.Random(k)
         gen = Gen(lambda opts: rnd.choice(list(opts)), rnd.randint)
-        src, shapes = gen.program(rnd.randint(1, 2))
+        src, shapes = "", None
         try:
+            src, shapes = gen.program(rnd.randint(1, 2))
             res = outcome(src, shapes, k)
         except Exception as e:
             res = f"fail {type(e).__name__}"
