@@ -233,6 +233,19 @@ function inputsOnTop(inputs) {
   };
 }
 
+// dagre's ordering step (crossings reduced by its sweeps, told to keep the inputs in order),
+// then the inputs' places on the top rank handed out in the variables' order, in case a
+// sweep did not keep to that
+function inputsInOrder(inputs) {
+  const constraints = [];
+  for (let i = 0; i + 1 < inputs.length; i++) constraints.push({ left: inputs[i], right: inputs[i + 1] });
+  return (g, order) => {
+    order(g, { constraints });
+    const places = inputs.map((v) => g.node(v).order).sort((a, b) => a - b);
+    inputs.forEach((v, i) => { g.node(v).order = places[i]; });
+  };
+}
+
 function layoutGraph(d) {
   const svg = $("graph");
   const m = measure(svg);
@@ -265,9 +278,7 @@ function layoutGraph(d) {
               "e" + e.id);
   }
   m.done();
-  const constraints = [];
-  for (let i = 0; i + 1 < inputs.length; i++) constraints.push({ left: inputs[i], right: inputs[i + 1] });
-  dagre.layout(g, { constraints });
+  dagre.layout(g, { customOrder: inputsInOrder(inputs) });
 
   // the drawing's extent, without the hidden source
   let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
