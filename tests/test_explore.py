@@ -479,3 +479,73 @@ def test_names_are_the_programs_names():
         if n["kind"] == "op":
             assert any(ln.startswith(n["name"] + " = ")
                        for ln in d["programs"]["forward"].splitlines()), n
+
+
+# -- many clients at once -------------------------------------------------------------------------
+def _concurrent_requests(server, n, bound):
+    """``n`` clients connect at the same moment and each POSTs the seed expression; returns
+    the statuses (or exception names) and the slowest answer, every client bounded in time."""
+    host, port = server.server_address[:2]
+    start = threading.Barrier(n)
+    results = [None] * n
+
+    def client(i):
+        start.wait()
+        t0 = time.perf_counter()
+        try:
+            c = http.client.HTTPConnection(host, port, timeout=bound)
+            c.request("POST", "/api/expression",
+                      body=json.dumps({"expr": SEED_EXPR, "inputs": {"x": 0.5, "y": 4.2}}),
+                      headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            body = r.read()
+            c.close()
+            ok = r.status == 200 and json.loads(body)["value"] == VALUE
+            results[i] = ("answered" if ok else r.status, time.perf_counter() - t0)
+        except Exception as e:  # a reset or a timeout: the failure this test is about
+            results[i] = (type(e).__name__, time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(bound + 5)
+    assert not any(t.is_alive() for t in threads)
+    return [r[0] for r in results], max(r[1] for r in results)
+
+
+def test_two_hundred_clients_at_once_are_all_answered(server):
+    statuses, slowest = _concurrent_requests(server, 200, bound=30)
+    assert statuses == ["answered"] * 200, {s: statuses.count(s) for s in set(statuses)}
+    assert slowest < 30
+    assert server.request_queue_size >= 512  # the backlog that made some of them resets
+    assert_alive(server)
+
+
+def test_clients_beyond_the_thread_limit_wait_for_a_thread():
+    from wengert.explore.server import ExplorerServer, Handler
+    busy, most, lock = [0], [0], threading.Lock()
+
+    class Counting(Handler):
+        def handle(self):
+            with lock:
+                busy[0] += 1
+                most[0] = max(most[0], busy[0])
+            try:
+                time.sleep(0.05)  # a slow request: the others pile up behind the three
+                super().handle()
+            finally:
+                with lock:
+                    busy[0] -= 1
+
+    class Small(ExplorerServer):
+        max_threads = 3
+    small = Small(("127.0.0.1", 0), Counting, True)
+    threading.Thread(target=small.serve_forever, daemon=True).start()
+    try:
+        statuses, _ = _concurrent_requests(small, 40, bound=30)
+        assert statuses == ["answered"] * 40
+        assert most[0] == 3  # three at a time; the others waited, none was refused
+    finally:
+        small.shutdown()
+        small.server_close()
