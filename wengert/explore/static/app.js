@@ -280,7 +280,7 @@ function layoutGraph(d) {
   m.done();
   dagre.layout(g, { customOrder: inputsInOrder(inputs) });
 
-  // the drawing's extent, without the hidden source
+  // the drawing's extent
   let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
   const grow = (x, y, w = 0, hh = 0) => {
     x0 = Math.min(x0, x - w / 2); x1 = Math.max(x1, x + w / 2);
