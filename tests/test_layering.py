@@ -53,6 +53,9 @@ LAZY = {("wengert.rules.elementwise", "wengert.rules.special_base")}
 # import inside a function, ("size", module) for more than MAX_LINES lines, ("root",
 # module) for an import of the package root.
 PENDING = {
+    ('inner', 'wengert.source.methods', 'wengert.numpy'),
+    ('inner', 'wengert.source.methods', 'wengert.source.runtime'),
+    ('inner', 'wengert.source.normalize', 'wengert.scipy.special'),
     ('inner', 'wengert', 'importlib'),
     ('inner', 'wengert._dispatch', 'importlib'),
     ('inner', 'wengert._dispatch', 'wengert.numpy'),
