@@ -30,13 +30,14 @@ from ._version import __version__  # noqa: E402,F401
 __all__ = ["Primitive", "primitive", "EscapedTracerError", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
            "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp", "taylor", "check_grad",
            "trace", "Graph", "compile", "to_dot", "source", "checkpoint", "scan",
-           "checkpoint_schedule"]
+           "checkpoint_schedule", "chain_order"]
 
 _LAZY = {
     "trace": ("wengert.graph", "trace"),
     "Graph": ("wengert.graph", "Graph"),
     "compile": ("wengert.graph", "compile"),
     "to_dot": ("wengert.graph", "to_dot"),
+    "chain_order": ("wengert.graph.chain", "chain_order"),
 }
 
 
