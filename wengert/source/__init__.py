@@ -29,6 +29,7 @@ import threading
 import numpy as np
 
 from ..core import ndim_of
+from . import generated
 from .codegen import ForwardGen, ReverseGen
 from .normalize import SourceError, normalise, parse_source
 
@@ -183,7 +184,6 @@ def grad(f, argnums=0):
     >>> [round(float(g), 12) for g in df(0.5, 4.2)]
     [5.07758256189, 0.5]
     """
-    from . import generated
     spec = _Specialised(f, "grad", argnums)
     nparams = len(spec.fn.params)
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
@@ -251,7 +251,6 @@ def jvp(f):
     >>> round(float(t), 12)
     5.07758256189
     """
-    from . import generated
     from .runtime import broadcast_like, shaped_tangents
     spec = _Specialised(f, "jvp")
     func, src = spec.build(tuple("s" for _ in spec.fn.params))
@@ -298,6 +297,9 @@ def _needs_fix(t, out):
 def vjp(f):
     """``fv(*args) -> (out, pullback)`` as generated code (the form user calls use)."""
     return _dispatcher(f, "vjp")
+
+
+generated.BUILDERS.update(grad=grad, jvp=jvp)   # unpickling builds the function again
 
 
 # -- text in, text out: for the command line and the explorer -----------------------------------
