@@ -31,7 +31,8 @@ import numpy as np
 from ..core import ndim_of
 from . import generated
 from .codegen import ForwardGen, ReverseGen
-from .normalize import SourceError, normalise, parse_source
+from .errors import SourceError
+from .normalize import normalise, parse_source
 
 __all__ = ["grad", "jvp", "vjp", "programs_from_source", "SourceError"]
 

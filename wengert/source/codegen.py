@@ -22,7 +22,8 @@ import ast as _ast
 import re
 
 from ..core import Primitive
-from .normalize import Break, If, Keep, Loop, Op, SourceError
+from .errors import SourceError
+from .ir import Break, If, Keep, Loop, Op
 from .symbolic import (ADD, ATOM, MUL, Sym, SymTrace, Unknowable,
                        prim_display, render_const)
 
