@@ -30,7 +30,7 @@ import numpy as np
 
 from ..core import ndim_of
 from . import generated
-from .codegen import ForwardGen, ReverseGen
+from .reverse import ForwardGen, ReverseGen
 from .errors import SourceError
 from .normalize import normalise, parse_source
 
