@@ -30,7 +30,8 @@ import numpy as np
 
 from ..core import ndim_of
 from . import generated
-from .reverse import ForwardGen, ReverseGen
+from .forward import ForwardGen
+from .reverse import ReverseGen
 from .errors import SourceError
 from .normalize import normalise, parse_source
 
