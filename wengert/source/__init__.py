@@ -22,18 +22,22 @@ from __future__ import annotations
 
 import builtins
 import functools
+import inspect
 import linecache
 import math
 import threading
 
 import numpy as np
 
-from ..core import ndim_of
+from .. import numpy as wnp
+from ..core import ndim_of, shape_of
+from ..transforms import _arg_name, check_differentiable
 from . import generated
-from .forward import ForwardGen
-from .reverse import ReverseGen
 from .errors import SourceError
+from .forward import ForwardGen
 from .normalize import normalise, parse_source
+from .reverse import ReverseGen
+from .runtime import broadcast_like, fit, shaped_tangents
 
 __all__ = ["grad", "jvp", "vjp", "programs_from_source", "SourceError"]
 
@@ -153,7 +157,6 @@ class _Specialised:
 
 
 def _dispatcher(f, kind):
-    from .runtime import shaped_tangents
     table = _VJPS if kind == "vjp" else _JVPS
     with _lock:
         d = table.get(f)
@@ -210,15 +213,11 @@ def grad(f, argnums=0):
 
 def _bind(spec, args, kwargs):
     """Keyword arguments become positional (the programs are specialised on positions)."""
-    import inspect
     ba = inspect.signature(spec.f).bind(*args, **kwargs)
     return ba.args
 
 
 def _make_grad(spec, nums, one):
-    from .runtime import fit
-    from ..transforms import check_differentiable, _arg_name
-
     def df(*args, **kwargs):
         if kwargs:
             args = _bind(spec, args, kwargs)
@@ -253,7 +252,6 @@ def jvp(f):
     >>> round(float(t), 12)
     5.07758256189
     """
-    from .runtime import broadcast_like, shaped_tangents
     spec = _Specialised(f, "jvp")
     func, src = spec.build(tuple("s" for _ in spec.fn.params))
 
@@ -292,7 +290,6 @@ def jvp(f):
 
 
 def _needs_fix(t, out):
-    from ..core import shape_of
     return shape_of(t) != shape_of(out)
 
 
@@ -306,7 +303,6 @@ generated.BUILDERS.update(grad=grad, jvp=jvp)   # unpickling builds the function
 
 # -- text in, text out: for the command line and the explorer -----------------------------------
 def _text_namespace():
-    from .. import numpy as wnp
     ns = {"np": np, "numpy": np, "math": math, "wnp": wnp, "pi": math.pi, "e": math.e,
           "tau": math.tau, "inf": math.inf, "nan": math.nan}
     for name in dir(wnp):

@@ -7,8 +7,9 @@ arguments are names or constants; nested expressions get fresh names (``a``,
 
 The statements are those of :mod:`.ir`.  Early ``return`` and ``continue`` are removed
 first (:mod:`.jumps`); which names carry a derivative is the :class:`~.activity.Scope`'s
-analysis, what a call resolves to :mod:`.resolve`'s.  Unsupported constructs raise :class:`SourceError` (a ``NotImplementedError``) naming
-the construct and its line in the user's file.
+analysis, what a call resolves to :mod:`.resolve`'s.  Unsupported constructs raise
+:class:`SourceError` (a ``NotImplementedError``) naming the construct and its line in the
+user's file.
 """
 from __future__ import annotations
 
