@@ -1085,6 +1085,10 @@ def test_a_parameter_assigned_again_in_a_two_argument_function():
     "s = 0.0\nfor i, v in enumerate(x, start=2):\n    s = s + v * i + x[i - 2]\nreturn s",
     "s = 0.0\nfor v in reversed(x):\n    s = s * 0.5 + np.sin(v)\nreturn s",
     "s = 0.0\nfor a, b, c in zip(x, [1.0, 2.0], x * x):\n    s = s + a * b * c\nreturn s",
+    # reversed() given to zip or enumerate: "object of type 'reversed' has no len()"
+    "s = 0.0\nfor a, b in zip(x, reversed(x[1:])):\n    s = s + a * np.sin(b)\nreturn s",
+    "s = 0.0\nfor i, v in enumerate(reversed(x), 1):\n    s = s + i * v * v\nreturn s",
+    "s = 0.0\nfor a, b in zip(reversed([1.0, 2.0]), x):\n    s = s + a * b\nreturn s",
     # math.erf had no wengert.numpy name and was taken for a function without derivative
     # (the tape refuses math.* on traced values: the reference is wengert.scipy's)
     "return math.erf(x[0]) + math.lgamma(2.0 + x[1] ** 2) + math.gamma(1.5 + x[2] ** 2)"
@@ -1106,6 +1110,9 @@ def test_values_through_python_iteration(body):
     ("return math.fsum([x[0], x[1]])", r"math\.fsum"),
     ("out = []\nappend_to(out, x)\nreturn np.sum(np.stack(out))", r"append_to.*lst\.append"),
     ("return np.sum(getattr(x, 'T'))", r"getattr"),
+    # an iterator as a value (it was run by the tape, then failed or was taken apart wrongly)
+    ("return np.sum(np.stack(list(reversed(x))) * x)", r"reversed\(\) of a differentiated"),
+    ("s = 0.0\nfor v in list(zip(x, x)):\n    s = s + v[0]\nreturn s", r"zip\(\) of a diff"),
 ])
 def test_derivatives_the_program_would_lose_are_refused(body, what):
     with pytest.raises(SourceError, match=what):

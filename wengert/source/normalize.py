@@ -27,12 +27,14 @@ from .errors import SourceError
 from .ir import Break, Function, If, Keep, Loop, Op, Operand, rename_temporaries
 from .jumps import Exit, ExitRemover
 from .parsing import namespace_of, parse_function
-from .resolve import resolve_callable
+from .resolve import hashable, resolve_callable
 
 __all__ = ["Normaliser", "normalise", "parse_source"]
 
 # names the generated code calls itself (the user's own appear in ``names.used``)
 _GENERATED_BUILTINS = {"len", "range", "reversed", "min", "slice", "list", "int", "float"}
+# iterators a for loop over differentiated values takes apart (as values: refused)
+_ITERATORS = {reversed, enumerate, zip, iter, map, filter}
 # NumPy functions that write into an argument
 _IN_PLACE_FUNCTIONS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis"}
 
@@ -340,6 +342,12 @@ class Normaliser(Scope):
                 (fn is not zip and len(seqs) != 1) or \
                 any(self.is_active(x) for x in ([start] if start is not None else [])):
             self.error("a for loop unpacking the elements of a differentiated value", s)
+        # reversed(x) given to zip or enumerate: its k-th element is x[len(x) - 1 - k]
+        flipped = [fn is reversed] * len(seqs)
+        for k, x in enumerate(seqs):
+            if fn is not reversed and isinstance(x, ast.Call) and \
+                    self.lookup(x.func) is reversed and len(x.args) == 1 and not x.keywords:
+                seqs[k], flipped[k] = x.args[0], True
         assigned = self.assigned_names(s.body) | {n.id for n in names} | \
             ({counter} if counter else set())
         ops, live = [], []
@@ -359,12 +367,12 @@ class Normaliser(Scope):
         i = self.names.fresh("i")
         n = f"len({ops[0].name})" if len(ops) == 1 else \
             f"min({', '.join(f'len({o.name})' for o in ops)})"
-        at = f"{n} - 1 - {i}" if fn is reversed else i
         body = []
         if counter:
             text = i if start is None else f"{i} + {self.passive_text(start)}"
             body.append(Op(counter, "inactive", text=text, lineno=line))
-        for name, op, active in zip(names, ops, live):
+        for name, op, active, flip in zip(names, ops, live, flipped):
+            at = f"len({op.name}) - 1 - {i}" if flip else i
             if active:
                 body.append(Op(name.id, "sub", args=[op], index=at, lineno=line))
             else:
@@ -632,6 +640,9 @@ class Normaliser(Scope):
             obj = methods.function(name)
         if obj is None:
             self.error(f"a call to {ast.unparse(func)} (not a known function)", e)
+        if hashable(obj) and obj in _ITERATORS:
+            self.error(f"{obj.__name__}() of a differentiated value outside a for loop's header",
+                       e, f"loop over it (for v in {obj.__name__}(...)) or index the values")
         if (obj is max or obj is min) and (len(args_nodes) != 2 or keywords):
             kind, fn = "opaque", obj   # max(x) of one sequence: not np.maximum
         else:
