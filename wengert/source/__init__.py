@@ -110,7 +110,7 @@ class _Specialised:
         """How generated code names the transformed version of a called user function."""
         def name_of(callee):
             d = _dispatcher(callee, mode)
-            ref = f"{callee.__name__}_{mode}"
+            ref = f"{d.spec.fn.name}_{mode}"   # (a lambda's is the name it is bound to)
             while ref in gen.namespace and gen.namespace[ref] is not d:
                 ref += "_"
             gen.namespace[ref] = d
@@ -194,7 +194,7 @@ def grad(f, argnums=0):
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for i in nums:
         if not -nparams <= i < nparams:
-            raise ValueError(f"grad: argnums={argnums!r} but {f.__name__} takes {nparams} "
+            raise ValueError(f"grad: argnums={argnums!r} but {_name(spec)} takes {nparams} "
                              "argument(s)")
     nums = tuple(i % nparams for i in nums)
     func, src = spec.build(tuple("s" for _ in spec.fn.params))
@@ -202,13 +202,18 @@ def grad(f, argnums=0):
     df = _make_grad(spec, nums, one)
     functools.update_wrapper(df, f)
     df.__wrapped__ = f
-    df.__name__ = f"{f.__name__}_grad"
+    df.__name__ = f"{_name(spec)}_grad"
     df.__module__ = "wengert.source.generated"
     df.__qualname__ = generated.encode("grad", f, argnums)
     df.source = src
     df.spec = spec
     setattr(generated, df.__qualname__, df)
     return df
+
+
+def _name(spec):
+    """``f``'s name; a lambda's is the name its generated ``def`` takes."""
+    return spec.fn.name if spec.f.__name__ == "<lambda>" else spec.f.__name__
 
 
 def _bind(spec, args, kwargs):
@@ -223,7 +228,7 @@ def _make_grad(spec, nums, one):
             args = _bind(spec, args, kwargs)
         for i in nums:
             if i >= len(args):
-                raise TypeError(f"{spec.f.__name__}_grad: missing argument {i}")
+                raise TypeError(f"{_name(spec)}_grad: missing argument {i}")
             a = args[i]
             if type(a) is float or (type(a) is np.ndarray and a.dtype.kind == "f") or \
                     isinstance(a, (list, tuple, dict)):
@@ -263,7 +268,7 @@ def jvp(f):
             defaults = spec.f.__defaults__ or ()
             missing = nparams - len(primals)
             if missing > len(defaults):
-                raise TypeError(f"{f.__name__}_jvp: expected {nparams} primals")
+                raise TypeError(f"{_name(spec)}_jvp: expected {nparams} primals")
             extra = defaults[len(defaults) - missing:]
             primals = primals + tuple(extra)
             tangents = tangents + tuple(0.0 for _ in extra)
@@ -280,7 +285,7 @@ def jvp(f):
 
     functools.update_wrapper(jf, f)
     jf.__wrapped__ = f
-    jf.__name__ = f"{f.__name__}_jvp"
+    jf.__name__ = f"{_name(spec)}_jvp"
     jf.__module__ = "wengert.source.generated"
     jf.__qualname__ = generated.encode("jvp", f, 0)
     jf.source = src
