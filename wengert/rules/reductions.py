@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
+from . import _sparsity
 from .arithmetic import multiply
 from .conversion import astype
 from .creation import asarray
@@ -663,3 +664,11 @@ def nonzero(a):
 
 
 nonzero._nondiff = True
+
+
+# sparsity: each result element depends on the fibre it reduces; a cumulative one on the
+# elements up to it. max and min are piecewise linear (no second derivatives)
+_cumsum.sparsity = _sparsity.Reduction(hessian="linear", prefix=True)
+_cumprod.sparsity = _sparsity.Reduction(prefix=True)
+_prod.sparsity = _sparsity.Reduction()
+_amax.sparsity = _amin.sparsity = _sparsity.Reduction(hessian="linear")
