@@ -128,11 +128,37 @@ def column_coloring(sparsity):
             _colour_distance2(a, at, colors, np.flatnonzero(used & (cls == r)))
         return colors
     prio = _priorities(at @ counts)  # sum of the row lengths: a bound on the neighbours
-    while (colors < 0).any():
+    slow = _Patience()
+    while (colors < 0).any() and not slow.gives_up(colors):
         pm = np.where(colors < 0, prio, -1)
         best = _row_max(at, _row_max(a, pm))  # the largest uncoloured priority 2 steps away
         _colour_distance2(a, at, colors, np.flatnonzero((colors < 0) & (best == pm)))
     return colors
+
+
+class _Patience:
+    """Rounds that colour almost nothing mean a near-clique (a dense row), which needs about
+    as many colours as it has vertices: after ``ROUNDS`` of them in a row, each remaining
+    vertex gets a colour of its own. That is a valid column, row and star colouring (a
+    colour used once can be in no conflict and on no two-coloured path), found at once
+    instead of in a round per vertex."""
+
+    ROUNDS = 8
+
+    def __init__(self):
+        self.left = None
+        self.idle = 0
+
+    def gives_up(self, colors):
+        left = int((colors < 0).sum())
+        if self.left is not None:
+            self.idle = self.idle + 1 if self.left - left < max(1, left / 100) else 0
+        self.left = left
+        if self.idle < self.ROUNDS:
+            return False
+        todo = np.flatnonzero(colors < 0)
+        colors[todo] = colors.max() + 1 + np.arange(todo.size)
+        return True
 
 
 def row_coloring(sparsity):
@@ -195,7 +221,8 @@ def star_coloring(sparsity):
                 colors[batch] = _star_choice(g, colors, batch)
     else:
         prio = _priorities(deg)
-        while (colors < 0).any():
+        slow = _Patience()
+        while (colors < 0).any() and not slow.gives_up(colors):
             _star_round(g, colors, prio)
     if int((deg.astype(np.int64) + 1) @ (deg + 1)) <= 16 * (g.nnz + n):
         # where it is cheap (no hub), a distance-2 colouring is a star colouring too, and

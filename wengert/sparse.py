@@ -134,6 +134,8 @@ class Plan:
             self.take = colors[rows] * n + cols
         else:  # B = (H S)ᵀ, (k, n), read by the star rule
             self.take = coloring.star_sources(pattern, colors)
+        # as wg.jacobian: the derivative has the inputs' dtype (float32 stays float32)
+        self.dtype = np.result_type(*[dt for _, dt in in_info]) if in_info else np.dtype(float)
         seeded = in_info if mode != "reverse" else out_info
         self.seeds = _seeds(colors, self.num_colors, seeded)
         self.out_info = out_info
@@ -148,6 +150,10 @@ class Plan:
 
     def assemble(self, data):
         """The ``csr_array`` holding ``data`` (the stored entries, in csr order)."""
+        if data.dtype != self.dtype:
+            if data.dtype.kind == "c" and self.dtype.kind != "c":
+                data = data.real  # a real input's derivative is real, as in wg.jacobian
+            data = data.astype(self.dtype)
         out = sp.csr_array((data, self.indices, self.indptr), shape=self.sparsity.shape,
                            copy=False)
         out.has_sorted_indices = True
