@@ -3,7 +3,7 @@
 A ``PatternTracer`` carries its value (so the program takes the branches the example
 takes) and a *pattern*: a sparse boolean matrix with a row per element of the value and a
 column per input element, true where the element depends on that input. Each primitive's
-declaration in the rule registry (``prim.sparsity``, read from rules/_sparsity.py's
+declaration in the rule registry (``prim.sparsity``, read from rules/patterns.py's
 families) gives the pattern ``S_i`` of its local Jacobian in argument ``i``, and the
 result's pattern is ``Σ S_i P_i``: seed 003's product of sparse factors, taken on
 patterns instead of numbers, one factor per line of the program. A primitive without a
@@ -28,7 +28,7 @@ __all__ = ["PatternTrace", "PatternTracer", "stack_patterns", "MAX_ENTRIES"]
 # method (wg.jacobian, or wg.jvp / wg.vjp matrix-free) is the right tool.
 MAX_ENTRIES = 1 << 27
 
-SAME = "same"    # rules/_sparsity.py's markers (plain strings: engines import no rule module)
+SAME = "same"    # rules/patterns.py's markers (plain strings: engines import no rule module)
 DENSE = "dense"
 
 

@@ -7,7 +7,7 @@ Cotangents may carry leading batch axes, so each takes the axis to work on.
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
-from . import _sparsity
+from . import patterns
 from ._zeros import dtype_of
 
 __all__ = ["checkpoint_take", "checkpoint_put", "checkpoint_stack"]
@@ -93,4 +93,4 @@ def _stack_vjp(*xs, axis=0):
 
 
 for _p in (checkpoint_take, checkpoint_put, checkpoint_stack):
-    _p.sparsity = _sparsity.MOVES
+    _p.sparsity = patterns.MOVES

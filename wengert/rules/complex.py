@@ -10,7 +10,7 @@ pullback keeps the real part: the cotangent of a real input is real.
 import numpy as np
 
 from ..core import primitive
-from . import _sparsity
+from . import patterns
 from ._zeros import dtype_of
 
 
@@ -106,5 +106,5 @@ COMPLEX = {p.name: p for p in (real, imag, conj, angle)}
 
 # sparsity: elementwise; real, imag and conj are real-linear, angle is not
 for _p in (real, imag, conj):
-    _p.sparsity = _sparsity.Elementwise(hessian="linear")
-angle.sparsity = _sparsity.ELEMENTWISE
+    _p.sparsity = patterns.Elementwise(hessian="linear")
+angle.sparsity = patterns.ELEMENTWISE

@@ -6,7 +6,7 @@ Each public function returns exactly what NumPy returns when no argument is trac
 import numpy as np
 
 from ..core import Tracer, _real_for_real, primitive
-from . import _sparsity
+from . import patterns
 
 __all__ = ["astype", "copy"]
 
@@ -92,4 +92,4 @@ def copy(a, order="K", subok=False):
     return _copy(a)
 
 
-_astype.sparsity = _copy.sparsity = _sparsity.Elementwise(hessian="linear")  # element by element
+_astype.sparsity = _copy.sparsity = patterns.Elementwise(hessian="linear")  # element by element

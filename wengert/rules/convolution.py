@@ -5,7 +5,7 @@ Each public function returns exactly what NumPy returns when no argument is trac
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
-from . import _sparsity
+from . import patterns
 from .indexing import gather
 from .joining import concatenate
 from .products import _as, _matmul, _plain, _swap_last, _traced
@@ -141,5 +141,5 @@ def correlate(a, v, mode="valid"):
     return _correlate(a, v, mode=_mode_name(mode))
 
 
-_convolve.sparsity = _sparsity.Convolution()  # a stencil: banded in each argument
-_correlate.sparsity = _sparsity.Convolution(correlate=True)
+_convolve.sparsity = patterns.Convolution()  # a stencil: banded in each argument
+_correlate.sparsity = patterns.Convolution(correlate=True)

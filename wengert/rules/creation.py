@@ -8,7 +8,7 @@ returns when no argument is traced.
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
-from . import _sparsity
+from . import patterns
 from .conversion import _astype, _copy, _dtype, _plain, _traced, astype, copy
 from .joining import stack
 from .nondiff import concrete
@@ -190,4 +190,4 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
                                                        shape=shape, **kw))
 
 
-_constant.sparsity = _sparsity.CONSTANT  # reads only its argument's trace
+_constant.sparsity = patterns.CONSTANT  # reads only its argument's trace

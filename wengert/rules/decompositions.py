@@ -9,7 +9,7 @@ JAX), never an exception.
 import numpy as np
 
 from ..core import primitive, shape_of
-from . import _sparsity
+from . import patterns
 from ._zeros import dtype_of
 from .complex import conj, real
 from .matrices import (_col, _diag_embed, _diag_part, _inv_differences, _mm, _mT, _row,
@@ -295,8 +295,8 @@ def qr_vjp(a):
 
 
 # sparsity: every result of a matrix depends on the whole matrix (batched over leading axes)
-_eigh.sparsity = _eig.sparsity = _sparsity.Blocks(_sparsity.matrix_to(1, 2))
-_svd.sparsity = _sparsity.Blocks(_sparsity.matrix_to(2, 1, 2))
-_qr.sparsity = _sparsity.Blocks(_sparsity.matrix_to(2, 2))
+_eigh.sparsity = _eig.sparsity = patterns.Blocks(patterns.matrix_to(1, 2))
+_svd.sparsity = patterns.Blocks(patterns.matrix_to(2, 1, 2))
+_qr.sparsity = patterns.Blocks(patterns.matrix_to(2, 2))
 for _p in (eigvalsh, eigvals, svdvals):
-    _p.sparsity = _sparsity.Blocks(_sparsity.matrix_to(1))
+    _p.sparsity = patterns.Blocks(patterns.matrix_to(1))

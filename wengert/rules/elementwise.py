@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from ..core import Tracer, primitive
-from . import _sparsity
+from . import patterns
 from ._zeros import dtype_of
 from .nondiff import recorded as _recorded
 
@@ -21,12 +21,12 @@ REGISTRY = {}  # name -> primitive, for tests and the coverage table
 
 
 def elementwise(np_fn, partials, *, name=None, domain=(-2.0, 2.0), nondiff=False,
-                registry=REGISTRY, needs=False, sparsity=_sparsity.ELEMENTWISE):
+                registry=REGISTRY, needs=False, sparsity=patterns.ELEMENTWISE):
     """Declare an elementwise primitive over ``np_fn`` with its partials.
 
     ``needs=True``: ``partials`` takes ``needs=`` and skips the partials not asked for.
     ``sparsity``: element r of the result depends on element r of each argument; which
-    arguments interact at second order (``_sparsity.Elementwise(hessian=...)``).
+    arguments interact at second order (``patterns.Elementwise(hessian=...)``).
     """
     nargs = np_fn.nin if isinstance(np_fn, np.ufunc) else None
     p = primitive(np_fn, name=name or np_fn.__name__, broadcasting=nargs != 1)
@@ -152,7 +152,7 @@ def modf_vjp(x):
     return modf(x), lambda g: (g[0],)
 
 
-modf.sparsity = _sparsity.Elementwise(hessian="linear", results=(0,))
+modf.sparsity = patterns.Elementwise(hessian="linear", results=(0,))
 
 
 def frexp(x):
@@ -224,7 +224,7 @@ def round_(x, decimals=0):
 
 
 round_.partials(lambda ans, x, decimals=0: (None,))
-round_.sparsity = _sparsity.ELEMENTWISE
+round_.sparsity = patterns.ELEMENTWISE
 round_.domain, round_.nondiff = (-2.0, 2.0), True
 REGISTRY["round"] = round_
 around = round_
@@ -276,6 +276,6 @@ clip.domain = (-2.0, 2.0)
 # piecewise linear: first derivatives elementwise, no second derivatives (almost everywhere)
 for _p in (where, clip, maximum, minimum, fmax, fmin, fabs, copysign, fmod, deg2rad, rad2deg,
            degrees, radians):
-    _p.sparsity = _sparsity.PIECEWISE_LINEAR
+    _p.sparsity = patterns.PIECEWISE_LINEAR
 REGISTRY["clip"] = clip
 REGISTRY["where"] = where

@@ -13,14 +13,14 @@ transformed along the right axes.
 import numpy as np
 
 from ..core import primitive, shape_of
-from . import _sparsity
+from . import patterns
 from ._zeros import dtype_of
 from .complex import _is_complex, conj, real
 
 # -- padding / truncation: the adjoint of n= and s= ---------------------------------------------
 
 
-_FIBRES = _sparsity.Fibres("axes")
+_FIBRES = patterns.Fibres("axes")
 
 
 @primitive(name="fix_length")
@@ -179,4 +179,4 @@ FFT = {p.name: p for p in (fft, ifft, fft2, ifft2, fftn, ifftn, rfft, rfft2, rff
                            irfft2, irfftn)}
 
 
-_fix_length.sparsity = _sparsity.MOVES  # zero-padding and truncation move elements
+_fix_length.sparsity = patterns.MOVES  # zero-padding and truncation move elements

@@ -24,7 +24,7 @@ import weakref
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
-from . import _sparsity
+from . import patterns
 from .conversion import astype
 from .elementwise import where
 from .nondiff import _plain, concrete, strip_eager
@@ -663,5 +663,5 @@ def select(condlist, choicelist, default=0):
 # sparsity: reading and writing move elements (the implementation on element numbers says
 # where each comes from); scatter_add adds the ones sent to the same place
 for _p in (getitem_basic, scatter_basic, gather, set_basic, set_flat):
-    _p.sparsity = _sparsity.MOVES
-scatter_add.sparsity = _sparsity.ScatterAdd()
+    _p.sparsity = patterns.MOVES
+scatter_add.sparsity = patterns.ScatterAdd()

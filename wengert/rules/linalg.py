@@ -25,7 +25,7 @@ Conventions, where NumPy's function is not smooth or reads only part of its inpu
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
-from . import _sparsity
+from . import patterns
 from ._zeros import dtype_of
 from .arithmetic import absolute, power
 from .decompositions import _eig, _eigh, _qr, _svd, eigvals, eigvalsh, svdvals
@@ -280,7 +280,7 @@ PRIMITIVES = {p.name: p for p in (_solve, inv, det, slogdet, _cholesky, _eigh, e
 
 
 # sparsity: per matrix (batched over leading axes); the norm reduces over its axes
-det.sparsity = _sparsity.Blocks(_sparsity.matrix_to(0))
-slogdet.sparsity = _sparsity.Blocks(_sparsity.matrix_to(0, 0))
-expm.sparsity = sqrtm.sparsity = _sparsity.Blocks(_sparsity.square)
-_vector_norm.sparsity = _sparsity.Reduction()
+det.sparsity = patterns.Blocks(patterns.matrix_to(0))
+slogdet.sparsity = patterns.Blocks(patterns.matrix_to(0, 0))
+expm.sparsity = sqrtm.sparsity = patterns.Blocks(patterns.square)
+_vector_norm.sparsity = patterns.Reduction()

@@ -6,7 +6,7 @@ the tangent's leading batch axes kept in front.
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
-from . import _sparsity
+from . import patterns
 from ._zeros import broadcast_view, sum_to
 
 
@@ -167,5 +167,5 @@ transpose.permutation_param = "axes"  # the identity for the identity permutatio
 
 # sparsity: the moves read off their implementations; sum reduces over its axes
 for _p in (reshape, broadcast_to, transpose):
-    _p.sparsity = _sparsity.MOVES
-sum_.sparsity = _sparsity.Reduction()
+    _p.sparsity = patterns.MOVES
+sum_.sparsity = patterns.Reduction()

@@ -8,7 +8,7 @@ triangle gets a zero derivative (rules/linalg.py says why that is the right one)
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
-from . import _sparsity
+from . import patterns
 from ._zeros import dtype_of
 from .indexing import getitem_basic, scatter_basic
 from .joining import stack
@@ -313,6 +313,6 @@ def solve_banded_vjp(ab, b, needs, l, u):
 
 
 # sparsity: dense within each matrix (block), batched over the leading axes
-_solve.sparsity = _solve_triangular.sparsity = _sparsity.Solve()
+_solve.sparsity = _solve_triangular.sparsity = patterns.Solve()
 for _p in (inv, _cholesky, pinv):
-    _p.sparsity = _sparsity.Blocks(_sparsity.square)
+    _p.sparsity = patterns.Blocks(patterns.square)
