@@ -4,7 +4,7 @@ rules that never import an engine, engines that name no primitive.
 The floors (issue 18), lowest first; a module imports (at module level) only its
 own floor and below, and imports within a floor form no circle:
 
-0 utilities  tree, _allocator, _version, coloring (graph colourings, pure SciPy)
+0 utilities  tree, _allocator, _version, _progress, coloring (graph colourings, pure SciPy)
 1 core       the Primitive record and the tracer protocol
 2 rules      every primitive (checkpoint's and the graph tracer's own too)
 3 namespaces numpy, scipy, _dispatch (NEP 13/18), coverage, expr (the CLI's language)
@@ -26,7 +26,8 @@ PKG = pathlib.Path(__file__).resolve().parents[1] / "wengert"
 MAX_LINES = 800
 
 FLOORS = {
-    0: ("wengert.tree", "wengert._allocator", "wengert._version", "wengert.coloring"),
+    0: ("wengert.tree", "wengert._allocator", "wengert._version", "wengert._progress",
+        "wengert.coloring"),
     1: ("wengert.core",),
     2: ("wengert.rules", "wengert.rules.*"),
     3: ("wengert.numpy", "wengert.numpy.*", "wengert.scipy", "wengert.scipy.*",
@@ -39,7 +40,7 @@ FLOORS = {
     8: ("wengert",),
 }
 # optional dependencies, which a function may import lazily (and only these)
-OPTIONAL = {"matplotlib"}  # the "plot" extra
+OPTIONAL = {"matplotlib", "tqdm"}  # the "plot" and "progress" extras
 # runtime dependencies slow enough to load that a function loads them on first use:
 # scipy.special and scipy.linalg take about 0.3 s, as long as ``import wengert`` itself
 HEAVY = {"scipy.special", "scipy.linalg"}
@@ -53,6 +54,9 @@ LAZY = {("wengert.rules.elementwise", "wengert.rules.special_base")}
 # import inside a function, ("size", module) for more than MAX_LINES lines, ("root",
 # module) for an import of the package root.
 PENDING = {
+    ('inner', 'wengert.source.methods', 'wengert.numpy'),
+    ('inner', 'wengert.source.methods', 'wengert.source.runtime'),
+    ('inner', 'wengert.source.normalize', 'wengert.scipy.special'),
     ('inner', 'wengert', 'importlib'),
     ('inner', 'wengert._dispatch', 'importlib'),
     ('inner', 'wengert._dispatch', 'wengert.numpy'),

@@ -150,6 +150,7 @@ class _Specialised:
 
 
 def _dispatcher(f, kind):
+    from .runtime import shaped_tangents
     table = _VJPS if kind == "vjp" else _JVPS
     with _lock:
         d = table.get(f)
@@ -160,7 +161,7 @@ def _dispatcher(f, kind):
                     return spec.program(args)(*args)
             else:
                 def d(primals, tangents):
-                    return spec.program(primals)(primals, tangents)
+                    return spec.program(primals)(primals, shaped_tangents(primals, tangents))
             d.spec = spec
             table[f] = d
         return d
@@ -251,7 +252,7 @@ def jvp(f):
     5.07758256189
     """
     from . import generated
-    from .runtime import broadcast_like
+    from .runtime import broadcast_like, shaped_tangents
     spec = _Specialised(f, "jvp")
     func, src = spec.build(tuple("s" for _ in spec.fn.params))
 
@@ -269,6 +270,7 @@ def jvp(f):
             tangents = tangents + tuple(0.0 for _ in extra)
         if len(primals) != len(tangents):
             raise ValueError("jvp needs one tangent per primal")
+        tangents = shaped_tangents(primals, tangents)
         prog = spec.program(primals)
         jf.source = spec.last
         out, t = prog(primals, tangents)

@@ -29,7 +29,7 @@ from .symbolic import (ADD, ATOM, MUL, Sym, SymTrace, Unknowable,
 __all__ = ["ReverseGen", "ForwardGen"]
 
 _HELPERS = ("pullback", "pushforward", "vjp_call", "jvp_call", "unbroadcast", "broadcast_like",
-            "add_at")
+            "add_at", "tangent_at")
 
 
 def _text_prec(text):
@@ -82,6 +82,8 @@ class _Base:
         self.shapes()
         self.dnames = {}
         self.gnames = {}
+        self.packs = {s.target for s, _ in self.walk(fn.body)
+                      if isinstance(s, Op) and s.kind == "pack"}
 
     # -- naming ------------------------------------------------------------------------------
     def fresh(self, base):
@@ -331,6 +333,10 @@ class _Base:
             return f"{op.target} = {op.text}"
         if op.kind == "copy":
             return f"{op.target} = {op.args[0].src()}"
+        if op.kind == "pack":
+            items = [a.src() for a in op.args]
+            return f"{op.target} = " + (f"[{', '.join(items)}]" if op.text == "list" else
+                                        self.tuple_text(items))
         if op.kind == "sub":
             return f"{op.target} = {op.args[0].src()}[{op.index}]"
         if op.kind in ("call", "opaque"):
@@ -339,7 +345,7 @@ class _Base:
                          for k, o in op.params.items())
             return f"{op.target} = {op.fname}({self.args_text(op)}{kw})"
         if op.kind == "prim":
-            trace = SymTrace(self.local_names)
+            trace = SymTrace(self.local_names, operators=not op.called)
             try:
                 args, params = self.sym_args(trace, op)
                 s = op.fn(*args, **params)
@@ -397,9 +403,22 @@ class ForwardGen(_Base):
         if op.kind == "copy":
             t = self.tangent(op.args[0])
             return [self.primal_line(op), f"{dv} = {t if t else '0.0'}"]
+        if op.kind == "pack":   # the tangent of a list is the list of tangents
+            ts = [self.tangent(a) or "0.0" for a in op.args]
+            return [self.primal_line(op), f"{dv} = " + (
+                f"[{', '.join(ts)}]" if op.text == "list" else self.tuple_text(ts))]
         if op.kind == "sub":
+            base = op.args[0].name
             t = self.tangent(op.args[0])
-            return [self.primal_line(op), f"{dv} = {t}[{op.index}]" if t else f"{dv} = 0.0"]
+            if not t:
+                return [self.primal_line(op), f"{dv} = 0.0"]
+            if base in self.fn.params and self.counts.get(base) == 1:
+                # a parameter's tangent has its shape (the caller's, broadcast on entry)
+                return [self.primal_line(op), f"{dv} = {t}[{op.index}]"]
+            # any other tangent may still be the zero 0.0 on the path the program took
+            self.namespace["tangent_at"] = _runtime("tangent_at")
+            return [self.primal_line(op),
+                    f"{dv} = tangent_at({t}, {base}, {_index_value(op.index)})"]
         if op.kind == "prim":
             try:
                 text = self.symbolic(op)
@@ -520,6 +539,9 @@ class ReverseGen(_Base):
         """``gx += c`` (``gx -= c`` for a negation; ``gx = gx + c`` for arrays)."""
         gv = self.g(target_var)
         self.accumulated.add(gv)
+        if target_var in self.packs:
+            # a list passed to one call: its adjoint (a list) is that call's contribution
+            return f"{gv} = {contribution.text if isinstance(contribution, Sym) else contribution}"
         if isinstance(contribution, Sym):
             neg = contribution.neg
             c, prec = (neg.text, neg.prec) if neg is not None else (contribution.text,
@@ -537,7 +559,7 @@ class ReverseGen(_Base):
         """(forward lines, reverse lines) for one assignment."""
         v = op.target
         fwd = [self.primal_line(op)]
-        if v not in self.active:
+        if v not in self.active or id(op) not in self.live:
             return fwd, []
         gv = self.g(v)
         rev = []
@@ -547,6 +569,9 @@ class ReverseGen(_Base):
         elif op.kind == "copy":
             if actives:
                 rev.append(self.acc(op.args[0].name, Sym(gv, None)))
+        elif op.kind == "pack":   # the adjoint of a list is a list: element i goes to args[i]
+            for i in actives:
+                rev.append(self.acc(op.args[i].name, f"{gv}[{i}]"))
         elif op.kind == "sub":
             if actives:
                 base = op.args[0].name
@@ -591,6 +616,40 @@ class ReverseGen(_Base):
         elif v in self.unstable and v in self.active:
             rev.append(f"{gv} = 0.0")
         return fwd, rev
+
+    def live_adjoints(self):
+        """The assignments whose adjoint may be nonzero when the reverse sweep reaches them.
+
+        The others (a value never used on the way to the output, or used only where no
+        derivative flows) get no adjoint statements: their adjoint would be the scalar
+        ``0.0``, which a pullback expecting an array cotangent rejects, and work anyway.
+        The analysis runs the reverse sweep on sets of names whose adjoint may be nonzero
+        (branches: the union; loops: until nothing changes).
+        """
+        live = set()
+
+        def block(body, nz):
+            for s in reversed(body):
+                if isinstance(s, Op):
+                    if s.target in nz and s.target in self.active:
+                        live.add(id(s))
+                        nz |= {a.name for a in s.args if self.is_active(a)}
+                    if s.target in self.unstable:
+                        nz.discard(s.target)  # the reset after its adjoint statements
+                elif isinstance(s, If):
+                    nz = block(s.body, set(nz)) | block(s.orelse, set(nz))
+                elif isinstance(s, Loop):
+                    head = set(nz)
+                    while True:
+                        grown = head | block(s.body, set(head))
+                        if grown == head:
+                            break
+                        head = grown
+                    nz = head
+            return nz
+
+        block(self.fn.body, {self.fn.outputs[0]})
+        return live
 
     def pullback_name(self, v):
         pb = self.fresh(f"{v}_pullback")
@@ -833,12 +892,14 @@ class ReverseGen(_Base):
                               self.fn.first_line, self.fn.filename,
                               "wg.source.grad needs a scalar output")
         self.check_lists()
+        self.live = self.live_adjoints()
         fwd, rev = self.block(self.fn.body, "    ")
-        rev = _peephole(rev)
         out = self.fn.outputs[0]
         ps = self.fn.params
-        gout = self.g(out) if out in self.active else None
         wrt = ps if self.split else [ps[i] for i in argnums]
+        # (a parameter assigned again has its adjoint reset: the reset is read by the return)
+        rev = _peephole(rev, {self.g(p) for p in wrt if p in self.active})
+        gout = self.g(out) if out in self.active else None
         # (in a pullback every parameter gets an entry; integers get 0.0)
         read = set()
         for line in rev:
@@ -895,8 +956,9 @@ def _elementwise(prim):
 _RESET = re.compile(r"^(\s*)(\w+) = 0\.0$")
 
 
-def _peephole(lines):
-    """``gt = 0.0`` then ``gt += c`` is ``gt = c``; resets never read again are dropped."""
+def _peephole(lines, returned=()):
+    """``gt = 0.0`` then ``gt += c`` is ``gt = c``; resets never read again (nor
+    ``returned``) are dropped."""
     out = []
     i = 0
     while i < len(lines):
@@ -929,7 +991,8 @@ def _peephole(lines):
             m = _RESET.match(line)
             if m and len(m.group(1)) == base:
                 g = m.group(2)
-                if not any(re.search(rf"\b{g}\b", later) for later in out[k + 1:]):
+                if g not in returned and \
+                        not any(re.search(rf"\b{g}\b", later) for later in out[k + 1:]):
                     continue
             keep.append(line)
         out = keep

@@ -32,6 +32,7 @@ import types
 import numpy as np
 
 from ..core import Primitive
+from . import methods
 
 __all__ = ["SourceError", "Op", "If", "Loop", "Keep", "Break", "Function", "parse_function",
            "parse_source"]
@@ -77,16 +78,19 @@ class Op:
     kind: ``prim`` (``fn`` a Primitive), ``call`` (a user function, transformed too),
     ``opaque`` (any other differentiable callable: differentiated by the engines),
     ``copy`` (``target = args[0]``), ``sub`` (``target = args[0][index]``),
+    ``pack`` (``target = [args...]``, a list or tuple as ``text`` says, passed to a function),
     ``inactive`` (``target = text``: no derivative flows through it).
     """
 
-    __slots__ = ("target", "kind", "fn", "args", "params", "index", "text", "lineno", "fname")
+    __slots__ = ("target", "kind", "fn", "args", "params", "index", "text", "lineno", "fname",
+                 "called")
 
     def __init__(self, target, kind, fn=None, args=(), params=None, index=None, text=None,
-                 lineno=None, fname=None):
+                 lineno=None, fname=None, called=False):
         self.target, self.kind, self.fn, self.args = target, kind, fn, list(args)
         self.params = params or {}
         self.index, self.text, self.lineno, self.fname = index, text, lineno, fname
+        self.called = called  # written as a call (np.subtract(x, y)), not an operator
 
     def __repr__(self):
         return f"Op({self.target} = {self.kind} {self.fname or ''} {self.args})"
@@ -139,10 +143,18 @@ class Function:
 
 
 # -- what calls resolve to -------------------------------------------------------------------
-_PASSIVE_CALLS = {len, range, int, bool, isinstance, type, print, enumerate, zip, str, repr,
+_PASSIVE_CALLS = {len, range, int, bool, isinstance, type, print, str, repr,
                   hasattr, getattr, id, np.shape, np.ndim, np.size}
-_PASSIVE_ATTRS = {"shape", "ndim", "size", "dtype"}
+_PASSIVE_ATTRS = {"shape", "ndim", "size", "dtype", "nbytes", "itemsize", "strides"}
 _BUILTIN_MAP = {abs: "absolute", pow: "power", max: "maximum", min: "minimum"}
+# math functions with a derivative outside wengert.numpy, and those without one
+_MATH_SPECIAL = {"erf": "erf", "erfc": "erfc", "gamma": "gamma", "lgamma": "gammaln"}
+_MATH_NONDIFF = {"comb", "factorial", "gcd", "isclose", "isfinite", "isinf", "isnan", "isqrt",
+                 "lcm", "perm", "ulp"}
+# builtins the generated code calls (the user's own appear in ``names.used``)
+_GENERATED_BUILTINS = {"len", "range", "reversed", "min", "slice", "list", "int", "float"}
+# NumPy functions that write into an argument
+_IN_PLACE_FUNCTIONS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis"}
 
 
 def _wnp():
@@ -158,6 +170,8 @@ def resolve_callable(obj):
         return "prim", obj
     if obj in _PASSIVE_CALLS if _hashable(obj) else False:
         return "passive", None
+    if getattr(obj, "_nondiff", False) or getattr(obj, "_static_result", False):
+        return "passive", None  # argmax, comparisons, shape: values with no derivative
     if _hashable(obj) and obj in _BUILTIN_MAP:
         return resolve_callable(getattr(wnp, _BUILTIN_MAP[obj]))
     mod = getattr(obj, "__module__", None) or ""
@@ -169,7 +183,12 @@ def resolve_callable(obj):
         fn = wnp.__dict__.get(name) or getattr(wnp, name, None)
         if fn is not None and not getattr(fn, "_passthrough", False):
             return resolve_callable(fn)
-        return "passive", None
+        if name in _MATH_SPECIAL:
+            from ..scipy import special
+            return resolve_callable(getattr(special, _MATH_SPECIAL[name]))
+        if name in _MATH_NONDIFF:
+            return "passive", None
+        return None, None   # math.fsum, math.dist: no rule (not a silent zero)
     if isinstance(obj, np.ufunc):
         fn = getattr(wnp, obj.__name__, None)
         if fn is not None and not getattr(fn, "_passthrough", False):
@@ -406,7 +425,11 @@ class Normaliser:
             elif isinstance(node, ast.AnnAssign) and node.value is not None:
                 assigns.append(([node.target], node.value))
             elif isinstance(node, ast.For):
-                assigns.append(([node.target], node.iter))
+                target = node.target
+                if isinstance(node.iter, ast.Call) and self.lookup(node.iter.func) is \
+                        enumerate and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                    target = target.elts[1]   # the counter is an integer
+                assigns.append(([target], node.iter))
         changed = True
         while changed:
             changed = False
@@ -425,7 +448,9 @@ class Normaliser:
             return self.is_active(e.value, active) or self.is_active(e.target, active)
         if isinstance(e, ast.Name):
             return e.id in active and e.id in self.local
-        if isinstance(e, (ast.Constant, ast.Compare, ast.BoolOp)):
+        if isinstance(e, ast.BoolOp):   # x or 1.0 is x (or 1.0): a value, not a truth
+            return any(self.is_active(v, active) for v in e.values)
+        if isinstance(e, (ast.Constant, ast.Compare)):
             return False
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
             return False
@@ -437,11 +462,17 @@ class Normaliser:
             return self.is_active(e.value, active)
         if isinstance(e, ast.Call):
             obj = self.lookup(e.func)
+            if obj is getattr and e.args and not (
+                    len(e.args) > 1 and isinstance(e.args[1], ast.Constant)
+                    and e.args[1].value in _PASSIVE_ATTRS):
+                return self.is_active(e.args[0], active)   # getattr(x, "T") is x.T
             kind = resolve_callable(obj)[0] if obj is not None else None
             if kind == "passive":
                 return False
             parts = list(e.args) + [k.value for k in e.keywords]
             if isinstance(e.func, ast.Attribute) and obj is None:
+                if e.func.attr in methods.PASSIVE:  # x.argmax(): an integer, no derivative
+                    return False
                 parts.append(e.func.value)  # a method call on a value
             return any(self.is_active(p, active) for p in parts)
         return any(self.is_active(c, active) for c in ast.iter_child_nodes(e)
@@ -576,6 +607,8 @@ class Normaliser:
         elif isinstance(s, ast.Expr):
             if isinstance(s.value, ast.Constant):
                 return  # a docstring
+            if isinstance(s.value, ast.Call):
+                self.check_discarded_call(s.value)
             out.append(Keep(self.passive_text(s.value), self.line(s)))
         elif isinstance(s, ast.Pass):
             return
@@ -583,6 +616,50 @@ class Normaliser:
             out.append(Keep(self.passive_text_stmt(s), self.line(s)))
         else:
             self.error(f"a {type(s).__name__} statement", s)
+
+    def check_discarded_call(self, e):
+        """A call whose result is dropped is there for what it changes: refuse one that may
+        store or change a differentiated value in place (``y.sort()``, ``out.append(x)``,
+        ``np.copyto(a, x)``), whose derivative the program would silently lose."""
+        func = e.func
+        obj = self.lookup(func)
+        values = list(e.args) + [k.value for k in e.keywords]
+        if obj is None and isinstance(func, ast.Attribute):   # a method
+            name = func.attr
+            if not (self.is_active(func.value) or any(self.is_active(v) for v in values)):
+                return
+            if (name in methods.METHODS or name in methods.PASSIVE) and \
+                    not any(k.arg == "out" for k in e.keywords):
+                return   # a new value, dropped
+            if name in methods.IN_PLACE:
+                hint = methods.IN_PLACE[name]
+                self.error(f"the in-place method .{name}() of a differentiated value", e,
+                           f"compute a new value instead ({hint})" if hint else "")
+            self.error(f"the call {ast.unparse(func)}(...) with a differentiated value, which "
+                       "may store it or change it in place", e,
+                       "wengert.source does not follow values into lists, dicts or buffers; "
+                       "wg.grad does")
+        if not any(self.is_active(v) for v in values):
+            return
+        kind = resolve_callable(obj)[0] if obj is not None else None
+        name = getattr(obj, "__name__", "")
+        if kind == "call":
+            try:   # a user function that appends to its argument is refused on its own
+                normalise(obj)
+            except SourceError as err:
+                self.error(f"the call {ast.unparse(func)}(...) with a differentiated value, "
+                           "whose result is not used", e, str(err))
+            return
+        if kind in ("passive", "prim") and not any(k.arg == "out" for k in e.keywords):
+            return
+        if kind == "opaque" and (getattr(obj, "__module__", None) or "").startswith(
+                "wengert") and name not in _IN_PLACE_FUNCTIONS and \
+                not any(k.arg == "out" for k in e.keywords):
+            return
+        self.error(f"the call {ast.unparse(func)}(...) with a differentiated value, which may "
+                   "store it or change it in place", e,
+                   "wengert.source does not follow values into lists, dicts or buffers; "
+                   "wg.grad does")
 
     def for_loop(self, s, out):
         it = s.iter
@@ -597,6 +674,10 @@ class Normaliser:
             out.append(Loop(f"for {s.target.id} in {self.passive_text(it)}", self.block(s.body),
                             False, lineno=self.line(s), names=[s.target.id]))
             return
+        if isinstance(it, ast.Call) and self.is_active(it) and \
+                self.lookup(it.func) in (enumerate, zip, reversed):
+            self.indexed_loop(s, out)
+            return
         if not isinstance(s.target, ast.Name):
             if self.is_active(it):
                 self.error("a for loop unpacking the elements of a differentiated value", s)
@@ -608,7 +689,9 @@ class Normaliser:
         pre = []
         seq = self.operand(it, pre)
         out.extend(pre)
-        if not seq.is_name:
+        if not seq.is_name or seq.name == s.target.id or \
+                seq.name in self.assigned_names(s.body):
+            # (Python iterates over the sequence as it was when the loop began)
             tmp = self.names.fresh()
             out.append(Op(tmp, "copy", args=[seq], lineno=self.line(s)))
             seq = Operand(name=tmp)
@@ -617,6 +700,60 @@ class Normaliser:
         body += self.block(s.body)
         out.append(Loop(f"for {i} in range(len({seq.name}))", body, False, target=i,
                         range_args=[f"len({seq.name})"], lineno=self.line(s)))
+
+    def indexed_loop(self, s, out):
+        """``for i, v in enumerate(x)``, ``for a, b in zip(x, y)``, ``for v in reversed(x)``
+        over differentiated sequences: a loop over an index, each element taken by it."""
+        it, line = s.iter, self.line(s)
+        fn = self.lookup(it.func)
+        kw = {k.arg: k.value for k in it.keywords}
+        names = [s.target] if fn is reversed else \
+            (s.target.elts if isinstance(s.target, ast.Tuple) else None)
+        seqs = list(it.args)
+        counter = start = None
+        if fn is enumerate:
+            if names is not None and len(names) == 2 and isinstance(names[0], ast.Name):
+                counter, names = names[0].id, names[1:]
+            start = kw.pop("start", it.args[1] if len(it.args) > 1 else None)
+            seqs = it.args[:1]
+        kw.pop("strict", None)
+        if names is None or kw or not seqs or len(names) != len(seqs) or \
+                not all(isinstance(n, ast.Name) for n in names) or \
+                (fn is not zip and len(seqs) != 1) or \
+                any(self.is_active(x) for x in ([start] if start is not None else [])):
+            self.error("a for loop unpacking the elements of a differentiated value", s)
+        assigned = self.assigned_names(s.body) | {n.id for n in names} | \
+            ({counter} if counter else set())
+        ops, live = [], []
+        for x in seqs:
+            live.append(self.is_active(x))
+            if live[-1]:
+                op = self.operand(x, out, line)
+                if op.name in assigned:   # the sequence as it was when the loop began
+                    tmp = self.names.fresh()
+                    out.append(Op(tmp, "copy", args=[op], lineno=line))
+                    op = Operand(name=tmp)
+            else:   # a plain sequence, taken by index too
+                op = Operand(name=self.names.fresh())
+                out.append(Op(op.name, "inactive", text=f"list({self.passive_text(x)})",
+                              lineno=line))
+            ops.append(op)
+        i = self.names.fresh("i")
+        n = f"len({ops[0].name})" if len(ops) == 1 else \
+            f"min({', '.join(f'len({o.name})' for o in ops)})"
+        at = f"{n} - 1 - {i}" if fn is reversed else i
+        body = []
+        if counter:
+            text = i if start is None else f"{i} + {self.passive_text(start)}"
+            body.append(Op(counter, "inactive", text=text, lineno=line))
+        for name, op, active in zip(names, ops, live):
+            if active:
+                body.append(Op(name.id, "sub", args=[op], index=at, lineno=line))
+            else:
+                body.append(Op(name.id, "inactive", text=f"{op.name}[{at}]", lineno=line))
+        body += self.block(s.body)
+        out.append(Loop(f"for {i} in range({n})", body, False, target=i, range_args=[n],
+                        lineno=line))
 
     def assign(self, target, value, node, out):
         line = self.line(node)
@@ -668,6 +805,10 @@ class Normaliser:
             if not seq.is_name:
                 tmp = self.names.fresh()
                 out.append(Op(tmp, "inactive", text=seq.text, lineno=line))
+                seq = Operand(name=tmp)
+            elif seq.name in names:   # x, y = x: every element comes from the old x
+                tmp = self.names.fresh()
+                out.append(Op(tmp, "copy", args=[seq], lineno=line))
                 seq = Operand(name=tmp)
             for k, n in enumerate(names):
                 out.append(Op(n, "sub", args=[seq], index=str(k), lineno=line))
@@ -732,12 +873,13 @@ class Normaliser:
             idx = ast.unparse(ast.Subscript(ast.Name("_", ast.Load()), e.slice, ast.Load()))[2:-1]
             if self.is_active(e.slice):
                 self.error("an index computed from a differentiated value", e)
-            out.append(Op(target, "sub", args=[base], index=idx, lineno=line))
+            self.emit_sub(target, base, idx, out, line)
             return
         if isinstance(e, ast.Attribute):
-            if e.attr == "T":
+            if e.attr in methods.ATTRIBUTES:   # x.T is transpose(x)
                 base = self.operand(e.value, out, line)
-                self.emit_fn(_wnp().transpose, [base], {}, target, out, line, e)
+                fn = methods.function(methods.ATTRIBUTES[e.attr])
+                self.emit_fn(fn, [base], {}, target, out, line, e)
                 return
             self.error(f"the attribute .{e.attr} of a differentiated value", e)
         if isinstance(e, ast.IfExp):
@@ -750,10 +892,50 @@ class Normaliser:
             self.memo = saved
             out.append(If(test, b, o, line))
             return
+        if isinstance(e, ast.BoolOp):
+            # a or b is a if a else b, and a and b is b if a else a (a evaluated once)
+            first = self.operand(e.values[0], out, line)
+            rest = e.values[1] if len(e.values) == 2 else \
+                ast.copy_location(ast.BoolOp(op=e.op, values=e.values[1:]), e)
+            keep = [Op(target, "copy", args=[first], lineno=line) if first.is_name else
+                    Op(target, "inactive", text=first.text, lineno=line)]
+            other = []
+            saved = dict(self.memo)
+            if self.is_active(rest):
+                self.expr(rest, other, target, line)
+            else:
+                other.append(Op(target, "inactive", text=self.passive_text(rest), lineno=line))
+            self.memo = saved
+            if isinstance(e.op, ast.Or):
+                out.append(If(first.src(), keep, other, line))
+            else:
+                out.append(If(first.src(), other, keep, line))
+            return
         if isinstance(e, (ast.Tuple, ast.List)):
             self.error("a tuple or list built from differentiated values", e,
-                       "use wnp.stack([...]) in a separate function, or unpack it")
+                       "pass the list straight to the function that takes it "
+                       "(np.stack([a, b])), or unpack it")
         self.error(f"the expression {ast.unparse(e)!r}", e)
+
+    def pack(self, e, out, line):
+        """``[a, b, 1.0]`` (nested too) as one value, for a function given a list: its
+        adjoint is a list, whose elements go back to ``a`` and ``b``."""
+        elts = [self.pack(x, out, line) if isinstance(x, (ast.List, ast.Tuple)) and
+                self.is_active(x) else self.operand(x, out, line) for x in e.elts]
+        tmp = self.names.fresh()
+        out.append(Op(tmp, "pack", args=elts, text="list" if isinstance(e, ast.List) else "tuple",
+                      lineno=line))
+        return Operand(name=tmp)
+
+    def emit_sub(self, target, base, idx, out, line):
+        """``target = base[idx]``; ``x = x[1:]`` goes through a fresh name, so the reverse
+        sweep still has the whole ``x`` and an adjoint of its own for it."""
+        if base.is_name and base.name == target:
+            tmp = self.names.fresh()
+            out.append(Op(tmp, "sub", args=[base], index=idx, lineno=line))
+            out.append(Op(target, "copy", args=[Operand(name=tmp)], lineno=line))
+        else:
+            out.append(Op(target, "sub", args=[base], index=idx, lineno=line))
 
     def emit_operator(self, dunder, args, target, out, line, node):
         from ..rules import OPERATORS
@@ -763,20 +945,22 @@ class Normaliser:
         else:
             self.emit_fn(fn, args, {}, target, out, line, node, opname=dunder)
 
-    def emit_prim(self, prim, args, params, target, out, line):
+    def emit_prim(self, prim, args, params, target, out, line, called=False):
         # a target among its own arguments (t = t * t) goes through a fresh name, so the
         # reverse sweep still sees the old value
         if any(a.is_name and a.name == target for a in args):
             tmp = self.names.fresh()
-            out.append(Op(tmp, "prim", fn=prim, args=args, params=params, lineno=line))
+            out.append(Op(tmp, "prim", fn=prim, args=args, params=params, lineno=line,
+                          called=called))
             out.append(Op(target, "copy", args=[Operand(name=tmp)], lineno=line))
         else:
-            out.append(Op(target, "prim", fn=prim, args=args, params=params, lineno=line))
+            out.append(Op(target, "prim", fn=prim, args=args, params=params, lineno=line,
+                          called=called))
 
     def emit_fn(self, fn, args, params, target, out, line, node, opname=None, kind=None):
         kind = kind or resolve_callable(fn)[0]
         if kind == "prim":
-            self.emit_prim(fn, args, params, target, out, line)
+            self.emit_prim(fn, args, params, target, out, line, called=True)
             return
         if kind not in ("call", "opaque"):
             self.error(f"a call to {getattr(fn, '__name__', fn)!s}", node)
@@ -804,8 +988,9 @@ class Normaliser:
         if self.ns.get(base) is fn and base not in self.local:
             self.namespace[base] = fn
             return base
-        while name in self.names.used or (name in self.namespace and self.namespace[name]
-                                          is not fn):
+        while name in self.names.used or name in _GENERATED_BUILTINS or \
+                (name in self.namespace and self.namespace[name] is not fn):
+            # (never a builtin the generated code calls itself: range(min(len(x), ...)))
             k += 1
             name = f"{base}{k}"
         self.names.used.add(name)
@@ -816,31 +1001,43 @@ class Normaliser:
         func = e.func
         obj = self.lookup(func)
         args_nodes = list(e.args)
+        keywords = {k.arg: k.value for k in e.keywords}
         if obj is None and isinstance(func, ast.Attribute):
-            # a method of a value: x.sum(axis=0) is wnp.sum(x, axis=0)
-            wfn = getattr(_wnp(), func.attr, None)
-            if wfn is None or getattr(wfn, "_passthrough", False):
-                self.error(f"the method .{func.attr}() of a differentiated value", e)
-            obj = wfn
-            args_nodes = [func.value] + args_nodes
+            # a method of a value: x.reshape(3, 2) is wnp.reshape(x, (3, 2)), bound with
+            # NumPy's signature of the method
+            try:
+                name, args_nodes, keywords = methods.function_form(
+                    func.attr, func.value, args_nodes, keywords)
+            except methods.MethodError as err:
+                self.error(err.what, e, err.hint)
+            except TypeError as err:   # arguments NumPy's method would refuse too
+                raise TypeError(f"{err} (line {self.line(e)} of {self.filename})") from None
+            obj = methods.function(name)
         if obj is None:
             self.error(f"a call to {ast.unparse(func)} (not a known function)", e)
-        kind, fn = resolve_callable(obj)
+        if (obj is max or obj is min) and (len(args_nodes) != 2 or keywords):
+            kind, fn = "opaque", obj   # max(x) of one sequence: not np.maximum
+        else:
+            kind, fn = resolve_callable(obj)
         if kind is None or kind == "passive":
             self.error(f"a call to {ast.unparse(func)}", e)
-        args = [self.operand(a, out, line) for a in args_nodes]
+        if kind == "opaque":   # np.stack([a, b]): the list is built first, then passed
+            args = [self.pack(a, out, line) if isinstance(a, (ast.List, ast.Tuple)) and
+                    self.is_active(a) else self.operand(a, out, line) for a in args_nodes]
+        else:
+            args = [self.operand(a, out, line) for a in args_nodes]
         params = {}
-        for k in e.keywords:
-            if kind == "opaque" and self.is_active(k.value):
-                self.error(f"the keyword argument {k.arg}= computed from a differentiated value "
+        for kname, value in keywords.items():
+            if kind == "opaque" and self.is_active(value):
+                self.error(f"the keyword argument {kname}= computed from a differentiated value "
                            f"(in a call to {ast.unparse(func)})", e, "pass it positionally")
             if kind == "prim":
-                if self.is_active(k.value):
-                    self.error(f"the keyword argument {k.arg}= computed from a differentiated "
+                if self.is_active(value):
+                    self.error(f"the keyword argument {kname}= computed from a differentiated "
                                "value", e)
-                params[k.arg] = self.passive_text(k.value)
+                params[kname] = self.passive_text(value)
             else:
-                params[k.arg] = self.operand(k.value, out, line)
+                params[kname] = self.operand(value, out, line)
         if kind == "call":
             args, params = self.bind(fn, args, params, e)
         self.emit_fn(fn, args, params, target, out, line, e, kind=kind)

@@ -14,7 +14,7 @@ from ..rules._zeros import dtype_of, zeros_like_value
 from ..tree import flatten, unflatten
 
 __all__ = ["pullback", "pushforward", "vjp_call", "jvp_call", "unbroadcast", "broadcast_like",
-           "add_at", "fit", "seed"]
+           "add_at", "tangent_at", "shaped_tangents", "fit", "seed", "item"]
 
 
 def seed(out):
@@ -31,12 +31,34 @@ def _nz(c):
     return 0.0 if c is None else c
 
 
+def _zero_for(g, ans):
+    """Is ``g`` the plain ``0.0`` an adjoint starts from, standing for a whole array ``ans``?
+
+    (An adjoint that received nothing on the path the program took is still that scalar.)
+    """
+    return type(g) is float and g == 0.0 and not isinstance(ans, (list, tuple, dict)) and \
+        ndim_of(ans) != 0
+
+
+def _cotangent_for(g, ans):
+    """``g`` with the shape of the output ``ans``.  An adjoint that is still zero on the path
+    the program took can be smaller than its value (``0.0``, or ``b * 0.0`` for a small
+    ``b``): it stands for the whole array, as broadcasting says."""
+    if isinstance(ans, (list, tuple, dict)) or isinstance(g, (list, tuple, dict)):
+        return g
+    if shape_of(g) != shape_of(ans):
+        return broadcast_like(g, ans)
+    return g
+
+
 def pullback(prim, args, needs, params):
     """``(ans, pullback)`` from the primitive's reverse rule; zeros come back as ``0.0``."""
     ans, pb = prim.pullback_of(tuple(args), params, tuple(needs))
 
     def pullback_(g):
-        return tuple(_nz(c) for c in pb(g))
+        if _zero_for(g, ans):
+            return tuple(0.0 for _ in args)
+        return tuple(_nz(c) for c in pb(_cotangent_for(g, ans)))
     return ans, pullback_
 
 
@@ -46,55 +68,106 @@ def pushforward(prim, args, tangents, params):
     return ans, _nz(t)
 
 
-def _float_like(x):
+def _kind_of_leaf(v):
+    """'r' a real leaf with a derivative, 'c' a complex one, None neither (integers,
+    booleans, strings)."""
     from ..transforms import _leaf_dtype
-    leaves = flatten(x)[0]
-    if not leaves:
-        return False
-    for v in leaves:
-        dt = _leaf_dtype(v)
-        if dt is None or not np.issubdtype(dt, np.floating):
-            return False
-    return True
+    if type(v) is complex:
+        return "c"
+    dt = _leaf_dtype(v)
+    if dt is None:
+        return None
+    if np.issubdtype(dt, np.floating):
+        return "r"
+    return "c" if np.issubdtype(dt, np.complexfloating) else None
+
+
+def _leaves(args, which):
+    """Every argument flattened (lists of arrays, dicts: one leaf each), and the positions
+    ``(argument, leaf, kind)`` of the differentiable leaves of the arguments ``which``
+    picks.  (The engines take real inputs: a complex leaf enters as its real and imaginary
+    parts.)"""
+    flat = [flatten(a) for a in args]
+    pos = []
+    for i, (leaves, _) in enumerate(flat):
+        if which(i):
+            for j, v in enumerate(leaves):
+                k = _kind_of_leaf(v)
+                if k is not None:
+                    pos.append((i, j, k))
+    return flat, pos
+
+
+def _inputs(flat, pos, values=None):
+    """The real inputs for the leaves at ``pos``: a complex one gives two."""
+    out = []
+    for (i, j, k), v in zip(pos, values if values is not None else
+                            [flat[i][0][j] for i, j, _ in pos]):
+        out += [v] if k == "r" else [_real_part(v), _imag_part(v)]
+    return out
+
+
+def _real_part(v):
+    from .. import numpy as wnp
+    return wnp.real(v)
+
+
+def _imag_part(v):
+    from .. import numpy as wnp
+    return wnp.imag(v)
+
+
+def _call_with(fn, flat, pos, kwargs):
+    """``fn`` of the leaves at ``pos`` (the other leaves as they are)."""
+    def partial(*xs):
+        leaves = [list(ls) for ls, _ in flat]
+        it = iter(xs)
+        for i, j, k in pos:
+            x = next(it)
+            leaves[i][j] = x if k == "r" else x + 1j * next(it)
+        return fn(*[unflatten(d, ls) for (_, d), ls in zip(flat, leaves)], **kwargs)
+    return partial
+
+
+def _zeros_as(flat):
+    """A zero cotangent for each argument, in its structure (a list gets a list of zeros)."""
+    return tuple(unflatten(d, [0.0] * len(ls)) for ls, d in flat)
 
 
 def vjp_call(fn, args, active, kwargs):
-    """Reverse mode through a function without a rule or source: the tape engine."""
+    """Reverse mode through a function without a rule or source: the tape engine.  Each
+    argument's cotangent has its structure: a list of arrays gets a list of cotangents."""
     from ..transforms import vjp
-    idx = [i for i, a in enumerate(active) if a and _float_like(args[i])]
-
-    def partial(*xs):
-        full = list(args)
-        for i, x in zip(idx, xs):
-            full[i] = x
-        return fn(*full, **kwargs)
-    if not idx:
-        return fn(*args, **kwargs), lambda g: tuple(0.0 for _ in args)
-    ans, pb = vjp(partial, *[args[i] for i in idx])
+    flat, pos = _leaves(args, lambda i: active[i])
+    if not pos:
+        return fn(*args, **kwargs), lambda g: _zeros_as(flat)
+    ans, pb = vjp(_call_with(fn, flat, pos, kwargs), *_inputs(flat, pos))
 
     def pullback_(g):
-        cts = pb(g)
-        out = [0.0] * len(args)
-        for i, c in zip(idx, cts):
-            out[i] = c
-        return tuple(out)
+        if _zero_for(g, ans):
+            return _zeros_as(flat)
+        cts = iter(pb(_cotangent_for(g, ans)))
+        out = [[0.0] * len(ls) for ls, _ in flat]
+        for i, j, k in pos:
+            # a complex leaf z = a + ib: its cotangent is ga - i gb (df = Re(ct dz))
+            out[i][j] = next(cts) if k == "r" else next(cts) - 1j * next(cts)
+        return tuple(unflatten(d, ls) for (_, d), ls in zip(flat, out))
     return ans, pullback_
 
 
 def jvp_call(fn, args, tangents, kwargs):
     """Forward mode through a function without a rule or source: dual numbers."""
     from ..transforms import jvp
-    idx = [i for i, t in enumerate(tangents) if t is not None and _float_like(args[i])]
-    if not idx:
+    flat, pos = _leaves(args, lambda i: tangents[i] is not None)
+    if not pos:
         return fn(*args, **kwargs), 0.0
-
-    def partial(*xs):
-        full = list(args)
-        for i, x in zip(idx, xs):
-            full[i] = x
-        return fn(*full, **kwargs)
-    return jvp(partial, tuple(args[i] for i in idx),
-               tuple(broadcast_like(tangents[i], args[i]) for i in idx))
+    tflat = [flatten(t)[0] if t is not None else None for t in tangents]
+    ts = []
+    for i, j, _ in pos:
+        t = tflat[i][j] if len(tflat[i]) == len(flat[i][0]) else tflat[i][0]  # 0.0 for a list
+        ts.append(broadcast_like(t, flat[i][0][j]))
+    return jvp(_call_with(fn, flat, pos, kwargs), tuple(_inputs(flat, pos)),
+               tuple(_inputs(flat, pos, ts)))
 
 
 def unbroadcast(g, like):
@@ -103,10 +176,16 @@ def unbroadcast(g, like):
     g = _real_for_real(g, like)
     xs = shape_of(like)
     gs = shape_of(g)
-    if gs == xs or len(gs) < len(xs):
-        # (a smaller cotangent is a zero that still stands for the whole result: it
-        # broadcasts wherever it is added)
+    if gs == xs:
         return g
+    full = np.broadcast_shapes(gs, xs)
+    if full == xs:
+        # (a smaller cotangent is a zero that still stands for the whole result: it
+        # broadcasts wherever it is added; nothing in it is to be summed)
+        return g
+    if len(gs) < len(full):
+        from .. import numpy as wnp
+        g = wnp.broadcast_to(g, full)
     from ..rules._zeros import sum_to
     return sum_to(g, 0, xs)
 
@@ -118,6 +197,29 @@ def broadcast_like(t, like):
         return t
     from .. import numpy as wnp
     return wnp.broadcast_to(t, xs)
+
+
+def tangent_at(t, x, idx):
+    """The tangent of ``x[idx]``: ``t[idx]``, once a zero tangent (``0.0``, or a zero
+    smaller than ``x``) has ``x``'s shape."""
+    if isinstance(t, (list, tuple, dict)):
+        return t[idx]
+    if shape_of(t) != shape_of(x):
+        if not isinstance(t, Tracer) and not np.any(t):
+            return 0.0
+        t = broadcast_like(t, x)
+    return t[idx]
+
+
+def shaped_tangents(primals, tangents):
+    """Tangents with the shapes of their arrays (a caller may pass ``0.0`` for one)."""
+    out = []
+    for p, t in zip(primals, tangents):
+        if isinstance(p, (np.ndarray, Tracer)) and not isinstance(t, (list, tuple, dict)) \
+                and shape_of(t) != shape_of(p) and ndim_of(t) <= ndim_of(p):
+            t = broadcast_like(t, p)
+        out.append(t)
+    return tuple(out)
 
 
 _OWNED = weakref.WeakValueDictionary()  # id -> adjoint arrays add_at made (safe to update)
@@ -142,7 +244,7 @@ def add_at(gx, x, idx, g):
             out = np.zeros(xs, dtype=x.dtype if np.issubdtype(x.dtype, np.floating) else float)
             out += gx
             _OWNED[id(out)] = out
-        out[idx] += g
+        np.add.at(out, idx, g)   # (x[[0, 0]]: both cotangents land on x[0])
         return out
     key = idx if isinstance(idx, tuple) else (idx,)
     if all(isinstance(k, (int, np.integer)) for k in key) and len(key) <= len(xs) and \
@@ -153,8 +255,24 @@ def add_at(gx, x, idx, g):
         mask[key] = True
         return gx + wnp.where(mask, g, 0.0)
     from ..transforms import vjp
-    _, pb = vjp(lambda a: a[idx], x)
-    return gx + pb(g)[0]
+    part, pb = vjp(lambda a: a[idx], x)
+    return gx + pb(_cotangent_for(g, part))[0]
+
+
+def item(a, *args):
+    """``a.item(*args)``: one element (a flat index, an index tuple, or the only one); a
+    Python scalar for a plain array, a 0-d traced value for a traced one."""
+    if not isinstance(a, Tracer):
+        return a.item(*args)
+    from .. import numpy as wnp
+    if not args:
+        if a.size != 1:
+            raise ValueError("can only convert an array of size 1 to a Python scalar")
+        return wnp.reshape(a, ())
+    index = args[0] if len(args) == 1 else tuple(args)
+    if isinstance(index, tuple):
+        return a[index]
+    return wnp.reshape(a, (-1,))[index]
 
 
 def fit(g, x):

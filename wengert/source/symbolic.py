@@ -180,8 +180,11 @@ class SymTrace(Trace):
     the variable the program already assigned.
     """
 
-    def __init__(self, reserved=()):
+    def __init__(self, reserved=(), operators=True):
         self.level = new_level()
+        # operators=False: ``subtract(x, y)`` rather than ``x - y`` (on Python floats the
+        # call gives NumPy's scalar type, the operator a float)
+        self.operators = operators
         self.memo = {}
         self.used = {}   # names the texts call -> the objects they must resolve to
         self.reserved = set(reserved)  # the program's own variables: not function names
@@ -216,7 +219,7 @@ class SymTrace(Trace):
             if isinstance(a, Tracer) and not isinstance(a, Sym):
                 raise Unknowable("mixed tracers")
         lin = any(isinstance(a, Sym) and a.lin for a in args)
-        op = operator_table().get(prim)
+        op = operator_table().get(prim) if self.operators else None
         if op is not None and not params:
             sym, prec, arity = op
             if arity == 1:
