@@ -442,3 +442,58 @@ def test_functions_of_one_output_and_constant_outputs():
     assert j.shape == (3, 5) and j.nnz == 0
     h = wg.sparse_hessian(lambda x: wnp.sum(3.0 * x))(x)
     assert h.shape == (5, 5) and h.nnz == 0
+
+
+# -- the declarations, read from the registry ------------------------------------------------------
+def _elementwise_registry():
+    from wengert.rules.elementwise import REGISTRY
+    from wengert.rules.special_base import SPECIAL
+    import wengert.scipy.special  # noqa: F401 (registers every scipy.special family)
+    prims = {}
+    for name, p in list(REGISTRY.items()) + list(SPECIAL.items()):
+        if isinstance(p, wg.Primitive) and p.sparsity is not None and p.nargs:
+            prims[f"{name}/{p.name}"] = p
+    return prims
+
+
+ELEMENTWISE_PRIMS = _elementwise_registry()
+
+
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE_PRIMS))
+def test_each_declared_pattern_covers_its_jacobian(name):
+    """Every declared primitive of the elementwise tables, in each argument, on broadcast
+    shapes ((3, 1) against (1, 4)): the declared pattern holds every nonzero."""
+    import warnings
+    p = ELEMENTWISE_PRIMS[name]
+    lo, hi = p.domain or (-2.0, 2.0)
+    rng = np.random.default_rng(1)
+    shapes = ([(3, 1), (1, 4)] + [(3, 4)] * p.nargs)[:p.nargs] if p.nargs > 1 else [(5,)]
+    args = [rng.uniform(lo, hi, s) for s in shapes]
+    for attempt in (args, args[:1] + [np.rint(a).astype(int) for a in args[1:]],
+                    args[:1] + [2] * (p.nargs - 1)):  # integer exponents, dimensions
+        try:
+            p(*attempt)
+        except (TypeError, ValueError):
+            continue
+        args = attempt
+        break
+    checked = 0
+    for i in range(p.nargs):
+        def f(z, i=i):
+            a = list(args)
+            a[i] = z
+            out = p(*a)
+            return wnp.stack([o for o in out]) if p.multiple_results else out
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # poles, truncated orders: numbers, not patterns
+            try:
+                dense = dense_jacobian(f, args[i])
+            except (NotImplementedError, TypeError, ValueError):
+                continue  # no derivative in this argument (an order, an integer)
+            pattern = wg.jacobian_sparsity(f, args[i]).toarray()
+        # (an infinite slope makes the dense Jacobian's other columns inf * 0 = nan there)
+        assert not (nonzeros(np.where(np.isfinite(dense), dense, 0.0)) & ~pattern).any(), \
+            (name, i)
+        checked += 1
+    if not getattr(p, "nondiff", False):
+        assert checked, f"{name}: no argument could be checked"
