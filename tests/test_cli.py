@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import wengert as wg
@@ -208,3 +209,80 @@ def test_console_script_explore():
     finally:
         p.terminate()
         p.wait(timeout=30)
+
+
+# -- wengert plot FILE.py:FUNCTION -----------------------------------------------------------------
+BABYSQRT = '''\
+def babysqrt(x, n=10):
+    """Seed 004's Babylonian square root: a loop of Heron's steps."""
+    t = (1 + x) / 2
+    for _ in range(n):
+        t = (t + x / t) / 2
+    return t
+'''
+
+
+def test_plot_file_function_babysqrt(tmp_path):
+    """Seed 004's plot: babysqrt and its derivative by forward mode, checked against
+    finite differences, written as a PNG; the derivative is 1/(2 sqrt x)."""
+    pytest.importorskip("matplotlib")
+    from wengert.cli import load_function, plot_data
+    src = tmp_path / "babysqrt.py"
+    src.write_text(BABYSQRT)
+    png = tmp_path / "babysqrt.png"
+    code, out, err = run(["plot", f"{src}:babysqrt", "--range", "0.1:2", "-o", str(png)])
+    assert code == 0 and err == "", err
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert (width, height) == (840, 540)  # 7 x 4.5 inches at 120 dpi
+    lines = out.splitlines()
+    assert lines[0] == f"wrote {png}"
+    gap = float(lines[1].split(" = ")[1].split()[0])
+    assert lines[1].startswith("largest |babysqrt' - finite differences| = ") and gap < 1e-7
+    # the curves drawn are these: forward mode's derivative is 1/(2 sqrt x)
+    xs, f, df, fd = plot_data(load_function(f"{src}:babysqrt"), 0.1, 2.0, 400)
+    np.testing.assert_allclose(f, np.sqrt(xs), rtol=1e-14)
+    np.testing.assert_allclose(df, 1 / (2 * np.sqrt(xs)), rtol=1e-12)
+    np.testing.assert_allclose(fd, df, rtol=1e-7)
+
+
+def test_plot_negative_range_and_branches(tmp_path):
+    pytest.importorskip("matplotlib")
+    from wengert.cli import load_function, plot_data
+    (tmp_path / "series.py").write_text(
+        "def partial_sum(x):\n"
+        "    s = 0.0\n"
+        "    for k in range(1, 4):\n"
+        "        s = s + x ** k / k\n"
+        "    return s if x > -1.5 else 2 * s\n")
+    png = tmp_path / "series.png"
+    for rng in (["--range", "-2:2"], ["--range=-2:2"]):
+        code, out, err = run(["plot", f"{tmp_path / 'series.py'}:partial_sum", *rng,
+                              "-o", str(png)])
+        assert code == 0 and png.exists(), err
+    xs, f, df, fd = plot_data(load_function(f"{tmp_path / 'series.py'}:partial_sum"),
+                              -2.0, 2.0, 101)
+    want = (1 + xs + xs ** 2) * np.where(xs > -1.5, 1, 2)
+    np.testing.assert_allclose(df, want, rtol=1e-14)
+    code, out, err = run(["plot", "-x**3 + x", "--range", "-2:2", "-o", str(png)])
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("make,target,msg,status", [
+    (None, "missing.py:f", "no such file: missing.py", 2),
+    ("def g(x):\n    return x\n", "mod.py:f", "has no function 'f' (it defines: g)", 2),
+    ("f = 3\n", "mod.py:f", "is not a function", 2),
+    ("def f(x, y):\n    return x * y\n", "mod.py:f", "cannot be called with one number", 2),
+    ("raise RuntimeError('boom')\n", "mod.py:f", "importing mod.py failed: RuntimeError: boom", 1),
+    ("def f(x):\n    return x +\n", "mod.py:f", "importing mod.py failed (line 2): SyntaxError", 1),
+    ("import math\ndef f(x):\n    return math.sin(x)\n", "mod.py:f", "wnp.sin", 2),
+])
+def test_plot_file_function_errors(tmp_path, monkeypatch, make, target, msg, status):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    if make is not None:
+        (tmp_path / "mod.py").write_text(make)
+    code, out, err = run(["plot", target, "--range", "0:1", "-o", "out.png"])
+    assert code == status and msg in err and err.count("\n") == 1, err
+    assert not (tmp_path / "out.png").exists()

@@ -3,6 +3,7 @@ hostile requests (each a 4xx JSON error, quickly, with the server answering afte
 import http.client
 import json
 import random
+import re
 import socket
 import threading
 import time
@@ -11,7 +12,7 @@ import pytest
 
 import wengert as wg
 from wengert.explore import make_server
-from wengert.explore.api import expression_payload
+from wengert.explore.api import ApiError, expression_payload
 from wengert.explore.server import MAX_BODY, is_loopback
 
 SEED_EXPR = "x*y + sin(x)"
@@ -92,7 +93,14 @@ def test_payload_structure():
     assert d["forward"][2]["value"] == 2.1
     # backward steps: seed the output, then push along edges in reverse order
     b = d["backward"]
-    assert b[0] == {"kind": "seed", "node": 4, "adjoint": 1.0, "text": "gz = 1"}
+    assert {k: b[0][k] for k in ("kind", "node", "adjoint", "text")} == \
+        {"kind": "seed", "node": 4, "adjoint": 1.0, "text": "gz = 1"}
+    # ... and each step names the program lines it runs (the seed: the zeros and gz = 1.0)
+    rev = d["programs"]["reverse"].splitlines()
+    assert [rev[i] for i in b[0]["rev_lines"]] == ["ga = gb = gx = gy = 0.0", "gz = 1.0"]
+    assert [rev[i] for i in b[3]["rev_lines"]] == ["gx += cos(x) * gb"]
+    fwd = d["programs"]["forward"].splitlines()
+    assert [fwd[i] for i in d["forward"][2]["fwd_lines"]] == ["a = x * y", "da = y * dx + x * dy"]
     pushes = [(s["source"], s["target"], s["local"]) for s in b[1:]]
     assert pushes == [(2, 4, 1.0), (3, 4, 1.0), (0, 3, pytest.approx(0.8775825618903728)),
                       (0, 2, 4.2), (1, 2, 0.5)]
@@ -130,13 +138,30 @@ def test_non_finite_values_are_json_strings(server):
 def test_static_files(server):
     status, ctype, data, _ = request(server, "GET", "/")
     assert status == 200 and ctype.startswith("text/html") and b"wengert explorer" in data
-    for path, kind in [("/static/app.js", "text/javascript"), ("/static/style.css", "text/css")]:
+    for path, kind in [("/static/app.js", "text/javascript"), ("/static/style.css", "text/css"),
+                       ("/static/dagre.min.js", "text/javascript"),
+                       ("/static/dagre.LICENSE.txt", "text/plain")]:
         status, ctype, _, _ = request(server, "GET", path)
         assert status == 200 and ctype.startswith(kind)
 
 
+def test_vendored_layout_engine_is_the_published_file_with_its_licence():
+    """dagre is @dagrejs/dagre 3.1.3's dist/dagre.min.js, byte for byte (its sha256 as
+    published), with the MIT licence beside it; the page loads it before app.js."""
+    import hashlib
+    from wengert.explore.server import STATIC
+    data = (STATIC / "dagre.min.js").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == \
+        "54a503e346f93ca0bb10abe7999587e037262935687aca45eb4e4b0f64bbb578"
+    licence = (STATIC / "dagre.LICENSE.txt").read_text()
+    assert "MIT" in licence and "Permission is hereby granted" in licence
+    assert b"eval(" not in data and b"new Function" not in data  # the page's CSP forbids both
+    html = (STATIC / "index.html").read_text()
+    assert html.index("/static/dagre.min.js") < html.index("/static/app.js")
+
+
 def test_page_loads_nothing_from_elsewhere(server):
-    for path in ["/", "/static/app.js", "/static/style.css"]:
+    for path in ["/", "/static/app.js", "/static/style.css", "/static/dagre.min.js"]:
         _, _, data, _ = request(server, "GET", path)
         assert b"http://" not in data.replace(b"http://www.w3.org/2000/svg", b"")
         assert b"https://" not in data
@@ -384,3 +409,160 @@ def test_default_bind_is_loopback():
         assert srv.url.startswith("http://127.0.0.1:")
     finally:
         srv.server_close()
+
+
+# -- steps and program lines ------------------------------------------------------------------
+def _check_program_lines(d):
+    """Every step's program lines say what the step does, and every line of the reverse
+    sweep belongs to exactly one step."""
+    names = {n["id"]: n["name"] for n in d["graph"]["nodes"]}
+    fwd = d["programs"]["forward"].splitlines()
+    rev = d["programs"]["reverse"].splitlines()
+    for st in d["forward"]:
+        nm = names[st["node"]]
+        kind = d["graph"]["nodes"][st["node"]]["kind"]
+        got_f = [fwd[i] for i in st["fwd_lines"]]
+        got_r = [rev[i] for i in st["rev_lines"]]
+        if kind != "op":
+            assert got_f == got_r == [], st
+            continue
+        assert st["text"].startswith(f"{nm} = ")
+        heads = [ln.split(" = ")[0] for ln in got_f]
+        assert heads in ([nm, "d" + nm], [f"{nm}, d{nm}"]), (st, got_f)
+        assert [ln.split(" = ")[0].split(",")[0] for ln in got_r] == [nm], (st, got_r)
+    seed = d["backward"][0]
+    root = names[seed["node"]]
+    assert [rev[i] for i in seed["rev_lines"]][-1] == f"g{root} = 1.0"
+    defined = {}  # temporaries of the reverse sweep: name -> what its line reads
+    for ln in rev[seed["rev_lines"][-1] + 1:]:
+        lhs, op, rhs = ln.partition(" = ")
+        if op and not lhs.startswith("g"):
+            defined[lhs] = rhs
+
+    def reads(rhs):
+        words = set(re.findall(r"[A-Za-z_]\w*", rhs))
+        return words.union(*(reads(defined[w]) for w in words & set(defined)))
+    claimed = set()
+    for st in d["backward"][1:]:
+        s, t = names[st["source"]], names[st["target"]]
+        lines = [rev[i] for i in st["rev_lines"]]
+        if not lines:  # the transformer writes no line for a derivative that is always zero
+            assert st["local"] == 0.0, st
+            continue
+        *temps, line = lines  # temporaries first (ct = a_pullback(ga)), then the push
+        assert all(ln.split(" = ")[0] in defined for ln in temps), lines
+        assert line.startswith((f"g{s} += ", f"g{s} -= ")), (st, line)
+        assert f"g{t}" in reads(line.split("= ", 1)[1]), (st, lines)
+        assert st["text"].startswith(f"g{s} += g{t} * ")
+        claimed.update(st["rev_lines"])
+    after_seed = set(range(seed["rev_lines"][-1] + 1, len(rev)))
+    assert claimed == after_seed, [rev[i] for i in after_seed - claimed]
+
+
+@pytest.mark.parametrize("text", [
+    SEED_EXPR, "x*x*x", "sin(x*y) * (x*y) + exp(-x/z) - log(1 + y*y)", "exp(x)*exp(x)",
+    "a*b*c*d + a", "x**2 - x % 3 // y", "-x/y", "hypot(x, y) * exp(x*y)", "x - x",
+    "2*x + pi", "tanh(w1*x + w2*y + b) * v1 + sin(x*y) / (1 + exp(-z))"])
+def test_steps_name_their_program_lines(text):
+    d = expression_payload(text, rng=random.Random(3))
+    assert d["programs"], d["programs_error"]
+    _check_program_lines(d)
+
+
+def test_every_function_steps_through_its_program_lines():
+    from wengert.expr import FUNCTIONS
+    rng = random.Random(5)
+    missing = []
+    for name, (_, nargs) in sorted(FUNCTIONS.items()):
+        text = f"{name}(x) * y" if nargs == 1 else f"{name}(x, y) + x"
+        for x in (0.4, 1.4, 2.5):  # a point in the function's domain (arccosh needs x > 1)
+            try:
+                d = expression_payload(text, {"x": x, "y": 0.7}, rng=rng)
+                break
+            except ApiError:
+                continue
+        if d["programs"] is None:
+            missing.append(name)
+            continue
+        _check_program_lines(d)
+    assert len(missing) < len(FUNCTIONS) // 4, missing
+
+
+def test_names_are_the_programs_names():
+    d = expression_payload("exp(x)*exp(x) + a*b*c*d", {"x": 0.1, "a": 1, "b": 2, "c": 3, "d": 4})
+    names = [n["name"] for n in d["graph"]["nodes"]]
+    assert "f" not in names and "d" in names  # d the user's variable; f the program's name
+    for n in d["graph"]["nodes"]:
+        if n["kind"] == "op":
+            assert any(ln.startswith(n["name"] + " = ")
+                       for ln in d["programs"]["forward"].splitlines()), n
+
+
+# -- many clients at once -------------------------------------------------------------------------
+def _concurrent_requests(server, n, bound):
+    """``n`` clients connect at the same moment and each POSTs the seed expression; returns
+    the statuses (or exception names) and the slowest answer, every client bounded in time."""
+    host, port = server.server_address[:2]
+    start = threading.Barrier(n)
+    results = [None] * n
+
+    def client(i):
+        start.wait()
+        t0 = time.perf_counter()
+        try:
+            c = http.client.HTTPConnection(host, port, timeout=bound)
+            c.request("POST", "/api/expression",
+                      body=json.dumps({"expr": SEED_EXPR, "inputs": {"x": 0.5, "y": 4.2}}),
+                      headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            body = r.read()
+            c.close()
+            ok = r.status == 200 and json.loads(body)["value"] == VALUE
+            results[i] = ("answered" if ok else r.status, time.perf_counter() - t0)
+        except Exception as e:  # a reset or a timeout: the failure this test is about
+            results[i] = (type(e).__name__, time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(bound + 5)
+    assert not any(t.is_alive() for t in threads)
+    return [r[0] for r in results], max(r[1] for r in results)
+
+
+def test_two_hundred_clients_at_once_are_all_answered(server):
+    statuses, slowest = _concurrent_requests(server, 200, bound=30)
+    assert statuses == ["answered"] * 200, {s: statuses.count(s) for s in set(statuses)}
+    assert slowest < 30
+    assert server.request_queue_size >= 512  # the backlog that made some of them resets
+    assert_alive(server)
+
+
+def test_clients_beyond_the_thread_limit_wait_for_a_thread():
+    from wengert.explore.server import ExplorerServer, Handler
+    busy, most, lock = [0], [0], threading.Lock()
+
+    class Counting(Handler):
+        def handle(self):
+            with lock:
+                busy[0] += 1
+                most[0] = max(most[0], busy[0])
+            try:
+                time.sleep(0.05)  # a slow request: the others pile up behind the three
+                super().handle()
+            finally:
+                with lock:
+                    busy[0] -= 1
+
+    class Small(ExplorerServer):
+        max_threads = 3
+    small = Small(("127.0.0.1", 0), Counting, True)
+    threading.Thread(target=small.serve_forever, daemon=True).start()
+    try:
+        statuses, _ = _concurrent_requests(small, 40, bound=30)
+        assert statuses == ["answered"] * 40
+        assert most[0] == 3  # three at a time; the others waited, none was refused
+    finally:
+        small.shutdown()
+        small.server_close()

@@ -4,12 +4,12 @@ rules that never import an engine, engines that name no primitive.
 The floors (issue 18), lowest first; a module imports (at module level) only its
 own floor and below, and imports within a floor form no circle:
 
-0 utilities  tree, _allocator, _version
+0 utilities  tree, _allocator, _version, _progress, coloring (graph colourings, pure SciPy)
 1 core       the Primitive record and the tracer protocol
 2 rules      every primitive (checkpoint's and the graph tracer's own too)
 3 namespaces numpy, scipy, _dispatch (NEP 13/18), coverage, expr (the CLI's language)
-4 engines    forward, reverse, jet
-5 transforms
+4 engines    forward, reverse, jet, sparsity (index sets: sparsity detection)
+5 transforms, sparse (sparse Jacobians and Hessians)
 6 built on transforms: graph, source, checkpoint
 7 what users run: cli, explore, expr_derivatives (what both show of an expression)
 8 the package root, which no library module imports
@@ -26,20 +26,21 @@ PKG = pathlib.Path(__file__).resolve().parents[1] / "wengert"
 MAX_LINES = 800
 
 FLOORS = {
-    0: ("wengert.tree", "wengert._allocator", "wengert._version"),
+    0: ("wengert.tree", "wengert._allocator", "wengert._version", "wengert._progress",
+        "wengert.coloring"),
     1: ("wengert.core",),
     2: ("wengert.rules", "wengert.rules.*"),
     3: ("wengert.numpy", "wengert.numpy.*", "wengert.scipy", "wengert.scipy.*",
         "wengert._dispatch", "wengert.coverage", "wengert.expr"),
-    4: ("wengert.forward", "wengert.reverse", "wengert.jet"),
-    5: ("wengert.transforms",),
+    4: ("wengert.forward", "wengert.reverse", "wengert.jet", "wengert.sparsity"),
+    5: ("wengert.transforms", "wengert.sparse"),
     6: ("wengert.graph", "wengert.graph.*", "wengert.source", "wengert.source.*",
         "wengert.checkpoint", "wengert.checkpoint.*"),
     7: ("wengert.cli", "wengert.explore", "wengert.explore.*", "wengert.expr_derivatives"),
     8: ("wengert",),
 }
 # optional dependencies, which a function may import lazily (and only these)
-OPTIONAL = {"matplotlib"}  # the "plot" extra
+OPTIONAL = {"matplotlib", "tqdm"}  # the "plot" and "progress" extras
 # runtime dependencies slow enough to load that a function loads them on first use:
 # scipy.special and scipy.linalg take about 0.3 s, as long as ``import wengert`` itself
 HEAVY = {"scipy.special", "scipy.linalg"}
@@ -288,7 +289,8 @@ def test_the_checker_sees_what_it_checks():
 
 
 # -- rules and engines ----------------------------------------------------------------------------
-ENGINES = {"forward", "reverse", "jet", "graph", "source", "transforms", "checkpoint"}
+ENGINES = {"forward", "reverse", "jet", "graph", "source", "transforms", "checkpoint",
+           "sparsity", "sparse"}
 
 
 def _relative_imports(path):
@@ -307,7 +309,8 @@ def test_engines_take_only_bookkeeping_from_rules():
     """Forward, reverse, Taylor and graph engines may use the zero/sum helpers, the
     operator table and the graph tracer's own comparison primitives (rules/logic.py),
     never a particular primitive's module."""
-    files = [PKG / "forward.py", PKG / "reverse.py", PKG / "jet.py", *(PKG / "graph").glob("*.py")]
+    files = [PKG / "forward.py", PKG / "reverse.py", PKG / "jet.py", PKG / "sparsity.py",
+             *(PKG / "graph").glob("*.py")]
     for path in files:
         for module, names in _relative_imports(path):
             parts = module.split(".")

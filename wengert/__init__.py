@@ -34,13 +34,21 @@ from ._version import __version__  # noqa: E402,F401
 __all__ = ["Primitive", "primitive", "EscapedTracerError", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
            "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp", "taylor", "check_grad",
            "trace", "Graph", "compile", "to_dot", "source", "checkpoint", "scan",
-           "checkpoint_schedule"]
+           "checkpoint_schedule", "chain_order", "jacobian_sparsity", "hessian_sparsity",
+           "sparse_jacobian", "sparse_hessian", "color"]
 
 _LAZY = {
     "trace": ("wengert.graph", "trace"),
     "Graph": ("wengert.graph", "Graph"),
     "compile": ("wengert.graph", "compile"),
     "to_dot": ("wengert.graph", "to_dot"),
+    "chain_order": ("wengert.graph.chain", "chain_order"),
+    # sparse derivatives load scipy.sparse, so on first use too
+    "jacobian_sparsity": ("wengert.sparse", "jacobian_sparsity"),
+    "hessian_sparsity": ("wengert.sparse", "hessian_sparsity"),
+    "sparse_jacobian": ("wengert.sparse", "sparse_jacobian"),
+    "sparse_hessian": ("wengert.sparse", "sparse_hessian"),
+    "color": ("wengert.sparse", "color"),
 }
 
 

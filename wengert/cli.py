@@ -15,9 +15,12 @@ df/dy  0.5
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import inspect
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,12 +59,17 @@ _OPTIONS = {"-h", "--help", "--at", "--format", "--range", "-o", "--output", "--
 
 
 def _protect_expression(argv):
-    """Let an expression that starts with '-' ("-x*y") be the positional EXPR."""
+    """Let an expression that starts with '-' ("-x*y") be the positional EXPR, and a range
+    that starts with '-' ("--range -2:2") be the value of --range: argparse would take
+    either for an option."""
     argv = list(argv)
     if len(argv) > 1 and argv[0] in ("diff", "plot", "dot") and argv[1].startswith("-") \
             and argv[1].split("=")[0] not in _OPTIONS:
         argv[1] = " " + argv[1]
-    return argv
+    for i in range(len(argv) - 1):
+        if argv[i] == "--range" and argv[i + 1].startswith("-"):
+            argv[i:i + 2] = [f"--range={argv[i + 1]}", None]
+    return [a for a in argv if a is not None]
 
 
 def _build_parser():
@@ -81,9 +89,13 @@ def _build_parser():
                    help="address to bind (default 127.0.0.1; anything else must be explicit)")
     e.add_argument("--no-browser", action="store_true", help="do not open a browser")
 
-    pl = sub.add_parser("plot", help="plot f and f' of a one-variable expression")
-    pl.add_argument("expr", metavar="EXPR")
-    pl.add_argument("--range", required=True, metavar="A:B", dest="range_")
+    pl = sub.add_parser("plot", help="plot f, f' and a finite-difference check of a function of "
+                                     "one variable: an expression, or FILE.py:FUNCTION")
+    pl.add_argument("expr", metavar="EXPR|FILE.py:FUNCTION",
+                    help='e.g. "sqrt(x) * sin(x)", or babysqrt.py:babysqrt (the file is '
+                         "imported, as pytest imports test files)")
+    pl.add_argument("--range", required=True, metavar="A:B", dest="range_",
+                    help="the interval, e.g. 0.1:2 or -2:2")
     pl.add_argument("-o", "--output", required=True, metavar="OUT.png")
     pl.add_argument("--points", type=int, default=400)
 
@@ -186,11 +198,86 @@ def _indent(text):
     return "\n".join("    " + ln if ln else ln for ln in text.rstrip("\n").splitlines())
 
 
+_FILE_FUNCTION = re.compile(r"(?P<path>.+\.py):(?P<name>[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def load_function(target):
+    """``FILE.py:FUNCTION`` -> the function, by importing the file as a module (the user's
+    own code, run as ``python FILE.py`` would run it; nothing else is evaluated)."""
+    m = _FILE_FUNCTION.fullmatch(target.strip())
+    if m is None:
+        raise UsageError(f"expected FILE.py:FUNCTION, got {target!r}")
+    path = os.path.abspath(m["path"])
+    if not os.path.isfile(path):
+        raise UsageError(f"no such file: {m['path']}")
+    stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    mod_name = f"_wengert_plot_{stem}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec)
+    folder = os.path.dirname(path)
+    sys.modules[mod_name] = module
+    sys.path.insert(0, folder)  # its own imports of files beside it work, as under pytest
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        sys.modules.pop(mod_name, None)
+        where = f" (line {e.lineno})" if isinstance(e, SyntaxError) and e.lineno else ""
+        raise _UserCodeError(f"importing {m['path']} failed{where}: {type(e).__name__}: {e}") \
+            from None
+    finally:
+        if folder in sys.path:
+            sys.path.remove(folder)
+    fn = getattr(module, m["name"], None)
+    if fn is None:
+        defined = sorted(k for k, v in vars(module).items()
+                         if callable(v) and getattr(v, "__module__", None) == mod_name)
+        raise UsageError(f"{m['path']} has no function {m['name']!r} (it defines: "
+                         f"{', '.join(defined) or 'no functions'})")
+    if not callable(fn):
+        raise UsageError(f"{m['path']}:{m['name']} is not a function")
+    try:
+        inspect.signature(fn).bind(0.0)
+    except TypeError:
+        raise UsageError(f"{m['name']}{inspect.signature(fn)} cannot be called with one "
+                         "number: plot needs a function of one float") from None
+    except ValueError:  # no signature to read (a builtin): try it
+        pass
+    return fn
+
+
+def plot_data(fn, lo, hi, points):
+    """``(xs, f, f', finite differences)`` on ``points`` points of [lo, hi]: ``f'`` by
+    forward mode (``wg.derivative``), the check by central differences with the step
+    ``eps**(1/3) * max(1, |x|)``.  A point where ``fn`` fails (an overflow, a domain
+    error) is a gap (NaN)."""
+    df = derivative(fn)
+    xs = np.linspace(lo, hi, points)
+    fs, dfs, fds = (np.full(points, np.nan) for _ in range(3))
+    with np.errstate(all="ignore"):
+        for i, x in enumerate(xs):
+            x = float(x)
+            h = np.finfo(float).eps ** (1 / 3) * max(1.0, abs(x))
+            try:
+                fs[i] = float(fn(x))
+                dfs[i] = float(df(x))
+                fds[i] = (float(fn(x + h)) - float(fn(x - h))) / (2 * h)
+            except (ArithmeticError, ValueError):
+                pass
+    return xs, fs, dfs, fds
+
+
 def cmd_plot(args, out):
-    expr = parse(args.expr)
-    if len(expr.variables) != 1:
-        raise UsageError(f"plot needs an expression of one variable, got "
-                         f"{len(expr.variables)} ({', '.join(expr.variables) or 'none'})")
+    if _FILE_FUNCTION.fullmatch(args.expr.strip()):
+        fn = load_function(args.expr)
+        name, var = args.expr.strip().rpartition(":")[2], "x"
+        title = f"{name}({var})"
+    else:
+        expr = parse(args.expr)
+        if len(expr.variables) != 1:
+            raise UsageError(f"plot needs an expression of one variable, got "
+                             f"{len(expr.variables)} ({', '.join(expr.variables) or 'none'})")
+        fn, name, (var,) = expr, "f", expr.variables
+        title = f"f({var}) = {expr.to_text()}"
     a, sep, b = args.range_.partition(":")
     if not sep:
         raise UsageError(f"--range expects A:B, got {args.range_!r}")
@@ -206,28 +293,15 @@ def cmd_plot(args, out):
     except ImportError:
         raise _MissingDependency("plot needs matplotlib: pip install 'wengert[plot]' "
                                  "(or pip install matplotlib)") from None
-    (name,) = expr.variables
-    xs = np.linspace(lo, hi, args.points)
-    fs, dfs = [], []
-    df = derivative(expr)
-    for x in xs:
-        try:
-            fs.append(float(expr(float(x))))
-            dfs.append(float(df(float(x))))
-        except (ExprError, ArithmeticError):  # overflow at this point: leave a gap
-            fs.append(float("nan"))
-            dfs.append(float("nan"))
-    fs, dfs = np.array(fs), np.array(dfs)
-    # central differences as a check, as in the Babylonian square-root plot of seed 004
-    with np.errstate(all="ignore"):
-        fd = np.gradient(fs, xs)
+    xs, fs, dfs, fds = plot_data(fn, lo, hi, args.points)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    ax.plot(xs, fs, label=f"f({name}) = {expr.to_text()}", linewidth=2.5)
-    ax.plot(xs, dfs, label=f"f'({name}), forward mode (wg.derivative)", linestyle="--",
+    ax.plot(xs, fs, label=title, linewidth=2.5)
+    ax.plot(xs, dfs, label=f"{name}'({var}), forward mode (wg.derivative)", linestyle="--",
             linewidth=2.5)
-    ax.plot(xs, fd, label="finite differences", linestyle=":", linewidth=2, color="0.3")
+    ax.plot(xs, fds, label="central finite differences", linestyle=":", linewidth=2,
+            color="0.3")
     ax.axhline(0.0, color="0.7", linewidth=0.8)
-    ax.set_xlabel(name)
+    ax.set_xlabel(var)
     ax.legend()
     ax.grid(alpha=0.3)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -236,6 +310,12 @@ def cmd_plot(args, out):
         fig.savefig(args.output, dpi=120)
     plt.close(fig)
     out.write(f"wrote {args.output}\n")
+    ok = np.isfinite(dfs) & np.isfinite(fds)
+    if ok.any():
+        gap = np.abs(dfs[ok] - fds[ok])
+        scale = np.maximum(1.0, np.abs(dfs[ok]))
+        out.write(f"largest |{name}' - finite differences| = {gap.max():.2g} "
+                  f"(relative {np.max(gap / scale):.2g}) over {int(ok.sum())} points\n")
     return 0
 
 
@@ -299,6 +379,10 @@ class _MissingDependency(Exception):
     """An optional tool is missing: exit status 1 with what to install."""
 
 
+class _UserCodeError(Exception):
+    """The user's own file failed to import: exit status 1, saying so."""
+
+
 def main(argv=None, *, stdout=None, stderr=None):
     """Run the command line; returns the exit status (the console script exits with it)."""
     out = stdout or sys.stdout
@@ -317,7 +401,7 @@ def main(argv=None, *, stdout=None, stderr=None):
     except (UsageError, ExprError) as e:
         err.write(f"wengert: error: {_one_line(e)}\n")
         return EXIT_USAGE
-    except _MissingDependency as e:
+    except (_MissingDependency, _UserCodeError) as e:
         err.write(f"wengert: error: {_one_line(e)}\n")
         return 1
     except KeyboardInterrupt:

@@ -347,6 +347,9 @@ class Primitive:
         self.bilinear = False  # linear in each of its two array arguments
         self.domain = None  # sampling domain for generated tests
         self.ufunc = None  # the NumPy ufunc it computes: then it takes NumPy's keywords (dtype=)
+        # how its results depend on its arguments, structurally (rules/patterns.py); None:
+        # every element on every element, which sparsity detection treats as dense
+        self.sparsity = None
 
     def __repr__(self):
         return f"<wengert primitive {self.name}>"

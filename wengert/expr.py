@@ -32,6 +32,7 @@ wengert.expr.ExprError: attribute access ('.__class__') is not allowed (column 2
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 import operator
 import warnings
@@ -412,6 +413,71 @@ class Expr:
         if not name.isidentifier() or "__" in name:
             raise ValueError(f"not a function name: {name!r}")
         return f"def {name}({', '.join(self.variables)}):\n    return {self.to_text()}\n"
+
+    def names(self, func="f"):
+        """A name per node (a dict by node id), in the seeds' style: inputs by their own
+        names, constants by their text, intermediates ``a``, ``b``, ``c``, ... in
+        evaluation order, the result ``z``.  Skipped: names in use, the function's name
+        ``func``, and ``d``, ``g`` (they prefix tangents and adjoints), ``l``, ``o``
+        (read as 1, 0).  The explorer, ``wengert diff`` and the derivative programs all
+        use these names, so a step, a graph node and a program line name the same thing.
+        """
+        used = (set(self.variables) | {n.op for n in self.nodes if n.kind == "op"}
+                | set(CONSTANTS) | {func, "d", "g", "l", "o"})
+        letters = (chr(ord("a") + r) + (str(i) if i else "") for i in itertools.count()
+                   for r in range(26))
+
+        def letter():
+            for name in letters:
+                if name not in used:
+                    used.add(name)
+                    return name
+        names = {}
+        for n in self.nodes:
+            if n.kind == "input":
+                names[n.id] = n.name
+            elif n.kind == "const":
+                names[n.id] = n.label
+            elif n.id != self.root:
+                names[n.id] = letter()
+        root = self.nodes[self.root]
+        if root.kind == "op":
+            names[root.id] = "z" if "z" not in used else letter()
+        return names
+
+    def straight_line_source(self, name="f"):
+        """The expression as a Python function with one assignment per operation, named
+        by :meth:`names`: the graph itself (a shared subexpression computed once), which
+        the source transformer turns into derivative programs line by line.
+
+        >>> print(parse("sin(x*y) * (x*y)").straight_line_source())
+        def f(x, y):
+            a = x * y
+            b = sin(a)
+            z = b * a
+            return z
+        """
+        if not name.isidentifier() or "__" in name:
+            raise ValueError(f"not a function name: {name!r}")
+        names = self.names(name)
+
+        def text(i):
+            n = self.nodes[i]
+            return repr(n.value) if n.kind == "const" and n.name is None else names[i]
+        lines = [f"def {name}({', '.join(self.variables)}):"]
+        for n in self.nodes:
+            if n.kind != "op":
+                continue
+            a = [text(i) for i in n.args]
+            if n.op in ("neg", "pos"):
+                rhs = SYMBOLS[n.op] + a[0]
+            elif n.op in SYMBOLS:
+                rhs = f"{a[0]} {SYMBOLS[n.op]} {a[1]}"
+            else:
+                rhs = f"{n.op}({', '.join(a)})"
+            lines.append(f"    {names[n.id]} = {rhs}")
+        lines.append(f"    return {text(self.root)}")
+        return "\n".join(lines) + "\n"
 
     def graph(self):
         """The DAG as plain data: ``{"nodes": [...], "edges": [...], "root": id}``.

@@ -16,8 +16,10 @@ __all__ = ["gradient", "programs"]
 
 
 def programs(expr, name="f"):
-    """``(forward_text, reverse_text)`` from :mod:`wengert.source`."""
-    return programs_from_source(expr.python_source(name), name)
+    """``(forward_text, reverse_text)`` from :mod:`wengert.source`, of the expression's
+    straight-line source: one line per node of its graph, named as ``expr.names()``
+    names them (a shared subexpression is computed once, as the graph shows it)."""
+    return programs_from_source(expr.straight_line_source(name), name)
 
 
 def gradient(expr, env):

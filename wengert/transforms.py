@@ -12,6 +12,7 @@ import inspect
 
 import numpy as np
 
+from . import _progress
 from .core import Tracer, check_live, ndim_of, new_level, shape_of
 from .forward import Dual, ForwardTrace
 from .reverse import Tape, Var
@@ -394,20 +395,24 @@ def _size(x):
     return int(np.prod(shape_of(x), dtype=int))
 
 
-def jacobian(f, argnums=0, *, mode="auto"):
+def jacobian(f, argnums=0, *, mode="auto", progress=False):
     """The Jacobian, shaped ``out.shape + in.shape`` (pytrees: out-tree of in-trees).
 
     ``mode="forward"`` pushes every input direction at once (batched tangents);
     ``mode="reverse"`` pulls every output row back in one sweep (batched
     cotangents); ``"auto"`` picks forward when the input has fewer elements.
+    ``progress=True`` shows tqdm bars on stderr: the columns pushed forward, or the
+    recording (forward sweep) and the rows pulled back; so that a bar can move, the
+    work is then done in up to a hundred pieces (forward mode runs ``f`` once per piece).
     """
-    return _jacobian(f, argnums, mode, "wg.jacobian")
+    return _jacobian(f, argnums, mode, "wg.jacobian", progress)
 
 
-def _jacobian(f, argnums, mode, transform):
+def _jacobian(f, argnums, mode, transform, progress=False):
     """``jacobian``; ``transform`` names the caller in the message of an escaped tracer."""
     if mode not in ("auto", "forward", "reverse"):
         raise ValueError("mode must be 'auto', 'forward' or 'reverse'")
+    progress = _progress.check(progress, transform)
 
     @plain_store_errors
     @functools.wraps(f)
@@ -427,7 +432,7 @@ def _jacobian(f, argnums, mode, transform):
             n_out = sum(_size(o) for o in flatten(out_probe)[0])
             m = "forward" if n_in < n_out else "reverse"
         jac = _jac_forward if m == "forward" else _jac_reverse
-        return jac(f, args, kwargs, nums, in_leaves, in_def, n_in, one, transform)
+        return jac(f, args, kwargs, nums, in_leaves, in_def, n_in, one, transform, progress)
     return jacobian_f
 
 
@@ -442,43 +447,44 @@ def _place_inputs(args, nums, in_def, wrapped, one):
     return args
 
 
-def _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n, one, transform):
+def _chunks(total, progress):
+    """Ranges of columns (rows): all at once, or about a hundred pieces for a moving bar."""
+    if not progress or total <= 1:
+        return [(0, total)]
+    size = -(-total // 100)
+    return [(lo, min(lo + size, total)) for lo in range(0, total, size)]
+
+
+def _concat(parts):
+    from . import numpy as wnp
+    if all(type(p) is np.ndarray for p in parts):
+        return np.concatenate(parts)
+    return wnp.concatenate(parts, axis=0)
+
+
+def _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n, one, transform, progress=False):
     trace = ForwardTrace(new_level())
     try:
         return _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one,
-                               transform)
+                               transform, progress)
     finally:
         trace.finish(transform, f)  # its Duals are dead from now on
 
 
-def _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one, transform):
+def _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one, transform,
+                    progress=False):
     from . import numpy as wnp
-    wrapped = []
-    off = 0
-    for x in in_leaves:
-        s = shape_of(x)
-        k = _size(x)
-        dt = _leaf_dtype(x)
-        if n == k:
-            seed = np.eye(k, dtype=dt)
-        else:
-            seed = np.zeros((n, k), dtype=dt)
-            seed[off:off + k].flat[::k + 1] = 1  # an identity block, without a temporary
-        wrapped.append(Dual(x, seed.reshape((n,) + s), trace))
-        off += k
-    out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
-    out_leaves, out_def = flatten(out)
+    parts = []
+    with _progress.bar(progress, n, f"{transform} forward", "column") as bar:
+        for lo, hi in _chunks(n, progress):
+            shapes, out_def, ts = _forward_columns(trace, f, args, kwargs, nums, in_leaves,
+                                                   in_def, one, transform, lo, hi)
+            parts.append(ts)
+            bar.update(hi - lo)
+    tangents = parts[0] if len(parts) == 1 else \
+        [_concat([p[j] for p in parts]) for j in range(len(shapes))]
     rows = []
-    for o in out_leaves:
-        os_ = shape_of(o.value if isinstance(o, Dual) and o._trace is trace else o)
-        if isinstance(o, Dual) and o._trace is trace and o._tangent is not None:
-            t = o._tangent
-            if shape_of(t) != (n,) + os_:
-                t = wnp.broadcast_to(t, (n,) + os_)
-        else:
-            _value_in(o, trace, transform)  # an outer tracer must be live
-            t = np.zeros((n,) + os_, _leaf_dtype(o if not isinstance(o, Dual) else o.value)
-                         or float)
+    for t, os_ in zip(tangents, shapes):
         # (n, *out) -> (*out, n), then split n into the input leaves' shapes
         nd = len(os_)
         t = wnp.transpose(t, tuple(range(1, nd + 1)) + (0,)) if nd else t
@@ -493,45 +499,76 @@ def _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one, tra
     return unflatten(out_def, rows)
 
 
-def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one, transform):
+def _forward_columns(trace, f, args, kwargs, nums, in_leaves, in_def, one, transform, lo, hi):
+    """One run of ``f`` pushing columns ``lo:hi`` of the identity forward: the output
+    shapes, its treedef, and per output leaf the tangents, ``(hi - lo, *out)``."""
+    from . import numpy as wnp
+    c = hi - lo
+    wrapped = []
+    off = 0
+    for x in in_leaves:
+        s = shape_of(x)
+        k = _size(x)
+        dt = _leaf_dtype(x)
+        if c == k and lo == off:
+            seed = np.eye(k, dtype=dt)
+        else:
+            seed = np.zeros((c, k), dtype=dt)
+            a, b = max(lo, off), min(hi, off + k)  # this leaf's columns among lo:hi
+            if a < b:
+                seed[np.arange(a - lo, b - lo), np.arange(a - off, b - off)] = 1
+        wrapped.append(Dual(x, seed.reshape((c,) + s), trace))
+        off += k
+    out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
+    out_leaves, out_def = flatten(out)
+    shapes, tangents = [], []
+    for o in out_leaves:
+        os_ = shape_of(o.value if isinstance(o, Dual) and o._trace is trace else o)
+        if isinstance(o, Dual) and o._trace is trace and o._tangent is not None:
+            t = o._tangent
+            if shape_of(t) != (c,) + os_:
+                t = wnp.broadcast_to(t, (c,) + os_)
+        else:
+            _value_in(o, trace, transform)  # an outer tracer must be live
+            t = np.zeros((c,) + os_, _leaf_dtype(o if not isinstance(o, Dual) else o.value)
+                         or float)
+        shapes.append(os_)
+        tangents.append(t)
+    return shapes, out_def, tangents
+
+
+def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one, transform, progress=False):
     tape = Tape()
     try:
         return _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one,
-                               transform)
+                               transform, progress)
     finally:
         tape.finish(transform, f)  # its Vars are dead from now on
 
 
-def _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one, transform):
+def _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one, transform,
+                    progress=False):
     from . import numpy as wnp
     wrapped = [tape._leaf(x) for x in in_leaves]
     in_index = [v.index for v in wrapped]  # f may rebind a Var (x[i] = v)
-    with tape.active():
-        out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
+    with _progress.bar(progress, 1, f"{transform} forward sweep", "pass") as bar:
+        with tape.active():
+            out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
+        bar.set_postfix_str(f"{len(tape)} tape entries")
+        bar.update()
     out_leaves, out_def = flatten(out)
-    m = sum(_size(o) for o in out_leaves)
-    seeds = {}
-    off = 0
     for o in out_leaves:
-        os_ = shape_of(o)
-        k = _size(o)
-        if isinstance(o, Var) and o._trace is tape:
-            dt = _leaf_dtype(o.value)
-            seed = np.zeros((m, k), dtype=dt)
-            seed[off:off + k] = np.eye(k, dtype=dt)
-            seed = seed.reshape((m,) + os_)
-            seeds[o.index] = seed if o.index not in seeds else seeds[o.index] + seed
-        else:
+        if not (isinstance(o, Var) and o._trace is tape):
             _value_in(o, tape, transform)  # an outer tracer must be live
-        off += k
-    adj = tape.sweep(seeds) if seeds else [None] * len(tape)
+    m = sum(_size(o) for o in out_leaves)
+    parts = []
+    with _progress.bar(progress, m, f"{transform} reverse", "row") as bar:
+        for lo, hi in _chunks(m, progress):
+            parts.append(_reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi))
+            bar.update(hi - lo)
     # adjoint of input leaf j: (m, *in_j); split m into the outputs' shapes
-    cols = []
-    for x, k in zip(in_leaves, in_index):
-        g = adj[k]
-        if g is None:
-            g = np.zeros((m,) + shape_of(x), _leaf_dtype(x))
-        cols.append(g)
+    cols = parts[0] if len(parts) == 1 else \
+        [_concat([p[j] for p in parts]) for j in range(len(in_leaves))]
     rows = []
     off = 0
     for o in out_leaves:
@@ -546,15 +583,44 @@ def _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one, tran
     return unflatten(out_def, rows)
 
 
-def hessian(f, argnums=0):
+def _reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi):
+    """One sweep of ``tape`` pulling rows ``lo:hi`` of the identity back: per input leaf
+    its adjoints, ``(hi - lo, *in)``."""
+    c = hi - lo
+    seeds = {}
+    off = 0
+    for o in out_leaves:
+        os_ = shape_of(o)
+        k = _size(o)
+        if isinstance(o, Var) and o._trace is tape:
+            dt = _leaf_dtype(o.value)
+            seed = np.zeros((c, k), dtype=dt)
+            a, b = max(lo, off), min(hi, off + k)  # this leaf's rows among lo:hi
+            if a < b:
+                seed[a - lo:b - lo, a - off:b - off] = np.eye(b - a, dtype=dt)
+            seed = seed.reshape((c,) + os_)
+            seeds[o.index] = seed if o.index not in seeds else seeds[o.index] + seed
+        off += k
+    adj = tape.sweep(seeds) if seeds else [None] * len(tape)
+    cols = []
+    for x, k in zip(in_leaves, in_index):
+        g = adj[k]
+        if g is None:
+            g = np.zeros((c,) + shape_of(x), _leaf_dtype(x))
+        cols.append(g)
+    return cols
+
+
+def hessian(f, argnums=0, *, progress=False):
     """The Hessian of a scalar function, ``in.shape + in.shape``: forward over reverse.
 
-    For a float ``x`` it is a float, as ``grad(grad(f))(x)``.
+    For a float ``x`` it is a float, as ``grad(grad(f))(x)``.  ``progress=True``: a tqdm
+    bar of the columns done (see ``jacobian``).
     """
     @functools.wraps(f)
     def grad_f(*args, **kwargs):
         return _value_and_grad(f, argnums, False, args, kwargs, "wg.hessian")[1]
-    return _jacobian(grad_f, argnums, "forward", "wg.hessian")
+    return _jacobian(grad_f, argnums, "forward", "wg.hessian", progress)
 
 
 def hvp(f, x, v):

@@ -12,6 +12,7 @@ import itertools
 
 import numpy as np
 
+from .. import _progress
 from ..core import Tracer, ndim_of, shape_of
 from ..reverse import Tape
 from ..rules.checkpointing import checkpoint_stack, checkpoint_take
@@ -47,6 +48,7 @@ class _Loop:
         self.inverse = inverse
         self.y_def = None
         self.calls = 0
+        self.bar = _progress.OFF  # ticks once per step run (a progress bar when asked)
 
     def x_at(self, k, xs_leaves=None):
         if self.xs_def is None:
@@ -61,6 +63,7 @@ class _Loop:
             raise ValueError("scan: step(carry, x) must return a pair (carry, y); "
                              "use (carry, None) for no y")
         carry, y = out
+        self.bar.update()
         cl, cd = flatten(carry)
         if cd != self.carry_def:
             raise ValueError(f"scan: step returned a carry of structure {cd!r}, but init "
@@ -74,6 +77,7 @@ class _Loop:
 
     def back(self, state, x):
         prev = self.inverse(unflatten(self.carry_def, state), x)
+        self.bar.update()
         pl, pd = flatten(prev)
         if pd != self.carry_def:
             raise ValueError("scan: inverse(carry, x) must return a carry like init")
@@ -99,14 +103,16 @@ def _length(xs_leaves, length):
     return n
 
 
-def _plain_scan(step, init, xs_leaves, xs_def, n):
+def _plain_scan(step, init, xs_leaves, xs_def, n, progress=False, name="wg.scan"):
     carry_def = flatten(init)[1]
     loop = _Loop(step, carry_def, xs_leaves, xs_def, n)
     state = flatten(init)[0]
     ys = []
-    for k in range(n):
-        state, yl = loop(state, loop.x_at(k))
-        ys.append(yl)
+    with _progress.bar(progress, n, f"{name} forward") as loop.bar:
+        for k in range(n):
+            state, yl = loop(state, loop.x_at(k))
+            ys.append(yl)
+    loop.bar = _progress.OFF
     carry = unflatten(carry_def, state)
     return carry, _stack_ys(loop.y_def, ys)
 
@@ -118,7 +124,8 @@ def _stack_ys(y_def, ys):
     return unflatten(y_def, [_stack_list(list(c)) for c in cols])
 
 
-def scan(step, init, xs=None, length=None, *, checkpoint="all", snapshots=None, inverse=None):
+def scan(step, init, xs=None, length=None, *, checkpoint="all", snapshots=None, inverse=None,
+         progress=False):
     """Loop ``carry, y = step(carry, x)`` over ``xs`` (or ``length`` times); ``(carry, ys)``.
 
     ``ys`` stacks the ``y``s along a new first axis (``None`` if ``step`` returns
@@ -127,7 +134,9 @@ def scan(step, init, xs=None, length=None, *, checkpoint="all", snapshots=None, 
     reverse sweep (see ``checkpoint_schedule``): ``"all"``, ``"ctz"``,
     ``"binomial"`` or ``"online"`` (with ``snapshots``) or ``"invert"`` (with
     ``inverse(carry, x) -> previous carry``).  Values ``step`` closes over get
-    their cotangents.  Forward mode just runs the loop.
+    their cotangents.  Forward mode just runs the loop.  ``progress=True`` shows a tqdm
+    bar on stderr for the forward sweep and one for the reverse sweep, counting its
+    recomputed steps (``pip install "wengert[progress]"``).
 
     >>> import wengert as wg, wengert.numpy as wnp
     >>> def step(c, x):
@@ -142,6 +151,7 @@ def scan(step, init, xs=None, length=None, *, checkpoint="all", snapshots=None, 
         raise ValueError(f"unknown checkpoint strategy {checkpoint!r}; use one of {STRATEGIES}")
     if checkpoint == "invert" and inverse is None:
         raise ValueError('scan(checkpoint="invert") needs inverse=(carry, x) -> previous carry')
+    progress = _progress.check(progress, "wg.scan")
     xs_leaves, xs_def = flatten(xs) if xs is not None else ([], None)
     n = _length(xs_leaves, length)
     if n == 0:
@@ -149,13 +159,15 @@ def scan(step, init, xs=None, length=None, *, checkpoint="all", snapshots=None, 
     init_leaves, carry_def = flatten(init)
     tape = _top_trace(init_leaves + xs_leaves)
     if not isinstance(tape, Tape):
-        return _plain_scan(step, init, xs_leaves, xs_def, n)
+        return _plain_scan(step, init, xs_leaves, xs_def, n, progress)
     _check(n, checkpoint, snapshots)
     return _Scan(step, init_leaves, carry_def, xs_leaves, xs_def, n, tape,
-                 functools.partial(iter_schedule, n, checkpoint, snapshots), inverse).run(init)
+                 functools.partial(iter_schedule, n, checkpoint, snapshots), inverse,
+                 progress=progress).run(init)
 
 
-def while_loop(cond, body, init, *, checkpoint="ctz", snapshots=None, inverse=None):
+def while_loop(cond, body, init, *, checkpoint="ctz", snapshots=None, inverse=None,
+               progress=False):
     """``while cond(carry): carry = body(carry)``; the final carry, differentiable.
 
     The number of steps is not known until the loop ends, which ``"ctz"`` (the
@@ -164,7 +176,8 @@ def while_loop(cond, body, init, *, checkpoint="ctz", snapshots=None, inverse=No
     ``inverse(carry, None) -> previous carry``) work too; ``"binomial"`` needs the
     number of steps in advance (use ``scan``).  The reverse pass is the one
     ``scan`` would run for the number of steps taken; steps are counted as in
-    ``scan``: state ``k`` goes into step ``k``.
+    ``scan``: state ``k`` goes into step ``k``.  ``progress=True``: bars as ``scan``'s
+    (the forward one without a total, which is not known).
 
     >>> import wengert as wg, wengert.numpy as wnp
     >>> from wengert.checkpoint import while_loop
@@ -185,21 +198,24 @@ def while_loop(cond, body, init, *, checkpoint="ctz", snapshots=None, inverse=No
         if snapshots is None or int(snapshots) < 0:
             raise ValueError('while_loop(checkpoint="online") needs snapshots= (an int >= 0)')
         snapshots = int(snapshots)
+    progress = _progress.check(progress, "while_loop")
     step = lambda c, _: (body(c), None)  # noqa: E731
     init_leaves, carry_def = flatten(init)
     tape = _top_trace(init_leaves)
     if not isinstance(tape, Tape):
-        return _plain_while(cond, step, init)
+        with _progress.bar(progress, None, "while_loop forward") as b:
+            return _plain_while(cond, step, init, b)
     sc = _Scan(step, init_leaves, carry_def, [], None, None, tape, None, inverse,
-               origin=("while_loop", body))
+               origin=("while_loop", body), progress=progress)
     sc.cond = cond
     return sc.run_while(init, cond, checkpoint, snapshots)
 
 
-def _plain_while(cond, step, init):
+def _plain_while(cond, step, init, bar=_progress.OFF):
     carry = init
     while cond(carry):
         carry, _ = step(carry, None)
+        bar.update()
     return carry
 
 
@@ -207,7 +223,7 @@ class _Scan:
     """A scan recorded as one node on ``tape``; its pullback executes the schedule."""
 
     def __init__(self, step, init_leaves, carry_def, xs_leaves, xs_def, n, tape, schedule,
-                 inverse, origin=None):
+                 inverse, origin=None, progress=False):
         # schedule(): a fresh generator of the actions (never held whole); origin: the
         # transform and user function that name the step's escaped Vars
         self.origin = origin or ("wg.scan", step)
@@ -218,6 +234,7 @@ class _Scan:
         self.step, self.xs_def = step, xs_def
         self.cond = None
         self.stats = {"max_stored": 0, "step_calls": 0}
+        self.progress = progress
 
     # -- executing actions -------------------------------------------------------------
     def _forward_phase(self, collect):
@@ -259,13 +276,15 @@ class _Scan:
     def run(self, init):
         tape = self.tape
         touched = {}
-        with tape.paused(touched):
+        with tape.paused(touched), \
+                _progress.bar(self.progress, self.n, "wg.scan forward") as self.loop.bar:
             cur, stored, ys, rest = self._forward_phase(collect=True)
             final, y_last = self.loop(cur, self.loop.x_at(self.n - 1))
             if y_last:
                 ys.append(y_last)
             y_def = self.loop.y_def
             ys_stacked = _stack_ys(y_def, ys)
+        self.loop.bar = _progress.OFF
         del ys
         return self._record(init, touched, cur, stored, rest, final, ys_stacked, y_def)
 
@@ -291,13 +310,15 @@ class _Scan:
             return list(_online_add(levels, k, snapshots))
 
         cur, prev, stored, k = self.init_vals, None, {}, 0
-        with tape.paused(touched):
+        with tape.paused(touched), \
+                _progress.bar(self.progress, None, "while_loop forward") as loop.bar:
             while cond(unflatten(loop.carry_def, cur)):
                 for a in actions_at(k):
                     cur = self._do(a, cur, stored)
                 prev = cur
                 cur, _ = loop(cur, None)
                 k += 1
+        loop.bar = _progress.OFF
         if k == 0:
             return init
         self.n = loop.n = k
@@ -345,6 +366,33 @@ class _Scan:
 
     # -- the pullback: the reverse phase of the schedule --------------------------------
     def pullback(self, gs):
+        loop = self.loop
+        bar = self._reverse_bar(rebuild=self.rest is None)
+        loop.bar = bar
+        try:
+            return self._pullback(gs)
+        finally:
+            loop.bar = _progress.OFF
+            bar.close()
+
+    def _reverse_bar(self, rebuild):
+        """The reverse sweep's bar: one tick per step run, recomputations included (the
+        forward phase's too when the snapshots must be rebuilt)."""
+        if not self.progress:
+            return _progress.OFF
+        actions = self.schedule()
+        if not rebuild:
+            actions = itertools.dropwhile(lambda a: a.kind != "reverse", actions)
+        work = {"advance": 0, "reverse": 0, "invert": 0}
+        for a in actions:
+            if a.kind in work:
+                work[a.kind] += a.stop - a.index if a.kind == "advance" else 1
+        what = f"{work['reverse']} steps, {work['advance']} recomputed" + \
+            (f", {work['invert']} inverted" if work["invert"] else "")
+        return _progress.bar(True, sum(work.values()),
+                             f"{self.origin[0]} reverse ({what})")
+
+    def _pullback(self, gs):
         tape, n, loop = self.tape, self.n, self.loop
         g_out = [None] * (self.n_carry + len(self.ys_ndim))
         for j, g in zip(self.live, gs):

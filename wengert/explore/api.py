@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import time
 
 import numpy as np
@@ -75,7 +76,7 @@ def expression_payload(text, inputs=None, *, rng=None, seconds=MAX_SECONDS):
                        f"the limit is {MAX_NODES})", 413)
     env = _inputs(expr, inputs, rng)
 
-    names = _names(expr)
+    names = expr.names()
 
     # the tape, recorded by evaluating on Vars
     tape = Tape()
@@ -166,6 +167,7 @@ def expression_payload(text, inputs=None, *, rng=None, seconds=MAX_SECONDS):
     except Exception as e:  # the source transformer may not cover everything
         prog_error = f"{type(e).__name__}: {e}"
     deadline.check()
+    _program_lines(progs, expr, names, forward, backward)
 
     graph = expr.graph()
     layers = _layers(expr)
@@ -193,33 +195,69 @@ def expression_payload(text, inputs=None, *, rng=None, seconds=MAX_SECONDS):
     }
 
 
-_RESERVED = {"d", "g", "l", "o"}  # d and g prefix tangents and adjoints; l, o read as 1, 0
+def _program_lines(progs, expr, names, forward, backward):
+    """Give every step the program lines it executes (indices into the lines of the
+    forward and the reverse program): ``fwd_lines`` and ``rev_lines``.
+
+    A forward step of node ``a`` runs ``a = ...`` and ``da = ...`` (or ``a, da =
+    pushforward(...)``) in the forward program and ``a = ...`` in the reverse program's
+    forward sweep; the seed runs the zero initialisation and ``gz = 1.0``; a push along
+    an edge from ``s`` to its user ``t`` runs the next ``gs += ...`` (or ``-=``) line
+    that reads ``gt``, directly or through a temporary (``ct = a_pullback(ga)``, whose
+    line goes with the first push that reads it).  A push whose local derivative is zero
+    whatever the inputs (``x // y``) has no line: the transformer leaves it out.
+    """
+    fwd = progs[0].splitlines() if progs else []
+    rev = progs[1].splitlines() if progs else []
+    for st in forward + backward:
+        st["fwd_lines"], st["rev_lines"] = [], []
+    if not progs:
+        return
+    root = names[expr.root]
+    seed = next((i for i, ln in enumerate(rev) if ln == f"g{root} = 1.0"), len(rev))
+    for st in forward:
+        n = expr.nodes[st["node"]]
+        if n.kind != "op":
+            continue
+        nm = names[n.id]
+        st["fwd_lines"] = [i for i, ln in enumerate(fwd)
+                           if ln.startswith((f"{nm} = ", f"d{nm} = ", f"{nm}, d{nm} = "))]
+        st["rev_lines"] = [i for i, ln in enumerate(rev[:seed])
+                           if ln.startswith((f"{nm} = ", f"{nm}, "))]
+    init = [i for i, ln in enumerate(rev[:seed]) if _ZERO_INIT.fullmatch(ln)]
+    # the reverse sweep: pushes "gs += ..." and temporaries "ct = ...", with what they read
+    temps, pushes = {}, []
+    for i in range(seed + 1, len(rev)):
+        m = _ASSIGN.fullmatch(rev[i])
+        if m is None:
+            continue
+        words = set(_WORD.findall(m["rhs"]))
+        reads = set(words)
+        used_temps = set()
+        for w in words & set(temps):
+            reads |= temps[w][1]
+            used_temps |= {w} | temps[w][2]
+        if m["op"] == "=":
+            temps[m["lhs"]] = (i, reads, used_temps)
+        else:
+            pushes.append((i, m["lhs"], reads, used_temps))
+    used, claimed = set(), set()
+    for st in backward:
+        if st["kind"] == "seed":
+            st["rev_lines"] = init[-1:] + ([seed] if seed < len(rev) else [])
+            continue
+        s, t = "g" + names[st["source"]], "g" + names[st["target"]]
+        hit = next((p for p in pushes if p[0] not in used and p[1] == s and t in p[2]), None)
+        if hit is not None:
+            used.add(hit[0])
+            new = [temps[w][0] for w in hit[3] if w not in claimed]
+            claimed |= hit[3]
+            st["rev_lines"] = sorted(new + [hit[0]])
 
 
-def _names(expr):
-    """Names in the seeds' style (and the source transformer's): inputs by their own
-    names, intermediates a, b, c, ... (skipping names in use), the result z."""
-    used = set(expr.variables) | {n.op for n in expr.nodes if n.kind == "op"} | {"pi"}
-    letters = (chr(ord("a") + r) + (str(i) if i else "") for i in range(10**6)
-               for r in range(26))
-
-    def letter():
-        for name in letters:
-            if name not in used and name not in _RESERVED:
-                used.add(name)
-                return name
-    names = {}
-    for n in expr.nodes:
-        if n.kind == "input":
-            names[n.id] = n.name
-        elif n.kind == "const":
-            names[n.id] = n.label
-        elif n.id != expr.root:
-            names[n.id] = letter()
-    root = expr.nodes[expr.root]
-    if root.kind == "op":
-        names[root.id] = "z" if "z" not in used else letter()
-    return names
+_ZERO_INIT = re.compile(r"g\w+( = g\w+)* = 0\.0")
+_ASSIGN = re.compile(r"(?P<lhs>\w+) (?P<op>[+-]?=) (?P<rhs>.*)")
+_WORD = re.compile(r"[A-Za-z_]\w*")
 
 
 def _partial(fn, x):

@@ -43,9 +43,14 @@ def is_loopback(host):
 
 
 class ExplorerServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``max_threads`` at once; connections beyond that
+    wait (accepted, or in the listen queue) for a thread rather than being reset: with a
+    listen backlog of 64, a few hundred clients at once saw resets."""
+
     daemon_threads = True
     allow_reuse_address = True
-    request_queue_size = 64
+    request_queue_size = 1024  # the listen backlog (the kernel caps it at somaxconn)
+    max_threads = 256
 
     def __init__(self, address, handler, loopback):
         host = address[0]
@@ -53,6 +58,29 @@ class ExplorerServer(ThreadingHTTPServer):
             self.address_family = socket.AF_INET6
         super().__init__(address, handler)
         self.loopback = loopback
+        self._slots = threading.BoundedSemaphore(self.max_threads)
+        self._stopping = False
+
+    def process_request(self, request, client_address):
+        while not self._slots.acquire(timeout=0.2):  # every thread busy: this one waits
+            if self._stopping:
+                self.shutdown_request(request)
+                return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def shutdown(self):
+        self._stopping = True
+        super().shutdown()
 
     @property
     def url(self):

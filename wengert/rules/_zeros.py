@@ -5,6 +5,7 @@ Written with primitives, so they are differentiable again.
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
+from . import patterns
 
 
 def dtype_of(x):
@@ -92,6 +93,7 @@ def _as_float_impl(x):
 
 
 as_float = primitive(_as_float_impl, name="as_float")  # a 0-d value as a Python float
+as_float.sparsity = patterns.Elementwise(hessian="linear")
 
 
 @as_float.frule(symbolic_zeros=True)

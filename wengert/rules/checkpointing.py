@@ -7,6 +7,7 @@ Cotangents may carry leading batch axes, so each takes the axis to work on.
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
+from . import patterns
 from ._zeros import dtype_of
 
 __all__ = ["checkpoint_take", "checkpoint_put", "checkpoint_stack"]
@@ -90,3 +91,6 @@ def _stack_vjp(*xs, axis=0):
         return tuple(checkpoint_take(g, index=k, axis=axis + nb) for k in range(len(xs)))
     return ans, pullback
 
+
+for _p in (checkpoint_take, checkpoint_put, checkpoint_stack):
+    _p.sparsity = patterns.MOVES

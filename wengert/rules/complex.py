@@ -10,6 +10,7 @@ pullback keeps the real part: the cotangent of a real input is real.
 import numpy as np
 
 from ..core import primitive
+from . import patterns
 from ._zeros import dtype_of
 
 
@@ -101,3 +102,9 @@ def angle_vjp(z, deg=False):
 
 
 COMPLEX = {p.name: p for p in (real, imag, conj, angle)}
+
+
+# sparsity: elementwise; real, imag and conj are real-linear, angle is not
+for _p in (real, imag, conj):
+    _p.sparsity = patterns.Elementwise(hessian="linear")
+angle.sparsity = patterns.ELEMENTWISE

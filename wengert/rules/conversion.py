@@ -6,6 +6,7 @@ Each public function returns exactly what NumPy returns when no argument is trac
 import numpy as np
 
 from ..core import Tracer, _real_for_real, primitive
+from . import patterns
 
 __all__ = ["astype", "copy"]
 
@@ -89,3 +90,6 @@ def copy(a, order="K", subok=False):
     if not isinstance(a, Tracer):
         return np.copy(a, order=order, subok=subok)
     return _copy(a)
+
+
+_astype.sparsity = _copy.sparsity = patterns.Elementwise(hessian="linear")  # element by element

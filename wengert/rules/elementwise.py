@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from ..core import Tracer, primitive
+from . import patterns
 from ._zeros import dtype_of
 from .nondiff import recorded as _recorded
 
@@ -20,16 +21,19 @@ REGISTRY = {}  # name -> primitive, for tests and the coverage table
 
 
 def elementwise(np_fn, partials, *, name=None, domain=(-2.0, 2.0), nondiff=False,
-                registry=REGISTRY, needs=False):
+                registry=REGISTRY, needs=False, sparsity=patterns.ELEMENTWISE):
     """Declare an elementwise primitive over ``np_fn`` with its partials.
 
     ``needs=True``: ``partials`` takes ``needs=`` and skips the partials not asked for.
+    ``sparsity``: element r of the result depends on element r of each argument; which
+    arguments interact at second order (``patterns.Elementwise(hessian=...)``).
     """
     nargs = np_fn.nin if isinstance(np_fn, np.ufunc) else None
     p = primitive(np_fn, name=name or np_fn.__name__, broadcasting=nargs != 1)
     p.partials(partials, needs=needs)
     p.domain = domain
     p.nondiff = nondiff
+    p.sparsity = sparsity
     if isinstance(np_fn, np.ufunc):
         p.ufunc = np_fn
     registry[p.name] = p
@@ -148,6 +152,9 @@ def modf_vjp(x):
     return modf(x), lambda g: (g[0],)
 
 
+modf.sparsity = patterns.Elementwise(hessian="linear", results=(0,))
+
+
 def frexp(x):
     """``np.frexp``: the mantissa is ``ldexp(x, -e)``, exact, with derivative ``2^-e``; the
     exponent ``e`` is an integer, not differentiated."""
@@ -217,6 +224,7 @@ def round_(x, decimals=0):
 
 
 round_.partials(lambda ans, x, decimals=0: (None,))
+round_.sparsity = patterns.ELEMENTWISE
 round_.domain, round_.nondiff = (-2.0, 2.0), True
 REGISTRY["round"] = round_
 around = round_
@@ -265,5 +273,9 @@ def clip_partials(ans, x, lo, hi):
 
 
 clip.domain = (-2.0, 2.0)
+# piecewise linear: first derivatives elementwise, no second derivatives (almost everywhere)
+for _p in (where, clip, maximum, minimum, fmax, fmin, fabs, copysign, fmod, deg2rad, rad2deg,
+           degrees, radians):
+    _p.sparsity = patterns.PIECEWISE_LINEAR
 REGISTRY["clip"] = clip
 REGISTRY["where"] = where

@@ -6,6 +6,7 @@ the tangent's leading batch axes kept in front.
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
+from . import patterns
 from ._zeros import broadcast_view, sum_to
 
 
@@ -162,3 +163,9 @@ for _p in (reshape, sum_, broadcast_to, transpose):
 for _p in (reshape, broadcast_to):
     _p.same_shape_identity = True  # the identity when the result has the operand's shape
 transpose.permutation_param = "axes"  # the identity for the identity permutation
+
+
+# sparsity: the moves read off their implementations; sum reduces over its axes
+for _p in (reshape, broadcast_to, transpose):
+    _p.sparsity = patterns.MOVES
+sum_.sparsity = patterns.Reduction()

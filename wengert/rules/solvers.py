@@ -8,6 +8,7 @@ triangle gets a zero derivative (rules/linalg.py says why that is the right one)
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
+from . import patterns
 from ._zeros import dtype_of
 from .indexing import getitem_basic, scatter_basic
 from .joining import stack
@@ -309,3 +310,9 @@ def solve_banded_vjp(ab, b, needs, l, u):
                          axis=-2)
         return gab, (gb if needs[1] else None)
     return ans, pullback
+
+
+# sparsity: dense within each matrix (block), batched over the leading axes
+_solve.sparsity = _solve_triangular.sparsity = patterns.Solve()
+for _p in (inv, _cholesky, pinv):
+    _p.sparsity = patterns.Blocks(patterns.square)

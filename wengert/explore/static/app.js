@@ -95,8 +95,9 @@ async function load(expr, inputs, keepStep) {
   if (!keepStep || !sameShape) state.step = 0;
   state.step = Math.min(state.step, totalSteps());
   buildInputs(data);
-  state.layout = layoutGraph(data.graph);
+  state.layout = layoutGraph(data);
   drawGraph();
+  fitGraph();
   buildTape(data);
   buildPrograms(data);
   updateUrl();
@@ -161,131 +162,234 @@ function buildTape(d) {
 
 function buildPrograms(d) {
   const p = d.programs;
-  $("prog-forward").textContent = p ? p.forward : "(unavailable" + (d.programs_error ? ": " + d.programs_error : "") + ")";
-  $("prog-reverse").textContent = p ? p.reverse : "(unavailable)";
+  fillProgram("prog-forward", p ? p.forward : "(unavailable" + (d.programs_error ? ": " + d.programs_error : "") + ")", !!p);
+  fillProgram("prog-reverse", p ? p.reverse : "(unavailable)", !!p);
 }
 
-// layered DAG: inputs (layer 0) on top, the result at the bottom. Edges spanning several
-// layers get a bend point on each layer between (Sugiyama), ordered with the nodes.
-function layoutGraph(g) {
-  const layerOf = {}, up = {}, down = {}, layers = [];
-  const add = (id, l) => {
-    layerOf[id] = l; up[id] = []; down[id] = [];
-    (layers[l] = layers[l] || []).push(id);
+// one element per line, so the lines a step executes can be highlighted
+function fillProgram(id, text, lines) {
+  const pre = $(id);
+  pre.replaceChildren();
+  if (!lines) { pre.textContent = text; return; }
+  text.split("\n").forEach((ln, i) => pre.append(h("span", ln, { class: "pl", "data-line": String(i) })));
+}
+
+// -- layout --------------------------------------------------------------------------------
+// A layered (Sugiyama) layout by dagre (static/dagre.min.js): ranks by network simplex,
+// crossings reduced by sweeps, coordinates by Brandes-Koepf. Every box dagre places is the
+// box drawn: a node with room for its adjoint badge under it, an edge label sized for the
+// longest text it will show. So no two boxes can overlap, whatever the step.
+const NODE_H = 44, BADGE_H = 26, MIN_W = 96;
+
+function measure(svg) {
+  // text widths as the page's CSS draws them (hidden elements in the same classes)
+  const ng = el("g", { class: "node", visibility: "hidden" });
+  const eg = el("g", { class: "edge", visibility: "hidden" });
+  const probe = { label: el("text"), val: el("text", { class: "val" }),
+                  adj: el("text", { class: "adj" }), local: el("text", { class: "local" }) };
+  ng.append(probe.label, probe.val, probe.adj);
+  eg.append(probe.local);
+  svg.append(ng, eg);
+  const em = { label: 8.5, val: 7.3, adj: 7.3, local: 6.7 };  // monospace, if not rendered
+  const width = (kind, text) => {
+    probe[kind].textContent = text;
+    return probe[kind].getComputedTextLength() || em[kind] * text.length;
   };
-  for (const n of g.nodes) add(n.id, n.layer);
-  const routes = {};
-  for (const e of g.edges) {
-    const chain = [e.source];
-    for (let l = layerOf[e.source] + 1; l < layerOf[e.target]; l++) {
-      const d = `d${e.id}_${l}`;
-      add(d, l);
-      chain.push(d);
-    }
-    chain.push(e.target);
-    for (let i = 0; i + 1 < chain.length; i++) { down[chain[i]].push(chain[i + 1]); up[chain[i + 1]].push(chain[i]); }
-    routes[e.id] = chain.slice(1, -1);
+  return { width, done: () => { ng.remove(); eg.remove(); } };
+}
+
+function nodeLabel(n) {
+  const label = n.kind === "op" ? `${n.name}: ${n.label}` : n.label;
+  return label.length > 12 ? label.slice(0, 11) + "\u2026" : label;
+}
+
+// every text a node's badge will show during the backward pass
+function badgeTexts(d) {
+  const texts = {};
+  for (const n of d.graph.nodes) if (n.kind !== "const") texts[n.id] = ["g = 0"];
+  for (const st of d.backward) {
+    const id = st.kind === "seed" ? st.node : st.source;
+    texts[id].push("g = " + fmt(st.adjoint));
   }
-  const pos = {};
-  const order = (L) => L.forEach((id, i) => { pos[id] = i; });
-  layers.forEach((L) => order(L || []));
-  const bary = (ids, nb) => {
-    const m = (id) => {
-      const ns = nb[id];
-      if (!ns.length) return pos[id];
-      return ns.reduce((s, x) => s + pos[x], 0) / ns.length;
+  return texts;
+}
+
+// dagre's ranking step: every node as low as its users allow (just above the first of them,
+// so constants and intermediates sit next to their use), then every input on the top rank.
+// Ranks stay feasible (each edge spans at least its minlen), so dagre goes on as usual.
+function inputsOnTop(inputs) {
+  return (g) => {
+    const order = dagre.graphlib.alg.topsort(g).reverse();
+    const rank = {};
+    const low = (v) => {
+      const out = g.outEdges(v);
+      return out.length ? Math.min(...out.map((e) => rank[e.w] - g.edge(e).minlen)) : 0;
     };
-    const keyed = ids.map((id) => [m(id), pos[id], id]);
-    keyed.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-    return keyed.map((k) => k[2]);
+    for (const v of order) rank[v] = low(v);
+    const top = Math.min(...order.filter((v) => !g.node(v).dummy).map((v) => rank[v]));
+    for (const v of inputs) rank[v] = top;
+    for (const v of order) if (g.node(v).dummy) rank[v] = low(v);  // dagre's own helpers
+    for (const v of order) g.node(v).rank = rank[v];
   };
-  for (let it = 0; it < 8; it++) {
-    for (let l = 1; l < layers.length; l++) if (layers[l]) { layers[l] = bary(layers[l], up); order(layers[l]); }
-    for (let l = layers.length - 2; l >= 0; l--) if (layers[l]) { layers[l] = bary(layers[l], down); order(layers[l]); }
-  }
-  const W = 96, H = 44, GX = 40, GY = 92, DW = 14;
-  const slot = (id) => (typeof id === "string" ? DW : W) + GX;
-  const spans = layers.map((L) => (L || []).reduce((s, id) => s + slot(id), 0) - GX);
-  const width = Math.max(360, Math.max(0, ...spans) + 2 * GX);
-  const xy = {};
-  layers.forEach((L, l) => {
-    if (!L) return;
-    let x = (width - spans[l]) / 2;
-    for (const id of L) {
-      const w = slot(id) - GX;
-      xy[id] = { x: x + w / 2, y: 34 + l * (H + GY) + H / 2 };
-      x += slot(id);
+}
+
+// dagre's ordering step (crossings reduced by its sweeps, told to keep the inputs in order),
+// then the inputs' places on the top rank handed out in the variables' order, in case a
+// sweep did not keep to that
+function inputsInOrder(inputs) {
+  const constraints = [];
+  for (let i = 0; i + 1 < inputs.length; i++) constraints.push({ left: inputs[i], right: inputs[i + 1] });
+  return (g, order) => {
+    order(g, { constraints });
+    const places = inputs.map((v) => g.node(v).order).sort((a, b) => a - b);
+    inputs.forEach((v, i) => { g.node(v).order = places[i]; });
+  };
+}
+
+function layoutGraph(d) {
+  const svg = $("graph");
+  const m = measure(svg);
+  const badges = badgeTexts(d);
+  // inputs in one order everywhere: all on the top rank, in the order of d.variables (the
+  // input bar's and the tape's order)
+  const inputs = d.variables.map((name) => String(d.graph.nodes.find((n) => n.kind === "input" && n.name === name).id));
+  const g = new dagre.graphlib.Graph({ multigraph: true });
+  g.setGraph({ rankdir: "TB", nodesep: 26, edgesep: 14, ranksep: 60, marginx: 0, marginy: 0,
+               ranker: inputsOnTop(inputs) });
+  g.setDefaultEdgeLabel(() => ({}));
+  const boxes = {};
+  for (const n of d.graph.nodes) {
+    let w = Math.max(m.width("label", nodeLabel(n)), m.width("val", "= " + fmt(n.value))) + 20;
+    let badge = 0;
+    if (n.kind !== "const") {
+      badge = Math.max(60, ...badges[n.id].map((t) => m.width("adj", t) + 16));
+      w = Math.max(w, badge);
     }
-  });
-  const height = layers.length * (H + GY) - GY + 90;
-  return { xy, width, height, W, H, routes };
+    w = Math.ceil(n.kind === "const" ? Math.max(w, 48) : Math.max(w, MIN_W));
+    boxes[n.id] = { w, h: NODE_H + (n.kind === "const" ? 0 : BADGE_H), badge: Math.ceil(badge) };
+    g.setNode(String(n.id), { width: boxes[n.id].w, height: boxes[n.id].h });
+  }
+  const labels = {};
+  for (const e of d.graph.edges) {
+    const text = e.local === null || e.local === undefined ? "" : "\u2202 " + fmt(e.local);
+    labels[e.id] = { text, w: text ? Math.ceil(m.width("local", text) + 8) : 0, h: text ? 16 : 0 };
+    g.setEdge(String(e.source), String(e.target),
+              { width: labels[e.id].w, height: labels[e.id].h, labelpos: "c", minlen: 1, weight: 1 },
+              "e" + e.id);
+  }
+  m.done();
+  dagre.layout(g, { customOrder: inputsInOrder(inputs) });
+
+  // the drawing's extent
+  let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+  const grow = (x, y, w = 0, hh = 0) => {
+    x0 = Math.min(x0, x - w / 2); x1 = Math.max(x1, x + w / 2);
+    y0 = Math.min(y0, y - hh / 2); y1 = Math.max(y1, y + hh / 2);
+  };
+  const xy = {};
+  for (const n of d.graph.nodes) {
+    const v = g.node(String(n.id));
+    xy[n.id] = { x: v.x, y: v.y };
+    grow(v.x, v.y, boxes[n.id].w, boxes[n.id].h);
+  }
+  const routes = {};
+  for (const e of d.graph.edges) {
+    const lab = g.edge({ v: String(e.source), w: String(e.target), name: "e" + e.id });
+    routes[e.id] = { points: lab.points.map((p) => ({ x: p.x, y: p.y })),
+                     lx: lab.x, ly: lab.y };
+    for (const p of lab.points) grow(p.x, p.y);
+    if (labels[e.id].w) grow(lab.x, lab.y, labels[e.id].w, labels[e.id].h);
+  }
+  const pad = 14;
+  return { xy, boxes, labels, routes, x0: x0 - pad, y0: y0 - pad,
+           width: Math.max(200, x1 - x0 + 2 * pad), height: y1 - y0 + 2 * pad };
+}
+
+// a smooth path through dagre's points: straight to the first midpoint, then quadratic
+// pieces that turn at each point
+function smoothPath(pts) {
+  const f = (p) => `${p.x.toFixed(1)},${p.y.toFixed(1)}`;
+  if (pts.length === 2) return `M${f(pts[0])} L${f(pts[1])}`;
+  const mid = (a, b) => ({ x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 });
+  let dpath = `M${f(pts[0])} L${f(mid(pts[0], pts[1]))}`;
+  for (let i = 1; i + 1 < pts.length; i++) dpath += ` Q${f(pts[i])} ${f(mid(pts[i], pts[i + 1]))}`;
+  return dpath + ` L${f(pts[pts.length - 1])}`;
 }
 
 function drawGraph() {
   const d = state.data, L = state.layout, svg = $("graph");
   svg.replaceChildren();
-  svg.setAttribute("viewBox", `0 0 ${L.width} ${L.height}`);
-  svg.setAttribute("width", L.width);
-  svg.style.maxWidth = L.width + "px";
-  const edgesG = el("g", { class: "edges" });
-  const nodesG = el("g", { class: "nodes" });
-  svg.append(edgesG, nodesG);
-  // parallel edges (x * x) bend apart
-  const count = {};
-  for (const e of d.graph.edges) {
-    const k = e.source + ">" + e.target;
-    count[k] = (count[k] || 0) + 1;
+  svg.setAttribute("viewBox", `${L.x0.toFixed(1)} ${L.y0.toFixed(1)} ${L.width.toFixed(1)} ${L.height.toFixed(1)}`);
+  svg.setAttribute("width", Math.ceil(L.width));
+  svg.setAttribute("height", Math.ceil(L.height));
+  const defs = el("defs");
+  for (const [id, cls] of [["arrow", "arrow"], ["arrow-fwd", "arrow fwd"], ["arrow-bwd", "arrow bwd"]]) {
+    const mk = el("marker", { id, viewBox: "0 0 10 10", refX: "9", refY: "5", markerWidth: "9",
+                              markerHeight: "9", markerUnits: "userSpaceOnUse", orient: "auto",
+                              class: cls });
+    mk.append(el("path", { d: "M0,0 L10,5 L0,10 z" }));
+    defs.append(mk);
   }
-  const seen = {};
+  const edgesG = el("g", { class: "edges" });
+  const labelsG = el("g", { class: "labels" });
+  const nodesG = el("g", { class: "nodes" });
+  svg.append(defs, edgesG, nodesG, labelsG);
   for (const e of d.graph.edges) {
-    const a = L.xy[e.source], b = L.xy[e.target];
-    const k = e.source + ">" + e.target;
-    const i = (seen[k] = (seen[k] || 0) + 1) - 1;
-    const bend = count[k] > 1 ? (i - (count[k] - 1) / 2) * 50 : 0;
-    // arguments attach side by side on the user's top edge, in argument order
-    const nargs = d.graph.nodes[e.target].args.length;
-    const spread = nargs > 1 ? (e.index - (nargs - 1) / 2) * 28 : 0;
-    const pts = [[a.x, a.y + L.H / 2]];
-    for (const dId of L.routes[e.id]) pts.push([L.xy[dId].x, L.xy[dId].y]);
-    pts.push([b.x + spread, b.y - L.H / 2]);
-    const g = el("g", { class: "edge", "data-edge": String(e.id) });
-    // the label sits ~60% down the last segment, clear of the adjoint badge under the argument
-    const t2 = 0.55, u2 = 1 - t2;
-    let dpath, lx, ly;
-    if (pts.length === 2) {
-      const [x1, y1] = pts[0], [x2, y2] = pts[1];
-      const mx = (x1 + x2) / 2 + bend, my = (y1 + y2) / 2;
-      dpath = `M${x1},${y1} Q${mx},${my} ${x2},${y2}`;
-      lx = u2 * u2 * x1 + 2 * u2 * t2 * mx + t2 * t2 * x2;
-      ly = u2 * u2 * y1 + 2 * u2 * t2 * my + t2 * t2 * y2;
-    } else {
-      dpath = "M" + pts.map((p) => p.join(",")).join(" L");
-      const [x1, y1] = pts[pts.length - 2], [x2, y2] = pts[pts.length - 1];
-      lx = u2 * x1 + t2 * x2; ly = u2 * y1 + t2 * y2;
-    }
-    g.append(el("path", { d: dpath }));
-    const bg = el("rect", { class: "lbg", x: lx - 32, y: ly - 9, width: 64, height: 16, rx: 3, visibility: "hidden" });
-    const t = el("text", { x: lx, y: ly + 4, class: "local" }, "");
-    g.append(bg, t);
+    const r = L.routes[e.id];
+    // leave from under the source's box, straight down past its adjoint badge, and arrive
+    // straight down into the target: the bends stay between the ranks, clear of boxes
+    const src = L.boxes[e.source], a = L.xy[e.source], dst = L.boxes[e.target], b = L.xy[e.target];
+    const inner = r.points.slice(1, -1), first = r.points[0], last = r.points[r.points.length - 1];
+    const clamp = (x, c, w) => Math.max(c - w / 2 + 10, Math.min(c + w / 2 - 10, x));
+    const sx = clamp(first.x, a.x, src.w), ex = clamp(last.x, b.x, dst.w);
+    const srcBottom = a.y + src.h / 2, dstTop = b.y - dst.h / 2;
+    const pts = [{ x: sx, y: a.y - src.h / 2 + NODE_H }, { x: sx, y: srcBottom + 4 }, ...inner,
+                 { x: ex, y: dstTop - 8 }, { x: ex, y: dstTop }];
+    const g = el("g", { class: "edge", "data-edge": String(e.id), "data-source": String(e.source),
+                        "data-target": String(e.target) });
+    g.append(el("path", { d: smoothPath(pts) }));
     edgesG.append(g);
+    const lab = L.labels[e.id];
+    if (lab.w) {
+      const lg = el("g", { class: "elabel", "data-edge": String(e.id), visibility: "hidden" });
+      lg.append(el("rect", { class: "lbg", x: r.lx - lab.w / 2, y: r.ly - lab.h / 2, width: lab.w, height: lab.h, rx: 3 }));
+      lg.append(el("text", { x: r.lx, y: r.ly + 4, class: "local" }, ""));
+      labelsG.append(lg);
+    }
   }
   for (const n of d.graph.nodes) {
-    const p = L.xy[n.id];
-    const g = el("g", { class: "node " + n.kind, "data-node": String(n.id), transform: `translate(${p.x},${p.y})` });
-    const title = el("title", {}, n.kind === "op" ? `${n.name} = ${opText(n, d)}` : n.name);
-    g.append(title);
-    g.append(el("rect", { x: -L.W / 2, y: -L.H / 2, width: L.W, height: L.H, rx: n.kind === "op" ? 20 : 6 }));
-    const label = n.kind === "op" ? `${n.name}: ${n.label}` : n.label;
-    g.append(el("text", { y: -4 }, label.length > 12 ? label.slice(0, 11) + "\u2026" : label));
+    const p = L.xy[n.id], box = L.boxes[n.id];
+    const top = p.y - box.h / 2;
+    const g = el("g", { class: "node " + n.kind, "data-node": String(n.id), "data-name": n.name,
+                        transform: `translate(${p.x.toFixed(1)},${(top + NODE_H / 2).toFixed(1)})` });
+    g.append(el("title", {}, n.kind === "op" ? `${n.name} = ${opText(n, d)}` : n.name));
+    g.append(el("rect", { class: "box", x: -box.w / 2, y: -NODE_H / 2, width: box.w, height: NODE_H,
+                          rx: n.kind === "op" ? 20 : 6 }));
+    g.append(el("text", { y: -4 }, nodeLabel(n)));
     g.append(el("text", { y: 13, class: "val" }, ""));
     if (n.kind !== "const") {
-      const ab = el("g", { class: "adjg", transform: `translate(0,${L.H / 2 + 14})`, visibility: "hidden" });
-      ab.append(el("rect", { class: "adjbox", x: -44, y: -11, width: 88, height: 18, rx: 9 }));
-      ab.append(el("text", { y: 3, class: "adj" }, ""));
+      const ab = el("g", { class: "adjg", transform: `translate(0,${NODE_H / 2 + BADGE_H / 2})`, visibility: "hidden" });
+      ab.append(el("rect", { class: "adjbox", x: -box.badge / 2, y: -9, width: box.badge, height: 18, rx: 9 }));
+      ab.append(el("text", { y: 4, class: "adj" }, ""));
       g.append(ab);
     }
     nodesG.append(g);
   }
+}
+
+// the drawing at its own size where there is room; a wide one takes the page's width (the
+// panels move below it) and is scaled down to at most 70%, then scrolls sideways
+const MIN_SCALE = 0.7;
+function fitGraph() {
+  const L = state.layout, svg = $("graph");
+  if (!L) return;
+  const layout = document.querySelector("#view-expr .layout"), box = svg.parentElement;
+  const avail = () => box.clientWidth - 16;
+  layout.classList.remove("wide");
+  if (L.width > avail()) layout.classList.add("wide");
+  const w = Math.max(Math.min(L.width, avail()), MIN_SCALE * L.width);
+  svg.style.width = w.toFixed(1) + "px";
+  svg.style.height = (w * L.height / L.width).toFixed(1) + "px";
 }
 
 function opText(n, d) {
@@ -306,7 +410,7 @@ function render() {
   const adj = {};
   const pushedEdges = new Set();
   if (bwdDone > 0) for (const n of d.graph.nodes) if (n.kind !== "const") adj[n.id] = 0;
-  let curEdge = null, curNode = null, curTape = null, text = "";
+  let curEdge = null, curNode = null, curTape = null, text = "", cur = null;
   for (let i = 0; i < bwdDone; i++) {
     const st = d.backward[i];
     if (st.kind === "seed") adj[st.node] = st.adjoint;
@@ -315,13 +419,13 @@ function render() {
   if (s === 0) {
     text = "Press Step (or \u2192) to start the forward pass.";
   } else if (s <= F) {
-    const st = d.forward[s - 1];
-    curNode = st.node; curTape = st.tape; text = "forward: " + st.text;
+    cur = d.forward[s - 1];
+    curNode = cur.node; curTape = cur.tape; text = "forward: " + cur.text;
   } else {
-    const st = d.backward[s - F - 1];
-    curTape = st.tape;
-    if (st.kind === "seed") { curNode = st.node; text = "backward: " + st.text; }
-    else { curEdge = st.edge; curNode = st.source; text = "backward: " + st.text; }
+    cur = d.backward[s - F - 1];
+    curTape = cur.tape;
+    if (cur.kind === "seed") { curNode = cur.node; text = "backward: " + cur.text; }
+    else { curEdge = cur.edge; curNode = cur.source; text = "backward: " + cur.text; }
   }
   $("step-text").textContent = text;
   $("phase").textContent = s === 0 ? `0 / ${F + B}` :
@@ -336,28 +440,22 @@ function render() {
     if (ab) {
       const on = id in adj;
       ab.setAttribute("visibility", on ? "visible" : "hidden");
-      const label = on ? "g = " + fmt(adj[id]) : "";
-      ab.querySelector("text").textContent = label;
-      const w = Math.max(60, 7.4 * label.length + 14);
-      const box = ab.querySelector("rect");
-      box.setAttribute("width", w);
-      box.setAttribute("x", -w / 2);
+      ab.querySelector("text").textContent = on ? "g = " + fmt(adj[id]) : "";
     }
   }
   for (const g of document.querySelectorAll("#graph .edge")) {
     const id = +g.dataset.edge;
     const e = d.graph.edges[id];
-    const shown = pushedEdges.has(id);
-    g.classList.toggle("pushed", shown);
+    g.classList.toggle("pushed", pushedEdges.has(id));
     g.classList.toggle("current", id === curEdge);
     g.classList.toggle("forward-current", s > 0 && s <= F && e.target === curNode);
-    const label = shown ? "\u2202 " + fmt(e.local) : "";
-    g.querySelector("text").textContent = label;
-    const bg = g.querySelector(".lbg");
-    bg.setAttribute("visibility", shown ? "visible" : "hidden");
-    const w = 6.8 * label.length + 6;
-    bg.setAttribute("width", w);
-    bg.setAttribute("x", +g.querySelector("text").getAttribute("x") - w / 2);
+  }
+  for (const g of document.querySelectorAll("#graph .elabel")) {
+    const id = +g.dataset.edge;
+    const shown = pushedEdges.has(id);
+    g.setAttribute("visibility", shown ? "visible" : "hidden");
+    g.classList.toggle("current", id === curEdge);
+    g.querySelector("text").textContent = shown ? "\u2202 " + fmt(d.graph.edges[id].local) : "";
   }
   // tape table
   for (const tr of $("tape").tBodies[0].rows) {
@@ -367,7 +465,27 @@ function render() {
     tr.cells[4].textContent = on ? fmt(row.value) : "";
     tr.classList.toggle("done-f", on);
     tr.classList.toggle("current", i === curTape);
-    if (i === curTape && typeof tr.scrollIntoView === "function") tr.scrollIntoView({ block: "nearest" });
+    if (i === curTape) reveal(tr.closest(".table-wrap"), tr);
+  }
+  // the program lines this step runs, and those run before it
+  const lines = { "prog-forward": [new Set(), new Set()], "prog-reverse": [new Set(), new Set()] };
+  const mark = (st, k) => {
+    for (const i of st.fwd_lines || []) lines["prog-forward"][k].add(i);
+    for (const i of st.rev_lines || []) lines["prog-reverse"][k].add(i);
+  };
+  for (let i = 0; i < fwdDone; i++) mark(d.forward[i], 0);
+  for (let i = 0; i < bwdDone; i++) mark(d.backward[i], 0);
+  if (cur) mark(cur, 1);
+  for (const id in lines) {
+    const [done, now] = lines[id];
+    let first = null;
+    for (const span of $(id).querySelectorAll(".pl")) {
+      const i = +span.dataset.line;
+      span.classList.toggle("done", done.has(i) && !now.has(i));
+      span.classList.toggle("current", now.has(i));
+      if (now.has(i) && first === null) first = span;
+    }
+    if (first) reveal($(id), first);
   }
   // gradient: adjoints as they accumulate, wg.grad once the sweep is complete
   const complete = s === F + B && B > 0;
@@ -387,6 +505,15 @@ function render() {
   $("end").disabled = s === F + B;
   document.body.dataset.step = String(s);
   document.body.dataset.complete = complete ? "1" : "0";
+}
+
+// scroll a box (not the page) so that one of its children is in view
+function reveal(box, child) {
+  if (!box || box.scrollHeight <= box.clientHeight) return;
+  const top = child.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
+  const bottom = top + child.getBoundingClientRect().height;
+  if (top < box.scrollTop) box.scrollTop = Math.max(0, top - 24);
+  else if (bottom > box.scrollTop + box.clientHeight) box.scrollTop = bottom - box.clientHeight + 8;
 }
 
 function setStep(s) {
@@ -482,7 +609,14 @@ function showView(which) {
   $("view-sched").hidden = !sched;
   $("tab-expr").setAttribute("aria-pressed", String(!sched));
   $("tab-sched").setAttribute("aria-pressed", String(sched));
-  if (sched) loadSchedule(); else updateUrl();
+  if (sched) return loadSchedule();
+  updateUrl();
+  if (state.data) {  // laid out while hidden (no text to measure): lay out again, drawn
+    state.layout = layoutGraph(state.data);
+    drawGraph();
+    fitGraph();
+    render();
+  }
 }
 
 function init() {
@@ -508,6 +642,7 @@ function init() {
     updateUrl();
     if (navigator.clipboard) navigator.clipboard.writeText(location.href).catch(() => {});
   });
+  window.addEventListener("resize", fitGraph);
   $("tab-expr").addEventListener("click", () => showView("expr"));
   $("tab-sched").addEventListener("click", () => showView("schedule"));
   $("sched-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadSchedule(); });
