@@ -32,6 +32,16 @@ def gp():
     return _load("gaussian_process")
 
 
+@pytest.fixture(scope="module")
+def sparse_opt():
+    return _load("sparse_optimization")
+
+
+@pytest.fixture(scope="module")
+def brusselator():
+    return _load("reaction_diffusion")
+
+
 def test_logistic_regression_trust_ncg_converges(logreg):
     X, y, _ = logreg.make_data(n=120, d=3, seed=1)
     res = logreg.fit(X, y)
@@ -72,3 +82,45 @@ def test_gaussian_process_fit_improves_likelihood(gp):
     res = gp.fit(x, y)
     assert res.success
     assert -res.fun > gp.log_likelihood(np.array([0.0, 0.0, -1.0]), x, y)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_trust_constr_with_sparse_hessians_converges(sparse_opt, compiled):
+    n = 40
+    res = sparse_opt.solve(n, compiled=compiled)
+    assert res.status in (1, 2), res.message
+    c = sparse_opt.constraints(res.x)
+    assert np.abs(c).max() < 1e-8
+    assert res.optimality < 1e-6
+    assert res.nhev > 0  # the Hessians came from wg.sparse_hessian
+    # the same solution for any n: the objective's minimum under the constraints
+    np.testing.assert_allclose(res.fun, 6.2324586324, rtol=1e-8)
+    # the sparse matrices it used are the dense derivatives
+    x, v = res.x, np.linspace(-1.0, 1.0, n - 2)
+    np.testing.assert_allclose(wg.sparse_hessian(sparse_opt.objective)(x).toarray(),
+                               wg.hessian(sparse_opt.objective)(x), rtol=1e-12)
+    np.testing.assert_allclose(wg.sparse_jacobian(sparse_opt.constraints)(x).toarray(),
+                               wg.jacobian(sparse_opt.constraints)(x), rtol=1e-12)
+    h = wg.sparse_hessian(sparse_opt.weighted_constraints)(x, v)
+    np.testing.assert_allclose(h.toarray(), wg.hessian(sparse_opt.weighted_constraints)(x, v),
+                               rtol=1e-12, atol=1e-12)
+    assert wg.sparse_hessian(sparse_opt.objective).plan(x).num_colors == 3
+
+
+def test_bdf_with_a_sparse_jacobian(brusselator):
+    n = 60
+    sol = brusselator.integrate(n, t_end=2.0)
+    assert sol.success and sol.njev > 0
+    ref = brusselator.integrate(n, t_end=2.0, jac="fd")
+    np.testing.assert_allclose(sol.y[:, -1], ref.y[:, -1], rtol=1e-4, atol=1e-6)
+    tight = brusselator.integrate(n, t_end=2.0, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(sol.y[:, -1], tight.y[:, -1], rtol=1e-4, atol=1e-5)
+    y = sol.y[:, -1]
+    J = wg.sparse_jacobian(brusselator.rhs, argnums=1)
+    dense = wg.jacobian(brusselator.rhs, argnums=1)(2.0, y)
+    np.testing.assert_allclose(J(2.0, y).toarray(), dense, rtol=1e-12)
+    plan = J.plan(2.0, y)
+    assert plan.num_colors == 5 and plan.mode == "forward"
+    # exactly the pattern: each u and v sees its neighbours of its species and the other
+    # species at its own point
+    np.testing.assert_array_equal(plan.sparsity.toarray(), dense != 0)

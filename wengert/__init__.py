@@ -11,6 +11,8 @@ graphs with code generation, and source-to-source transformation.
 >>> print(g.wrt(x), g.wrt(y))
 5.077582561890373 0.5
 """
+import importlib
+
 # the floors, bottom up: each module imports only those below it
 from . import _allocator
 from .core import EscapedTracerError, Primitive, primitive
@@ -30,7 +32,8 @@ from ._version import __version__  # noqa: E402,F401
 __all__ = ["Primitive", "primitive", "EscapedTracerError", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
            "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp", "taylor", "check_grad",
            "trace", "Graph", "compile", "to_dot", "source", "checkpoint", "scan",
-           "checkpoint_schedule", "chain_order"]
+           "checkpoint_schedule", "chain_order", "jacobian_sparsity", "hessian_sparsity",
+           "sparse_jacobian", "sparse_hessian", "color"]
 
 _LAZY = {
     "trace": ("wengert.graph", "trace"),
@@ -38,12 +41,17 @@ _LAZY = {
     "compile": ("wengert.graph", "compile"),
     "to_dot": ("wengert.graph", "to_dot"),
     "chain_order": ("wengert.graph.chain", "chain_order"),
+    # sparse derivatives load scipy.sparse, so on first use too
+    "jacobian_sparsity": ("wengert.sparse", "jacobian_sparsity"),
+    "hessian_sparsity": ("wengert.sparse", "hessian_sparsity"),
+    "sparse_jacobian": ("wengert.sparse", "sparse_jacobian"),
+    "sparse_hessian": ("wengert.sparse", "sparse_hessian"),
+    "color": ("wengert.sparse", "color"),
 }
 
 
 def __getattr__(name):
     # the graph and source layers load on first use, keeping import light
-    import importlib
     if name in _LAZY:
         mod, attr = _LAZY[name]
         value = getattr(importlib.import_module(mod), attr)

@@ -336,12 +336,13 @@ class Primitive:
     arguments are arrays), ``linear`` (``f(a x + b y) = a f(x) + b f(y)`` in its array
     arguments), ``bilinear`` (linear in each of its two), ``nondiff`` (not differentiated:
     its derivative is zero), ``domain`` (where generated tests sample it), ``ufunc`` (the
-    NumPy ufunc it computes: it then takes NumPy's keywords, ``dtype=``...).
+    NumPy ufunc it computes: it then takes NumPy's keywords, ``dtype=``...), ``sparsity``
+    (which result elements depend on which argument elements: rules/patterns.py).
     """
 
     def __init__(self, impl, name=None, *, broadcasting=False, multiple_results=False,
                  nargs=None, linear=False, bilinear=False, nondiff=False, domain=None,
-                 ufunc=None):
+                 ufunc=None, sparsity=None):
         self.impl = impl
         # positional arguments past ``nargs`` are static parameters, passed to rules by name
         self.nargs, self._static_names = _array_arity(impl, nargs)
@@ -363,6 +364,9 @@ class Primitive:
         self.nondiff = nondiff
         self.domain = domain
         self.ufunc = ufunc
+        # how its results depend on its arguments, structurally (rules/patterns.py); None:
+        # every element on every element, which sparsity detection treats as dense
+        self.sparsity = sparsity
 
     def __repr__(self):
         return f"<wengert primitive {self.name}>"
@@ -718,7 +722,8 @@ class _UnbroadcastPullback(_CheckedPullback):
 
 
 def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False, nargs=None,
-              linear=False, bilinear=False, nondiff=False, domain=None, ufunc=None):
+              linear=False, bilinear=False, nondiff=False, domain=None, ufunc=None,
+              sparsity=None):
     """Make ``fn`` (plain NumPy in, plain NumPy out) a differentiable primitive.
 
     Use ``@wg.primitive`` or ``@wg.primitive(broadcasting=True)``, then declare
@@ -734,5 +739,6 @@ def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False,
     def make(f):
         return Primitive(f, name=name, broadcasting=broadcasting,
                          multiple_results=multiple_results, nargs=nargs, linear=linear,
-                         bilinear=bilinear, nondiff=nondiff, domain=domain, ufunc=ufunc)
+                         bilinear=bilinear, nondiff=nondiff, domain=domain, ufunc=ufunc,
+                         sparsity=sparsity)
     return make(fn) if fn is not None else make

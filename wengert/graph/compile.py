@@ -236,7 +236,10 @@ def compile(f=None, *, max_traces=16, simplify=True):
     True
     """
     if f is None:
-        return lambda fn: Compiled(fn, max_traces, simplify)
+        return lambda fn: compile(fn, max_traces=max_traces, simplify=simplify)
+    own = getattr(f, "__wg_compile__", None)
+    if own is not None:  # a transform with a compiled form of its own (wg.sparse_jacobian)
+        return own(functools.partial(compile, max_traces=max_traces, simplify=simplify))
     return Compiled(f, max_traces, simplify)
 
 

@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from ..core import Tracer, primitive
+from . import patterns
 from .arithmetic import absolute
 from .elementwise import cos, elementwise, where
 
@@ -57,6 +58,7 @@ def power_series(name, coef, radius):
     p = primitive(impl, name=name)
     p.partials(lambda ans, x, k=0: (p(x, k=k + 1),))
     p.domain = (-radius, radius)
+    p.sparsity = patterns.ELEMENTWISE
     return p
 
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import core
 from ..core import Tracer, primitive
+from . import patterns
 from .complex import _is_complex, conj, real
 from .elementwise import elementwise, log, sign, where
 
@@ -231,3 +232,9 @@ for _p in (add, subtract, negative, positive):
     _p.linear = True
 multiply.bilinear = True
 positive.same_shape_identity = True  # graph simplification may drop it
+# sparsity: elementwise, each with the argument pairs that meet at second order (x / y is
+# linear in x); // and % are piecewise linear (floor_divide is not differentiated at all)
+for _p in (add, subtract, multiply, power, negative, positive, absolute, floor_divide):
+    _p.sparsity = patterns.ELEMENTWISE
+divide.sparsity = patterns.Elementwise(hessian=((0, 1), (1, 1)))
+remainder.sparsity = patterns.PIECEWISE_LINEAR

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
 from ..arrays import dtype_of
+from . import patterns
 
 __all__ = ["checkpoint_take", "checkpoint_put", "checkpoint_stack"]
 
@@ -90,3 +91,6 @@ def _stack_vjp(*xs, axis=0):
         return tuple(checkpoint_take(g, index=k, axis=axis + nb) for k in range(len(xs)))
     return ans, pullback
 
+
+for _p in (checkpoint_take, checkpoint_put, checkpoint_stack):
+    _p.sparsity = patterns.MOVES

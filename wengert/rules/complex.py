@@ -11,6 +11,7 @@ import numpy as np
 
 from ..core import primitive
 from ..arrays import dtype_of
+from . import patterns
 
 
 def _is_complex(x):
@@ -101,3 +102,9 @@ def angle_vjp(z, deg=False):
 
 
 COMPLEX = {p.name: p for p in (real, imag, conj, angle)}
+
+
+# sparsity: elementwise; real, imag and conj are real-linear, angle is not
+for _p in (real, imag, conj):
+    _p.sparsity = patterns.Elementwise(hessian="linear")
+angle.sparsity = patterns.ELEMENTWISE

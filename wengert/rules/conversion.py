@@ -7,6 +7,7 @@ import numpy as np
 
 from ..arrays import real_for_real as _real_for_real
 from ..core import Tracer, primitive
+from . import patterns
 
 __all__ = ["astype", "copy"]
 
@@ -90,3 +91,6 @@ def copy(a, order="K", subok=False):
     if not isinstance(a, Tracer):
         return np.copy(a, order=order, subok=subok)
     return _copy(a)
+
+
+_astype.sparsity = _copy.sparsity = patterns.Elementwise(hessian="linear")  # element by element

@@ -5,6 +5,7 @@ Each public function returns exactly what NumPy returns when no argument is trac
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
+from . import patterns
 from .indexing import gather
 from .joining import concatenate
 from .products import _as, _matmul, _plain, _swap_last, _traced
@@ -138,3 +139,7 @@ def correlate(a, v, mode="valid"):
                                   "v, which has no complex derivative; split real and "
                                   "imaginary parts")
     return _correlate(a, v, mode=_mode_name(mode))
+
+
+_convolve.sparsity = patterns.Convolution()  # a stencil: banded in each argument
+_correlate.sparsity = patterns.Convolution(correlate=True)

@@ -8,6 +8,7 @@ returns when no argument is traced.
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
+from . import patterns
 from .conversion import _astype, _copy, _dtype, _plain, _traced, astype, copy
 from .joining import stack
 from .nondiff import concrete
@@ -187,3 +188,6 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
                                  s))
     return _like(np.full_like, a, (fill_value,), dict(dtype=dtype, order=order, subok=subok,
                                                        shape=shape, **kw))
+
+
+_constant.sparsity = patterns.CONSTANT  # reads only its argument's trace

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..core import primitive, shape_of
 from ..arrays import dtype_of
+from . import patterns
 from .complex import conj, real
 from .matrices import (_col, _diag_embed, _diag_part, _inv_differences, _mm, _mT, _row,
                        _sym_cotangent, _sym_tangent, _tril)
@@ -291,3 +292,11 @@ def qr_vjp(a):
             x = x + gq
         return (_right_solve_t(x, r),)
     return ans, pullback
+
+
+# sparsity: every result of a matrix depends on the whole matrix (batched over leading axes)
+_eigh.sparsity = _eig.sparsity = patterns.Blocks(patterns.matrix_to(1, 2))
+_svd.sparsity = patterns.Blocks(patterns.matrix_to(2, 1, 2))
+_qr.sparsity = patterns.Blocks(patterns.matrix_to(2, 2))
+for _p in (eigvalsh, eigvals, svdvals):
+    _p.sparsity = patterns.Blocks(patterns.matrix_to(1))

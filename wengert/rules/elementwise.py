@@ -11,6 +11,7 @@ import numpy as np
 
 from ..core import Tracer, primitive
 from ..arrays import dtype_of
+from . import patterns
 from .nondiff import recorded as _recorded
 
 _LN2 = math.log(2.0)
@@ -20,15 +21,18 @@ REGISTRY = {}  # name -> primitive, for tests and the coverage table
 
 
 def elementwise(np_fn, partials, *, name=None, domain=(-2.0, 2.0), nondiff=False,
-                registry=REGISTRY, needs=False):
+                registry=REGISTRY, needs=False, sparsity=patterns.ELEMENTWISE):
     """Declare an elementwise primitive over ``np_fn`` with its partials (``None`` when
     ``nondiff``: the derivative is zero).
 
     ``needs=True``: ``partials`` takes ``needs=`` and skips the partials not asked for.
+    ``sparsity``: element r of the result depends on element r of each argument; which
+    arguments interact at second order (``patterns.Elementwise(hessian=...)``).
     """
     nargs = np_fn.nin if isinstance(np_fn, np.ufunc) else None
     p = primitive(np_fn, name=name or np_fn.__name__, broadcasting=nargs != 1, nondiff=nondiff,
-                  domain=domain, ufunc=np_fn if isinstance(np_fn, np.ufunc) else None)
+                  domain=domain, ufunc=np_fn if isinstance(np_fn, np.ufunc) else None,
+                  sparsity=sparsity)
     if partials is not None:
         p.partials(partials, needs=needs)
     registry[p.name] = p
@@ -142,6 +146,9 @@ def modf_vjp(x):
     return modf(x), lambda g: (g[0],)
 
 
+modf.sparsity = patterns.Elementwise(hessian="linear", results=(0,))
+
+
 def frexp(x):
     """``np.frexp``: the mantissa is ``ldexp(x, -e)``, exact, with derivative ``2^-e``; the
     exponent ``e`` is an integer, not differentiated."""
@@ -210,6 +217,7 @@ def round_(x, decimals=0):
     return np.round(x, decimals)
 
 
+round_.sparsity = patterns.ELEMENTWISE
 round_.domain, round_.nondiff = (-2.0, 2.0), True
 REGISTRY["round"] = round_
 around = round_
@@ -258,5 +266,9 @@ def clip_partials(ans, x, lo, hi):
 
 
 clip.domain = (-2.0, 2.0)
+# piecewise linear: first derivatives elementwise, no second derivatives (almost everywhere)
+for _p in (where, clip, maximum, minimum, fmax, fmin, fabs, copysign, fmod, deg2rad, rad2deg,
+           degrees, radians):
+    _p.sparsity = patterns.PIECEWISE_LINEAR
 REGISTRY["clip"] = clip
 REGISTRY["where"] = where

@@ -14,9 +14,13 @@ import numpy as np
 
 from ..core import primitive, shape_of
 from ..arrays import dtype_of
+from . import patterns
 from .complex import _is_complex, conj, real
 
 # -- padding / truncation: the adjoint of n= and s= ---------------------------------------------
+
+
+_FIBRES = patterns.Fibres("axes")
 
 
 @primitive(name="fix_length")
@@ -86,6 +90,7 @@ def _linear_frule(p):
 def _c2c(np_fn, one_d):
     """fft / ifft / fft2 / fftn ...: complex-linear, with a symmetric matrix."""
     p = primitive(_impl(np_fn, one_d), name=np_fn.__name__)
+    p.sparsity = _FIBRES  # every output along the axes reads the whole input fibre
     _linear_frule(p)
 
     @p.rrule
@@ -104,6 +109,7 @@ def _c2c(np_fn, one_d):
 def _r2c(np_fn, full_fn, one_d):
     """rfft / rfftn: the first half (last axis) of the full transform of a real input."""
     p = primitive(_impl(np_fn, one_d), name=np_fn.__name__)
+    p.sparsity = _FIBRES  # every output along the axes reads the whole input fibre
     full = _FULL[full_fn]
     _linear_frule(p)
 
@@ -125,6 +131,7 @@ def _c2r(np_fn, half_fn, one_d):
     """irfft / irfftn: real output from a half spectrum (imaginary parts of the
     self-conjugate bins are ignored, so the map is real-linear only)."""
     p = primitive(_impl(np_fn, one_d), name=np_fn.__name__)
+    p.sparsity = _FIBRES  # every output along the axes reads the whole input fibre
     half = _HALF[half_fn]
     _linear_frule(p)
 
@@ -170,3 +177,6 @@ irfftn = _c2r(np.fft.irfftn, "rfftn", False)
 
 FFT = {p.name: p for p in (fft, ifft, fft2, ifft2, fftn, ifftn, rfft, rfft2, rfftn, irfft,
                            irfft2, irfftn)}
+
+
+_fix_length.sparsity = patterns.MOVES  # zero-padding and truncation move elements

@@ -24,6 +24,7 @@ import weakref
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
+from . import patterns
 from .conversion import astype
 from .elementwise import where
 from .nondiff import _plain, concrete, strip_eager
@@ -657,3 +658,10 @@ def select(condlist, choicelist, default=0):
     for c, x in reversed(list(zip(condlist, choicelist))):
         out = where(strip_eager(c), x, out)
     return out
+
+
+# sparsity: reading and writing move elements (the implementation on element numbers says
+# where each comes from); scatter_add adds the ones sent to the same place
+for _p in (getitem_basic, scatter_basic, gather, set_basic, set_flat):
+    _p.sparsity = patterns.MOVES
+scatter_add.sparsity = patterns.ScatterAdd()

@@ -7,6 +7,7 @@ Each public function returns exactly what NumPy returns when no argument is trac
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
+from . import patterns
 from .conversion import _dtype, _plain, _traced, astype
 from .indexing import getitem_basic, index_writer
 from .reshaping import _axis, _view, atleast_1d, atleast_2d, atleast_3d, moveaxis, ravel
@@ -226,3 +227,6 @@ def dsplit(ary, indices_or_sections):
     if not isinstance(ary, Tracer):
         return np.dsplit(ary, indices_or_sections)
     return split(ary, indices_or_sections, axis=2)
+
+
+_concatenate.sparsity = patterns.MOVES

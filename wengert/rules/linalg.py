@@ -26,6 +26,7 @@ import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
 from ..arrays import dtype_of
+from . import patterns
 from .arithmetic import absolute, power
 from .decompositions import _eig, _eigh, _qr, _svd, eigvals, eigvalsh, svdvals
 from .elementwise import sign, where
@@ -276,3 +277,10 @@ PRIMITIVES = {p.name: p for p in (_solve, inv, det, slogdet, _cholesky, _eigh, e
                                   eigvals, _svd,
                                   svdvals, _qr, pinv, _lstsq, _vector_norm, _solve_triangular,
                                   expm, _solve_sylvester, sqrtm, _solve_banded)}
+
+
+# sparsity: per matrix (batched over leading axes); the norm reduces over its axes
+det.sparsity = patterns.Blocks(patterns.matrix_to(0))
+slogdet.sparsity = patterns.Blocks(patterns.matrix_to(0, 0))
+expm.sparsity = sqrtm.sparsity = patterns.Blocks(patterns.square)
+_vector_norm.sparsity = patterns.Reduction()

@@ -13,6 +13,7 @@ from collections import Counter
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
+from . import patterns
 from .indexing import gather
 from .joining import stack
 from .reshaping import moveaxis
@@ -172,6 +173,9 @@ def _dot1_vjp(u, v, needs):
 
 
 _matvec.bilinear = _vecmat.bilinear = _dot1.bilinear = True
+# sparsity: NumPy's matmul as an einsum (which elements of each operand meet in an element)
+for _p in (_matmul, _matvec, _vecmat, _dot1):
+    _p.sparsity = patterns.Contraction()
 
 
 def matmul(x1, x2, /, out=None, **kwargs):
@@ -474,3 +478,6 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     c = [broadcast_to(ci, s) if shape_of(ci) != s else ci for ci in c]
     r = stack(c, axis=-1)
     return moveaxis(r, -1, axisc) if ndim_of(r) > 1 else r
+
+
+_einsum.sparsity = patterns.Contraction(patterns.einsum_subscripts)

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
+from . import patterns
 from .arithmetic import multiply
 from .conversion import astype
 from .creation import asarray
@@ -663,3 +664,11 @@ def nonzero(a):
 
 
 nonzero._nondiff = True
+
+
+# sparsity: each result element depends on the fibre it reduces; a cumulative one on the
+# elements up to it. max and min are piecewise linear (no second derivatives)
+_cumsum.sparsity = patterns.Reduction(hessian="linear", prefix=True)
+_cumprod.sparsity = patterns.Reduction(prefix=True)
+_prod.sparsity = patterns.Reduction()
+_amax.sparsity = _amin.sparsity = patterns.Reduction(hessian="linear")

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
 from ..arrays import broadcast_view, sum_to
+from . import patterns
 
 
 def _norm_axes(axis, nd):
@@ -162,6 +163,7 @@ def _as_float_impl(x):
 
 
 as_float = primitive(_as_float_impl, name="as_float")  # a 0-d value as a Python float
+as_float.sparsity = patterns.Elementwise(hessian="linear")
 
 
 @as_float.frule(symbolic_zeros=True)
@@ -180,3 +182,9 @@ for _p in (reshape, sum_, broadcast_to, transpose):
 for _p in (reshape, broadcast_to):
     _p.same_shape_identity = True  # the identity when the result has the operand's shape
 transpose.permutation_param = "axes"  # the identity for the identity permutation
+
+
+# sparsity: the moves read off their implementations; sum reduces over its axes
+for _p in (reshape, broadcast_to, transpose):
+    _p.sparsity = patterns.MOVES
+sum_.sparsity = patterns.Reduction()

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
 from ..arrays import dtype_of
+from . import patterns
 from .indexing import getitem_basic, scatter_basic
 from .joining import stack
 from .matrices import _col, _eye, _mm, _mT, _sym_cotangent, _sym_tangent, _tril, _triu_mask
@@ -309,3 +310,9 @@ def solve_banded_vjp(ab, b, needs, l, u):
                          axis=-2)
         return gab, (gb if needs[1] else None)
     return ans, pullback
+
+
+# sparsity: dense within each matrix (block), batched over the leading axes
+_solve.sparsity = _solve_triangular.sparsity = patterns.Solve()
+for _p in (inv, _cholesky, pinv):
+    _p.sparsity = patterns.Blocks(patterns.square)

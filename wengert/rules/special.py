@@ -8,6 +8,7 @@ import numpy as np
 import scipy.special as _sp
 
 from ..core import ndim_of, primitive, shape_of
+from . import patterns
 from . import elementwise as _ew
 from . import special_bessel, special_distributions, special_integrals  # noqa: F401 (they register)
 from .elementwise import exp
@@ -26,6 +27,7 @@ def _lse_b_impl(a, b, axis=None, keepdims=False):
 
 _logsumexp = primitive(_lse_impl, name="logsumexp")
 _logsumexp_b = primitive(_lse_b_impl, name="logsumexp_b")  # a and b of one shape
+_logsumexp.sparsity = _logsumexp_b.sparsity = patterns.Reduction()
 
 
 def _weights(a, ans, axis, xs):

@@ -12,6 +12,7 @@ import numpy as np
 import scipy.special as _sp
 
 from ..core import NoDerivative, Tracer, primitive
+from . import patterns
 from . import elementwise as _ew
 from ._series import near_zero, power_series
 from .arithmetic import absolute
@@ -292,6 +293,7 @@ def several_results(np_fn, derivatives):
     Si's gradient at 0 never meets Ci's infinite slope there.
     """
     p = primitive(np_fn, name=np_fn.__name__, multiple_results=True)
+    p.sparsity = patterns.ELEMENTWISE  # every result elementwise in x
 
     @p.frule(symbolic_zeros=True)
     def jvp(primals, tangents):

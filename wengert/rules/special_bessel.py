@@ -14,6 +14,7 @@ import numpy as np
 import scipy.special as _sp
 
 from ..core import NoDerivative, Tracer, primitive
+from . import patterns
 from ._series import near_zero, power_series
 from .elementwise import maximum, sqrt, where
 from .special_base import (SPECIAL, _keep_float32, _special, i0, j0, k0, rgamma, several_results,
@@ -123,6 +124,7 @@ def _power_term(name):
 
     impl.__name__ = f"{name}_power_term"
     p = primitive(impl, broadcasting=True)
+    p.sparsity = patterns.ELEMENTWISE
     # at v = 0 the derivative is 0 times a finite power (order 0, not -1)
     p.partials(lambda ans, v, x, c: (no_v, p(v - 1 + (v == 0), x, 0.5 * v * c), no_v))
     return p

@@ -22,15 +22,22 @@ from __future__ import annotations
 
 import builtins
 import functools
+import inspect
 import linecache
 import math
 import threading
 
 import numpy as np
 
-from ..core import ndim_of
-from .codegen import ForwardGen, ReverseGen
-from .normalize import SourceError, normalise, parse_source
+from .. import numpy as wnp
+from ..core import ndim_of, shape_of
+from ..transforms import _arg_name, check_differentiable
+from . import generated
+from .errors import SourceError
+from .forward import ForwardGen
+from .normalize import normalise, parse_source
+from .reverse import ReverseGen
+from .runtime import broadcast_like, fit, shaped_tangents
 
 __all__ = ["grad", "jvp", "vjp", "programs_from_source", "SourceError"]
 
@@ -103,7 +110,7 @@ class _Specialised:
         """How generated code names the transformed version of a called user function."""
         def name_of(callee):
             d = _dispatcher(callee, mode)
-            ref = f"{callee.__name__}_{mode}"
+            ref = f"{d.spec.fn.name}_{mode}"   # (a lambda's is the name it is bound to)
             while ref in gen.namespace and gen.namespace[ref] is not d:
                 ref += "_"
             gen.namespace[ref] = d
@@ -150,7 +157,6 @@ class _Specialised:
 
 
 def _dispatcher(f, kind):
-    from .runtime import shaped_tangents
     table = _VJPS if kind == "vjp" else _JVPS
     with _lock:
         d = table.get(f)
@@ -183,13 +189,12 @@ def grad(f, argnums=0):
     >>> [round(float(g), 12) for g in df(0.5, 4.2)]
     [5.07758256189, 0.5]
     """
-    from . import generated
     spec = _Specialised(f, "grad", argnums)
     nparams = len(spec.fn.params)
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for i in nums:
         if not -nparams <= i < nparams:
-            raise ValueError(f"grad: argnums={argnums!r} but {f.__name__} takes {nparams} "
+            raise ValueError(f"grad: argnums={argnums!r} but {_name(spec)} takes {nparams} "
                              "argument(s)")
     nums = tuple(i % nparams for i in nums)
     func, src = spec.build(tuple("s" for _ in spec.fn.params))
@@ -197,7 +202,7 @@ def grad(f, argnums=0):
     df = _make_grad(spec, nums, one)
     functools.update_wrapper(df, f)
     df.__wrapped__ = f
-    df.__name__ = f"{f.__name__}_grad"
+    df.__name__ = f"{_name(spec)}_grad"
     df.__module__ = "wengert.source.generated"
     df.__qualname__ = generated.encode("grad", f, argnums)
     df.source = src
@@ -206,23 +211,24 @@ def grad(f, argnums=0):
     return df
 
 
+def _name(spec):
+    """``f``'s name; a lambda's is the name its generated ``def`` takes."""
+    return spec.fn.name if spec.f.__name__ == "<lambda>" else spec.f.__name__
+
+
 def _bind(spec, args, kwargs):
     """Keyword arguments become positional (the programs are specialised on positions)."""
-    import inspect
     ba = inspect.signature(spec.f).bind(*args, **kwargs)
     return ba.args
 
 
 def _make_grad(spec, nums, one):
-    from .runtime import fit
-    from ..transforms import check_differentiable, _arg_name
-
     def df(*args, **kwargs):
         if kwargs:
             args = _bind(spec, args, kwargs)
         for i in nums:
             if i >= len(args):
-                raise TypeError(f"{spec.f.__name__}_grad: missing argument {i}")
+                raise TypeError(f"{_name(spec)}_grad: missing argument {i}")
             a = args[i]
             if type(a) is float or (type(a) is np.ndarray and a.dtype.kind == "f") or \
                     isinstance(a, (list, tuple, dict)):
@@ -251,8 +257,6 @@ def jvp(f):
     >>> round(float(t), 12)
     5.07758256189
     """
-    from . import generated
-    from .runtime import broadcast_like, shaped_tangents
     spec = _Specialised(f, "jvp")
     func, src = spec.build(tuple("s" for _ in spec.fn.params))
 
@@ -264,7 +268,7 @@ def jvp(f):
             defaults = spec.f.__defaults__ or ()
             missing = nparams - len(primals)
             if missing > len(defaults):
-                raise TypeError(f"{f.__name__}_jvp: expected {nparams} primals")
+                raise TypeError(f"{_name(spec)}_jvp: expected {nparams} primals")
             extra = defaults[len(defaults) - missing:]
             primals = primals + tuple(extra)
             tangents = tangents + tuple(0.0 for _ in extra)
@@ -281,7 +285,7 @@ def jvp(f):
 
     functools.update_wrapper(jf, f)
     jf.__wrapped__ = f
-    jf.__name__ = f"{f.__name__}_jvp"
+    jf.__name__ = f"{_name(spec)}_jvp"
     jf.__module__ = "wengert.source.generated"
     jf.__qualname__ = generated.encode("jvp", f, 0)
     jf.source = src
@@ -291,7 +295,6 @@ def jvp(f):
 
 
 def _needs_fix(t, out):
-    from ..core import shape_of
     return shape_of(t) != shape_of(out)
 
 
@@ -300,9 +303,11 @@ def vjp(f):
     return _dispatcher(f, "vjp")
 
 
+generated.BUILDERS.update(grad=grad, jvp=jvp)   # unpickling builds the function again
+
+
 # -- text in, text out: for the command line and the explorer -----------------------------------
 def _text_namespace():
-    from .. import numpy as wnp
     ns = {"np": np, "numpy": np, "math": math, "wnp": wnp, "pi": math.pi, "e": math.e,
           "tau": math.tau, "inf": math.inf, "nan": math.nan}
     for name in dir(wnp):

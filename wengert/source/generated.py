@@ -4,8 +4,14 @@
 build it again (``grad__<module>__<qualname>__<argnums>``); unpickling in a fresh
 process imports the user's module, finds ``f`` and transforms it once more.  This
 works for functions defined at the top level of an importable module.
+
+The transforms that rebuild a function are registered in ``BUILDERS`` by the package
+(``wengert.source`` imports this module; this module imports nothing of it).  Importing
+``wengert.source.generated`` imports the package first, so they are always there.
 """
 import importlib
+
+BUILDERS = {}   # "grad" -> grad(f, argnums), "jvp" -> jvp(f): set by wengert.source
 
 _SEP = "__"
 _DOT = "_DOT_"
@@ -43,5 +49,4 @@ def __getattr__(name):
             obj = getattr(obj, part)
     except (ValueError, ImportError, AttributeError) as e:
         raise AttributeError(f"cannot rebuild {name!r}: {e}") from None
-    from . import grad, jvp
-    return grad(obj, argnums) if kind == "grad" else jvp(obj)
+    return BUILDERS["grad"](obj, argnums) if kind == "grad" else BUILDERS["jvp"](obj)

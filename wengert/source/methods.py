@@ -18,6 +18,9 @@ from __future__ import annotations
 import ast
 import inspect
 
+from .. import numpy as wnp
+from . import runtime
+
 __all__ = ["ATTRIBUTES", "IN_PLACE", "PASSIVE", "MethodError", "function_form", "function"]
 
 
@@ -226,9 +229,7 @@ def function(name):
     """The object a function form names: a ``wengert.numpy`` function (``item``, which
     NumPy has no function for, is wengert.source's own)."""
     if name == "item":
-        from .runtime import item
-        return item
-    from .. import numpy as wnp
+        return runtime.item
     return getattr(wnp, name)
 
 

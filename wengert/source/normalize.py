@@ -5,19 +5,11 @@ arguments are names or constants; nested expressions get fresh names (``a``,
 ``b``, ``c``...).  Expressions that cannot carry a derivative (conditions,
 ``range`` bounds, indices, ``len(x)``, shapes) are kept as written.
 
-The statements (the IR the code generator reads):
-
-* ``Op``      -- ``target = fn(args)`` for a primitive, a user function, a copy...
-* ``If``      -- ``if test: body else: orelse`` (the test is kept as text)
-* ``Loop``    -- ``for`` / ``while`` with its header kept as text; ``break`` inside
-* ``Keep``    -- a statement with no derivative (``print(...)``, an inactive assignment)
-
-Early ``return`` and ``continue`` are removed first by moving the rest of the block
-into the branches that fall through, so every path ends at the end; ``break`` (and
-``raise``) stay, as the last statement of a branch.  A ``return`` inside a loop sets a
-flag and breaks out; the code after the loop runs only if the flag is unset.
-Unsupported constructs raise :class:`SourceError` (a ``NotImplementedError``) naming
-the construct and its line in the user's file.
+The statements are those of :mod:`.ir`.  Early ``return`` and ``continue`` are removed
+first (:mod:`.jumps`); which names carry a derivative is the :class:`~.activity.Scope`'s
+analysis, what a call resolves to :mod:`.resolve`'s.  Unsupported constructs raise
+:class:`SourceError` (a ``NotImplementedError``) naming the construct and its line in the
+user's file.
 """
 from __future__ import annotations
 
@@ -25,196 +17,28 @@ import ast
 import builtins
 import copy
 import inspect
-import re
 import textwrap
-import types
-
-import numpy as np
 
 from ..core import Primitive
+from ..rules import OPERATORS
 from . import methods
+from .activity import Scope
+from .errors import SourceError
+from .ir import Break, Function, If, Keep, Loop, Op, Operand, rename_temporaries
+from .jumps import Exit, ExitRemover
+from .parsing import namespace_of, parse_function
+from .resolve import hashable, resolve_callable
 
-__all__ = ["SourceError", "Op", "If", "Loop", "Keep", "Break", "Function", "parse_function",
-           "parse_source"]
+__all__ = ["Normaliser", "normalise", "parse_source"]
 
-
-class SourceError(NotImplementedError):
-    """A construct the source transformer does not handle, with its file and line."""
-
-    def __init__(self, what, lineno=None, filename=None, hint=""):
-        self.what, self.lineno, self.filename = what, lineno, filename
-        where = ""
-        if lineno is not None:
-            where = f" at line {lineno}" + (f" of {filename}" if filename else "")
-        msg = f"wengert.source cannot differentiate {what}{where}"
-        if hint:
-            msg += f": {hint}"
-        super().__init__(msg)
-
-
-# -- the IR ---------------------------------------------------------------------------------
-class Operand:
-    """A name (``is_name``) or a constant / inactive expression (``text``, ``value``)."""
-
-    __slots__ = ("name", "text", "value", "has_value")
-
-    def __init__(self, name=None, text=None, value=None, has_value=False):
-        self.name, self.text, self.value, self.has_value = name, text, value, has_value
-
-    @property
-    def is_name(self):
-        return self.name is not None
-
-    def src(self):
-        return self.name if self.name is not None else self.text
-
-    def __repr__(self):
-        return f"Operand({self.src()})"
-
-
-class Op:
-    """``target = ...``.
-
-    kind: ``prim`` (``fn`` a Primitive), ``call`` (a user function, transformed too),
-    ``opaque`` (any other differentiable callable: differentiated by the engines),
-    ``copy`` (``target = args[0]``), ``sub`` (``target = args[0][index]``),
-    ``pack`` (``target = [args...]``, a list or tuple as ``text`` says, passed to a function),
-    ``inactive`` (``target = text``: no derivative flows through it).
-    """
-
-    __slots__ = ("target", "kind", "fn", "args", "params", "index", "text", "lineno", "fname",
-                 "called")
-
-    def __init__(self, target, kind, fn=None, args=(), params=None, index=None, text=None,
-                 lineno=None, fname=None, called=False):
-        self.target, self.kind, self.fn, self.args = target, kind, fn, list(args)
-        self.params = params or {}
-        self.index, self.text, self.lineno, self.fname = index, text, lineno, fname
-        self.called = called  # written as a call (np.subtract(x, y)), not an operator
-
-    def __repr__(self):
-        return f"Op({self.target} = {self.kind} {self.fname or ''} {self.args})"
-
-
-class If:
-    __slots__ = ("test", "body", "orelse", "lineno")
-
-    def __init__(self, test, body, orelse, lineno=None):
-        self.test, self.body, self.orelse, self.lineno = test, body, orelse, lineno
-
-
-class Loop:
-    """``header`` is ``for i in range(n)`` or ``while t > 0``; ``target``/``range_args``
-    are set for loops over ``range`` (the reverse sweep can then run ``reversed(range(...))``)."""
-
-    __slots__ = ("header", "body", "is_while", "target", "range_args", "lineno", "names")
-
-    def __init__(self, header, body, is_while, target=None, range_args=None, lineno=None,
-                 names=None):
-        self.header, self.body, self.is_while = header, body, is_while
-        self.target, self.range_args, self.lineno = target, range_args, lineno
-        self.names = tuple(names) if names is not None else ((target,) if target else ())
-
-
-class Keep:
-    __slots__ = ("text", "lineno", "targets")
-
-    def __init__(self, text, lineno=None, targets=()):
-        self.text, self.lineno, self.targets = text, lineno, tuple(targets)
-
-
-class Break:
-    __slots__ = ("lineno",)
-
-    def __init__(self, lineno=None):
-        self.lineno = lineno
-
-
-class Function:
-    """A normalised function: parameters, body (IR), the output names, the names used."""
-
-    def __init__(self, name, params, defaults, body, outputs, out_is_tuple, names, namespace,
-                 filename, first_line, func=None):
-        self.name, self.params, self.defaults = name, params, defaults
-        self.body, self.outputs, self.out_is_tuple = body, outputs, out_is_tuple
-        self.names = names            # every identifier the generated code must not reuse
-        self.namespace = namespace    # name -> object the generated code refers to
-        self.filename, self.first_line, self.func = filename, first_line, func
-
-
-# -- what calls resolve to -------------------------------------------------------------------
-_PASSIVE_CALLS = {len, range, int, bool, isinstance, type, print, str, repr,
-                  hasattr, getattr, id, np.shape, np.ndim, np.size}
-_PASSIVE_ATTRS = {"shape", "ndim", "size", "dtype", "nbytes", "itemsize", "strides"}
-_BUILTIN_MAP = {abs: "absolute", pow: "power", max: "maximum", min: "minimum"}
-# math functions with a derivative outside wengert.numpy, and those without one
-_MATH_SPECIAL = {"erf": "erf", "erfc": "erfc", "gamma": "gamma", "lgamma": "gammaln"}
-_MATH_NONDIFF = {"comb", "factorial", "gcd", "isclose", "isfinite", "isinf", "isnan", "isqrt",
-                 "lcm", "perm", "ulp"}
-# builtins the generated code calls (the user's own appear in ``names.used``)
+# names the generated code calls itself (the user's own appear in ``names.used``)
 _GENERATED_BUILTINS = {"len", "range", "reversed", "min", "slice", "list", "int", "float"}
+# iterators a for loop over differentiated values takes apart (as values: refused)
+_ITERATORS = {reversed, enumerate, zip, iter, map, filter}
 # NumPy functions that write into an argument
 _IN_PLACE_FUNCTIONS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis"}
 
-
-def _wnp():
-    from .. import numpy as wnp
-    return wnp
-
-
-def resolve_callable(obj):
-    """What a called object is to the transformer: ('prim', p) / ('call', f) / ('opaque', f) /
-    ('passive', None)."""
-    wnp = _wnp()
-    if isinstance(obj, Primitive):
-        return "prim", obj
-    if obj in _PASSIVE_CALLS if _hashable(obj) else False:
-        return "passive", None
-    if getattr(obj, "_nondiff", False) or getattr(obj, "_static_result", False):
-        return "passive", None  # argmax, comparisons, shape: values with no derivative
-    if _hashable(obj) and obj in _BUILTIN_MAP:
-        return resolve_callable(getattr(wnp, _BUILTIN_MAP[obj]))
-    mod = getattr(obj, "__module__", None) or ""
-    if isinstance(obj, types.BuiltinFunctionType) and obj.__module__ == "math" or \
-            (mod == "math" and callable(obj)):
-        name = {"fabs": "fabs", "pow": "power", "atan": "arctan", "asin": "arcsin",
-                "acos": "arccos", "atan2": "arctan2", "asinh": "arcsinh", "acosh": "arccosh",
-                "atanh": "arctanh"}.get(obj.__name__, obj.__name__)
-        fn = wnp.__dict__.get(name) or getattr(wnp, name, None)
-        if fn is not None and not getattr(fn, "_passthrough", False):
-            return resolve_callable(fn)
-        if name in _MATH_SPECIAL:
-            from ..scipy import special
-            return resolve_callable(getattr(special, _MATH_SPECIAL[name]))
-        if name in _MATH_NONDIFF:
-            return "passive", None
-        return None, None   # math.fsum, math.dist: no rule (not a silent zero)
-    if isinstance(obj, np.ufunc):
-        fn = getattr(wnp, obj.__name__, None)
-        if fn is not None and not getattr(fn, "_passthrough", False):
-            return resolve_callable(fn)
-        return "opaque", obj
-    from .. import _dispatch
-    if _hashable(obj) and obj in _dispatch.HANDLED:
-        return resolve_callable(_dispatch.HANDLED[obj])
-    if isinstance(obj, types.FunctionType):
-        if mod.split(".")[0] in ("wengert", "numpy", "scipy"):
-            return "opaque", obj
-        return "call", obj
-    if callable(obj):
-        return "opaque", obj
-    return None, None
-
-
-def _hashable(obj):
-    try:
-        hash(obj)
-        return True
-    except TypeError:
-        return False
-
-
-# -- parsing -----------------------------------------------------------------------------------
+# constructs refused wherever they appear in the function
 _UNSUPPORTED = {
     ast.Try: "a try statement", ast.With: "a with statement", ast.AsyncWith: "async with",
     ast.AsyncFor: "async for", ast.Global: "a global statement",
@@ -229,42 +53,6 @@ _UNSUPPORTED = {
     ast.DictComp: "a dict comprehension", ast.NamedExpr: "an assignment expression (:=)",
     ast.Match: "a match statement", ast.Assert: None, ast.TryStar: "a try statement",
 }
-
-
-def parse_function(f):
-    """Parse a function object's source; returns (FunctionDef, filename, line offset)."""
-    if not isinstance(f, types.FunctionType):
-        raise TypeError(f"wengert.source needs a Python function, got {type(f).__name__}")
-    if f.__name__ == "<lambda>":
-        raise SourceError("a lambda", f.__code__.co_firstlineno, f.__code__.co_filename,
-                          "define the function with def")
-    try:
-        lines, first = inspect.getsourcelines(f)
-    except (OSError, TypeError) as e:
-        raise SourceError(f"{f.__qualname__}", None, None,
-                          f"its source is not available ({e})") from None
-    src = textwrap.dedent("".join(lines))
-    tree = ast.parse(src)
-    fdef = tree.body[0]
-    if isinstance(fdef, ast.AsyncFunctionDef):
-        raise SourceError("an async function", first, f.__code__.co_filename)
-    if not isinstance(fdef, ast.FunctionDef):
-        raise SourceError(f"{f.__qualname__}", first, f.__code__.co_filename,
-                          "its source is not a def statement")
-    return fdef, f.__code__.co_filename, first - 1
-
-
-def namespace_of(f):
-    """The names a function can see: its globals, closure cells and builtins."""
-    ns = dict(vars(builtins))
-    ns.update(f.__globals__)
-    if f.__closure__:
-        for name, cell in zip(f.__code__.co_freevars, f.__closure__):
-            try:
-                ns[name] = cell.cell_contents
-            except ValueError:
-                pass
-    return ns
 
 
 def parse_source(src, func_name, namespace=None, filename="<source>"):
@@ -312,12 +100,13 @@ class _Names:
 _RESERVED = {"d", "g", "l", "o"}
 
 
-class Normaliser:
+class Normaliser(Scope):
+    """Lowers one function definition to the IR (:meth:`run` returns a :class:`Function`)."""
+
     def __init__(self, fdef, ns, filename, offset, func=None):
-        self.fdef, self.ns, self.filename, self.offset, self.func = fdef, ns, filename, offset, func
+        super().__init__(fdef, ns)
+        self.filename, self.offset, self.func = filename, offset, func
         self.names = None
-        self.params = []
-        self.namespace = {}   # free names referenced -> objects
         self.memo = {}
 
     # -- errors ------------------------------------------------------------------------
@@ -368,9 +157,8 @@ class Normaliser:
                 outs = [only]
             else:
                 outs = [self.names.fresh("z")]
-        self.outputs = outs
-        self.out_is_tuple = out_is_tuple
-        body = self.remove_jumps(body, in_loop=False)
+        body = ExitRemover(outs, out_is_tuple, self.names, self.error).remove_jumps(
+            body, in_loop=False)
         ir = self.block(body)
         mapping = rename_temporaries(ir, self.names)
         outs = [mapping.get(o, o) for o in outs]
@@ -404,174 +192,6 @@ class Normaliser:
                 if any(k.arg is None for k in node.keywords):
                     self.error("keyword unpacking (**kwargs) in a call", node)
 
-    @staticmethod
-    def assigned_names(body):
-        out = set()
-        for stmt in body:
-            for node in ast.walk(stmt):
-                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                    out.add(node.id)
-        return out
-
-    # -- activity: which names can carry a derivative -----------------------------------------
-    def activity(self):
-        active = set(self.params)
-        assigns = []
-        for node in ast.walk(self.fdef):
-            if isinstance(node, ast.Assign):
-                assigns.append((node.targets, node.value))
-            elif isinstance(node, ast.AugAssign):
-                assigns.append(([node.target], node))
-            elif isinstance(node, ast.AnnAssign) and node.value is not None:
-                assigns.append(([node.target], node.value))
-            elif isinstance(node, ast.For):
-                target = node.target
-                if isinstance(node.iter, ast.Call) and self.lookup(node.iter.func) is \
-                        enumerate and isinstance(target, ast.Tuple) and len(target.elts) == 2:
-                    target = target.elts[1]   # the counter is an integer
-                assigns.append(([target], node.iter))
-        changed = True
-        while changed:
-            changed = False
-            for targets, value in assigns:
-                if self.is_active(value, active):
-                    for t in targets:
-                        for n in ast.walk(t):
-                            if isinstance(n, ast.Name) and n.id not in active:
-                                active.add(n.id)
-                                changed = True
-        return active
-
-    def is_active(self, e, active=None):
-        active = self.active if active is None else active
-        if isinstance(e, ast.AugAssign):
-            return self.is_active(e.value, active) or self.is_active(e.target, active)
-        if isinstance(e, ast.Name):
-            return e.id in active and e.id in self.local
-        if isinstance(e, ast.BoolOp):   # x or 1.0 is x (or 1.0): a value, not a truth
-            return any(self.is_active(v, active) for v in e.values)
-        if isinstance(e, (ast.Constant, ast.Compare)):
-            return False
-        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
-            return False
-        if isinstance(e, ast.Attribute):
-            if e.attr in _PASSIVE_ATTRS:
-                return False
-            return self.is_active(e.value, active)
-        if isinstance(e, ast.Subscript):
-            return self.is_active(e.value, active)
-        if isinstance(e, ast.Call):
-            obj = self.lookup(e.func)
-            if obj is getattr and e.args and not (
-                    len(e.args) > 1 and isinstance(e.args[1], ast.Constant)
-                    and e.args[1].value in _PASSIVE_ATTRS):
-                return self.is_active(e.args[0], active)   # getattr(x, "T") is x.T
-            kind = resolve_callable(obj)[0] if obj is not None else None
-            if kind == "passive":
-                return False
-            parts = list(e.args) + [k.value for k in e.keywords]
-            if isinstance(e.func, ast.Attribute) and obj is None:
-                if e.func.attr in methods.PASSIVE:  # x.argmax(): an integer, no derivative
-                    return False
-                parts.append(e.func.value)  # a method call on a value
-            return any(self.is_active(p, active) for p in parts)
-        return any(self.is_active(c, active) for c in ast.iter_child_nodes(e)
-                   if isinstance(c, ast.expr))
-
-    def lookup(self, node):
-        """The object a (dotted) name refers to, if it is not a local variable."""
-        if isinstance(node, ast.Name):
-            if node.id in self.local:
-                return None
-            return self.ns.get(node.id)
-        if isinstance(node, ast.Attribute):
-            base = self.lookup(node.value)
-            if base is None or not isinstance(base, types.ModuleType) and \
-                    not isinstance(base, type):
-                return None
-            return getattr(base, node.attr, None)
-        return None
-
-    # -- early exits: move the rest of a block into the branches that fall through -------------
-    def remove_jumps(self, body, in_loop):
-        """Rewrite so ``return``/``continue`` never appear and ``break`` only ends a branch."""
-        out = []
-        i = 0
-        while i < len(body):
-            s = body[i]
-            rest = body[i + 1:]
-            if isinstance(s, ast.Return):
-                out.extend(self.assign_return(s))
-                if in_loop:
-                    out.append(self._flag_set(s))
-                    out.append(ast.Break(lineno=s.lineno))
-                else:
-                    out.append(_Exit(s.lineno))
-                return out
-            if isinstance(s, ast.Continue):
-                out.append(_Exit(s.lineno, kind="continue"))
-                return out
-            if isinstance(s, (ast.Break, ast.Raise)):
-                out.append(s)
-                return out
-            if isinstance(s, ast.If):
-                s.body = self.remove_jumps(s.body, in_loop)
-                s.orelse = self.remove_jumps(s.orelse, in_loop)
-                if _may_exit(s) and rest:
-                    rest = self.remove_jumps(rest, in_loop)
-                    _sink(s, rest)
-                    out.append(s)
-                    return out
-                out.append(s)
-                i += 1
-                continue
-            if isinstance(s, (ast.For, ast.While)):
-                has_ret = any(isinstance(n, ast.Return) for n in ast.walk(s))
-                if has_ret:
-                    flag = self.ret_flag()
-                    out.append(ast.Assign(targets=[ast.Name(flag, ast.Store())],
-                                          value=ast.Constant(False), lineno=s.lineno))
-                s.body = self.remove_jumps(s.body, in_loop=True)
-                out.append(s)
-                if has_ret:
-                    after = ast.If(test=ast.Name(flag, ast.Load()),
-                                   body=[ast.Break(lineno=s.lineno) if in_loop else
-                                         _Exit(s.lineno)],
-                                   orelse=[], lineno=s.lineno)
-                    body = [after] + rest
-                    i = 0
-                    continue
-                i += 1
-                continue
-            out.append(s)
-            i += 1
-        return out
-
-    _flag = None
-
-    def ret_flag(self):
-        if self._flag is None:
-            self._flag = self.names.fresh("returned")
-        return self._flag
-
-    def _flag_set(self, node):
-        return ast.Assign(targets=[ast.Name(self.ret_flag(), ast.Store())],
-                          value=ast.Constant(True), lineno=node.lineno)
-
-    def assign_return(self, r):
-        if r.value is None:
-            self.error("a return without a value", r)
-        if self.out_is_tuple:
-            if not isinstance(r.value, ast.Tuple) or len(r.value.elts) != len(self.outputs):
-                self.error("returns of different shapes", r)
-            # evaluate all, then assign (the outputs never alias inputs)
-            return [ast.Assign(targets=[ast.Name(o, ast.Store())], value=v, lineno=r.lineno)
-                    for o, v in zip(self.outputs, r.value.elts)]
-        (o,) = self.outputs
-        if isinstance(r.value, ast.Name) and r.value.id == o:
-            return []
-        return [ast.Assign(targets=[ast.Name(o, ast.Store())], value=r.value, lineno=r.lineno)]
-
     # -- statements ----------------------------------------------------------------------------
     def block(self, body):
         out = []
@@ -581,7 +201,7 @@ class Normaliser:
 
     def stmt(self, s, out):
         self.memo = {}  # common subexpressions, within one statement
-        if isinstance(s, _Exit):
+        if isinstance(s, Exit):
             return  # the end of the path: nothing follows it any more
         if isinstance(s, ast.Assign):
             if len(s.targets) != 1:
@@ -722,6 +342,12 @@ class Normaliser:
                 (fn is not zip and len(seqs) != 1) or \
                 any(self.is_active(x) for x in ([start] if start is not None else [])):
             self.error("a for loop unpacking the elements of a differentiated value", s)
+        # reversed(x) given to zip or enumerate: its k-th element is x[len(x) - 1 - k]
+        flipped = [fn is reversed] * len(seqs)
+        for k, x in enumerate(seqs):
+            if fn is not reversed and isinstance(x, ast.Call) and \
+                    self.lookup(x.func) is reversed and len(x.args) == 1 and not x.keywords:
+                seqs[k], flipped[k] = x.args[0], True
         assigned = self.assigned_names(s.body) | {n.id for n in names} | \
             ({counter} if counter else set())
         ops, live = [], []
@@ -741,12 +367,12 @@ class Normaliser:
         i = self.names.fresh("i")
         n = f"len({ops[0].name})" if len(ops) == 1 else \
             f"min({', '.join(f'len({o.name})' for o in ops)})"
-        at = f"{n} - 1 - {i}" if fn is reversed else i
         body = []
         if counter:
             text = i if start is None else f"{i} + {self.passive_text(start)}"
             body.append(Op(counter, "inactive", text=text, lineno=line))
-        for name, op, active in zip(names, ops, live):
+        for name, op, active, flip in zip(names, ops, live, flipped):
+            at = f"len({op.name}) - 1 - {i}" if flip else i
             if active:
                 body.append(Op(name.id, "sub", args=[op], index=at, lineno=line))
             else:
@@ -938,7 +564,6 @@ class Normaliser:
             out.append(Op(target, "sub", args=[base], index=idx, lineno=line))
 
     def emit_operator(self, dunder, args, target, out, line, node):
-        from ..rules import OPERATORS
         fn = OPERATORS[dunder]
         if isinstance(fn, Primitive):
             self.emit_prim(fn, args, {}, target, out, line)
@@ -1015,6 +640,9 @@ class Normaliser:
             obj = methods.function(name)
         if obj is None:
             self.error(f"a call to {ast.unparse(func)} (not a known function)", e)
+        if hashable(obj) and obj in _ITERATORS:
+            self.error(f"{obj.__name__}() of a differentiated value outside a for loop's header",
+                       e, f"loop over it (for v in {obj.__name__}(...)) or index the values")
         if (obj is max or obj is min) and (len(args_nodes) != 2 or keywords):
             kind, fn = "opaque", obj   # max(x) of one sequence: not np.maximum
         else:
@@ -1066,109 +694,6 @@ class Normaliser:
             self.error(f"a call to {fn.__name__} with keyword arguments it does not take "
                        f"in order ({', '.join(params)})", node)
         return out, {}
-
-    # -- inactive text -------------------------------------------------------------------------
-    def passive_text(self, e):
-        self.collect_free(e)
-        return ast.unparse(e)
-
-    def passive_text_stmt(self, s):
-        self.collect_free(s)
-        return ast.unparse(s)
-
-    def collect_free(self, e):
-        for n in ast.walk(e):
-            if isinstance(n, ast.Name) and n.id not in self.local and n.id in self.ns and \
-                    not hasattr(builtins, n.id):
-                self.namespace.setdefault(n.id, self.ns[n.id])
-
-
-_TMP = re.compile(r"_tmp\d+_")
-
-
-def rename_temporaries(ir, names):
-    """Give the temporaries the letters a, b, c... in the order the program defines them."""
-    mapping = {}
-
-    def new(m):
-        t = m.group(0)
-        if t not in mapping:
-            mapping[t] = names.letter()
-        return mapping[t]
-
-    def text(t):
-        return _TMP.sub(new, t) if t and "_tmp" in t else t
-
-    def walk(body):
-        for s in body:
-            if isinstance(s, Op):
-                for a in s.args:
-                    if a.name:
-                        a.name = text(a.name)
-                    a.text = text(a.text)
-                for v in s.params.values():
-                    if isinstance(v, Operand) and v.name:
-                        v.name = text(v.name)
-                s.target = text(s.target)
-                s.text = text(s.text)
-                s.index = text(s.index)
-            elif isinstance(s, If):
-                s.test = text(s.test)
-                walk(s.body)
-                walk(s.orelse)
-            elif isinstance(s, Loop):
-                s.header = text(s.header)
-                s.target = text(s.target)
-                s.names = tuple(text(n) for n in s.names)
-                if s.range_args:
-                    s.range_args = [text(a) for a in s.range_args]
-                walk(s.body)
-            elif isinstance(s, Keep):
-                s.text = text(s.text)
-    walk(ir)
-    return mapping
-
-
-class _Exit(ast.stmt):
-    """The end of a path (a return or continue that was removed)."""
-    _fields = ()
-
-    def __init__(self, lineno=None, kind="return"):
-        super().__init__()
-        self.lineno, self.kind = lineno, kind
-
-
-def _ends(stmts):
-    """Does every path through ``stmts`` end in a jump (break / exit)?"""
-    if not stmts:
-        return False
-    last = stmts[-1]
-    if isinstance(last, (ast.Break, _Exit, ast.Raise)):
-        return True
-    if isinstance(last, ast.If):
-        return _ends(last.body) and _ends(last.orelse)
-    return False
-
-
-def _may_exit(s):
-    """Can a path through ``s`` jump out of the enclosing block (not counting inner loops)?"""
-    if isinstance(s, (ast.Break, _Exit, ast.Raise)):
-        return True
-    if isinstance(s, ast.If):
-        return any(_may_exit(c) for c in s.body + s.orelse)
-    return False
-
-
-def _sink(s, rest):
-    """Append ``rest`` to every path of the if-statement ``s`` that falls through."""
-    for branch in ("body", "orelse"):
-        stmts = getattr(s, branch)
-        if _ends(stmts):
-            continue
-        if stmts and isinstance(stmts[-1], ast.If) and _may_exit(stmts[-1]):
-            _sink(stmts[-1], rest)
-        else:
-            stmts.extend(copy.deepcopy(rest))
 
 
 _BINOPS = {ast.Add: "__add__", ast.Sub: "__sub__", ast.Mult: "__mul__", ast.Div: "__truediv__",

@@ -9,6 +9,8 @@ import weakref
 
 import numpy as np
 
+from .. import numpy as wnp
+from .. import transforms
 from ..arrays import dtype_of, real_for_real as _real_for_real, sum_to, zeros_like_value
 from ..core import Tracer, ndim_of, shape_of
 from ..tree import flatten, unflatten
@@ -71,10 +73,9 @@ def pushforward(prim, args, tangents, params):
 def _kind_of_leaf(v):
     """'r' a real leaf with a derivative, 'c' a complex one, None neither (integers,
     booleans, strings)."""
-    from ..transforms import _leaf_dtype
     if type(v) is complex:
         return "c"
-    dt = _leaf_dtype(v)
+    dt = transforms._leaf_dtype(v)
     if dt is None:
         return None
     if np.issubdtype(dt, np.floating):
@@ -108,12 +109,10 @@ def _inputs(flat, pos, values=None):
 
 
 def _real_part(v):
-    from .. import numpy as wnp
     return wnp.real(v)
 
 
 def _imag_part(v):
-    from .. import numpy as wnp
     return wnp.imag(v)
 
 
@@ -137,11 +136,10 @@ def _zeros_as(flat):
 def vjp_call(fn, args, active, kwargs):
     """Reverse mode through a function without a rule or source: the tape engine.  Each
     argument's cotangent has its structure: a list of arrays gets a list of cotangents."""
-    from ..transforms import vjp
     flat, pos = _leaves(args, lambda i: active[i])
     if not pos:
         return fn(*args, **kwargs), lambda g: _zeros_as(flat)
-    ans, pb = vjp(_call_with(fn, flat, pos, kwargs), *_inputs(flat, pos))
+    ans, pb = transforms.vjp(_call_with(fn, flat, pos, kwargs), *_inputs(flat, pos))
 
     def pullback_(g):
         if _zero_for(g, ans):
@@ -157,7 +155,6 @@ def vjp_call(fn, args, active, kwargs):
 
 def jvp_call(fn, args, tangents, kwargs):
     """Forward mode through a function without a rule or source: dual numbers."""
-    from ..transforms import jvp
     flat, pos = _leaves(args, lambda i: tangents[i] is not None)
     if not pos:
         return fn(*args, **kwargs), 0.0
@@ -166,8 +163,8 @@ def jvp_call(fn, args, tangents, kwargs):
     for i, j, _ in pos:
         t = tflat[i][j] if len(tflat[i]) == len(flat[i][0]) else tflat[i][0]  # 0.0 for a list
         ts.append(broadcast_like(t, flat[i][0][j]))
-    return jvp(_call_with(fn, flat, pos, kwargs), tuple(_inputs(flat, pos)),
-               tuple(_inputs(flat, pos, ts)))
+    return transforms.jvp(_call_with(fn, flat, pos, kwargs), tuple(_inputs(flat, pos)),
+                          tuple(_inputs(flat, pos, ts)))
 
 
 def unbroadcast(g, like):
@@ -184,7 +181,6 @@ def unbroadcast(g, like):
         # broadcasts wherever it is added; nothing in it is to be summed)
         return g
     if len(gs) < len(full):
-        from .. import numpy as wnp
         g = wnp.broadcast_to(g, full)
     return sum_to(g, 0, xs)
 
@@ -194,7 +190,6 @@ def broadcast_like(t, like):
     xs = shape_of(like)
     if shape_of(t) == xs:
         return t
-    from .. import numpy as wnp
     return wnp.broadcast_to(t, xs)
 
 
@@ -249,12 +244,10 @@ def add_at(gx, x, idx, g):
     if all(isinstance(k, (int, np.integer)) for k in key) and len(key) <= len(xs) and \
             ndim_of(g) == len(xs) - len(key):
         # an element (or a block of trailing axes): scatter with a mask, no index rule needed
-        from .. import numpy as wnp
         mask = np.zeros(xs, dtype=bool)
         mask[key] = True
         return gx + wnp.where(mask, g, 0.0)
-    from ..transforms import vjp
-    part, pb = vjp(lambda a: a[idx], x)
+    part, pb = transforms.vjp(lambda a: a[idx], x)
     return gx + pb(_cotangent_for(g, part))[0]
 
 
@@ -263,7 +256,6 @@ def item(a, *args):
     Python scalar for a plain array, a 0-d traced value for a traced one."""
     if not isinstance(a, Tracer):
         return a.item(*args)
-    from .. import numpy as wnp
     if not args:
         if a.size != 1:
             raise ValueError("can only convert an array of size 1 to a Python scalar")
@@ -299,7 +291,6 @@ def fit(g, x):
     if type(g) is list and isinstance(x, (np.ndarray, Tracer)):
         # the adjoint of a vector, accumulated element by element
         if any(isinstance(e, Tracer) for e in g):
-            from .. import numpy as wnp
             g = wnp.stack([e if isinstance(e, Tracer) else np.asarray(e, dtype_of(x))
                            for e in g])
         else:

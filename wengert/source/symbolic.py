@@ -13,12 +13,15 @@ back to calling the rule at run time.
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 import numbers
 
 import numpy as np
 
+from .. import numpy as wnp
 from ..core import Primitive, Trace, Tracer, new_level
+from ..rules import OPERATORS
 
 __all__ = ["Sym", "SymTrace", "Unknowable", "display_names", "render_const"]
 
@@ -35,52 +38,42 @@ _BINARY = {"__add__": ("+", ADD), "__sub__": ("-", ADD), "__mul__": ("*", MUL),
            "__pow__": ("**", POW), "__matmul__": ("@", MUL)}
 _UNARY = {"__neg__": "-", "__pos__": "+"}
 
-_OPERATOR_OF = None  # primitive -> (symbol, precedence, arity), from rules.OPERATORS
-
-
+@functools.cache
 def operator_table():
-    """Which primitives are Python operators: read from the registry's OPERATORS table."""
-    global _OPERATOR_OF
-    if _OPERATOR_OF is None:
-        from ..rules import OPERATORS
-        table = {}
-        for dunder, fn in OPERATORS.items():
-            if not isinstance(fn, Primitive):
-                continue
-            if dunder in _BINARY:
-                sym, prec = _BINARY[dunder]
-                table[fn] = (sym, prec, 2)
-            elif dunder in _UNARY:
-                table[fn] = (_UNARY[dunder], UNARY, 1)
-        _OPERATOR_OF = table
-    return _OPERATOR_OF
+    """Which primitives are Python operators: read from the registry's OPERATORS table
+    (once, on first use): primitive -> (symbol, precedence, arity)."""
+    table = {}
+    for dunder, fn in OPERATORS.items():
+        if not isinstance(fn, Primitive):
+            continue
+        if dunder in _BINARY:
+            sym, prec = _BINARY[dunder]
+            table[fn] = (sym, prec, 2)
+        elif dunder in _UNARY:
+            table[fn] = (_UNARY[dunder], UNARY, 1)
+    return table
 
 
-_DISPLAY = None
-
-
+@functools.cache
 def display_names():
     """primitive -> the name generated code calls it by, and name -> object to import.
 
     Names come from ``wengert.numpy``'s namespace (``sin``, ``where``...); names that
     would shadow a Python builtin (``sum``, ``abs``, ``round``) are written ``wnp.sum``.
+    (Read once, on first use.)
     """
-    global _DISPLAY
-    if _DISPLAY is None:
-        from .. import numpy as wnp
-        by_prim = {}
-        for name, obj in sorted(vars(wnp).items()):
-            if name.startswith("_") or not isinstance(obj, Primitive):
-                continue
-            # prefer the primitive's own name (absolute over abs), else the first alias
-            if obj in by_prim and name != obj.name:
-                continue
-            by_prim[obj] = name
-        out = {}
-        for prim, name in by_prim.items():
-            out[prim] = f"wnp.{name}" if hasattr(builtins, name) else name
-        _DISPLAY = out
-    return _DISPLAY
+    by_prim = {}
+    for name, obj in sorted(vars(wnp).items()):
+        if name.startswith("_") or not isinstance(obj, Primitive):
+            continue
+        # prefer the primitive's own name (absolute over abs), else the first alias
+        if obj in by_prim and name != obj.name:
+            continue
+        by_prim[obj] = name
+    out = {}
+    for prim, name in by_prim.items():
+        out[prim] = f"wnp.{name}" if hasattr(builtins, name) else name
+    return out
 
 
 def prim_display(prim):
@@ -232,7 +225,6 @@ class SymTrace(Trace):
                 raise Unknowable(f"the name {name} is a variable of the program")
             name = short if short.startswith("wnp.") else f"wnp.{short}"
         if name.startswith("wnp."):
-            from .. import numpy as wnp
             self.used["wnp"] = wnp
         else:
             self.used[name] = prim
