@@ -1063,7 +1063,7 @@ def test_graph_engine_agrees(name, f, args, order):
 
 def test_broadcast_view_matches_numpy():
     """The engines' fast broadcast is np.broadcast_to, values, shape and read-only flag."""
-    from wengert.rules._zeros import broadcast_view
+    from wengert.arrays import broadcast_view
     cases = [(np.array(2.0), (3, 4)), (np.arange(3.0), (2, 3)), (np.ones((3, 1)), (2, 3, 5)),
              (np.ones((1, 1), np.float32), (1, 4)), (np.arange(6.0).reshape(2, 3).T, (4, 3, 2)),
              (np.array([1 + 2j]), (3,)), (np.arange(4), (2, 4)), (np.array([True]), (3,)),

@@ -476,10 +476,11 @@ def test_partials_with_needs_skip_unused_ones(monkeypatch):
     assert asked[-1] == (False, True)
     wg.check_grad(lambda x, y: scaled(x, y), x, 3.0, order=2)
     # the built-in ones that skip: a reverse sweep through x / c never forms -ans / c
+    from wengert.core import Partials
     from wengert.rules.arithmetic import divide
-    inner = divide._partials
-    monkeypatch.setattr(divide, "_partials",
-                        lambda *a, **k: asked.append(k["needs"]) or inner(*a, **k))
+    inner = divide.fast_partials
+    monkeypatch.setattr(divide, "fast_partials", Partials(
+        lambda *a, **k: asked.append(k["needs"]) or inner.fn(*a, **k), needs=inner.needs))
     wg.grad(lambda x: wnp.sum(wnp.divide(x, 3.0)))(x)
     assert asked[-1] == (True, False)
     wg.jvp(lambda y: wnp.divide(x, y), (3.0,), (1.0,))
@@ -540,6 +541,71 @@ def test_forward_shortcuts_match_general_path(monkeypatch):
     slow_h = wg.hvp(lambda x: wnp.sum(f(x)), x, v)
     for a, b in zip(fast + (fast_h,), slow + (slow_h,)):
         assert np.array_equal(a, b)
+
+
+def test_primitive_facts_are_keywords_and_attributes():
+    """The record's facts are keywords, readable and settable as attributes afterwards."""
+    from wengert.core import Primitive
+    p = Primitive(np.cbrt, broadcasting=True, linear=False, bilinear=False, domain=(0.2, 2.0),
+                  ufunc=np.cbrt, nargs=1)
+    assert (p.broadcasting, p.linear, p.bilinear, p.nondiff, p.domain, p.ufunc, p.nargs) == \
+        (True, False, False, False, (0.2, 2.0), np.cbrt, 1)
+    p.linear, p.domain = True, (0.5, 1.0)
+    assert p.linear and p.domain == (0.5, 1.0)
+    q = wg.primitive(lambda x, y: x @ y, name="mm", bilinear=True)
+    assert q.bilinear and q.name == "mm" and not q.broadcasting and q.fast_partials is None
+    with pytest.raises(TypeError):
+        wg.primitive(lambda x: x, linaer=True)  # a misspelt fact is an error, not ignored
+
+
+def test_nondiff_declares_a_zero_derivative_in_every_engine():
+    """``nondiff=True`` is the whole rule: zero in forward, reverse, Taylor and graph mode."""
+    @wg.primitive(nondiff=True, broadcasting=True)
+    def step(x, y):
+        return np.floor(x) + np.floor(y)
+
+    x, y = np.array([0.3, 1.7, 2.2]), np.array([1.5])
+    assert step.nondiff and step.has_frule and step.has_rrule
+    f = lambda x, y: wnp.sum(step(x, y) * x)  # noqa: E731
+    want = np.floor(x) + np.floor(y)  # d/dx of step(x, y) * x, step constant
+    np.testing.assert_array_equal(wg.grad(f)(x, y), want)
+    np.testing.assert_array_equal(wg.grad(f, argnums=1)(x, y), [0.0])
+    np.testing.assert_array_equal(wg.jvp(lambda y: step(x, y), (y,), (np.ones(1),))[1], 0.0)
+    np.testing.assert_array_equal(wg.trace(wg.grad(f), x, y)(x, y), want)
+    np.testing.assert_array_equal(wg.taylor(lambda y: wnp.sum(step(x, y)), y, np.ones(1), 2)[1:],
+                                  [0.0, 0.0])
+    wg.check_grad(f, x, y, order=2)
+    # set after construction, it declares the same rule (and unset, takes it back)
+    p = wg.primitive(lambda x: 2.0 * x, name="twice")
+    with pytest.raises(NotImplementedError):
+        wg.grad(p)(1.0)
+    p.nondiff = True
+    assert wg.grad(p)(1.0) == 0.0 and wg.derivative(p)(1.0) == 0.0
+    p.nondiff = False
+    assert p.fast_partials is None and not p.has_rrule
+
+
+def test_engines_fast_paths_read_the_public_hook(monkeypatch):
+    """Dual's and Var's operator shortcuts read ``fast_partials``, the record's one hook."""
+    from wengert.core import Partials
+    from wengert.rules.arithmetic import multiply
+    assert isinstance(multiply.fast_partials, Partials)
+    assert multiply.fast_partials.fn(6.0, 2.0, 3.0) == (3.0, 2.0)
+    seen = []
+    inner = multiply.fast_partials
+    monkeypatch.setattr(multiply, "fast_partials", Partials(
+        lambda *a, **k: seen.append(a[1:]) or inner.fn(*a, **k), needs=inner.needs))
+    # engines take their operators' shortcuts from the hook when they are installed
+    import wengert._dispatch as dispatch
+    from wengert.forward import Dual, _binary_fast_path as fwd, _unary_fast_path as fwd1
+    from wengert.reverse import Var, _binary_fast_path as rev, _unary_fast_path as rev1
+    for cls, b, u in ((Dual, fwd, fwd1), (Var, rev, rev1)):
+        for name in dispatch.OPERATORS:
+            if name in vars(cls):
+                monkeypatch.setattr(cls, name, vars(cls)[name])  # restored afterwards
+        dispatch.install_fast_paths(cls, b, u)
+    assert wg.derivative(lambda x: x * 3.0)(2.0) == 3.0 and seen[-1] == (2.0, 3.0)
+    assert wg.grad(lambda x: 4.0 * x)(2.0) == 4.0 and seen[-1] == (4.0, 2.0)
 
 
 # -- escaped tracers: a transform's tracers die when it returns ------------------------------

@@ -11,22 +11,20 @@ graphs with code generation, and source-to-source transformation.
 >>> print(g.wrt(x), g.wrt(y))
 5.077582561890373 0.5
 """
-from . import _dispatch, rules  # noqa: F401  (registers the built-in rules)
+import importlib
+
+# the floors, bottom up: each module imports only those below it
+from . import _allocator
 from .core import EscapedTracerError, Primitive, primitive
-from . import forward, reverse
+from . import rules  # noqa: F401  (registers the built-in rules)
+from . import numpy  # noqa: F401  (installs NumPy's protocols on tracers: wengert._dispatch)
 from .forward import Dual
 from .reverse import Grad, Tape, Var
 from .transforms import (check_grad, derivative, grad, hessian, hvp, jacobian, jvp, taylor,
                          value_and_grad, vjp)
-from . import numpy  # noqa: F401
 # imported eagerly so the function, not the module, is the package's ``checkpoint``
-from .checkpoint import checkpoint, checkpoint_schedule, scan  # noqa: E402
+from .checkpoint import checkpoint, checkpoint_schedule, scan
 
-_dispatch.install_operators()
-forward.install_fast_paths(rules.OPERATORS)
-reverse.install_fast_paths(rules.OPERATORS)
-
-from . import _allocator  # noqa: E402
 _allocator.settle()  # glibc's steady state for arrays of a few hundred kB; see _allocator
 
 from ._version import __version__  # noqa: E402,F401
@@ -54,7 +52,6 @@ _LAZY = {
 
 def __getattr__(name):
     # the graph and source layers load on first use, keeping import light
-    import importlib
     if name in _LAZY:
         mod, attr = _LAZY[name]
         value = getattr(importlib.import_module(mod), attr)

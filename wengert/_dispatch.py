@@ -1,11 +1,23 @@
-"""NEP 13/18 dispatch and Python operators on tracers: both lead to the same primitives."""
+"""NEP 13/18 dispatch and Python operators on tracers: both lead to the same primitives.
+
+The namespace (``wengert.numpy``) installs all of it on :class:`~wengert.core.Tracer` once
+it is built (``install``): the operators from the rules' table, NumPy's methods and the
+NEP 13/18 hooks.  Engines give their tracers the operators' shortcuts through
+``install_fast_paths``.
+"""
+import importlib
 import operator
 import sys
 import types
 
 import numpy as np
 
-from .core import Tracer
+from .core import Primitive, Tracer
+from .rules import OPERATORS
+from .rules.conversion import astype
+from .rules.indexing import sort_inplace
+
+_namespace = None  # the namespace that installed the dispatch (wengert.numpy): see ``install``
 
 
 def _value(x):
@@ -20,36 +32,58 @@ def _compare(op):
     return lambda self, other: op(self.value, other.value if isinstance(other, Tracer) else other)
 
 
-def install_operators():
-    from .rules import OPERATORS
+def install(namespace):
+    """Give every tracer NumPy's protocols, leading to the primitives: Python operators
+    (``OPERATORS``), comparisons, NEP 13/18, the ndarray methods and properties (each the
+    function of that name in ``namespace``), and the messages of refused conversions that
+    name the SciPy function responsible.
+    """
+    global _namespace
+    _namespace = namespace
     for name, fn in OPERATORS.items():
-        # a plain function is a method as it is; a Primitive (not a descriptor) needs a wrapper
-        setattr(Tracer, name, fn if isinstance(fn, types.FunctionType) else _as_method(fn))
+        setattr(Tracer, name, _as_method(fn))
     for name in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(Tracer, f"__{name}__", _compare(getattr(operator, name)))
     Tracer.__hash__ = lambda self: id(self)
     for name in _METHODS:
         setattr(Tracer, name, _method(name))
-    Tracer.T = property(lambda self: _wnp().transpose(self))
-    Tracer.mT = property(lambda self: _wnp().swapaxes(self, -1, -2))
-    Tracer.real = property(lambda self: _wnp().real(self))  # complex intermediates (fft)
-    Tracer.imag = property(lambda self: _wnp().imag(self))
+    Tracer.reshape = _reshape
+    Tracer.transpose = _transpose
+    Tracer.T = property(lambda self: namespace.transpose(self))
+    Tracer.mT = property(lambda self: namespace.swapaxes(self, -1, -2))
+    Tracer.real = property(lambda self: namespace.real(self))  # complex intermediates (fft)
+    Tracer.imag = property(lambda self: namespace.imag(self))
+    Tracer.__array_ufunc__ = _array_ufunc_method
+    Tracer.__array_function__ = _array_function_method
+    Tracer._conversion_message = staticmethod(conversion_message)  # SciPy's conversions
+    Primitive.call_with_ufunc_keywords = call_with_ufunc_keywords
+
+
+def install_fast_paths(cls, binary, unary):
+    """Give the tracer class ``cls`` an engine's shortcut for each Python operator whose
+    primitive is declared by partials (``Primitive.fast_partials``): ``binary(prim, name,
+    reflected, general)`` or, for one-argument ones, ``unary(prim, name, general)`` makes
+    the method; ``general`` is the operator every tracer has, for the cases it leaves."""
+    for name, fn in OPERATORS.items():
+        prim = getattr(fn, "_reflects", fn)
+        fast = getattr(prim, "fast_partials", None)
+        if fast is None:
+            continue
+        general = _as_method(fn)
+        if prim.nargs == 2:
+            setattr(cls, name, binary(prim, name, name.startswith("__r"), general))
+        elif prim.nargs == 1 and not prim.broadcasting and not fast.needs:
+            setattr(cls, name, unary(prim, name, general))
 
 
 def _as_method(fn):
+    """A plain function is a method as it is; a Primitive (not a descriptor) needs a wrapper."""
+    if isinstance(fn, types.FunctionType):
+        return fn
+
     def method(self, *args):
         return fn(self, *args)
     return method
-
-
-_WNP = []  # wengert.numpy, once imported (it imports this module): an import per call costs 1 µs
-
-
-def _wnp():
-    if not _WNP:
-        from . import numpy as wnp
-        _WNP.append(wnp)
-    return _WNP[0]
 
 
 _METHODS = ("sum", "mean", "prod", "var", "std", "max", "min", "cumsum", "cumprod", "dot",
@@ -61,12 +95,11 @@ _METHODS = ("sum", "mean", "prod", "var", "std", "max", "min", "cumsum", "cumpro
 def _method(name):
     if name == "sort":  # ndarray.sort sorts in place and returns None
         def sort(self, *args, **kwargs):
-            from .rules.indexing import sort_inplace
             sort_inplace(self, *args, **kwargs)
         return sort
 
     def method(self, *args, **kwargs):
-        return getattr(_wnp(), name)(self, *args, **kwargs)
+        return getattr(_namespace, name)(self, *args, **kwargs)
     method.__name__ = name
     return method
 
@@ -74,17 +107,23 @@ def _method(name):
 def _reshape(self, *shape, **kwargs):
     if len(shape) == 1 and not isinstance(shape[0], int):
         shape = shape[0]
-    return _wnp().reshape(self, shape, **kwargs)
+    return _namespace.reshape(self, shape, **kwargs)
 
 
 def _transpose(self, *axes):
     if len(axes) == 1 and not isinstance(axes[0], int):
         axes = axes[0]
-    return _wnp().transpose(self, axes or None)
+    return _namespace.transpose(self, axes or None)
 
 
-Tracer.reshape = _reshape
-Tracer.transpose = _transpose
+# -- NEP 13 / NEP 18 ---------------------------------------------------------------------------
+def _array_ufunc_method(self, ufunc, method, *inputs, **kwargs):
+    return array_ufunc(ufunc, method, inputs, kwargs)
+
+
+def _array_function_method(self, func, types, args, kwargs):
+    return array_function(func, args, kwargs)
+
 
 _UFUNC_ALIASES = {"true_divide": "divide", "absolute": "absolute", "conjugate": "conj"}
 
@@ -122,10 +161,12 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     fn = HANDLED.get(ufunc)
     if fn is None:
         if _home(ufunc)[0] == "scipy.special":
-            from .scipy import special as _  # noqa: F401  registers scipy.special's ufuncs
+            # lazily: SciPy (a heavy import) loads on first use, and importing
+            # wengert.scipy.special registers its ufuncs
+            from .scipy import special as _  # noqa: F401
             fn = HANDLED.get(ufunc)
         if fn is None:  # (scipy.special's cbrt, exp2, expm1, log1p, round are NumPy's too)
-            fn = getattr(_wnp(), name, None)
+            fn = getattr(_namespace, name, None)
     if fn is None or getattr(fn, "_passthrough", False):
         raise NotImplementedError(
             f"{_home(ufunc)[0]}.{name} has no wengert rule. Declare one with @wg.primitive "
@@ -205,7 +246,6 @@ def _without_ufunc_kwargs(ufunc, name, inputs, kwargs):
              for x in inputs]
     dt = ufunc(*probe, **kwargs).dtype  # NumPy's checks (casting=, dtype=, signature=)
     if "dtype" in kwargs or "signature" in kwargs:
-        from .rules.conversion import astype
         inputs = [astype(x, dt) if _dtype(x) != dt else x for x in inputs]
     return inputs, {}
 
@@ -228,7 +268,7 @@ def _ufunc_method(ufunc, name, method, inputs, kwargs):
             and set(kwargs) <= _METHOD_KWARGS[method]:
         kw = {k: v for k, v in kwargs.items() if k != "out"}
         kw.setdefault("axis", 0)  # the methods' default, not the functions' (all axes)
-        return getattr(_wnp(), fn)(inputs[0], **kw)
+        return getattr(_namespace, fn)(inputs[0], **kw)
     where = _home(ufunc)[0]
     hint = f"; use wnp.{fn} instead" if fn is not None else ""
     raise NotImplementedError(
@@ -314,7 +354,6 @@ def scipy_caller(frame):
     if found is None:
         return None
     module, name = found
-    import importlib
     try:
         ours = getattr(importlib.import_module(f"wengert.{module}"), name, None)
     except ImportError:

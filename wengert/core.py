@@ -19,20 +19,29 @@ summing cotangents back to an argument's shape) is done here, once, for every
 primitive declared ``broadcasting=True``.
 
 Engines (forward, reverse, graph) subclass :class:`Trace` and :class:`Tracer`;
-they never name a primitive.  Rules never import an engine.
+they never name a primitive.  Rules never import an engine.  Neither does this module name
+a primitive: NumPy's protocols on tracers (Python operators, ndarray methods, NEP 13/18)
+are installed by the namespace floor above (``wengert._dispatch``); the array bookkeeping
+it needs (``wengert.arrays``) reaches primitives through them.
 """
 from __future__ import annotations
 
 import dis
 import functools
+import inspect
 import itertools
 import operator
 import sys
+import types
 
 import numpy as np
 
-__all__ = ["Primitive", "primitive", "Tracer", "Trace", "EscapedTracerError", "new_level",
-           "shape_of", "ndim_of"]
+from .arrays import (expand_tangents as _expand_tangents, fill_tangent as _fill_tangent, ndim_of,
+                     shape_of, unbroadcast as _unbroadcast, zeros_like_value)
+
+__all__ = ["Primitive", "primitive", "Partials", "Tracer", "Trace", "EscapedTracerError",
+           "new_level", "shape_of", "ndim_of", "check_differentiable", "check_live",
+           "leaf_dtype", "NoDerivative"]
 
 _levels = itertools.count(1)
 
@@ -40,18 +49,6 @@ _levels = itertools.count(1)
 def new_level():
     """A fresh nesting level: later (inner) transforms get higher levels."""
     return next(_levels)
-
-
-def shape_of(x):
-    if type(x) is float:
-        return ()
-    return getattr(x, "shape", ())  # one lookup: a tracer's shape is a property
-
-
-def ndim_of(x):
-    if type(x) is float:
-        return 0
-    return getattr(x, "ndim", 0)
 
 
 class EscapedTracerError(RuntimeError):
@@ -215,14 +212,12 @@ class Tracer:
             return self._converted(_as_array, dtype, copy)
         raise _conversion_error(sys._getframe(1), _ARRAY_MESSAGE, "a plain NumPy array")
 
-    # -- NEP 13 / NEP 18 ------------------------------------------------------
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return _array_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func, types, args, kwargs):
-        return _array_function(func, args, kwargs)
-
-    # -- operators: filled in by wengert.rules via _dispatch.install_operators --
+    # -- installed by wengert._dispatch: NEP 13 / NEP 18 and the Python operators (each
+    # -- leading to a primitive), and what a conversion error says about the SciPy
+    # -- function that converted, if one did
+    @staticmethod
+    def _conversion_message(frame, generic, into):
+        return generic
 
 
 def _integral(x):
@@ -248,8 +243,7 @@ def _conversion_error(frame, generic, into=None):
         return err
     if into is None:
         return TypeError(generic)
-    from ._dispatch import conversion_message  # only on an error: _dispatch imports this module
-    return TypeError(conversion_message(frame, generic, into))
+    return TypeError(Tracer._conversion_message(frame, generic, into))
 
 
 _STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
@@ -291,27 +285,39 @@ _ARRAY_MESSAGE = (
     "into a traced array (a = wnp.zeros(n, like=x); a[i] = x).")
 
 
-def _call_with_ufunc_keywords(prim, args, kwargs):
-    from ._dispatch import call_with_ufunc_keywords  # only with keywords: _dispatch imports us
-    return call_with_ufunc_keywords(prim, args, kwargs)
+# -- input checks ------------------------------------------------------------------------------
+def leaf_dtype(x):
+    """The dtype of ``x``'s plain value (``None`` for what has none)."""
+    while isinstance(x, Tracer):
+        x = x.value
+    if isinstance(x, (bool, np.bool_)):
+        return np.dtype(bool)
+    if isinstance(x, int):
+        return np.dtype(int)
+    if isinstance(x, float):
+        return np.dtype(float)
+    return getattr(x, "dtype", None)
 
 
-def _array_ufunc(ufunc, method, inputs, kwargs):
-    global _array_ufunc
-    from ._dispatch import array_ufunc  # bound on first use: _dispatch imports this module
-    _array_ufunc = array_ufunc
-    return array_ufunc(ufunc, method, inputs, kwargs)
+def check_differentiable(x, what):
+    """Raise ``TypeError`` unless ``x`` is a float (array); ``what`` names it.
 
-
-def _array_function(func, args, kwargs):
-    global _array_function
-    from ._dispatch import array_function  # bound on first use, as _array_ufunc
-    _array_function = array_function
-    return array_function(func, args, kwargs)
-
-
-class _Params(dict):
-    """Keyword parameters of a primitive (static, not differentiated)."""
+    ``what`` may be a function giving the name, so it costs nothing unless needed.
+    """
+    if type(x) is float or (type(x) is np.ndarray and x.dtype.kind == "f"):
+        return  # the common cases, quickly
+    if isinstance(x, Tracer):  # nested transforms: an outer tracer, which must be live
+        check_live(x, lambda: f"passed to {what() if callable(what) else what}")
+    dt = leaf_dtype(x)
+    if dt is None or not np.issubdtype(dt, np.floating):
+        if callable(what):
+            what = what()
+        kind = "bool" if dt == np.dtype(bool) else (
+            "integer" if dt is not None and np.issubdtype(dt, np.integer) else type(x).__name__)
+        raise TypeError(
+            f"{what} is of {kind} type ({x!r:.60}); only floats and float arrays can be "
+            f"differentiated. Pass a float (e.g. 2.0 instead of 2) or cast with "
+            f"np.asarray(x, dtype=float).")
 
 
 class Primitive:
@@ -323,10 +329,20 @@ class Primitive:
         @wg.primitive
         def softplus(x):
             return np.logaddexp(0.0, x)
+
+    The facts engines and tests read are keywords, and attributes after (docs/rules.md):
+    ``broadcasting`` (elementwise over broadcast arguments: cotangents are summed back to
+    each argument's shape), ``multiple_results``, ``nargs`` (how many leading positional
+    arguments are arrays), ``linear`` (``f(a x + b y) = a f(x) + b f(y)`` in its array
+    arguments), ``bilinear`` (linear in each of its two), ``nondiff`` (not differentiated:
+    its derivative is zero), ``domain`` (where generated tests sample it), ``ufunc`` (the
+    NumPy ufunc it computes: it then takes NumPy's keywords, ``dtype=``...), ``sparsity``
+    (which result elements depend on which argument elements: rules/patterns.py).
     """
 
     def __init__(self, impl, name=None, *, broadcasting=False, multiple_results=False,
-                 nargs=None):
+                 nargs=None, linear=False, bilinear=False, nondiff=False, domain=None,
+                 ufunc=None, sparsity=None):
         self.impl = impl
         # positional arguments past ``nargs`` are static parameters, passed to rules by name
         self.nargs, self._static_names = _array_arity(impl, nargs)
@@ -337,25 +353,40 @@ class Primitive:
         self.__module__ = getattr(impl, "__module__", None)
         self.broadcasting = broadcasting
         self.multiple_results = multiple_results
+        self.fast_partials = None  # a Partials record when declared by partials
         self._frule = None
         self._rrule = None
-        self._partials = None
-        self._partials_needs = False
         self._symbolic_zeros = False
         self._rrule_needs = False
-        self.linear = False    # f(a x + b y) = a f(x) + b f(y) in all array arguments
-        self.bilinear = False  # linear in each of its two array arguments
-        self.domain = None  # sampling domain for generated tests
-        self.ufunc = None  # the NumPy ufunc it computes: then it takes NumPy's keywords (dtype=)
+        self.linear = linear
+        self.bilinear = bilinear
+        self._nondiff = False
+        self.nondiff = nondiff
+        self.domain = domain
+        self.ufunc = ufunc
         # how its results depend on its arguments, structurally (rules/patterns.py); None:
         # every element on every element, which sparsity detection treats as dense
-        self.sparsity = None
+        self.sparsity = sparsity
 
     def __repr__(self):
         return f"<wengert primitive {self.name}>"
 
     def __reduce__(self):
         return self.__qualname__
+
+    @property
+    def nondiff(self):
+        """Not differentiated: a zero derivative in every argument (a symbolic zero, so no
+        work in any engine).  Setting it true declares that rule."""
+        return self._nondiff
+
+    @nondiff.setter
+    def nondiff(self, value):
+        self._nondiff = bool(value)
+        if value:
+            self.fast_partials = _NO_PARTIALS
+        elif self.fast_partials is _NO_PARTIALS:
+            self.fast_partials = None
 
     # -- dispatch ---------------------------------------------------------------
     def __call__(self, *args, **params):
@@ -364,7 +395,7 @@ class Primitive:
             if len(args) > ufunc.nin:  # np.negative(x, out): the outputs, by position
                 outs = args[ufunc.nin:]
                 args, params = args[:ufunc.nin], dict(params, out=outs)
-            return _call_with_ufunc_keywords(self, args, params)
+            return self.call_with_ufunc_keywords(args, params)
         if self.nargs is not None and len(args) > self.nargs:
             args, params = self._split_static(args, params)
         top = None
@@ -378,6 +409,13 @@ class Primitive:
             # engines' impl may be Python's operator, which gives a float for 1.5 + 2.0)
             return (ufunc or self.impl)(*args, **params)
         return top.process(self, args, params)
+
+    def call_with_ufunc_keywords(self, args, kwargs):
+        """``wnp.add(x, 1, dtype=np.float32)``: NumPy's keywords on a ufunc's primitive.
+
+        What they mean is NumPy's business: ``wengert._dispatch`` installs this method.
+        """
+        raise NotImplementedError(f"{self.name}() with NumPy's keywords needs wengert.numpy")
 
     def _split_static(self, args, params):
         n = self.nargs
@@ -425,18 +463,17 @@ class Primitive:
         are used, so it can skip the others (their values are then ignored).
         """
         def deco(f):
-            self._partials = f
-            self._partials_needs = needs
+            self.fast_partials = Partials(f, needs)
             return f
         return deco(fn) if fn is not None else deco
 
     @property
     def has_frule(self):
-        return self._frule is not None or self._partials is not None
+        return self._frule is not None or self.fast_partials is not None
 
     @property
     def has_rrule(self):
-        return self._rrule is not None or self._partials is not None
+        return self._rrule is not None or self.fast_partials is not None
 
     # -- used by engines ------------------------------------------------------------
     def pushforward(self, primals, tangents, params, plain=False):
@@ -446,13 +483,13 @@ class Primitive:
         """
         if self.broadcasting:
             tangents = _expand_tangents(primals, tangents)
-        pf = self._partials
-        if pf is not None:
+        fp = self.fast_partials
+        if fp is not None:
             ans = self.impl(*primals, **params) if plain else self(*primals, **params)
-            if self._partials_needs:
+            if fp.needs:
                 params = dict(params, needs=tuple(t is not None for t in tangents))
-            ps = _call_partials(pf, ans, primals, params)
-            out = _tangent_sum(ps, tangents)
+            ps = _call_partials(fp.fn, ans, primals, params)
+            out = tangent_sum(ps, tangents)
             if self.broadcasting:
                 out = _fill_tangent(out, ans)
             return ans, out
@@ -463,7 +500,6 @@ class Primitive:
                 f"Declare one with @{self.name}.frule: a function (primals, tangents) -> "
                 f"(value, tangent), or use reverse mode (wg.grad / wg.vjp).")
         if not self._symbolic_zeros and any(t is None for t in tangents):
-            from .rules._zeros import zeros_like_value
             tangents = [zeros_like_value(p) if t is None else t
                         for p, t in zip(primals, tangents)]
         ans, t = fr(tuple(primals), tuple(tangents), **params)
@@ -477,12 +513,12 @@ class Primitive:
         ``needs[i]`` says whether argument ``i`` wants a cotangent; ``plain`` that
         no primal is traced by another (outer) trace.
         """
-        pf = self._partials
-        if pf is not None:
+        fp = self.fast_partials
+        if fp is not None:
             ans = self.impl(*primals, **params) if plain else self(*primals, **params)
-            if self._partials_needs:
+            if fp.needs:
                 params = dict(params, needs=tuple(needs))
-            return ans, _PartialsPullback(pf, primals, ans, params, self.broadcasting, needs)
+            return ans, fp.pullback(primals, ans, params, self.broadcasting, needs)
         rr = self._rrule
         if rr is None:
             raise NotImplementedError(
@@ -499,22 +535,33 @@ class Primitive:
         return ans, _CheckedPullback(pb, n, self.name)
 
 
-def operator_fast_paths(operators):
-    """``(name, primitive, reflected, arity)`` for each Python operator an engine may take
-    in fewer calls: those declared by partials, binary or (non-broadcasting) unary."""
-    for name, fn in operators.items():
-        prim = getattr(fn, "_reflects", fn)
-        if getattr(prim, "_partials", None) is None:
-            continue
-        if prim.nargs == 2:
-            yield name, prim, name.startswith("__r"), 2
-        elif prim.nargs == 1 and not prim.broadcasting and not prim._partials_needs:
-            yield name, prim, False, 1
+class Partials:
+    """``Primitive.fast_partials``: the partials a primitive was declared by, for engines.
+
+    An engine may take such a primitive (``x * y``, ``sin(x)``) in fewer calls than
+    ``pushforward`` / ``pullback_of`` do, by this record; it is the same rule:
+
+    * ``fn(ans, *primals, **params)`` gives one local derivative per argument (``None``
+      for a zero); when ``needs`` is true it also takes ``needs=``, a tuple of bools
+      saying which partials are used.
+    * ``pullback(primals, ans, params, broadcasting, needs)`` is the reverse rule's
+      pullback, ``g -> cotangents``, each summed back to its argument's shape when
+      ``broadcasting``; ``params`` are what ``fn`` is called with.
+    """
+
+    __slots__ = ("fn", "needs", "pullback")
+
+    def __init__(self, fn, needs=False):
+        self.fn, self.needs = fn, needs
+        # ``fn`` bound as the class's first argument: called as cheaply as the class itself
+        self.pullback = types.MethodType(_PartialsPullback, fn)
+
+    def __repr__(self):
+        return f"Partials({self.fn!r}, needs={self.needs})"
 
 
 def _array_arity(impl, nargs):
     """How many leading positional arguments are arrays, and the static names after them."""
-    import inspect
     try:
         sig = inspect.signature(impl)
     except (TypeError, ValueError):
@@ -528,7 +575,7 @@ def _array_arity(impl, nargs):
     return nargs, tuple(p.name for p in pos[nargs:])
 
 
-def _tangent_sum(partials, tangents):
+def tangent_sum(partials, tangents):
     """``Σ pᵢ·dxᵢ`` with as few new arrays as it takes: a Jacobian's tangents are big.
 
     A tangent shared by two arguments (``x * x``) is multiplied once, by the summed
@@ -550,7 +597,7 @@ def _tangent_sum(partials, tangents):
             else:
                 out, fresh = out - t, True
             continue
-        term = _scaled(t, p)
+        term = scaled(t, p)
         if out is None:
             out, fresh = term, term is not t
         elif fresh and type(out) is np.ndarray and type(term) is np.ndarray \
@@ -561,7 +608,7 @@ def _tangent_sum(partials, tangents):
     return out
 
 
-def _scaled(t, p):
+def scaled(t, p):
     """A tangent or cotangent times a partial; exact ones and minus ones cost nothing."""
     if p is _ONE:
         return t
@@ -627,9 +674,16 @@ class _PartialsPullback:
             if p is None or not need:
                 out.append(None)
                 continue
-            gx = _scaled(g, p)
+            gx = scaled(g, p)
             out.append(_unbroadcast(gx, x, self.ans) if self.broadcasting else gx)
         return out
+
+
+def _no_derivative(ans, *primals, **params):
+    return (None,) * len(primals)
+
+
+_NO_PARTIALS = Partials(_no_derivative)  # what ``nondiff`` declares: every partial is zero
 
 
 class _CheckedPullback:
@@ -667,105 +721,16 @@ class _UnbroadcastPullback(_CheckedPullback):
                 for c, x, need in zip(cts, self.primals, self.needs)]
 
 
-def _unbroadcast(g, x, ans):
-    """Sum a cotangent of ``ans`` (with leading batch axes) back to ``x``'s shape."""
-    tx = type(x)
-    if tx is type(g) and (tx is float or (tx is np.ndarray and x.shape == g.shape
-                                          and (g.dtype.kind != "c" or x.dtype.kind == "c"))):
-        return g  # the common cases, quickly
-    gv, xv = g, x
-    while isinstance(gv, Tracer):  # traced (forward over reverse): look underneath
-        gv = gv.value
-    while isinstance(xv, Tracer):
-        xv = xv.value
-    xs = shape_of(xv)
-    if shape_of(gv) == xs and (type(gv) is float or type(gv) is not complex
-                               and getattr(gv, "dtype", _FLOAT).kind != "c"):
-        return g  # of the right shape, and real
-    g = _real_for_real(g, x)
-    gs = shape_of(g)
-    nb = len(gs) - ndim_of(ans)
-    if nb < 0:  # a cotangent that is still a scalar broadcast
-        nb = 0
-    if gs[nb:] == xs:
-        return g
-    return _sum_to(g, nb, xs)
-
-
-def _sum_to(g, nb, xs):
-    global _sum_to
-    from .rules._zeros import sum_to  # bound on first use: rules import this module
-    _sum_to = sum_to
-    return sum_to(g, nb, xs)
-
-
-_FLOAT = np.dtype(float)
-
-
-def _real_for_real(g, x):
-    """A real argument's cotangent is real (``x * 1j``: JAX's complex convention)."""
-    if type(g) is complex:
-        return g if isinstance(x, complex) or getattr(x, "dtype", _FLOAT).kind == "c" \
-            else g.real
-    dg = getattr(g, "dtype", None)
-    if dg is None or dg.kind != "c":
-        return g
-    if isinstance(x, complex) or getattr(x, "dtype", _FLOAT).kind == "c":
-        return g
-    from .rules.fft import real
-    return real(g)
-
-
-def _fill_tangent(t, ans):
-    """Broadcast a tangent that only some arguments fed (e.g. ``x + c``) to ``ans``'s shape."""
-    if t is None:
-        return t
-    a_s, ts = shape_of(ans), shape_of(t)
-    if ts == a_s:
-        return t  # the common case, quickly
-    nb = max(0, len(ts) - len(a_s))
-    if ts[nb:] == a_s:
-        return t
-    from .rules.shape import broadcast_to
-    return broadcast_to(t, ts[:nb] + a_s)
-
-
-def _expand_tangents(primals, tangents):
-    """Give a batched tangent of a lower-rank argument its broadcast axes."""
-    for p, t in zip(primals, tangents):
-        if t is not None and ndim_of(t) > ndim_of(p):
-            break
-    else:
-        return tangents  # nothing batched: the common case, quickly
-    nd = 0
-    for p in primals:
-        if type(p) is not float:
-            k = ndim_of(p)
-            if k > nd:
-                nd = k
-    if nd == 0:
-        return tangents
-    out = None
-    for i, (p, t) in enumerate(zip(primals, tangents)):
-        if t is None:
-            continue
-        k = ndim_of(p)
-        tn = ndim_of(t)
-        if k < nd and tn > k:  # batched and of lower rank than the result
-            from .rules._zeros import insert_axes
-            if out is None:
-                out = list(tangents)
-            out[i] = insert_axes(t, tn - k, nd - k)
-    return tangents if out is None else out
-
-
-def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False, nargs=None):
+def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False, nargs=None,
+              linear=False, bilinear=False, nondiff=False, domain=None, ufunc=None,
+              sparsity=None):
     """Make ``fn`` (plain NumPy in, plain NumPy out) a differentiable primitive.
 
     Use ``@wg.primitive`` or ``@wg.primitive(broadcasting=True)``, then declare
     ``@f.rrule`` and/or ``@f.frule`` (or ``@f.partials`` for elementwise
     functions).  The rules are written with ``wengert.numpy`` operations, so they
-    are differentiable again.
+    are differentiable again.  The keywords are :class:`Primitive`'s facts
+    (``broadcasting``, ``linear``, ``nondiff``...; docs/rules.md).
 
     Leading positional parameters without defaults are the (differentiable)
     arrays; ``nargs`` overrides that count.  Later positional arguments are
@@ -773,5 +738,7 @@ def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False,
     """
     def make(f):
         return Primitive(f, name=name, broadcasting=broadcasting,
-                         multiple_results=multiple_results, nargs=nargs)
+                         multiple_results=multiple_results, nargs=nargs, linear=linear,
+                         bilinear=bilinear, nondiff=nondiff, domain=domain, ufunc=ufunc,
+                         sparsity=sparsity)
     return make(fn) if fn is not None else make

@@ -6,8 +6,9 @@ carry leading batch axes: several directions in one pass (a Jacobian in one go).
 """
 import numpy as np
 
-from .core import MINUS_ONE, ONE, Trace, Tracer, _scaled, _tangent_sum, operator_fast_paths
-from .rules._zeros import broadcast_view as _broadcast_view
+from ._dispatch import install_fast_paths
+from .arrays import broadcast_view as _broadcast_view, zeros_like_value
+from .core import MINUS_ONE, ONE, Trace, Tracer, scaled, tangent_sum
 
 __all__ = ["Dual", "ForwardTrace"]
 
@@ -31,7 +32,7 @@ class ForwardTrace(Trace):
                 d = self._unary(prim, args[0], params)
                 if d is not None:
                     return d
-        elif len(args) == 2 and (prim.bilinear or prim._partials is not None):
+        elif len(args) == 2 and (prim.bilinear or prim.fast_partials is not None):
             d = self._binary(prim, args, params)
             if d is not None:
                 return d
@@ -67,16 +68,16 @@ class ForwardTrace(Trace):
         if type(v) not in _PLAIN:
             return None
         t = a._tangent
-        pf = prim._partials
-        if pf is not None:
-            if prim._partials_needs or prim.broadcasting or prim.multiple_results:
+        fp = prim.fast_partials
+        if fp is not None:
+            if fp.needs or prim.broadcasting or prim.multiple_results:
                 return None
             ans = prim.impl(v, **params)
             try:
-                (p,) = pf(ans, v, **params)
+                (p,) = fp.fn(ans, v, **params)
             except ArithmeticError:
                 return None  # Python floats raise where NumPy gives inf: the general path
-            t = None if t is None or p is None else _scaled(t, p)
+            t = None if t is None or p is None else scaled(t, p)
         elif prim.linear:
             if t is not None and (type(t) is not type(v) or type(v) is not float
                                   and t.ndim != v.ndim):
@@ -121,21 +122,21 @@ class ForwardTrace(Trace):
         da, db = tans
         impl = prim.impl
         ans = impl(a, b, **params)
-        pf = prim._partials
-        if pf is None:  # bilinear
+        fp = prim.fast_partials
+        if fp is None:  # bilinear
             t = None if da is None else impl(da, b, **params)
             if db is not None:
                 u = impl(a, db, **params)
                 t = u if t is None else t + u
         else:
             ps_params = params
-            if prim._partials_needs:
+            if fp.needs:
                 ps_params = dict(params, needs=(da is not None, db is not None))
             try:
-                ps = pf(ans, a, b, **ps_params)
+                ps = fp.fn(ans, a, b, **ps_params)
             except ArithmeticError:
                 return None  # Python floats raise where NumPy gives inf: the general path
-            t = _tangent_sum(ps, tans)
+            t = tangent_sum(ps, tans)
             if t is not None and prim.broadcasting:
                 s_ans = () if type(ans) is float else ans.shape
                 if (() if type(t) is float else t.shape) != s_ans:
@@ -150,22 +151,21 @@ _PLAIN_ARG = _PLAIN + (int,)
 _new = object.__new__
 
 
-def _binary_fast_path(prim, name, reflected):
+def _binary_fast_path(prim, name, reflected, general):
     """An operator method for Duals of plain numbers and arrays that skips the dispatch layers.
 
-    It reads the primitive's own partials, so it is the same rule, taken in fewer
-    Python calls.  It covers unbatched tangents of plain values; anything else
-    (batched tangents, nested traces, Python's exceptions on floats) takes the
-    general path.
+    It reads the primitive's own partials (``fast_partials``), so it is the same rule,
+    taken in fewer Python calls.  It covers unbatched tangents of plain values; anything
+    else (batched tangents, nested traces, Python's exceptions on floats) takes the
+    ``general`` path.
     """
-    impl, partials = prim.impl, prim._partials
+    impl, partials = prim.impl, prim.fast_partials.fn
     impl = getattr(impl, "python_operator", impl)
-    with_needs = prim._partials_needs  # then the partials skip the unneeded ones
-    general = getattr(Tracer, name)
+    with_needs = prim.fast_partials.needs  # then the partials skip the unneeded ones
     plain = (float, int, np.ndarray, np.float64, np.float32)
     arrays = (np.ndarray, np.float64, np.float32)  # NumPy's scalars have .shape and .ndim
     new = object.__new__
-    from .rules._zeros import broadcast_view as broadcast_to  # plain arrays: a fast view
+    broadcast_to = _broadcast_view  # plain arrays: a fast view
 
     def method(self, other):
         tr = self._trace
@@ -209,7 +209,7 @@ def _binary_fast_path(prim, name, reflected):
                 pa, pb = partials(ans, a, b)
         except ArithmeticError:
             return general(self, other)
-        # core._tangent_sum's arithmetic, written out: calling it here doubled the cost of a
+        # core.tangent_sum's arithmetic, written out: calling it here doubled the cost of a
         # scalar operation (the Babylonian derivative went from 27x to 51x the plain function)
         t = None
         if ta is not None and ta is tb and pa is not None and pb is not None:
@@ -232,9 +232,8 @@ def _binary_fast_path(prim, name, reflected):
     return method
 
 
-def _unary_fast_path(prim, name):
+def _unary_fast_path(prim, name, general):
     """``-d`` and the like: the trace's one-argument shortcut, straight from the operator."""
-    general = getattr(Tracer, name)
     no_params = {}
 
     def method(self):
@@ -243,14 +242,6 @@ def _unary_fast_path(prim, name):
         return general(self) if d is None else d
     method.__name__ = name
     return method
-
-
-def install_fast_paths(operators):
-    """Give ``Dual`` the fast path for every operator declared by partials."""
-    for name, prim, reflected, arity in operator_fast_paths(operators):
-        fast = _binary_fast_path(prim, name, reflected) if arity == 2 else \
-            _unary_fast_path(prim, name)
-        setattr(Dual, name, fast)
 
 
 USER_TRACE = ForwardTrace(0)  # the trace of Duals a user makes by hand
@@ -278,9 +269,11 @@ class Dual(Tracer):
     def tangent(self):
         t = self._tangent
         if t is None:
-            from .rules._zeros import zeros_like_value
             return zeros_like_value(self.value)
         return t
 
     def __repr__(self):
         return f"Dual({self.value!r}, {self.tangent!r})"
+
+
+install_fast_paths(Dual, _binary_fast_path, _unary_fast_path)

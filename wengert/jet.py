@@ -11,7 +11,8 @@ polynomially with the order instead of exponentially as nested duals would.
 """
 from __future__ import annotations
 
-from .core import Trace, Tracer, check_live, new_level, shape_of
+from .arrays import shape_of, zeros_like_value
+from .core import Trace, Tracer, check_differentiable, check_live, new_level
 from .tree import flatten, unflatten
 
 __all__ = ["taylor_coefficients", "JetTrace", "Jet"]
@@ -128,7 +129,6 @@ def _derivative_jet(x):
     if d is None:
         c0 = x.coeffs[1]
         if c0 is None:
-            from .rules._zeros import zeros_like_value
             c0 = zeros_like_value(x.coeffs[0])
         d = Jet(trace, c0, "derivative", source=x)
         trace._memo[key] = d
@@ -184,7 +184,6 @@ def _compute(node, k):
         cs = [_coef(a, k, trace) for a in node.args]
         if all(c is None for c in cs):
             return None
-        from .rules._zeros import zeros_like_value
         cs = [zeros_like_value(_coef(a, 0, trace)) if c is None else c
               for a, c in zip(node.args, cs)]
         return node.prim(*cs, **node.params)
@@ -227,8 +226,6 @@ def _ensure(node, k):
 
 def taylor_coefficients(f, x, v, order):
     """``[c_0, ..., c_order]`` of ``t -> f(x + t v)`` at 0, in one pass."""
-    from .transforms import check_differentiable
-    from .rules._zeros import zeros_like_value
     trace = JetTrace()
     xl, xd = flatten(x)
     vl, vd = flatten(v)

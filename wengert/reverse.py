@@ -6,7 +6,11 @@ one tape serves any number of outputs.  The sweep is a loop: no recursion.
 """
 import contextlib
 
-from .core import DEAD_LEVEL, Trace, Tracer, new_level, operator_fast_paths
+import numpy as np
+
+from ._dispatch import install_fast_paths
+from .arrays import dtype_of, zeros_like_value
+from .core import DEAD_LEVEL, Trace, Tracer, check_differentiable, new_level
 
 __all__ = ["Tape", "Var", "Grad"]
 
@@ -75,7 +79,6 @@ class Tape(Trace):
 
     def var(self, value):
         """A new input on this tape."""
-        from .transforms import check_differentiable
         check_differentiable(value, "Tape.var")
         return self._leaf(value)
 
@@ -298,8 +301,6 @@ class Var(Tracer):
                 raise ValueError(
                     f"grad() of a non-scalar Var (shape {self.shape}) needs a seed "
                     "cotangent of that shape: v.grad(seed)")
-            from .rules._zeros import dtype_of
-            import numpy as np
             seed = 1.0 if isinstance(self.value, float) else np.ones((), dtype_of(self.value))
         adj = self._trace.sweep({self.index: seed})
         return Grad(adj, self._trace)
@@ -318,7 +319,6 @@ class Grad:
             raise ValueError("wrt() takes Vars of the tape this Grad was swept on")
         g = self._adj[v.index]
         if g is None:
-            from .rules._zeros import zeros_like_value
             return zeros_like_value(v.value)
         return g
 
@@ -328,19 +328,18 @@ class Grad:
         return tuple(self._one(v) for v in vs)
 
 
-def _binary_fast_path(prim, name, reflected):
+def _binary_fast_path(prim, name, reflected, general):
     """An operator method for Vars that records a partials-declared primitive directly.
 
-    The same rule (the primitive's partials), recorded in fewer Python calls; any
-    case it does not cover (other traces, paused or redirected tapes, Python's
-    exceptions on floats) takes the general path.
+    The same rule (the primitive's ``fast_partials``), recorded in fewer Python calls;
+    any case it does not cover (other traces, paused or redirected tapes, Python's
+    exceptions on floats) takes the ``general`` path.
     """
-    from .core import _PartialsPullback
-    impl, partials, broadcasting = prim.impl, prim._partials, prim.broadcasting
+    impl, broadcasting = prim.impl, prim.broadcasting
     impl = getattr(impl, "python_operator", impl)
-    general = getattr(Tracer, name)
+    partials_pullback = prim.fast_partials.pullback
     no_params = {}
-    with_needs = prim._partials_needs  # then the partials skip the unneeded ones
+    with_needs = prim.fast_partials.needs  # then the partials skip the unneeded ones
 
     def method(self, other):
         tape = self._trace
@@ -370,7 +369,7 @@ def _binary_fast_path(prim, name, reflected):
         if type(ans) is complex:
             return general(self, other)
         needs = (ia >= 0, ib >= 0)
-        pb = _PartialsPullback(partials, (a, b), ans, {"needs": needs} if with_needs else no_params,
+        pb = partials_pullback((a, b), ans, {"needs": needs} if with_needs else no_params,
                                broadcasting, needs)
         idx = len(tape._pullbacks)
         tape._parents.append((ia, ib))
@@ -381,11 +380,9 @@ def _binary_fast_path(prim, name, reflected):
     return method
 
 
-def _unary_fast_path(prim, name):
+def _unary_fast_path(prim, name, general):
     """``-v`` and the like: a partials-declared unary operator, recorded directly."""
-    from .core import _PartialsPullback
-    impl, partials = prim.impl, prim._partials
-    general = getattr(Tracer, name)
+    impl, partials_pullback = prim.impl, prim.fast_partials.pullback
     no_params = {}
     need = (True,)
 
@@ -395,7 +392,7 @@ def _unary_fast_path(prim, name):
             return general(self)
         a = self.value
         ans = impl(a)
-        pb = _PartialsPullback(partials, (a,), ans, no_params, False, need)
+        pb = partials_pullback((a,), ans, no_params, False, need)
         idx = len(tape._pullbacks)
         tape._parents.append((self.index,))
         tape._pullbacks.append(pb)
@@ -405,9 +402,4 @@ def _unary_fast_path(prim, name):
     return method
 
 
-def install_fast_paths(operators):
-    """Give ``Var`` the fast path for every operator declared by partials."""
-    for name, prim, reflected, arity in operator_fast_paths(operators):
-        fast = _binary_fast_path(prim, name, reflected) if arity == 2 else \
-            _unary_fast_path(prim, name)
-        setattr(Var, name, fast)
+install_fast_paths(Var, _binary_fast_path, _unary_fast_path)

@@ -12,51 +12,21 @@ import inspect
 
 import numpy as np
 
-from . import _progress
-from .core import Tracer, check_live, ndim_of, new_level, shape_of
+from . import _progress, numpy as wnp
+from .arrays import ndim_of, shape_of, zeros_like_value
+from .core import (Tracer, check_differentiable, check_live, leaf_dtype as _leaf_dtype,
+                   new_level, plain_store_errors)
 from .forward import Dual, ForwardTrace
+from .jet import taylor_coefficients
 from .reverse import Tape, Var
+from .rules.shape import as_float
 from .tree import flatten, unflatten
-from .core import plain_store_errors
 
 __all__ = ["grad", "value_and_grad", "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp",
            "taylor", "check_grad"]
 
 
-# -- input checks --------------------------------------------------------------------
-def _leaf_dtype(x):
-    while isinstance(x, Tracer):
-        x = x.value
-    if isinstance(x, (bool, np.bool_)):
-        return np.dtype(bool)
-    if isinstance(x, int):
-        return np.dtype(int)
-    if isinstance(x, float):
-        return np.dtype(float)
-    return getattr(x, "dtype", None)
-
-
-def check_differentiable(x, what):
-    """Raise ``TypeError`` unless ``x`` is a float (array); ``what`` names it.
-
-    ``what`` may be a function giving the name, so it costs nothing unless needed.
-    """
-    if type(x) is float or (type(x) is np.ndarray and x.dtype.kind == "f"):
-        return  # the common cases, quickly
-    if isinstance(x, Tracer):  # nested transforms: an outer tracer, which must be live
-        check_live(x, lambda: f"passed to {what() if callable(what) else what}")
-    dt = _leaf_dtype(x)
-    if dt is None or not np.issubdtype(dt, np.floating):
-        if callable(what):
-            what = what()
-        kind = "bool" if dt == np.dtype(bool) else (
-            "integer" if dt is not None and np.issubdtype(dt, np.integer) else type(x).__name__)
-        raise TypeError(
-            f"{what} is of {kind} type ({x!r:.60}); only floats and float arrays can be "
-            f"differentiated. Pass a float (e.g. 2.0 instead of 2) or cast with "
-            f"np.asarray(x, dtype=float).")
-
-
+# -- input checks (check_differentiable is core's: engines check their inputs too) ------------
 def _arg_name(f, i):
     try:
         params = list(inspect.signature(f).parameters.values())
@@ -111,11 +81,6 @@ def _strip(tree, trace, transform="the transform"):
     return unflatten(d, [_value_in(x, trace, transform) for x in leaves])
 
 
-def _zeros_like(x):
-    from .rules._zeros import zeros_like_value
-    return zeros_like_value(x)
-
-
 def _fit(g, like):
     """Give a derivative the type and dtype of the input it is taken with respect to."""
     if type(g) is np.ndarray and not g.flags.writeable:
@@ -133,8 +98,7 @@ def _fit(g, like):
         if isinstance(g, (np.generic, np.ndarray)) and np.ndim(g) == 0:
             return float(g)
         if isinstance(g, Tracer) and type(_plain(g)) is not float and np.ndim(_plain(g)) == 0:
-            from .rules._zeros import as_float  # traced: the same conversion, recorded
-            return as_float(g)
+            return as_float(g)  # traced: the same conversion, recorded
         return g
     if isinstance(g, (np.ndarray, np.generic)):
         dt = _leaf_dtype(like)
@@ -143,8 +107,7 @@ def _fit(g, like):
     elif isinstance(g, Tracer):  # traced (e.g. into a graph): the same cast, recorded
         dt, gd = _leaf_dtype(like), _leaf_dtype(g)
         if dt is not None and gd is not None and gd != dt:
-            from .numpy import astype
-            g = astype(g, dt)
+            g = wnp.astype(g, dt)
     return g
 
 
@@ -207,7 +170,7 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad"):
             gs = []
             for x, k in zip(leaves, vs):
                 g = adj[k] if adj is not None else None
-                gs.append(_fit(g, x) if g is not None else _zeros_like(x))
+                gs.append(_fit(g, x) if g is not None else zeros_like_value(x))
             grads.append(unflatten(d, gs))
         g = grads[0] if isinstance(argnums, int) else tuple(grads)
         value = _value_in(out, tape, transform)
@@ -273,7 +236,7 @@ def vjp(f, *primals):
             gs = []
             for x, k in zip(leaves, vs):
                 g = adj[k] if adj is not None else None
-                gs.append(_fit(g, x) if g is not None else _zeros_like(x))
+                gs.append(_fit(g, x) if g is not None else zeros_like_value(x))
             res.append(unflatten(d, gs))
         return tuple(res)
 
@@ -383,7 +346,7 @@ def derivative(f, order=1):
             out = f(Dual(x, one, trace), *args, **kwargs)
             if isinstance(out, Dual) and out._trace is trace:  # the common case, quickly
                 t = out._tangent
-                return t if t is not None else _zeros_like(out.value)
+                return t if t is not None else zeros_like_value(out.value)
             return _split_dual(out, trace, transform="wg.derivative")[1]
         finally:
             trace.finish("wg.derivative", f)  # its Duals are dead from now on
@@ -456,7 +419,6 @@ def _chunks(total, progress):
 
 
 def _concat(parts):
-    from . import numpy as wnp
     if all(type(p) is np.ndarray for p in parts):
         return np.concatenate(parts)
     return wnp.concatenate(parts, axis=0)
@@ -473,7 +435,6 @@ def _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n, one, transform, pr
 
 def _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one, transform,
                     progress=False):
-    from . import numpy as wnp
     parts = []
     with _progress.bar(progress, n, f"{transform} forward", "column") as bar:
         for lo, hi in _chunks(n, progress):
@@ -502,7 +463,6 @@ def _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one, tra
 def _forward_columns(trace, f, args, kwargs, nums, in_leaves, in_def, one, transform, lo, hi):
     """One run of ``f`` pushing columns ``lo:hi`` of the identity forward: the output
     shapes, its treedef, and per output leaf the tangents, ``(hi - lo, *out)``."""
-    from . import numpy as wnp
     c = hi - lo
     wrapped = []
     off = 0
@@ -548,7 +508,6 @@ def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one, transform, pr
 
 def _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one, transform,
                     progress=False):
-    from . import numpy as wnp
     wrapped = [tape._leaf(x) for x in in_leaves]
     in_index = [v.index for v in wrapped]  # f may rebind a Var (x[i] = v)
     with _progress.bar(progress, 1, f"{transform} forward sweep", "pass") as bar:
@@ -644,7 +603,6 @@ def taylor(f, x, v, order):
     """
     if not isinstance(order, int) or order < 0:
         raise ValueError("order must be a non-negative integer")
-    from .jet import taylor_coefficients
     return taylor_coefficients(f, x, v, order)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _dispatch
+from .. import _dispatch, numpy as _wnp
 from ..core import Tracer, check_live, new_level, Trace
 from ..rules.logic import LOGIC as _LOGIC, SAME_VALUE as _SAME_VALUE, invert as _INVERT, \
     nondiff_for as _nondiff_for
@@ -173,8 +173,7 @@ class GraphTracer(Tracer):
         return Tracer.__array_function__(self, func, types, args, kwargs)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        fn = getattr(_dispatch._wnp(), _dispatch._UFUNC_ALIASES.get(ufunc.__name__,
-                                                                    ufunc.__name__), None)
+        fn = getattr(_wnp, _dispatch._UFUNC_ALIASES.get(ufunc.__name__, ufunc.__name__), None)
         if method == "__call__" and not kwargs and getattr(fn, "_nondiff", False):
             return _nondiff_for(ufunc)(*inputs)  # logical_or, isnan...: recorded as a node
         return Tracer.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)

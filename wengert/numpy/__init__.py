@@ -6,6 +6,7 @@ when no traced value is involved, and raise ``NotImplementedError`` naming the
 function when one is.
 """
 import functools as _functools
+import sys as _sys
 
 import numpy as _np
 
@@ -199,3 +200,4 @@ matrix_transpose = linalg.matrix_transpose  # NumPy 2 has it in both namespaces
 
 _register_numpy_dispatch(globals(), _np)
 fft._export_complex(globals())  # complex support (linalg/fft helper)
+_dispatch.install(_sys.modules[__name__])  # tracers' operators, methods and NEP 13/18 hooks

@@ -17,6 +17,7 @@ from .. import _dispatch
 from ..core import Tracer as _Tracer, ndim_of as _ndim, shape_of as _shape
 from ..rules import fft as _rf
 from ..rules.complex import angle, conj, conjugate, imag, real  # noqa: F401
+from .. import numpy as wnp  # the namespace importing this module: read at call time
 from . import _passthrough
 
 
@@ -110,7 +111,6 @@ def fftshift(x, axes=None):
     """``numpy.fft.fftshift``: a roll, differentiable through ``wnp.roll``."""
     if not _traced(x):
         return _np.fft.fftshift(x, axes)
-    from .. import numpy as wnp
     nd = _ndim(x)
     axes = tuple(range(nd)) if axes is None else ((axes,) if isinstance(axes, int) else axes)
     return wnp.roll(x, [_shape(x)[a] // 2 for a in axes], axes)
@@ -120,7 +120,6 @@ def ifftshift(x, axes=None):
     """``numpy.fft.ifftshift``: a roll, differentiable through ``wnp.roll``."""
     if not _traced(x):
         return _np.fft.ifftshift(x, axes)
-    from .. import numpy as wnp
     nd = _ndim(x)
     axes = tuple(range(nd)) if axes is None else ((axes,) if isinstance(axes, int) else axes)
     return wnp.roll(x, [-(_shape(x)[a] // 2) for a in axes], axes)

@@ -10,8 +10,6 @@ matrices too.  ``numpy.linalg.solve(t, b)`` on a traced ``t`` comes here (NEP 18
 >>> np.allclose(g, np.linalg.inv(a).T)
 True
 """
-import sys as _sys
-
 import numpy as _np
 from numpy.linalg import LinAlgError  # noqa: F401
 
@@ -20,6 +18,7 @@ from ..rules import linalg as _rl
 from ..rules.arithmetic import absolute as _abs
 from ..rules.shape import (broadcast_to as _broadcast_to, reshape as _reshape,
                            sum_ as _sum, transpose as _transpose)
+from .. import numpy as _wnp  # the namespace importing this module: read at call time
 from . import _passthrough
 
 det = _rl.det
@@ -33,6 +32,10 @@ try:
                                       SlogdetResult as _SlogdetResult, SVDResult as _SVDResult)
 except ImportError:  # pragma: no cover - older NumPy
     _EigResult = _EighResult = _QRResult = _SlogdetResult = _SVDResult = None
+try:
+    from numpy.linalg._linalg import _multi_dot_matrix_chain_order
+except ImportError:  # pragma: no cover - older NumPy
+    _multi_dot_matrix_chain_order = None
 
 
 def _traced(*xs):
@@ -46,11 +49,6 @@ def _traced(*xs):
 
 def _named(kind, values):
     return kind(*values) if kind is not None else tuple(values)
-
-
-def _wnp():
-    from .. import numpy as wnp
-    return wnp
 
 
 def solve(a, b):
@@ -215,11 +213,8 @@ def multi_dot(arrays, *, out=None):
         arrays[0] = _reshape(arrays[0], (1,) + _shape(arrays[0]))
     if last_1d:
         arrays[-1] = _reshape(arrays[-1], _shape(arrays[-1]) + (1,))
-    try:
-        from numpy.linalg._linalg import _multi_dot_matrix_chain_order as _order
-        order = _order(arrays) if len(arrays) > 2 else None
-    except ImportError:  # pragma: no cover
-        order = None
+    order = _multi_dot_matrix_chain_order(arrays) \
+        if _multi_dot_matrix_chain_order is not None and len(arrays) > 2 else None
 
     def product(i, j):
         if i == j:
@@ -247,7 +242,7 @@ def multi_dot(arrays, *, out=None):
 
 
 def _reduce(name, x, axis, keepdims):
-    fn = getattr(_wnp(), name)
+    fn = getattr(_wnp, name)
     return fn(x, axis=axis, keepdims=keepdims)
 
 
@@ -409,14 +404,14 @@ def trace(x, /, *, offset=0, dtype=None):
     """The trace over the last two axes (``numpy.linalg.trace``)."""
     if not _traced(x):
         return _np.linalg.trace(x, offset=offset, dtype=dtype)
-    return _wnp().trace(x, offset=offset, axis1=-2, axis2=-1, dtype=dtype)
+    return _wnp.trace(x, offset=offset, axis1=-2, axis2=-1, dtype=dtype)
 
 
 def diagonal(x, /, *, offset=0):
     """The diagonals over the last two axes (``numpy.linalg.diagonal``)."""
     if not _traced(x):
         return _np.linalg.diagonal(x, offset=offset)
-    return _wnp().diagonal(x, offset=offset, axis1=-2, axis2=-1)
+    return _wnp.diagonal(x, offset=offset, axis1=-2, axis2=-1)
 
 
 def matrix_transpose(x, /):
@@ -428,9 +423,8 @@ def matrix_transpose(x, /):
 
 def _bind_from_wnp():
     """``matmul``, ``outer``, ``cross``, ``tensordot``, ``vecdot``: wengert.numpy's."""
-    wnp = _sys.modules[__name__.rsplit(".", 1)[0]]
     for name in ("matmul", "outer", "cross", "tensordot", "vecdot"):
-        fn = vars(wnp).get(name)
+        fn = vars(_wnp).get(name)
         if fn is not None and not getattr(fn, "_passthrough", False):
             globals()[name] = fn
 

@@ -1,13 +1,14 @@
 """The primitives: value, frule and rrule declared together, one place each.
 
 Importing this package registers every built-in rule.  ``OPERATORS`` maps
-Python's operator methods to primitives; the tracers take them from here.
+Python's operator methods to primitives; the namespace floor (``wengert._dispatch``)
+installs them on the tracers.
 """
 from . import arithmetic, elementwise, shape  # noqa: F401
 from .arithmetic import (absolute, add, divide, floor_divide, multiply, negative, positive,
                          power, remainder, subtract)
+from .indexing import getitem as _getitem, inplace as _inplace_update, setitem as _setitem
 from .products import matmul as _products_matmul
-from .._dispatch import _wnp  # wengert.numpy, which imports this package
 
 
 def _r(f):
@@ -17,19 +18,10 @@ def _r(f):
     return reflected
 
 
-def _getitem(x, idx):
-    return _wnp()._getitem(x, idx)
-
-
-def _setitem(x, idx, v):
-    return _wnp()._setitem(x, idx, v)
-
-
 def _inplace(f):
     # x += v: a traced array is updated in place, as a NumPy array (rules/indexing.py)
     def method(self, other):
-        from .indexing import inplace
-        return inplace(f, self, other)
+        return _inplace_update(f, self, other)
     return method
 
 

@@ -7,8 +7,8 @@ Cotangents may carry leading batch axes, so each takes the axis to work on.
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
+from ..arrays import dtype_of
 from . import patterns
-from ._zeros import dtype_of
 
 __all__ = ["checkpoint_take", "checkpoint_put", "checkpoint_stack"]
 

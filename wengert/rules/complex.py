@@ -10,8 +10,8 @@ pullback keeps the real part: the cotangent of a real input is real.
 import numpy as np
 
 from ..core import primitive
+from ..arrays import dtype_of
 from . import patterns
-from ._zeros import dtype_of
 
 
 def _is_complex(x):

@@ -5,7 +5,8 @@ Each public function returns exactly what NumPy returns when no argument is trac
 """
 import numpy as np
 
-from ..core import Tracer, _real_for_real, primitive
+from ..arrays import real_for_real as _real_for_real
+from ..core import Tracer, primitive
 from . import patterns
 
 __all__ = ["astype", "copy"]

@@ -9,8 +9,8 @@ JAX), never an exception.
 import numpy as np
 
 from ..core import primitive, shape_of
+from ..arrays import dtype_of
 from . import patterns
-from ._zeros import dtype_of
 from .complex import conj, real
 from .matrices import (_col, _diag_embed, _diag_part, _inv_differences, _mm, _mT, _row,
                        _sym_cotangent, _sym_tangent, _tril)

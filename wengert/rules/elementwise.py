@@ -10,8 +10,8 @@ import math
 import numpy as np
 
 from ..core import Tracer, primitive
+from ..arrays import dtype_of
 from . import patterns
-from ._zeros import dtype_of
 from .nondiff import recorded as _recorded
 
 _LN2 = math.log(2.0)
@@ -22,27 +22,21 @@ REGISTRY = {}  # name -> primitive, for tests and the coverage table
 
 def elementwise(np_fn, partials, *, name=None, domain=(-2.0, 2.0), nondiff=False,
                 registry=REGISTRY, needs=False, sparsity=patterns.ELEMENTWISE):
-    """Declare an elementwise primitive over ``np_fn`` with its partials.
+    """Declare an elementwise primitive over ``np_fn`` with its partials (``None`` when
+    ``nondiff``: the derivative is zero).
 
     ``needs=True``: ``partials`` takes ``needs=`` and skips the partials not asked for.
     ``sparsity``: element r of the result depends on element r of each argument; which
     arguments interact at second order (``patterns.Elementwise(hessian=...)``).
     """
     nargs = np_fn.nin if isinstance(np_fn, np.ufunc) else None
-    p = primitive(np_fn, name=name or np_fn.__name__, broadcasting=nargs != 1)
-    p.partials(partials, needs=needs)
-    p.domain = domain
-    p.nondiff = nondiff
-    p.sparsity = sparsity
-    if isinstance(np_fn, np.ufunc):
-        p.ufunc = np_fn
+    p = primitive(np_fn, name=name or np_fn.__name__, broadcasting=nargs != 1, nondiff=nondiff,
+                  domain=domain, ufunc=np_fn if isinstance(np_fn, np.ufunc) else None,
+                  sparsity=sparsity)
+    if partials is not None:
+        p.partials(partials, needs=needs)
     registry[p.name] = p
     return p
-
-
-def _nondiff(nargs):
-    zero = (None,) * nargs
-    return lambda ans, *xs, **kw: zero
 
 
 # trigonometric -----------------------------------------------------------------------
@@ -188,12 +182,12 @@ fmin = elementwise(np.fmin, _min_partials)
 
 
 # sign-like: zero derivative almost everywhere ---------------------------------------------------
-sign = elementwise(np.sign, _nondiff(1), nondiff=True)
-floor = elementwise(np.floor, _nondiff(1), nondiff=True)
-ceil = elementwise(np.ceil, _nondiff(1), nondiff=True)
-trunc = elementwise(np.trunc, _nondiff(1), nondiff=True)
-rint = elementwise(np.rint, _nondiff(1), nondiff=True)
-fix = elementwise(np.fix, _nondiff(1), nondiff=True, name="fix")
+sign = elementwise(np.sign, None, nondiff=True)
+floor = elementwise(np.floor, None, nondiff=True)
+ceil = elementwise(np.ceil, None, nondiff=True)
+trunc = elementwise(np.trunc, None, nondiff=True)
+rint = elementwise(np.rint, None, nondiff=True)
+fix = elementwise(np.fix, None, nondiff=True, name="fix")
 # heaviside(x, h0) is h0 where x == 0: the only place it depends on h0
 heaviside = elementwise(np.heaviside, lambda ans, x, h0: (None, _mask(x == 0, False, ans)))
 ldexp = elementwise(np.ldexp, lambda ans, x, n: (  # x 2^n, whose derivative 2^n is exact
@@ -223,7 +217,6 @@ def round_(x, decimals=0):
     return np.round(x, decimals)
 
 
-round_.partials(lambda ans, x, decimals=0: (None,))
 round_.sparsity = patterns.ELEMENTWISE
 round_.domain, round_.nondiff = (-2.0, 2.0), True
 REGISTRY["round"] = round_

@@ -13,8 +13,8 @@ transformed along the right axes.
 import numpy as np
 
 from ..core import primitive, shape_of
+from ..arrays import dtype_of
 from . import patterns
-from ._zeros import dtype_of
 from .complex import _is_complex, conj, real
 
 # -- padding / truncation: the adjoint of n= and s= ---------------------------------------------

@@ -25,8 +25,8 @@ Conventions, where NumPy's function is not smooth or reads only part of its inpu
 import numpy as np
 
 from ..core import Tracer, ndim_of, primitive, shape_of
+from ..arrays import dtype_of
 from . import patterns
-from ._zeros import dtype_of
 from .arithmetic import absolute, power
 from .decompositions import _eig, _eigh, _qr, _svd, eigvals, eigvalsh, svdvals
 from .elementwise import sign, where

@@ -7,7 +7,7 @@ the leading axes, and axes are addressed from the end.
 import numpy as np
 
 from ..core import ndim_of, shape_of
-from ._zeros import dtype_of
+from ..arrays import dtype_of
 from .elementwise import where
 from .products import matmul
 from .shape import reshape, sum_, transpose

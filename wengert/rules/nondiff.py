@@ -31,16 +31,7 @@ def _nondiff_primitive(fn, name):
         def impl(*args, **kw):
             return fn(*args, **kw)
         impl.__name__ = impl.__qualname__ = name
-        p = primitive(impl, name=name)
-
-        @p.frule(symbolic_zeros=True)
-        def _jvp(primals, tangents, **kw):
-            return p(*primals, **kw), None
-
-        @p.rrule
-        def _vjp(*args, **kw):
-            return p(*args, **kw), lambda g: (None,) * len(args)
-        p.nondiff = True
+        p = primitive(impl, name=name, nondiff=True)
         _NONDIFF_PRIMS[(fn, name)] = p
     return p
 

@@ -1,4 +1,4 @@
-"""Shape primitives the engines' bookkeeping needs: reshape, sum, broadcast_to.
+"""Shape primitives the engines' bookkeeping needs: reshape, sum, broadcast_to, as_float.
 
 The tangent of a linear function is the function applied to the tangent, with
 the tangent's leading batch axes kept in front.
@@ -6,8 +6,8 @@ the tangent's leading batch axes kept in front.
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
+from ..arrays import broadcast_view, sum_to
 from . import patterns
-from ._zeros import broadcast_view, sum_to
 
 
 def _norm_axes(axis, nd):
@@ -156,6 +156,25 @@ def transpose_vjp(x, axes=None):
         nb = ndim_of(g) - nd
         return (transpose(g, tuple(range(nb)) + tuple(nb + int(a) for a in inv)),)
     return transpose(x, axes), pullback
+
+
+def _as_float_impl(x):
+    return float(x)
+
+
+as_float = primitive(_as_float_impl, name="as_float")  # a 0-d value as a Python float
+as_float.sparsity = patterns.Elementwise(hessian="linear")
+
+
+@as_float.frule(symbolic_zeros=True)
+def as_float_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    return as_float(x), dx
+
+
+@as_float.rrule
+def as_float_vjp(x):
+    return as_float(x), lambda g: (g,)
 
 
 for _p in (reshape, sum_, broadcast_to, transpose):

@@ -8,8 +8,8 @@ triangle gets a zero derivative (rules/linalg.py says why that is the right one)
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
+from ..arrays import dtype_of
 from . import patterns
-from ._zeros import dtype_of
 from .indexing import getitem_basic, scatter_basic
 from .joining import stack
 from .matrices import _col, _eye, _mm, _mT, _sym_cotangent, _sym_tangent, _tril, _triu_mask

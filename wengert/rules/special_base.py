@@ -82,7 +82,7 @@ gammaincc = _special(_sp.gammaincc, lambda ans, a, x: (_NO["gammaincc", "a"], -_
 betainc = _special(_sp.betainc, lambda ans, a, b, x: (
     _NO["betainc", "a"], _NO["betainc", "b"],
     exp(xlogy(a - 1.0, x) + xlog1py(b - 1.0, -x) - betaln(a, b))), domain=(0.1, 0.9))
-gammasgn = _ew.elementwise(_sp.gammasgn, _ew._nondiff(1), nondiff=True, domain=(0.2, 3.0),
+gammasgn = _ew.elementwise(_sp.gammasgn, None, nondiff=True, domain=(0.2, 3.0),
                            registry=SPECIAL)
 
 # error functions --------------------------------------------------------------------------

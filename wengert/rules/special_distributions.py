@@ -12,7 +12,7 @@ import numpy as np
 import scipy.special as _sp
 
 from ..core import NoDerivative, Tracer
-from ._zeros import dtype_of
+from ..arrays import dtype_of
 from .elementwise import clip, cos, exp, floor, log, log1p, maximum, minimum, sin, trunc, where
 from .special_base import (_keep_float32, _special, beta, betaln, digamma, gammaln, xlog1py,
                       xlogy)

@@ -374,7 +374,7 @@ def _elementwise_prims():
 
 def _elementwise(prim):
     """Scalar in, scalar out: read from the registries (partials, operators, elementwise)."""
-    return prim._partials is not None or prim.broadcasting or prim in _elementwise_prims()
+    return prim.fast_partials is not None or prim.broadcasting or prim in _elementwise_prims()
 
 
 def index_value(text):

@@ -110,8 +110,8 @@ class ForwardGen(BaseGen):
         prim = op.fn
         tangents = [trace.sym(self.dname(a.name), lin=True) if self.is_active(a) else None
                     for a in op.args]
-        if prim._partials is not None:
-            ps = prim._partials(ans, *args, **params)
+        if prim.fast_partials is not None:
+            ps = prim.fast_partials.fn(ans, *args, **params)
             terms = []
             for p, t in zip(ps, tangents):
                 if p is None or t is None:

@@ -196,8 +196,8 @@ class ReverseGen(BaseGen):
         g = trace.sym(self.g(op.target), lin=True)
         prim = op.fn
         n = len(op.args)
-        if prim._partials is not None:
-            ps = prim._partials(ans, *args, **params)
+        if prim.fast_partials is not None:
+            ps = prim.fast_partials.fn(ans, *args, **params)
             cts = [None if (p is None or i not in actives) else p * g
                    for i, p in enumerate(ps)]
         else:

@@ -11,8 +11,8 @@ import numpy as np
 
 from .. import numpy as wnp
 from .. import transforms
-from ..core import Tracer, _real_for_real, ndim_of, shape_of
-from ..rules._zeros import dtype_of, sum_to, zeros_like_value
+from ..arrays import dtype_of, real_for_real as _real_for_real, sum_to, zeros_like_value
+from ..core import Tracer, ndim_of, shape_of
 from ..tree import flatten, unflatten
 
 __all__ = ["pullback", "pushforward", "vjp_call", "jvp_call", "unbroadcast", "broadcast_like",
