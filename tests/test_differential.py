@@ -41,7 +41,7 @@ RTOL = 1e-9          # engine against engine: round-off only
 FD_RTOL = 1e-6       # against the finite-difference stencil
 FD_STEP = 1e-4       # the 4-point stencil's error is O(h^4): about 1e-16 here
 HESSIAN_SHARE = 4    # one program in this many gets the Hessian checks
-ENGINE_SECONDS = 5   # an engine that takes longer on these small programs is stuck
+ENGINE_SECONDS = 3   # an engine that takes longer on these small programs is stuck
 
 ENGINES = ("reverse", "forward", "jvp", "graph", "simplified", "compile", "compile_new",
            "source", "hessian", "fwd_over_rev", "hessian_graph", "taylor")
@@ -252,7 +252,10 @@ def check_program(prog, f, a, b, hessian):
     def graph(args):
         g = wg.trace(f, *args)
         compare(g(*args), value, RTOL, what="the traced graph's value")
-        compare(g.grad(argnums)(*args), grad, tight, what="Graph.grad")
+        gg = g.grad(argnums)
+        first = gg(*args)
+        compare(gg(*args), grad, tight, what="Graph.grad")
+        compare(first, grad, tight, what="Graph.grad's first result, after a second call")
         out, t = g.jvp()(*args, *v)
         compare(out, value, RTOL, what="Graph.jvp's value")
         compare(t, grad_v, tight, grad_v_scale, what="Graph.jvp's tangent against grad . v")
@@ -273,8 +276,12 @@ def check_program(prog, f, a, b, hessian):
         compare(cf(*args), value, RTOL, what="wg.compile(f)")
         cg = compiled["grad"] = wg.compile(wg.grad(f, argnums))
         compiled["f"] = cf
-        compare(cg(*args), grad, tight, what="wg.compile(wg.grad(f))")
-        compare(cg(*args), grad, tight, what="wg.compile(wg.grad(f)), called again")
+        first = compiled["first"] = cg(*args)
+        compare(first, grad, tight, what="wg.compile(wg.grad(f))")
+        second = compiled["second"] = cg(*args)
+        compare(second, grad, tight, what="wg.compile(wg.grad(f)), called again")
+        # a generated program must not reuse the arrays it returned as scratch
+        compare(first, grad, tight, what="wg.compile(wg.grad(f))'s first result, later")
     run("compile", compile_)
 
     if b is None or results["compile"][0] != "agree":
@@ -293,6 +300,9 @@ def check_program(prog, f, a, b, hessian):
                 compare(compiled["f"](*args), value_b, RTOL, what="wg.compile(f), a new point")
                 compare(compiled["grad"](*args), want_b, RTOL,
                         what="wg.compile(wg.grad(f)), a new point")
+                for k in ("first", "second"):
+                    compare(compiled[k], grad, tight,
+                            what=f"wg.compile(wg.grad(f))'s {k} result, after a new point")
             run("compile_new", compile_new)
 
     def source(args):
