@@ -899,3 +899,8 @@ class _LoopVar(Expr):
 
 def generate(ch):
     return Builder(ch).program()
+
+
+if __name__ == "__main__":  # python tests/random_programs.py SEED: the program of a seed
+    import sys
+    print(generate(RandomChooser(int(sys.argv[1]))).source(), end="")

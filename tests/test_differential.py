@@ -24,6 +24,7 @@ import itertools
 import math
 import contextlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -476,15 +477,28 @@ def table(programs, rejected, counts):
     return "\n".join(lines)
 
 
+def kinds(failures):
+    """The failures grouped by engine, outcome and first line of the message (numbers
+    left out), each with its count and first seed (``RandomChooser(seed)`` rebuilds it)."""
+    groups = collections.Counter()
+    first = {}
+    for seed, e, o, msg in failures:
+        line = msg.splitlines()[0] if msg else ""
+        key = (e, o, re.sub(r"[-+]?\d[\d.e+-]*", "#", line)[:150])
+        groups[key] += 1
+        first.setdefault(key, seed)
+    return "\n".join(f"{n:>6}  {e} {o} (first: seed {first[(e, o, m)]}): {m}"
+                     for (e, o, m), n in groups.most_common())
+
+
 @pytest.mark.slow
 def test_ten_thousand_programs(tmp_path, capsys):
     n = int(os.environ.get("WENGERT_DIFF_N", "10000"))
     log_path = os.environ.get("WENGERT_DIFF_LOG")
     with open(log_path or os.devnull, "w") as log:
         programs, rejected, counts, failures = run_many(n, str(tmp_path), log=log)
-    summary = table(programs, rejected, counts)
+    summary = table(programs, rejected, counts) + "\n" + kinds(failures)
     with capsys.disabled():
         print("\n" + summary)
-        for seed, e, o, msg in failures[:50]:
-            print(f"seed {seed}: {e} {o}: {msg.splitlines()[0] if msg else ''}")
-    assert not failures, f"{len(failures)} mismatches or crashes\n{summary}"
+    if failures:
+        pytest.fail(f"{len(failures)} mismatches or crashes\n{summary}", pytrace=False)
