@@ -546,6 +546,17 @@ class Builder:
         t = choice(ch, [0.0, 0.5, -0.3])
         op = choice(ch, [">", "<"])
         cmp = np.greater if op == ">" else np.less
+        if pick(ch, [(3, False), (1, True)]):  # two conditions: (c > t) & (d < 0.5)
+            d = self.fit(self.expr(depth - 1), a.shape)
+            how = choice(ch, ["&", "|", "np.logical_and", "np.logical_or"])
+            join = {"&": np.logical_and, "|": np.logical_or}.get(how) or getattr(np, how[3:])
+            left, right = "({0} %s %r)" % (op, t), "({3} < 0.5)"
+            text = f"{how}({left}, {right})" if how.startswith("np.") else \
+                f"({left} {how} {right})"
+            return call("np.where(%s, {1}, {2})" % text, [c, a, b, d],
+                        lambda cv, av, bv, dv: np.where(join(cmp(cv, t), dv < 0.5), av, bv),
+                        a.shape, kink=lambda cv, av, bv, dv: np.minimum(
+                            np.min(np.abs(cv - t)), np.min(np.abs(dv - 0.5))))
         return call("np.where({0} %s %r, {1}, {2})" % (op, t), [c, a, b],
                     lambda cv, av, bv: np.where(cmp(cv, t), av, bv), a.shape,
                     kink=lambda cv, av, bv: np.abs(cv - t))
