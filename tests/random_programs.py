@@ -464,7 +464,8 @@ class Builder:
         return self.fit(b, shape)
 
     def fit(self, b, shape):
-        """``b`` made to broadcast into ``shape``: reshaped, reduced along an axis, or to a scalar."""
+        """``b`` made to broadcast into ``shape``: reshaped, reduced along an axis, or to
+        a scalar."""
         ch = self.ch
         if broadcasts_into(b.shape, shape):
             return b

@@ -1,28 +1,33 @@
 """Differential test: every engine computes the same derivative of random programs.
 
-Each program (tests/random_programs.py: elementwise functions, powers, where,
-maximum, broadcasting, indexing, reshapes, reductions, dot/@, in-place updates,
-if/for) is written to a module and imported, so that source mode reads real
-source.  At a point kept away from every kink, these must agree:
+Each program (tests/random_programs.py: elementwise functions, powers with constant
+and traced exponents, where, maximum, broadcasting, indexing, reshapes, reductions,
+dot/@, in-place updates, int()/float() of comparisons, if/for) is written to a module
+and imported, so that source mode reads real source.  At a point kept away from every
+kink, these must agree:
 
-* reverse mode (``wg.grad``) with central finite differences (a 4-point stencil);
-* forward mode (``wg.jacobian(mode="forward")``), ``wg.jvp`` with a random tangent,
-  ``wg.trace`` -> ``Graph.grad``, the simplified graph, ``wg.compile(wg.grad(f))``
-  (twice at the point, then at a second point, which may take other branches:
-  compile re-traces), and ``wg.source.grad`` (which may instead raise its named
-  ``SourceError``), all with reverse mode to round-off;
-* on a quarter of the programs, ``wg.hessian``, the forward Jacobian of
-  ``wg.grad`` and finite differences of ``wg.grad``.
+* reverse mode (``wg.grad``) with central finite differences (a 4-point stencil, its
+  own error estimated from a second step);
+* with reverse mode, to round-off: forward mode (``wg.jacobian(mode="forward")``),
+  ``wg.jvp`` with a random tangent, ``wg.trace`` -> ``Graph.grad`` and ``Graph.jvp``,
+  the simplified graphs, ``wg.compile(wg.grad(f))`` (twice at the point, then at a
+  second point, which may take other branches: compile re-traces) and
+  ``wg.source.grad`` (which may instead raise its named ``SourceError``);
+* on a quarter of the programs, Hessians: ``wg.hessian``, the forward Jacobian of
+  ``wg.grad``, ``Graph.hessian``, ``wg.compile(wg.hessian(f))`` and Taylor mode's
+  second coefficient, against finite differences of ``wg.grad``.
 
-The default run checks a few hundred programs chosen by hypothesis (derandomised);
-``pytest -m slow tests/test_differential.py -s`` checks 10,000 (``WENGERT_DIFF_N``)
-and prints how many programs each engine agreed on, declined or got wrong.
+No engine may change its input arrays, and an engine stuck for seconds counts as a
+crash.  The default run checks 300 programs chosen by hypothesis (derandomised:
+the same programs every run); ``python -m pytest -m slow tests/test_differential.py``
+checks 10,000 (``WENGERT_DIFF_N``; ``WENGERT_DIFF_LOG=file`` writes every failure
+with its program) and prints how many programs each engine agreed on, declined with
+its named error, got wrong or crashed on.
 """
 import collections
+import contextlib
 import importlib.util
 import itertools
-import math
-import contextlib
 import os
 import re
 import signal
