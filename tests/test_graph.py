@@ -469,6 +469,33 @@ def test_comparisons_and_masks_recorded():
     assert same(dcf(y), wg.grad(f)(y))
 
 
+@pytest.mark.parametrize("combine", [
+    lambda x: np.bool_(True) & (x < 1.0), lambda x: np.bool_(False) | (x < 1.0),
+    lambda x: np.bool_(True) ^ (x < 1.0), lambda x: np.invert(x < 1.0),
+    lambda x: np.bitwise_and(x > 0.0, x < 1.0), lambda x: ~(x < 1.0)])
+def test_bitwise_operators_on_traced_masks(combine):
+    """A NumPy bool and a traced comparison (np.bool_(c) & (x < 1), as a rule writes
+    (x == 0) & (y != 0) with a NumPy-scalar x) reached NumPy's bitwise_and, which had no
+    rule: tracing raised while the eager engines (plain masks) worked."""
+    def f(x):
+        return np.sum(np.where(combine(x), x * x, -x))
+    x, y = np.array([0.5, -0.3, 1.5]), np.array([-0.5, 0.3, 0.9])
+    cf, dcf = wg.compile(f), wg.compile(wg.grad(f))
+    for p in (x, y):  # y takes other branches: the mask is recorded, not baked in
+        assert same(cf(p), f(p)) and same(dcf(p), wg.grad(f)(p))
+        assert same(wg.trace(f, x).grad()(p), wg.grad(f)(p))
+
+
+def test_power_of_a_numpy_scalar_base_traces():
+    """np.power(np.float64(c), x) under tracing: a power rule that guards x == 0 with
+    (x == 0) & (y != 0) meets a NumPy bool there (found by the differential test)."""
+    def f(x):
+        return np.sum(np.power(np.float64(1.5) + np.cos(0.25), x))
+    x = np.array([0.5, -0.3])
+    assert same(wg.compile(wg.grad(f))(x), wg.grad(f)(x))
+    assert same(wg.trace(f, x).jvp()(x, np.ones(2))[1], wg.jvp(f, (x,), (np.ones(2),))[1])
+
+
 # -- random expression programs ------------------------------------------------------------------
 UNARY = [wnp.sin, wnp.cos, wnp.tanh, wnp.exp, lambda a: a * a, lambda a: -a,
          lambda a: wnp.log1p(a * a), lambda a: wnp.sqrt(a * a + 1.0),

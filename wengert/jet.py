@@ -88,6 +88,10 @@ class Jet(Tracer):
 
     __slots__ = ("_trace", "coeffs", "kind", "prim", "args", "params", "tangent_jet",
                  "source", "group", "index")
+    # a jet is a node of a lazily evaluated series: rebinding it in place would make the
+    # updated node one of its own arguments, so in-place updates are refused by name
+    updates_in_place = False
+    in_place_refusal = "wg.taylor is not supported in Taylor mode"
 
     def __init__(self, trace, c0, kind, prim=None, args=(), params=None, source=None,
                  group=None, index=0):

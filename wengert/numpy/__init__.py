@@ -170,6 +170,9 @@ _INDEX_LIKE = {"digitize", "lexsort", "argpartition",
                "nanargmax", "nanargmin", "unravel_index", "ravel_multi_index"}
 for _name in ("greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
               "logical_and", "logical_or", "logical_not", "logical_xor", "isnan", "isinf",
+              # of booleans (a NumPy bool & a traced comparison) and integers
+              "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "bitwise_not",
+              "bitwise_invert",
               "isfinite", "isposinf", "isneginf", "signbit", "isclose", "allclose",
               "array_equal", "array_equiv", "iscomplexobj", "isrealobj", "iscomplex", "isreal",
               "digitize", "lexsort", "argpartition",

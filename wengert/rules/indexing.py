@@ -469,6 +469,11 @@ def _slot_names(cls):
 def _rebind(x, new):
     """Make the tracer object ``x`` stand for ``new`` (same engine), as NumPy's in-place
     update would make every reference to ``x`` see the new values."""
+    if not getattr(x, "updates_in_place", True):
+        raise NotImplementedError(
+            f"an in-place update (x[idx] = v, x += v) of a value traced by "
+            f"{x.in_place_refusal}. Use the functional forms: x = x + v, "
+            "x = wnp.index_update(x, idx, v).")
     if type(new) is not type(x) or new._trace is not x._trace:
         raise TypeError(
             "an in-place update (x[idx] = v, x += v) of an array with a value traced by a "
