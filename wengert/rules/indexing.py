@@ -469,11 +469,6 @@ def _slot_names(cls):
 def _rebind(x, new):
     """Make the tracer object ``x`` stand for ``new`` (same engine), as NumPy's in-place
     update would make every reference to ``x`` see the new values."""
-    if not getattr(x, "updates_in_place", True):
-        raise NotImplementedError(
-            f"an in-place update (x[idx] = v, x += v) of a value traced by "
-            f"{x.in_place_refusal}. Use the functional forms: x = x + v, "
-            "x = wnp.index_update(x, idx, v).")
     if type(new) is not type(x) or new._trace is not x._trace:
         raise TypeError(
             "an in-place update (x[idx] = v, x += v) of an array with a value traced by a "
@@ -512,9 +507,19 @@ def _pending_class(cls):
     return pc
 
 
+def _check_updates_in_place(x):
+    """An engine whose tracers cannot be rebound (Taylor's lazy jets) refuses by name."""
+    if not getattr(x, "updates_in_place", True):
+        raise NotImplementedError(
+            f"an in-place update (x[idx] = v, x += v) of a value traced by "
+            f"{x.in_place_refusal}. Use the functional forms: x = x + v, "
+            "x = wnp.index_update(x, idx, v).")
+
+
 def _assign(x, new):
     """``x`` takes the value ``new`` (its shape and dtype): the tracer is rebound, and
     every view of it goes stale.  ``x`` itself must not be a view of another array."""
+    _check_updates_in_place(x)
     x.value  # a stale view raises here  # noqa: B018
     ent = _live_base(x)
     if ent is not None:
@@ -548,6 +553,7 @@ def inplace(op, x, v):
     """
     if ndim_of(x) == 0:
         return op(x, v)
+    _check_updates_in_place(x)
     x.value  # a stale view raises here  # noqa: B018
     ent = _live_base(x)
     if ent is not None and (ent[1] is None or getattr(ent[1], "idx", None) is None):
