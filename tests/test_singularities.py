@@ -414,3 +414,21 @@ def test_series_branch_of_a_complex_intermediate_is_chosen_by_modulus():
     z = x * (0.1 + 5.0j)
     want = np.real((np.cos(PI * z) - np.sinc(z)) / z * (0.1 + 5.0j))
     np.testing.assert_allclose(wg.grad(f)(x), want, rtol=1e-9)
+
+
+@pytest.mark.parametrize("update", [
+    lambda t, x: t.__isub__(x),
+    lambda t, x: t.__setitem__(0, 5.0),
+])
+def test_taylor_refuses_in_place_updates_by_name(update):
+    """A jet is a node of a lazy series: rebound in place it became its own argument and
+    the series never finished (memory grew without bound). Refused, with what to write."""
+    x = np.array([0.3, -0.2, 0.5])
+
+    def f(x):
+        t = x * 2.0
+        update(t, x)
+        return np.sum(t)
+    with pytest.raises(NotImplementedError, match="Taylor mode.*x = x \\+ v"):
+        wg.taylor(f, x, np.ones(3), 2)
+    wg.grad(f)(x)  # the other engines take it
