@@ -12,18 +12,13 @@ import types
 
 import numpy as np
 
-from .core import Primitive, Tracer
+from .core import plain as _value, Primitive, Tracer
 from .rules import OPERATORS
 from .rules.conversion import astype
 from .rules.indexing import sort_inplace
 
 _namespace = None  # the namespace that installed the dispatch (wengert.numpy): see ``install``
 
-
-def _value(x):
-    while isinstance(x, Tracer):
-        x = x.value
-    return x
 
 
 def _compare(op):

@@ -255,6 +255,13 @@ _STORE_MESSAGE = (
     "from traced values with wnp.stack([...]).")
 
 
+def plain(x):
+    """The primal under every trace (a tracer's ``.value``, until it is not a tracer)."""
+    while isinstance(x, Tracer):
+        x = x.value
+    return x
+
+
 def plain_store_errors(fn):
     """``fn`` (a transform's entry), raising wengert's ``TypeError`` for ``a[i] = x`` into a
     plain array where NumPy raises "setting an array element with a sequence" (it catches

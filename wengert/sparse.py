@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from . import coloring
 from . import numpy as wnp
-from .core import Tracer, new_level, shape_of
+from .core import plain as _plain, Tracer, new_level, shape_of
 from .forward import Dual, ForwardTrace
 from .reverse import Tape, Var
 from .sparsity import PatternTrace, PatternTracer, stack_patterns
@@ -43,11 +43,6 @@ color = coloring.color
 def _size(x):
     return int(np.prod(shape_of(x), dtype=np.int64))
 
-
-def _plain(x):
-    while isinstance(x, Tracer):
-        x = x.value
-    return x
 
 
 def _inputs(f, args, argnums, fname):

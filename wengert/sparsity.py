@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .core import Trace, Tracer, new_level
+from .core import plain as _plain, Trace, Tracer, new_level
 
 __all__ = ["PatternTrace", "PatternTracer", "stack_patterns", "MAX_ENTRIES"]
 
@@ -31,11 +31,6 @@ MAX_ENTRIES = 1 << 27
 SAME = "same"    # rules/patterns.py's markers (plain strings: engines import no rule module)
 DENSE = "dense"
 
-
-def _plain(x):
-    while isinstance(x, Tracer):
-        x = x.value
-    return x
 
 
 def _differentiable(v):

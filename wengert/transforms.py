@@ -15,7 +15,7 @@ import numpy as np
 from . import _progress, numpy as wnp
 from .arrays import ndim_of, shape_of, zeros_like_value
 from .core import (Tracer, check_differentiable, check_live, leaf_dtype as _leaf_dtype,
-                   new_level, plain_store_errors)
+                   new_level, plain as _plain, plain_store_errors)
 from .forward import Dual, ForwardTrace
 from .jet import taylor_coefficients
 from .reverse import Tape, Var
@@ -613,11 +613,6 @@ def _to_vec(tree):
         return np.zeros(0)
     return np.concatenate([np.ravel(np.asarray(_plain(x), dtype=np.float64)) for x in leaves])
 
-
-def _plain(x):
-    while isinstance(x, Tracer):
-        x = x.value
-    return x
 
 
 def _like(tree, vec, dtype_from=None):

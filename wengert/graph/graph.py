@@ -18,7 +18,7 @@ import inspect
 import numpy as np
 
 from .. import transforms
-from ..core import Tracer, check_live, plain_store_errors
+from ..core import plain as _plain, Tracer, check_live, plain_store_errors
 from ..reverse import Var
 from ..tree import flatten, unflatten
 from .codegen import build_function, generate
@@ -210,11 +210,6 @@ def _is_input(x):
         return True
     return False
 
-
-def _plain(x):
-    while isinstance(x, Tracer):
-        x = x.value
-    return x
 
 
 def arg_names_of(f, nargs):

@@ -13,7 +13,7 @@ True
 import numpy as _np
 from numpy.linalg import LinAlgError  # noqa: F401
 
-from ..core import Tracer as _Tracer, shape_of as _shape
+from ..core import plain as _plain, Tracer as _Tracer, shape_of as _shape
 from ..rules import linalg as _rl
 from ..rules.arithmetic import absolute as _abs
 from ..rules.shape import (broadcast_to as _broadcast_to, reshape as _reshape,
@@ -171,11 +171,6 @@ def lstsq(a, b, rcond=None):
         return _np.linalg.lstsq(a, b, rcond=rcond)
     return _rl.lstsq(a, b, rcond=rcond)
 
-
-def _plain(x):
-    while isinstance(x, _Tracer):
-        x = x.value
-    return x
 
 
 def matrix_power(a, n):

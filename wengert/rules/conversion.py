@@ -6,16 +6,11 @@ Each public function returns exactly what NumPy returns when no argument is trac
 import numpy as np
 
 from ..arrays import real_for_real as _real_for_real
-from ..core import Tracer, primitive
+from ..core import plain as _plain, Tracer, primitive
 from . import patterns
 
 __all__ = ["astype", "copy"]
 
-
-def _plain(x):
-    while isinstance(x, Tracer):
-        x = x.value
-    return x
 
 
 def _traced(*xs):

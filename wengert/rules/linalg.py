@@ -24,7 +24,7 @@ Conventions, where NumPy's function is not smooth or reads only part of its inpu
 """
 import numpy as np
 
-from ..core import Tracer, ndim_of, primitive, shape_of
+from ..core import plain as _plain, Tracer, ndim_of, primitive, shape_of
 from ..arrays import dtype_of
 from . import patterns
 from .arithmetic import absolute, power
@@ -48,11 +48,6 @@ def _trace_prod(x, y):
 def det(a):
     return np.linalg.det(a)
 
-
-def _plain(x):
-    while isinstance(x, Tracer):
-        x = x.value
-    return x
 
 
 def _cofactor(a, ans):

@@ -5,13 +5,8 @@ a compiled graph recomputes it); ``concrete`` also hands the result back as a pl
 (an index, a permutation...), guarded under graph tracing.  Every rule module that decides
 something on values (a sort order, an index, NumPy's special cases) goes through these.
 """
-from ..core import Tracer, primitive
+from ..core import plain as _plain, Tracer, primitive
 
-
-def _plain(x):
-    while isinstance(x, Tracer):
-        x = x.value
-    return x
 
 
 def strip_eager(x):

@@ -12,7 +12,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..core import Tracer, ndim_of, primitive, shape_of
+from ..core import plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .indexing import gather
 from .joining import stack
@@ -22,11 +22,6 @@ from .shape import broadcast_to, reshape, sum_, transpose
 __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "kron", "cross",
            "vecdot", "matvec", "vecmat"]
 
-
-def _plain(x):
-    while isinstance(x, Tracer):
-        x = x.value
-    return x
 
 
 def _traced(*xs):

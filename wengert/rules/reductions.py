@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..core import Tracer, ndim_of, primitive, shape_of
+from ..core import plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .arithmetic import multiply
 from .conversion import astype
@@ -31,11 +31,6 @@ __all__ = ["sum", "prod", "mean", "var", "std", "max", "min", "amax", "amin", "p
 
 _builtin_sum = sum
 
-
-def _plain(x):
-    while isinstance(x, Tracer):
-        x = x.value
-    return x
 
 
 def _dtype(x):

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import scipy.special as _sp
 
-from ..core import NoDerivative, Tracer, primitive
+from ..core import plain as _plain, NoDerivative, Tracer, primitive
 from . import patterns
 from . import elementwise as _ew
 from ._series import near_zero, power_series
@@ -278,11 +278,6 @@ k1e = _special(_sp.k1e, lambda ans, x: (ans - 0.5 * (k0e(x) + kve(2.0, x)),), do
 def _traced(*xs):
     return any(isinstance(x, Tracer) for x in xs)
 
-
-def _plain(x):
-    while isinstance(x, Tracer):
-        x = x.value
-    return x
 
 
 def several_results(np_fn, derivatives):
