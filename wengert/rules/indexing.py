@@ -23,6 +23,7 @@ import weakref
 
 import numpy as np
 
+from ..arrays import dtype_of, zeros
 from ..core import Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import astype
@@ -111,7 +112,7 @@ def getitem_basic(x, idx):
 @primitive(nargs=1)
 def scatter_basic(g, shape, idx):
     """Zeros of ``shape`` with ``g`` written at ``idx`` (a basic index)."""
-    out = np.zeros(shape, dtype=np.result_type(g))
+    out = zeros(shape, dtype_of(g), like=g)  # in g's array library (CuPy, Dask...)
     out[idx] = g
     return out
 

@@ -12,6 +12,7 @@ from collections import Counter
 
 import numpy as np
 
+from ..arrays import asarray
 from ..core import plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .indexing import gather
@@ -178,8 +179,8 @@ def matmul(x1, x2, /, out=None, **kwargs):
         return np.matmul(x1, x2, out=out, **kwargs)
     if out is not None:
         raise NotImplementedError("wnp.matmul with out= is not supported on traced values")
-    a = x1 if isinstance(x1, Tracer) or type(x1) is np.ndarray else np.asarray(x1)
-    b = x2 if isinstance(x2, Tracer) or type(x2) is np.ndarray else np.asarray(x2)
+    a = x1 if isinstance(x1, Tracer) or type(x1) is np.ndarray else asarray(x1)
+    b = x2 if isinstance(x2, Tracer) or type(x2) is np.ndarray else asarray(x2)
     na, nb = ndim_of(a), ndim_of(b)
     if na == 0 or nb == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions")
