@@ -18,7 +18,7 @@ class Converted(AssertionError):
 
 
 CALLS = []  # names of the NumPy functions and ufuncs called on Foreign values
-STRICT = [False]  # True: refuse NumPy arrays as operands, as CuPy does (no implicit transfer)
+STRICT = {"on": False}  # True: refuse NumPy arrays as operands, as CuPy does (no implicit transfer)
 
 
 def _unwrap(x):
@@ -43,7 +43,7 @@ def _known(x):
     """Types Foreign handles itself; anything else (a tracer) gets NotImplemented."""
     if type(x) in (list, tuple):
         return all(_known(v) for v in x)
-    if STRICT[0] and type(x) is np.ndarray:
+    if STRICT["on"] and type(x) is np.ndarray:
         raise Converted(f"a NumPy array {x.shape} met a Foreign one (CuPy refuses the mix)")
     return isinstance(x, (Foreign, np.ndarray, np.generic, numbers.Number, str, slice,
                           type(None), type(Ellipsis), np.dtype, type))

@@ -1,0 +1,151 @@
+"""Arrays beyond NumPy (API.md §10): every transform on a NEP-18 test double (the code path
+CuPy takes, runnable without a GPU) and on Dask arrays (threaded scheduler), equal to NumPy
+on the same data; Dask results stay lazy with the input's chunks; arrays without NEP 18 are
+refused by name."""
+import numpy as np
+import pytest
+
+import wengert as wg
+import wengert.numpy as wnp
+
+import array_matrix as M
+import foreign as F
+
+STRICT_CASES = [c for c in M.CASES if not c.startswith("mixed")]
+
+
+def _is_foreign(x):
+    return type(x) is F.Foreign
+
+
+@pytest.mark.parametrize("case", STRICT_CASES)
+def test_double_strict(case, monkeypatch):
+    """As CuPy: no NumPy operand ever meets a foreign one, nothing is converted."""
+    monkeypatch.setitem(F.STRICT, "on", True)
+    del F.CALLS[:]
+    M.run_case(case, F.Foreign, F.to_numpy, _is_foreign)
+    assert F.CALLS  # the values went through the double's own protocols
+
+
+@pytest.mark.parametrize("case", list(M.CASES))
+def test_double_mixed_with_numpy(case):
+    """NumPy weights, foreign data: the results are foreign, never converted."""
+    M.run_case(case, F.Foreign, F.to_numpy, _is_foreign)
+
+
+def test_double_refuses_conversions():
+    """The test double can fail: it catches what a careless engine would do."""
+    x = F.Foreign(np.ones(3))
+    for convert in (np.asarray, lambda a: float(a[0]), lambda a: a.item(), bool):
+        with pytest.raises(F.Converted):
+            convert(x)
+    with pytest.raises(F.Converted):  # an adjoint made by NumPy, met by a foreign one
+        F.STRICT["on"] = True
+        try:
+            np.zeros(3) + x
+        finally:
+            F.STRICT["on"] = False
+
+
+def _branchy(x):
+    return wnp.sum(x ** 2) if wnp.sum(x) > 0 else -wnp.sum(x)  # bool(): the user asks
+
+
+def test_user_asking_for_a_number_gets_it():
+    """Where the user's own code asks for a number, the library is asked (the double
+    refuses, as CuPy would refuse a host copy elsewhere; Dask computes)."""
+    with pytest.raises(F.Converted, match="bool"):
+        wg.grad(_branchy)(F.Foreign(np.ones(3)))
+
+
+# -- Dask, threaded scheduler ------------------------------------------------------------------
+try:
+    import dask
+    import dask.array as da
+except ImportError:  # an optional dependency: pip install -e ".[dask]"
+    dask = da = None
+needs_dask = pytest.mark.skipif(da is None, reason="Dask is not installed (.[dask] extra)")
+
+
+def _dwrap(a):
+    return da.from_array(a, chunks=(5,) + a.shape[1:])
+
+
+def _dnum(x):
+    return x.compute(scheduler="threads") if isinstance(x, da.Array) else x
+
+
+@pytest.mark.parametrize("case", list(M.CASES))
+@needs_dask
+def test_dask_threaded(case):
+    with dask.config.set(scheduler="threads"):
+        M.run_case(case, _dwrap, _dnum, lambda x: isinstance(x, da.Array))
+
+
+def _no_compute(*args, **kwargs):
+    raise AssertionError("something computed a Dask array while building a derivative")
+
+
+@needs_dask
+def test_dask_gradient_is_lazy_with_the_inputs_chunks():
+    x = da.from_array(M.V, chunks=4)
+    u = da.from_array(M.U, chunks=4)
+    X, y = da.from_array(M.X, chunks=(5, 3)), da.from_array(M.Y, chunks=5)
+    with dask.config.set(scheduler=_no_compute):
+        g = wg.grad(M.f)(x)
+        val, dg = wg.value_and_grad(M.f)(x)
+        out, t = wg.jvp(M.g, (x,), (u,))
+        hv = wg.hvp(M.f, x, u)
+        gd = wg.grad(M.loss, argnums=1)(M.W, X, y)
+        gw = wg.grad(M.loss)(M.W, X, y)
+        hw = wg.hvp(lambda w: M.loss(w, X, y), M.W, M.W)
+        with pytest.raises(AssertionError, match="computed"):
+            g.compute()  # the scheduler does raise
+    for r in (g, dg, t, hv):
+        assert isinstance(r, da.Array) and r.chunks == x.chunks
+    assert isinstance(gd, da.Array) and gd.chunks == X.chunks
+    assert isinstance(gw, da.Array) and isinstance(hw, da.Array)
+    np.testing.assert_allclose(_dnum(g), wg.grad(M.f)(M.V), rtol=1e-12)
+    np.testing.assert_allclose(_dnum(gw), wg.grad(M.loss)(M.W, M.X, M.Y), rtol=1e-12)
+
+
+@needs_dask
+def test_dask_gradient_of_a_larger_chunked_sum_keeps_its_graph_blockwise():
+    """Each chunk of the gradient depends on its chunk of the input only."""
+    x = da.random.default_rng(0).normal(size=(40, 3), chunks=(10, 3))
+    g = wg.grad(lambda x: wnp.sum(wnp.tanh(x) ** 2))(x)
+    assert g.chunks == x.chunks
+    np.testing.assert_allclose(_dnum(g), wg.grad(lambda x: wnp.sum(wnp.tanh(x) ** 2))(_dnum(x)),
+                               rtol=1e-12)
+
+
+@needs_dask
+def test_dask_branch_on_a_value_computes_it_as_the_user_asked():
+    with dask.config.set(scheduler="threads"):
+        g = wg.grad(_branchy)(_dwrap(M.V + 1))
+    np.testing.assert_allclose(_dnum(g), 2 * (M.V + 1), rtol=1e-12)
+
+
+@needs_dask
+def test_dask_compile_keys_on_shape_not_value():
+    f = wg.compile(M.f)
+    a, b = _dwrap(M.V), _dwrap(M.U)
+    np.testing.assert_allclose(_dnum(f(a)), M.f(M.V), rtol=1e-12)
+    np.testing.assert_allclose(_dnum(f(b)), M.f(M.U), rtol=1e-12)
+    assert f.num_traces == 1
+
+
+# -- arrays of libraries without NumPy's protocols ---------------------------------------------
+def test_array_api_only_arrays_are_refused_by_name():
+    xp = pytest.importorskip("array_api_strict", reason="array-api-strict is optional")
+    x = xp.asarray([1.0, 2.0])
+    with pytest.raises(TypeError, match=r"array_api_strict array .*NEP 13/18.*CuPy, Dask"):
+        wg.grad(lambda x: wnp.sum(x * x))(x)
+
+
+def test_other_array_like_is_refused_by_name():
+    class Tensorish:  # shape and dtype, no NEP 18: a library wengert cannot carry
+        shape, dtype = (2,), np.dtype(float)
+    Tensorish.__module__ = "mylib.tensors"
+    with pytest.raises(TypeError, match=r"mylib array \(mylib\.tensors\.Tensorish\)"):
+        wg.jvp(lambda x: x, (Tensorish(),), (Tensorish(),))
