@@ -10,6 +10,7 @@ import numpy as np
 
 import wengert as wg
 import wengert.numpy as wnp
+from wengert.scipy.special import logsumexp
 
 rng = np.random.default_rng(19)
 N, D = 12, 3
@@ -55,7 +56,26 @@ def scan_loss(c0, schedule, snapshots=None):
     return np.sum(c) + np.sum(ys)
 
 
+A = rng.normal(size=(6, 4))
+B = rng.normal(size=(4, 3))
+
+
+def ops(x, b):
+    """A tour of the rules whose plain values were once made by NumPy (gather/scatter,
+    astype, copy, ties of max, zero norms, new axes, joining, einsum)."""
+    return (wnp.sum(x[[0, 2, 2]] ** 2) + wnp.sum(np.where(x > 0, x, 0.1 * x) ** 2)
+            + wnp.sum(np.concatenate([x, 2 * x]) ** 2) + wnp.sum(np.stack([x, np.sin(x)]) ** 2)
+            + np.einsum("ij,jk->", x, b) + wnp.sum(np.tanh(x @ b)) + np.max(x, axis=1).sum()
+            + wnp.sum(x.astype(np.float32).astype(np.float64) ** 2) + np.linalg.norm(x)
+            + wnp.sum(x[None] * x[:, None, :1]) + wnp.sum(logsumexp(x, axis=1))
+            + wnp.sum(np.cumsum(x, axis=0) ** 2) + wnp.sum(np.clip(x, -0.5, 0.5) ** 2)
+            + wnp.sum(wnp.copy(x) * x.T.T) + np.mean(x, axis=0).sum() + np.var(x))
+
+
 CASES = {
+    "ops_grad": lambda w: wg.grad(ops)(w(A), w(B)),
+    "ops_hvp": lambda w: wg.hvp(lambda x: ops(x, w(B)), w(A), w(A[::-1].copy())),
+    "ops_jvp": lambda w: wg.jvp(lambda x: ops(x, w(B)), (w(A),), (w(A[::-1].copy()),)),
     "grad": lambda w: wg.grad(f)(w(V)),
     "value_and_grad": lambda w: wg.value_and_grad(f)(w(V)),
     "jvp": lambda w: wg.jvp(g, (w(V),), (w(U),)),

@@ -301,7 +301,7 @@ def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
         return np.einsum(subscripts, *operands, out=out, optimize=optimize, **kwargs)
     if out is not None:
         raise NotImplementedError("wnp.einsum with out= is not supported on traced values")
-    ops = [o if isinstance(o, Tracer) else np.asarray(o) for o in operands]
+    ops = [o if isinstance(o, Tracer) else asarray(o) for o in operands]
     ins, outs = _parse_einsum(subscripts, [shape_of(o) for o in ops])
     # sizes of each letter, broadcasting size-1 axes as NumPy does
     size = {}
@@ -337,7 +337,7 @@ def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
 
 # -- compositions ----------------------------------------------------------------------------------------
 def _as(x):
-    return x if isinstance(x, Tracer) else np.asarray(x)
+    return x if isinstance(x, Tracer) else asarray(x)
 
 
 def tensordot(a, b, axes=2):
@@ -469,7 +469,7 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
         c = [-(a2 * b1), a2 * b0, a0 * b1 - a1 * b0]
     else:
         c = [a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0]
-    c = [ci if isinstance(ci, Tracer) else np.asarray(ci) for ci in c]
+    c = [ci if isinstance(ci, Tracer) else asarray(ci) for ci in c]
     s = np.broadcast_shapes(*(shape_of(ci) for ci in c))
     c = [broadcast_to(ci, s) if shape_of(ci) != s else ci for ci in c]
     r = stack(c, axis=-1)

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ..arrays import asarray as _asarray
 from ..core import plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .arithmetic import multiply
@@ -338,7 +339,7 @@ def _extremum(np_fn, name):
 
 
 def _tie_weights(xv, av, axes):
-    xv = np.asarray(xv)
+    xv = _asarray(xv)  # a CuPy or Dask array stays one
     hit = xv == np.reshape(av, kept_shape(xv.shape, axes))
     cnt = np.sum(hit, axis=axes, keepdims=True)
     return (hit / np.maximum(cnt, 1)).astype(xv.dtype, copy=False)
