@@ -97,6 +97,12 @@ CASES = {
     "compile_grad": lambda w: wg.compile(wg.grad(f))(w(V)),
     "trace": lambda w: wg.trace(g, w(V))(w(U)),
     "trace_grad": lambda w: wg.trace(f, w(V)).grad()(w(U)),
+    # weights and data of the library (CuPy refuses NumPy operands: this is its common case)
+    "lib_grad": lambda w: wg.grad(loss)(w(W), w(X), w(Y)),
+    "lib_hvp": lambda w: wg.hvp(lambda p: loss(p, w(X), w(Y)), w(W), w(W[::-1].copy())),
+    "lib_hessian": lambda w: wg.hessian(loss)(w(W), w(X), w(Y)),
+    "lib_jacobian_reverse": lambda w: wg.jacobian(lambda p: p * loss(p, w(X), w(Y)),
+                                                  mode="reverse")(w(W)),
     # NumPy weights, data of the library (the common case)
     "mixed_grad": lambda w: wg.grad(loss)(W, w(X), w(Y)),
     "mixed_value_and_grad": lambda w: wg.value_and_grad(loss)(W, w(X), w(Y)),

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning",
 def client():
     """One LocalCluster for the module: worker processes are slow to start."""
     with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                  dashboard_address=None, memory_limit="1GiB") as cluster, \
+                                  dashboard_address=":0", memory_limit="1GiB") as cluster, \
             distributed.Client(cluster, set_as_default=False) as c:
         yield c
 

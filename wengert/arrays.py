@@ -113,7 +113,7 @@ def check_library(x, what):
     if callable(what):
         what = what()
     raise TypeError(
-        f"{what} is a {lib} array ({type(v).__module__}.{type(v).__name__}), which does not "
+        f"{what} is an array of {lib} ({type(v).__module__}.{type(v).__name__}), which does not "
         f"implement NumPy's dispatch protocols (NEP 13/18: __array_ufunc__, "
         f"__array_function__), so wengert cannot keep its values in {lib}. Supported: NumPy "
         f"arrays and floats, and arrays of libraries implementing NEP 13/18 (CuPy, Dask). "
