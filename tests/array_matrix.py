@@ -63,7 +63,8 @@ B = rng.normal(size=(4, 3))
 def ops(x, b):
     """A tour of the rules whose plain values were once made by NumPy (gather/scatter,
     astype, copy, ties of max, zero norms, new axes, joining, einsum)."""
-    return (wnp.sum(x[[0, 2, 2]] ** 2) + wnp.sum(np.where(x > 0, x, 0.1 * x) ** 2)
+    return (wnp.sum(x[[0, 2, 2]] ** 2) + wnp.sum(x[[1, 3]] ** 3)
+            + wnp.sum(np.where(x > 0, x, 0.1 * x) ** 2)
             + wnp.sum(np.concatenate([x, 2 * x]) ** 2) + wnp.sum(np.stack([x, np.sin(x)]) ** 2)
             + np.einsum("ij,jk->", x, b) + wnp.sum(np.tanh(x @ b)) + np.max(x, axis=1).sum()
             + wnp.sum(x.astype(np.float32).astype(np.float64) ** 2) + np.linalg.norm(x)

@@ -149,3 +149,24 @@ def test_other_array_like_is_refused_by_name():
     Tensorish.__module__ = "mylib.tensors"
     with pytest.raises(TypeError, match=r"an array of mylib \(mylib\.tensors\.Tensorish\)"):
         wg.jvp(lambda x: x, (Tensorish(),), (Tensorish(),))
+
+
+@needs_dask
+def test_wnp_reshape_of_a_dask_array_passes_no_order():
+    """Dask's reshape takes no ``order=``: wnp.reshape passes it only when asked."""
+    x = da.from_array(np.arange(12.0), chunks=6)
+    r = wnp.reshape(x, (2, 6))
+    assert isinstance(r, da.Array)
+    np.testing.assert_array_equal(_dnum(r), np.arange(12.0).reshape(2, 6))
+    np.testing.assert_array_equal(wnp.reshape(np.arange(6.0), (2, 3), order="F"),
+                                  np.arange(6.0).reshape(2, 3, order="F"))
+
+
+def test_zeros_and_seeds_are_made_by_the_inputs_library():
+    from wengert.arrays import asarray, ones, zeros, zeros_like_value
+    x = F.Foreign(np.ones((2, 3), np.float32))
+    for made in (zeros((4,), np.float64, like=x), ones((), np.float32, like=x),
+                 asarray(np.eye(2), like=x), zeros_like_value(x)):
+        assert type(made) is F.Foreign
+    assert zeros_like_value(x).dtype == np.float32 and zeros_like_value(x).shape == (2, 3)
+    assert type(zeros((2,), like=np.ones(2))) is np.ndarray and zeros_like_value(1.0) == 0.0
