@@ -582,12 +582,19 @@ def test_custom_jvp_errors_name_the_function():
         tangent_in_value.defjvp(3)
 
 
-def test_custom_functions_sparsity_is_covered():
-    # a custom function is dense to sparsity detection: coarse, never missing a nonzero
-    pattern = wg.jacobian_sparsity(lambda x: sin_times_jvp(x, 2.0) + clip_gradient(x), X)
-    assert pattern.toarray().all()
+def test_custom_functions_sparsity_is_the_body_s():
+    def f(x):
+        return sin_times_jvp(x, 2.0) + clip_gradient(x[::-1]) + cube_as_square(x[0])
+    expected = np.eye(3, dtype=bool) | np.fliplr(np.eye(3, dtype=bool))
+    expected[:, 0] = True
+    np.testing.assert_array_equal(wg.jacobian_sparsity(f, X).toarray(), expected)
+    np.testing.assert_allclose(wg.sparse_jacobian(f, mode="forward")(X).toarray(), wg.jacfwd(f)(X))
     np.testing.assert_allclose(wg.sparse_jacobian(lambda x: sin_times(x, 2.0))(X).toarray(),
                                np.diag(2.0 * np.cos(X)))
+    h = wg.hessian_sparsity(lambda x: wnp.sum(cube_jvp_correct(x)), X).toarray()
+    np.testing.assert_array_equal(h, np.eye(3, dtype=bool))
+    np.testing.assert_allclose(
+        wg.sparse_hessian(lambda x: wnp.sum(cube_jvp_correct(x)))(X).toarray(), np.diag(6 * X))
 
 
 def test_custom_functions_keep_plain_calls_plain():

@@ -4,7 +4,7 @@ user-defined derivatives, ``custom_vjp`` and ``custom_jvp``.
 A custom function is a :class:`~wengert.core.Primitive` made on the fly, one per decorated
 function: its value runs the function's body on plain values, its forward and reverse rules
 come from the user's rules, so every engine (``Dual``, ``Tape``, Taylor mode, graph tracing and
-compilation, source transformation, checkpointing, sparsity detection, where it is dense)
+compilation, source transformation, checkpointing; sparsity detection traces the body)
 handles it as it handles any primitive, with no code of its own.  Its arguments are the leaves of the call's
 pytrees (floats and arrays; ints, strings and ``nondiff_argnums`` travel as the static
 parameter ``call``), its results the leaves of the output.
@@ -168,6 +168,7 @@ class _Custom:
                                       self, "the function"))
         impl.__name__ = impl.__qualname__ = name
         self.prim = Primitive(impl, name=name, multiple_results=True)
+        self.prim.sparsity = _INLINE
 
     def __repr__(self):
         return f"<wengert {self.kind} function {self.__name__}>"
@@ -512,6 +513,21 @@ def _tree_add(a, b):
 def _tree_zeros(t):
     leaves, d = flatten(t)
     return unflatten(d, [zeros_like_value(x) for x in leaves])
+
+
+# -- sparsity detection: through the body --------------------------------------------------------
+class _Inline:
+    """A custom function's sparsity declaration: sparsity detection runs its body on the
+    index sets (``inline``), so its pattern is the body's, exact as the body's operations."""
+
+    inline = True
+    hessian = None
+
+    def local(self, prim, primals, ans, params, traced):  # pragma: no cover - never asked
+        raise AssertionError("an inline declaration is traced through, not asked")
+
+
+_INLINE = _Inline()
 
 
 # -- the decorators -----------------------------------------------------------------------------------
