@@ -327,6 +327,9 @@ def test_custom_vjp_in_graphs_compile_and_source():
     df = wg.source.grad(uses_clip)
     assert df(2.0) == 1.0 and "vjp_call(clip_gradient" in df.source
     assert wg.source.jvp(uses_clip)((2.0,), (1.0,))[1] == 10.0
+    assert wg.source.grad(uses_cube)(1.5) == pytest.approx(4.0)   # bwd's 2 x, plus 1
+    with pytest.raises(TypeError, match="custom function's derivative is its rule"):
+        wg.source.grad(cube_as_square)
     gc = wg.trace(uses_cube, 1.5)
     assert gc.grad().grad()(1.5) == pytest.approx(2.0)   # reverse over reverse: bwd traced
 
@@ -609,3 +612,15 @@ def test_custom_functions_keep_plain_calls_plain():
     assert wg.grad(f)(2.0, 3) == 3.0
     assert wg.grad(lambda x: f(x, n=4))(2.0) == 4.0
     assert repr(f) == "<wengert custom_vjp function f>"
+
+
+def test_custom_functions_on_the_engines_themselves():
+    t = wg.Tape()
+    x = t.var(2.0)
+    y = 5.0 * clip_gradient(x) + sin_twice(x)
+    assert y.grad().wrt(x) == 1.0 + 2.0
+    d = 5.0 * clip_gradient(wg.Dual(2.0, 1.0)) + sin_twice(wg.Dual(2.0, 1.0))
+    assert d.value == pytest.approx(10.0 + np.sin(2.0)) and d.tangent == 5.0 + 2.0
+    g = wg.trace(lambda v: wnp.sum(cube_jvp_as_square(v)) + wnp.sum(cube_as_square(v)), X)
+    np.testing.assert_allclose(g.hessian()(X), 4.0 * np.eye(3))   # both rules: 2 each
+    np.testing.assert_allclose(g.hessian().simplify().compile()(X), 4.0 * np.eye(3))
