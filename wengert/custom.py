@@ -131,11 +131,6 @@ class _Call:
             out.append(self.nondiff[i] if i in self.nondiff else next(it))
         return tuple(out)
 
-    def arg_leaves(self, diff_tree):
-        """The traced leaves' entries of a pytree shaped like the differentiable arguments."""
-        leaves, _ = flatten(diff_tree)
-        return [v for v, s in zip(leaves, self.slots) if s is _DYN]
-
     def outputs(self, out, custom, what):
         """The output's leaves; its structure is remembered (and must not change)."""
         leaves, d = flatten(out)
@@ -149,7 +144,8 @@ class _Call:
 
 
 class _Custom:
-    """What custom_vjp and custom_jvp share: the call, the primitive, the pattern."""
+    """What custom_vjp and custom_jvp share: the call taken apart, the primitive, forward
+    mode through the body."""
 
     kind = "custom"
 
@@ -434,10 +430,10 @@ class CustomJVP(_Custom):
             raise self._error("the jvp rule must return a pair (output, tangent_out)")
         out, tout = res
         outs = call.outputs(out, self, "the jvp rule")
+        if tout is None:  # a zero tangent
+            return outs, [None] * len(outs)
         tl, td = flatten(tout)
         if td != call.out_def and not (len(outs) == 1 and len(tl) == 1):
-            if tout is None:
-                return outs, [None] * len(outs)
             raise self._error(f"the jvp rule's tangent is structured as {td!r}, its output "
                               f"as {call.out_def!r}")
         for o, t in zip(outs, tl):
@@ -551,9 +547,8 @@ def custom_vjp(fun=None, nondiff_argnums=()):
     >>> wg.grad(lambda x: 5.0 * clip_gradient(x))(2.0)
     1.0
     """
-    if fun is None or isinstance(fun, (int, tuple, list)):
-        nums = nondiff_argnums if fun is None else fun
-        return lambda f: CustomVJP(f, nums)
+    if fun is None:  # @wg.custom_vjp(nondiff_argnums=...)
+        return lambda f: CustomVJP(f, nondiff_argnums)
     return CustomVJP(fun, nondiff_argnums)
 
 
@@ -577,7 +572,6 @@ def custom_jvp(fun=None, nondiff_argnums=()):
     >>> wg.grad(log1pexp)(100.0)       # the body's derivative is exp(x) / (1 + exp(x)): nan
     1.0
     """
-    if fun is None or isinstance(fun, (int, tuple, list)):
-        nums = nondiff_argnums if fun is None else fun
-        return lambda f: CustomJVP(f, nums)
+    if fun is None:  # @wg.custom_jvp(nondiff_argnums=...)
+        return lambda f: CustomJVP(f, nondiff_argnums)
     return CustomJVP(fun, nondiff_argnums)
