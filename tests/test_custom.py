@@ -142,6 +142,15 @@ def test_jacfwd_jacrev_are_jacobian_with_a_mode():
     np.testing.assert_allclose(wg.jacrev(f_vec)(X, y), closed, rtol=1e-14)
 
 
+def test_jacfwd_jacrev_are_differentiable_again():
+    y = np.array([0.5, 1.5])
+    for jac in (wg.jacfwd, wg.jacrev):
+        wg.check_grad(jac(f_vec), X, y, order=2)
+        wg.check_grad(lambda x, y: jac(f_vec, argnums=(0, 1))(x, y)[1], X, y)
+    np.testing.assert_allclose(wg.jacfwd(wg.jacrev(lambda x: wnp.sum(wnp.sin(x) * x)))(X),
+                               wg.hessian(lambda x: wnp.sum(wnp.sin(x) * x))(X), rtol=1e-14)
+
+
 def test_jacfwd_jacrev_wrap_the_function_and_say_what_they_are():
     for jac in (wg.jacfwd, wg.jacrev):
         j = jac(f_vec)
