@@ -633,3 +633,15 @@ def test_custom_functions_on_the_engines_themselves():
     g = wg.trace(lambda v: wnp.sum(cube_jvp_as_square(v)) + wnp.sum(cube_as_square(v)), X)
     np.testing.assert_allclose(g.hessian()(X), 4.0 * np.eye(3))   # both rules: 2 each
     np.testing.assert_allclose(g.hessian().simplify().compile()(X), 4.0 * np.eye(3))
+
+
+def test_taylor_mode_over_the_custom_reverse_rules():
+    # series of the gradient: bwd (2 x + 1) and the transposed rule (2 x) on truncated series
+    np.testing.assert_allclose([float(c) for c in wg.taylor(wg.grad(uses_cube), 1.5, 1.0, 3)],
+                               [4.0, 2.0, 0.0, 0.0])
+    np.testing.assert_allclose(
+        [float(c) for c in wg.taylor(wg.grad(cube_jvp_as_square), 1.5, 1.0, 3)],
+        [3.0, 2.0, 0.0, 0.0])
+    ref = wg.taylor(wg.grad(lambda x: wnp.logaddexp(0.0, x)), 0.3, 1.0, 4)
+    np.testing.assert_allclose([float(c) for c in wg.taylor(wg.grad(log1pexp), 0.3, 1.0, 4)],
+                               [float(c) for c in ref], rtol=1e-12)
