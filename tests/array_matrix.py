@@ -73,7 +73,29 @@ def ops(x, b):
             + wnp.sum(wnp.copy(x) * x.T.T) + np.mean(x, axis=0).sum() + np.var(x))
 
 
+@wg.custom_vjp
+def _square(x):
+    return x * x
+
+
+_square.defvjp(lambda x: (x * x, x), lambda r, g: (2.0 * r * g,))
+
+
+@wg.custom_jvp
+def _sine(x):
+    return wnp.sin(x)
+
+
+_sine.defjvp(lambda p, t: (wnp.sin(p[0]), wnp.cos(p[0]) * t[0]))
+
+
 CASES = {
+    "jacfwd": lambda w: wg.jacfwd(g)(w(V)),
+    "jacrev": lambda w: wg.jacrev(g)(w(V)),
+    "stop_gradient": lambda w: wg.grad(lambda x: wnp.sum(x * wg.stop_gradient(x)))(w(V)),
+    "custom_vjp": lambda w: wg.grad(lambda x: wnp.sum(_square(x) * x))(w(V)),
+    "custom_jvp": lambda w: wg.grad(lambda x: wnp.sum(_sine(x) * x))(w(V)),
+    "custom_jvp_forward": lambda w: wg.jvp(lambda x: _sine(x) * x, (w(V),), (w(U),)),
     "ops_grad": lambda w: wg.grad(ops)(w(A), w(B)),
     "ops_hvp": lambda w: wg.hvp(lambda x: ops(x, w(B)), w(A), w(A[::-1].copy())),
     "ops_jvp": lambda w: wg.jvp(lambda x: ops(x, w(B)), (w(A),), (w(A[::-1].copy()),)),
