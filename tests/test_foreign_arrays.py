@@ -170,3 +170,47 @@ def test_zeros_and_seeds_are_made_by_the_inputs_library():
         assert type(made) is F.Foreign
     assert zeros_like_value(x).dtype == np.float32 and zeros_like_value(x).shape == (2, 3)
     assert type(zeros((2,), like=np.ones(2))) is np.ndarray and zeros_like_value(1.0) == 0.0
+
+
+# -- every array function of test_arrays.TABLE on the double -------------------------------------
+import test_arrays as TA  # noqa: E402  (the table of array functions, with their arguments)
+
+# Functions whose derivative needs the values themselves to pick positions (a sort, a search,
+# a histogram, nan positions, a boolean mask's count): wengert asks NumPy for those indices,
+# which converts a foreign array (Dask computes it, CuPy copies it to the host). Moving them
+# to the array's own library is open work; this list is what still converts.
+NEEDS_VALUES = {
+    "sort", "partition", "unique", "unique_axis", "setitem_mask", "trim_zeros", "trim_zeros_axis",
+    "median", "median_axes_keep", "nanmedian", "nanmedian_all", "quantile", "quantile_in_q",
+    "percentile_keep", "percentile_in_q", "nanquantile", "nanquantile_in_q",
+    "nanpercentile_keep", "nanmean", "nanvar", "nanstd", "nanstd_ddof", "interp",
+    "interp_left_right", "interp_period", "histogram_weights", "histogram_edges",
+    "histogram_density", "histogram_range", "histogram_bins_array", "histogram_bin_edges",
+    "piecewise", "piecewise_args", "polyfit", "polyfit_weighted_cov", "logspace", "geomspace",
+    "linalg.svdvals",
+}
+
+
+def _sum_of_squares(f):
+    def loss(*args):
+        out = f(*args)
+        parts = out if isinstance(out, (tuple, list)) else [out]
+        return sum(wnp.sum(wnp.real(p) ** 2) for p in parts)
+    return loss
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name,f,args,order", [
+    pytest.param(*t, marks=pytest.mark.xfail(reason="positions from the values: converted"))
+    if t[0] in NEEDS_VALUES else t for t in TA.TABLE], ids=TA.IDS)
+def test_every_array_function_on_the_double(name, f, args, order):
+    """The gradient of each TABLE function on foreign arrays: foreign, equal to NumPy's."""
+    loss = _sum_of_squares(f)
+    nums = tuple(range(len(args)))
+    ref = wg.grad(loss, argnums=nums)(*args)
+    got = wg.grad(loss, argnums=nums)(*[F.Foreign(a) if isinstance(a, np.ndarray) else a
+                                        for a in args])
+    for a, r, g in zip(args, ref, got):
+        if isinstance(a, np.ndarray):
+            assert type(g) is F.Foreign, type(g)
+        np.testing.assert_allclose(F.to_numpy(g), r, rtol=1e-10, atol=1e-12)

@@ -10,7 +10,8 @@ import numpy as np
 
 __all__ = ["shape_of", "ndim_of", "dtype_of", "zeros_like_value", "broadcast_view", "sum_to",
            "insert_axes", "unbroadcast", "real_for_real", "fill_tangent", "expand_tangents",
-           "underneath", "is_foreign", "zeros", "ones", "asarray", "reshape", "check_library"]
+           "underneath", "is_foreign", "zeros", "ones", "asarray", "copy_of", "reshape",
+           "check_library"]
 
 
 def shape_of(x):
@@ -92,6 +93,12 @@ def asarray(a, like=None):
     if v is None:
         return np.asarray(a)
     return np.asarray(a, like=v)
+
+
+def copy_of(x):
+    """A copy of ``x`` that owns its data, in its own library (``np.array(x, copy=True)``
+    would convert a foreign array to NumPy)."""
+    return x.copy() if is_foreign(x) else np.array(x, copy=True)
 
 
 def reshape(x, shape, order="C"):

@@ -23,7 +23,7 @@ import weakref
 
 import numpy as np
 
-from ..arrays import asarray as _asarray, dtype_of, is_foreign, zeros
+from ..arrays import asarray as _asarray, copy_of, dtype_of, is_foreign, zeros
 from ..core import Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import astype
@@ -399,7 +399,7 @@ def getitem(x, idx):
 @primitive(nargs=2)
 def set_basic(x, v, idx):
     """A copy of ``x`` with ``[idx] = v`` (a basic index; ``v`` has the selection's shape)."""
-    out = np.array(x, copy=True)
+    out = copy_of(x)
     out[idx] = v
     return out
 
@@ -436,6 +436,13 @@ def _set_basic_vjp(x, v, needs, idx):
 @primitive(nargs=2)
 def set_flat(x, vals, flat, nb=0):
     """A copy of ``x`` with ``vals`` written at flat positions (after ``nb`` leading axes)."""
+    if is_foreign(x):  # no write-through views (Dask): assign into a flat copy
+        lead, fl = shape_of(x)[:nb], np.asarray(flat).ravel()
+        n = _prod(lead)
+        out = x.reshape((n, -1)).copy()
+        vals = np.broadcast_to(vals, lead + np.shape(flat))
+        out[:, fl] = np.reshape(vals, (n, fl.size))
+        return out.reshape(shape_of(x))
     out = np.array(x, copy=True)
     out.reshape(out.shape[:nb] + (-1,))[..., flat] = vals
     return out
@@ -472,11 +479,11 @@ def index_update(x, idx, v):
     """A new array: ``x`` with ``x[idx] = v`` (the functional form; ``x`` is unchanged)."""
     nidx, adv = normalize_index(idx)
     if not isinstance(x, Tracer) and not isinstance(v, Tracer):
-        out = np.array(x, copy=True)
+        out = copy_of(x)
         out[nidx] = v
         return out
     xs = shape_of(x)
-    dt = np.asarray(_plain(x)).dtype
+    dt = dtype_of(_plain(x))
     sel = np.broadcast_to(np.empty((), dtype=np.int8), xs)[nidx].shape
     if isinstance(v, Tracer):
         if v.dtype != dt:

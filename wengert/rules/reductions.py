@@ -525,7 +525,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 
 
 def _lse_shift(av, axis):
-    av = np.asarray(av)
+    av = _asarray(av)  # a CuPy or Dask array stays one
     shift = np.max(av, axis=axis, keepdims=True) if av.size else np.zeros((), av.dtype)
     return np.where(np.isfinite(shift), shift, 0.0).astype(av.dtype)
 
