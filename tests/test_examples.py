@@ -132,6 +132,8 @@ def test_distributed_lbfgs_fits_lazy_data_on_a_cluster():
     # the full-size data is lazy and bigger than the workers' memory together
     X_big, _, _ = ex.make_data()
     assert X_big.nbytes > 2 * ex._bytes("300MiB")
+    # in-process workers: main sets no memory limit (it would apply to this whole test
+    # process, whose size after the other tests would pause them: a hang)
     res, X, y, w_true, _ = ex.main(n=20_000, chunk_rows=2_500, processes=False, verbose=False)
     assert res.success, res.message
     Xn, yn = X.compute(scheduler="threads"), y.compute(scheduler="threads")
