@@ -5,7 +5,7 @@ Each public function returns exactly what NumPy returns when no argument is trac
 """
 import numpy as np
 
-from ..core import Tracer, shape_of
+from ..core import Tracer, lift, shape_of
 from .elementwise import where
 from .indexing import gather, positions, scatter_add
 from .reshaping import _view, ravel
@@ -60,6 +60,7 @@ def triu(m, k=0):
 
 
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.trace(a, offset, axis1, axis2, dtype, out)
     return sum_(diagonal(a, offset, axis1, axis2), axis=-1)

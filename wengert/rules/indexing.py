@@ -23,7 +23,7 @@ import weakref
 
 import numpy as np
 
-from ..core import Tracer, ndim_of, primitive, shape_of
+from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import astype
 from .elementwise import where
@@ -632,6 +632,7 @@ def extract(condition, arr):
 
 def sort(a, axis=-1, kind=None, order=None, stable=None):
     """Differentiable sort: a gather by ``argsort`` (ties keep the derivative of each entry)."""
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.sort(a, axis=axis, kind=kind, order=order, stable=stable)
     pos = positions(a)

@@ -6,7 +6,7 @@ Each public function returns exactly what NumPy returns when no argument is trac
 """
 import numpy as np
 
-from ..core import Tracer, ndim_of, primitive, shape_of
+from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import _dtype, _plain, _traced, astype
 from .indexing import getitem_basic, index_writer
@@ -63,6 +63,7 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     if axis is None:
         arrays = [ravel(a) for a in arrays]
         axis = 0
+    arrays = [lift(a) for a in arrays]  # a list holding traced values: stacked
     arrays = [a if isinstance(a, Tracer) else np.asarray(a) for a in arrays]
     nd = ndim_of(arrays[0])
     if nd == 0:

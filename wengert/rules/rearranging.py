@@ -8,7 +8,7 @@ NumPy returns when no argument is traced.
 """
 import numpy as np
 
-from ..core import Tracer, ndim_of, shape_of
+from ..core import Tracer, lift, ndim_of, shape_of
 from .conversion import _dtype, _plain, _traced, astype
 from .creation import asarray
 from .elementwise import where
@@ -144,6 +144,7 @@ def repeat(a, repeats, axis=None):
 
 
 def flip(m, axis=None):
+    m = lift(m)
     if not isinstance(m, Tracer):
         return np.flip(m, axis=axis)
     nd = ndim_of(m)
