@@ -165,7 +165,24 @@ def _build(d, it):
         return next(it)
     if k == "none":
         return None
-    kids = [next(it) if c is LEAF else _build(c, it) for c in d.children]
+    return node(d, [next(it) if c is LEAF else _build(c, it) for c in d.children])
+
+
+def children(x, treedef):
+    """The children of the node ``x`` whose structure is ``treedef`` (not a leaf)."""
+    k = treedef.kind
+    if k == "dict":
+        return [x[key] for key in treedef.meta]
+    if k == "custom":
+        return list(_REGISTRY[treedef.meta[0]][0](x)[0])
+    if k == "dataclass":
+        return [getattr(x, n) for n in treedef.meta[1]]
+    return list(x)
+
+
+def node(d, kids):
+    """The node of structure ``d`` (not a leaf) made of its children ``kids``, each built."""
+    k = d.kind
     if k == "tuple":
         return tuple(kids)
     if k == "list":
