@@ -24,6 +24,7 @@ from .transforms import (check_grad, derivative, grad, hessian, hvp, jacobian, j
                          value_and_grad, vjp)
 # imported eagerly so the function, not the module, is the package's ``checkpoint``
 from .checkpoint import checkpoint, checkpoint_schedule, scan
+from . import tree  # noqa: F401  (wg.tree: pytrees, wg.tree.register)
 
 _allocator.settle()  # glibc's steady state for arrays of a few hundred kB; see _allocator
 
@@ -32,7 +33,7 @@ from ._version import __version__  # noqa: E402,F401
 __all__ = ["Primitive", "primitive", "EscapedTracerError", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
            "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp", "taylor", "check_grad",
            "trace", "Graph", "compile", "to_dot", "source", "checkpoint", "scan",
-           "checkpoint_schedule", "chain_order", "jacobian_sparsity", "hessian_sparsity",
+           "checkpoint_schedule", "tree", "chain_order", "jacobian_sparsity", "hessian_sparsity",
            "sparse_jacobian", "sparse_hessian", "color"]
 
 _LAZY = {

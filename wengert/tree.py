@@ -26,6 +26,8 @@ __all__ = ["flatten", "unflatten", "tree_map", "map", "leaves", "structure", "re
 
 # type -> (flatten, unflatten) for types added by ``register``
 _REGISTRY = {}
+# type -> whether its instances are taken apart (registered, or a dataclass): asked once a type
+_IS_NODE = {np.ndarray: False, float: False, int: False, np.float64: False}
 
 
 class TreeDef:
@@ -85,6 +87,7 @@ def register(cls, flatten, unflatten):
     if cls in (tuple, list, dict, type(None)) or _is_namedtuple_type(cls):
         raise ValueError(f"{cls.__name__} is a pytree already and cannot be registered again")
     _REGISTRY[cls] = (flatten, unflatten)
+    _IS_NODE[cls] = True
 
 
 def _is_namedtuple_type(t):
@@ -93,13 +96,16 @@ def _is_namedtuple_type(t):
 
 def _is_node(t):
     """Whether instances of type ``t`` (not a container) are taken apart."""
-    return t in _REGISTRY or hasattr(t, "__dataclass_fields__")  # dataclasses.is_dataclass
+    node = _IS_NODE.get(t)
+    if node is None:
+        node = _IS_NODE[t] = t in _REGISTRY or dataclasses.is_dataclass(t)
+    return node
 
 
 def flatten(tree):
     """``(leaves, treedef)``.  Recursive in the nesting depth only, not in the number of leaves."""
     t = type(tree)
-    if t is float or t is np.ndarray:
+    if t is float or t is np.ndarray or _IS_NODE.get(t) is False:
         return [tree], LEAF  # a single leaf: the common case, quickly
     if tree is not None and not isinstance(tree, _CONTAINERS) and not _is_node(t):
         return [tree], LEAF  # a single leaf (array, number, tracer)
@@ -110,6 +116,9 @@ def flatten(tree):
 
 def _flatten(x, leaves):
     t = type(x)
+    if t is np.ndarray or t is float:
+        leaves.append(x)
+        return LEAF
     if t is list or t is tuple:  # exactly these (not namedtuples): the common containers
         kids = []
         for c in x:
