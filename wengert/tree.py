@@ -143,7 +143,7 @@ def _flatten(x, leaves):
     if t in _REGISTRY:
         children, aux = _REGISTRY[t][0](x)
         return TreeDef("custom", (t, aux), tuple(_flatten(c, leaves) for c in children))
-    if _is_node(t):  # a dataclass (not a class: dataclasses.is_dataclass is true of both)
+    if _is_node(t):  # a dataclass instance
         names, static = _fields(t)
         meta = (t, names, tuple((n, getattr(x, n)) for n in static))
         return TreeDef("dataclass", meta, tuple(_flatten(getattr(x, n), leaves) for n in names))
