@@ -160,6 +160,7 @@ def _fields(t):
 
 
 def unflatten(treedef, leaves):
+    """The pytree of structure ``treedef`` (from ``flatten``) holding ``leaves``, in order."""
     if treedef is LEAF:
         (x,) = leaves
         return x
@@ -219,6 +220,7 @@ def _new_dataclass(meta, kids):
 
 
 def tree_map(fn, tree, *rest):
+    """``fn`` applied leaf by leaf (with the matching leaves of ``rest``), same structure."""
     leaves, d = flatten(tree)
     others = [flatten(r)[0] for r in rest]
     return unflatten(d, [fn(x, *ys) for x, *ys in zip(leaves, *others)])
