@@ -606,6 +606,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
 
 
 def take_along_axis(arr, indices, axis=-1):
+    arr = lift(arr)
     if not isinstance(arr, Tracer):
         return np.take_along_axis(arr, indices, axis=axis)
     if isinstance(indices, Tracer):
@@ -617,6 +618,7 @@ def take_along_axis(arr, indices, axis=-1):
 
 
 def compress(condition, a, axis=None, out=None):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.compress(condition, a, axis=axis, out=out)
     pos = positions(a)
@@ -624,6 +626,7 @@ def compress(condition, a, axis=None, out=None):
 
 
 def extract(condition, arr):
+    arr = lift(arr)
     if not isinstance(arr, Tracer):
         return np.extract(condition, arr)
     pos = positions(arr)

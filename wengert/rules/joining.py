@@ -186,6 +186,7 @@ def _slice_along(a, axis, lo, hi, step=None):
 
 
 def array_split(ary, indices_or_sections, axis=0):
+    ary = lift(ary)
     if not isinstance(ary, Tracer):
         return np.array_split(ary, indices_or_sections, axis=axis)
     ax = _axis(axis, ndim_of(ary))
@@ -203,6 +204,7 @@ def array_split(ary, indices_or_sections, axis=0):
 
 
 def split(ary, indices_or_sections, axis=0):
+    ary = lift(ary)
     if not isinstance(ary, Tracer):
         return np.split(ary, indices_or_sections, axis=axis)
     if np.ndim(indices_or_sections) == 0:
@@ -213,18 +215,21 @@ def split(ary, indices_or_sections, axis=0):
 
 
 def hsplit(ary, indices_or_sections):
+    ary = lift(ary)
     if not isinstance(ary, Tracer):
         return np.hsplit(ary, indices_or_sections)
     return split(ary, indices_or_sections, axis=1 if ndim_of(ary) > 1 else 0)
 
 
 def vsplit(ary, indices_or_sections):
+    ary = lift(ary)
     if not isinstance(ary, Tracer):
         return np.vsplit(ary, indices_or_sections)
     return split(ary, indices_or_sections, axis=0)
 
 
 def dsplit(ary, indices_or_sections):
+    ary = lift(ary)
     if not isinstance(ary, Tracer):
         return np.dsplit(ary, indices_or_sections)
     return split(ary, indices_or_sections, axis=2)

@@ -38,12 +38,14 @@ def ravel(a, order="C"):
 
 
 def flatten(a, order="C"):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.asarray(a).flatten(order=order)
     return _copy(ravel(a, order))
 
 
 def swapaxes(a, axis1, axis2):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.swapaxes(a, axis1, axis2)
     nd = ndim_of(a)
@@ -54,6 +56,7 @@ def swapaxes(a, axis1, axis2):
 
 
 def moveaxis(a, source, destination):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.moveaxis(a, source, destination)
     nd = ndim_of(a)
@@ -66,6 +69,7 @@ def moveaxis(a, source, destination):
 
 
 def expand_dims(a, axis):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.expand_dims(a, axis)
     return _view(reshape(a, np.expand_dims(np.empty(shape_of(a), np.int8), axis).shape), a,
@@ -119,6 +123,7 @@ def atleast_3d(*arys):
 
 
 def rollaxis(a, axis, start=0):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.rollaxis(a, axis, start)
     nd = ndim_of(a)
