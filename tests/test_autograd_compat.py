@@ -90,7 +90,7 @@ def test_jvp_hvp_jacobian_hessian():
                                   numpy.diag(2 * (A @ x)) @ A, rtol=1e-12)
 
 
-# -- NumPy functions: the ones autograd's numpy tests exercise ---------------------------------------
+# -- NumPy functions: the ones autograd's numpy tests exercise ----------------------------------
 X = R.standard_normal((3, 4))
 Y = R.standard_normal((4, 2))
 NUMPY_CASES = {
@@ -167,7 +167,7 @@ def test_scalar_ops(f):
     assert type(grad(f)(0.7)) is float
 
 
-# -- containers: tuple, list and dict inputs --------------------------------------------------------
+# -- containers: tuple, list and dict inputs ---------------------------------------------------
 def test_tuple_list_dict_inputs():
     def loss(params, x):
         w1, b1 = params["layer"]

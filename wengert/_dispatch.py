@@ -408,7 +408,7 @@ def _numpy_message(frame, into):
     else:
         ours = f"wengert.numpy's {name.rsplit('.', 1)[-1]} (wnp.*, wnp.linalg.*)"
     return (f"NumPy's {name} ({module}) converted a traced value into {into}, which would "
-            f"drop its derivative: NumPy does not hand a list (or an np.r_ item) holding "
-            f"traced values to wengert, as NEP 18 dispatches on the arguments themselves. "
+            f"drop its derivative: NumPy hands wengert the traced values that are arguments "
+            f"themselves (NEP 18), never those inside a list or an np.r_[...] expression. "
             f"Call {ours} instead, which stacks such lists, or make the list one traced "
             f"array first with wnp.stack([...]) / wnp.array([...]).")
