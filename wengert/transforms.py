@@ -12,7 +12,7 @@ import inspect
 
 import numpy as np
 
-from . import _progress, numpy as wnp
+from . import _progress, complex_ad, numpy as wnp
 from .arrays import ndim_of, shape_of, zeros_like_value
 from .core import (Tracer, check_differentiable, check_live, leaf_dtype as _leaf_dtype,
                    new_level, plain as _plain, plain_store_errors)
@@ -100,6 +100,8 @@ def _fit(g, like):
         if isinstance(g, Tracer) and type(_plain(g)) is not float and np.ndim(_plain(g)) == 0:
             return as_float(g)  # traced: the same conversion, recorded
         return g
+    if type(like) is complex and isinstance(g, (np.generic, np.ndarray)) and np.ndim(g) == 0:
+        return complex(g)
     if isinstance(g, (np.ndarray, np.generic)):
         dt = _leaf_dtype(like)
         if dt is not None and g.dtype != dt:
@@ -112,7 +114,7 @@ def _fit(g, like):
 
 
 # -- reverse mode ------------------------------------------------------------------------
-def value_and_grad(f, argnums=0, *, has_aux=False):
+def value_and_grad(f, argnums=0, *, has_aux=False, holomorphic=False):
     """``(value, gradient)`` of a scalar function, by one reverse sweep.
 
     >>> import wengert as wg, wengert.numpy as wnp
@@ -123,14 +125,16 @@ def value_and_grad(f, argnums=0, *, has_aux=False):
     @plain_store_errors
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
-        return _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.value_and_grad")
+        return _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.value_and_grad",
+                               holomorphic)
     return value_and_grad_f
 
 
-def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad"):
+def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holomorphic=False):
     """One reverse sweep: the body of every ``value_and_grad(f)`` call.
 
-    ``transform`` names the caller in the message a Var that escapes ``f`` raises.
+    ``transform`` names the caller in the message a Var that escapes ``f`` raises; complex
+    inputs: see ``complex_ad`` (``holomorphic``: ``f'(z)``, else the steepest ascent).
     """
     tape = Tape()
     try:
@@ -143,6 +147,9 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad"):
         for i in nums:
             leaves, d = flatten(args[i])
             _check_leaves(f, i, leaves, transform[3:])  # "grad" of "wg.grad"
+            if holomorphic:
+                complex_ad.check_inputs(leaves, True, transform,
+                                        lambda _, i=i: _arg_name(f, i))
             vs = [tape._leaf(x) for x in leaves]
             inputs.append((leaves, d, [v.index for v in vs]))  # f may rebind a Var (x[i] = v)
             args[i] = unflatten(d, vs)
@@ -159,6 +166,8 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad"):
             raise ValueError(
                 f"{transform[3:]} needs a function with a scalar output, but it returned shape {got}. "
                 "Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
+        if not holomorphic and type(out) is not float:
+            complex_ad.check_output(out, False, transform)
         if type(out) is Var and out._trace is tape:
             seed = 1.0 if isinstance(_plain(out.value), float) else \
                 np.array(1.0, _leaf_dtype(out.value))
@@ -170,7 +179,10 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad"):
             gs = []
             for x, k in zip(leaves, vs):
                 g = adj[k] if adj is not None else None
-                gs.append(_fit(g, x) if g is not None else zeros_like_value(x))
+                g = _fit(g, x) if g is not None else zeros_like_value(x)
+                if not holomorphic and type(x) is not float and complex_ad.is_complex(x):
+                    g = complex_ad.steepest(g)  # ∂f/∂x + i ∂f/∂y: see complex_ad
+                gs.append(g)
             grads.append(unflatten(d, gs))
         g = grads[0] if isinstance(argnums, int) else tuple(grads)
         value = _value_in(out, tape, transform)
@@ -179,8 +191,11 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad"):
         tape.finish(transform, f)  # its Vars are dead from now on
 
 
-def grad(f, argnums=0, *, has_aux=False):
+def grad(f, argnums=0, *, has_aux=False, holomorphic=False):
     """The gradient of a scalar function, by one reverse sweep of a tape.
+
+    For a complex ``z`` and a real ``f`` it is ``∂f/∂x + i ∂f/∂y`` (steepest ascent); with
+    ``holomorphic=True`` it is ``f'(z)`` of a holomorphic ``f`` (docs/complex.md).
 
     >>> import wengert as wg, wengert.numpy as wnp
     >>> float(wg.grad(lambda x: x * wnp.sin(x))(0.0))
@@ -189,7 +204,7 @@ def grad(f, argnums=0, *, has_aux=False):
     @plain_store_errors
     @functools.wraps(f)
     def grad_f(*args, **kwargs):
-        value, g = _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.grad")
+        value, g = _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.grad", holomorphic)
         return (g, value[1]) if has_aux else g
     return grad_f
 
@@ -198,7 +213,10 @@ def grad(f, argnums=0, *, has_aux=False):
 def vjp(f, *primals):
     """``(out, pullback)``: ``pullback(cotangent)`` gives one cotangent per primal.
 
-    The tape is kept, so the pullback can be called any number of times.
+    The tape is kept, so the pullback can be called any number of times. On complex values
+    the pullback is the plain transpose of the linear map (no conjugate): ``pullback(1)`` of
+    a holomorphic ``f`` is ``f'(z)``, and of a real ``f`` it is ``∂f/∂x - i ∂f/∂y``, the
+    conjugate of ``wg.grad`` (docs/complex.md).
     """
     nums = tuple(range(len(primals)))
     _check_args(f, primals, nums, "vjp")
@@ -358,7 +376,7 @@ def _size(x):
     return int(np.prod(shape_of(x), dtype=int))
 
 
-def jacobian(f, argnums=0, *, mode="auto", progress=False):
+def jacobian(f, argnums=0, *, mode="auto", progress=False, holomorphic=False):
     """The Jacobian, shaped ``out.shape + in.shape`` (pytrees: out-tree of in-trees).
 
     ``mode="forward"`` pushes every input direction at once (batched tangents);
@@ -367,11 +385,13 @@ def jacobian(f, argnums=0, *, mode="auto", progress=False):
     ``progress=True`` shows tqdm bars on stderr: the columns pushed forward, or the
     recording (forward sweep) and the rows pulled back; so that a bar can move, the
     work is then done in up to a hundred pieces (forward mode runs ``f`` once per piece).
+    Complex values: ``holomorphic=True`` gives ``df/dz`` of a holomorphic ``f``; real inputs
+    may have complex outputs; complex inputs need ``holomorphic=True`` (docs/complex.md).
     """
-    return _jacobian(f, argnums, mode, "wg.jacobian", progress)
+    return _jacobian(f, argnums, mode, "wg.jacobian", progress, holomorphic)
 
 
-def _jacobian(f, argnums, mode, transform, progress=False):
+def _jacobian(f, argnums, mode, transform, progress=False, holomorphic=False):
     """``jacobian``; ``transform`` names the caller in the message of an escaped tracer."""
     if mode not in ("auto", "forward", "reverse"):
         raise ValueError("mode must be 'auto', 'forward' or 'reverse'")
@@ -384,6 +404,7 @@ def _jacobian(f, argnums, mode, transform, progress=False):
         _check_args(f, args, nums, "jacobian")
         in_tree = tuple(args[i] for i in nums) if not isinstance(argnums, int) else args[nums[0]]
         in_leaves, in_def = flatten(in_tree)
+        complex_ad.check_jacobian(in_leaves, holomorphic, transform)
         n_in = sum(_size(x) for x in in_leaves)
         m = mode
         one = isinstance(argnums, int)
@@ -454,7 +475,7 @@ def _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one, tra
         for x in in_leaves:
             k = _size(x)
             blk = t[..., off:off + k] if (len(in_leaves) > 1) else t
-            blocks.append(_fit(wnp.reshape(blk, os_ + shape_of(x)), x))  # as reverse mode
+            blocks.append(_fit_block(wnp.reshape(blk, os_ + shape_of(x)), x))  # as reverse
             off += k
         rows.append(unflatten(in_def, blocks))
     return unflatten(out_def, rows)
@@ -520,11 +541,20 @@ def _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one, tran
         if not (isinstance(o, Var) and o._trace is tape):
             _value_in(o, tape, transform)  # an outer tracer must be live
     m = sum(_size(o) for o in out_leaves)
+    # a complex output of a real input: a real input's cotangent keeps only the real part of
+    # the row, so the imaginary part is the row pulled back times -i, a second sweep
+    phases = (1.0, -1j) if any(complex_ad.is_complex(o) for o in out_leaves) and \
+        not all(complex_ad.is_complex(x) for x in in_leaves) else (1.0,)
     parts = []
-    with _progress.bar(progress, m, f"{transform} reverse", "row") as bar:
+    with _progress.bar(progress, m * len(phases), f"{transform} reverse", "row") as bar:
         for lo, hi in _chunks(m, progress):
-            parts.append(_reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi))
-            bar.update(hi - lo)
+            cs = [_reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi, ph)
+                  for ph in phases]
+            if len(cs) > 1:
+                cs = [c if complex_ad.is_complex(x) else c + 1j * d
+                      for x, c, d in zip(in_leaves, *cs)]
+            parts.append(cs)
+            bar.update((hi - lo) * len(phases))
     # adjoint of input leaf j: (m, *in_j); split m into the outputs' shapes
     cols = parts[0] if len(parts) == 1 else \
         [_concat([p[j] for p in parts]) for j in range(len(in_leaves))]
@@ -536,15 +566,22 @@ def _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one, tran
         blocks = []
         for x, g in zip(in_leaves, cols):
             blk = g[off:off + k] if m != k else g
-            blocks.append(_fit(wnp.reshape(blk, os_ + shape_of(x)), x))
+            blocks.append(_fit_block(wnp.reshape(blk, os_ + shape_of(x)), x))
         rows.append(unflatten(in_def, blocks))
         off += k
     return unflatten(out_def, rows)
 
 
-def _reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi):
-    """One sweep of ``tape`` pulling rows ``lo:hi`` of the identity back: per input leaf
-    its adjoints, ``(hi - lo, *in)``."""
+def _fit_block(blk, x):
+    """A Jacobian block, as ``_fit``; but d(complex output)/d(real input) stays complex."""
+    if complex_ad.is_complex(blk) and not complex_ad.is_complex(x):
+        return blk
+    return _fit(blk, x)
+
+
+def _reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi, phase=1.0):
+    """One sweep of ``tape`` pulling rows ``lo:hi`` of the identity (times ``phase``) back:
+    per input leaf its adjoints, ``(hi - lo, *in)``."""
     c = hi - lo
     seeds = {}
     off = 0
@@ -558,6 +595,8 @@ def _reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi):
             if a < b:
                 seed[a - lo:b - lo, a - off:b - off] = np.eye(b - a, dtype=dt)
             seed = seed.reshape((c,) + os_)
+            if phase != 1.0:
+                seed = seed * phase
             seeds[o.index] = seed if o.index not in seeds else seeds[o.index] + seed
         off += k
     adj = tape.sweep(seeds) if seeds else [None] * len(tape)
@@ -570,16 +609,17 @@ def _reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi):
     return cols
 
 
-def hessian(f, argnums=0, *, progress=False):
+def hessian(f, argnums=0, *, progress=False, holomorphic=False):
     """The Hessian of a scalar function, ``in.shape + in.shape``: forward over reverse.
 
     For a float ``x`` it is a float, as ``grad(grad(f))(x)``.  ``progress=True``: a tqdm
-    bar of the columns done (see ``jacobian``).
+    bar of the columns done (see ``jacobian``). ``holomorphic=True``: ``f''(z)``; a real
+    ``f`` of complex ``z`` has no complex Hessian matrix (``wg.hvp`` works: docs/complex.md).
     """
     @functools.wraps(f)
     def grad_f(*args, **kwargs):
-        return _value_and_grad(f, argnums, False, args, kwargs, "wg.hessian")[1]
-    return _jacobian(grad_f, argnums, "forward", "wg.hessian", progress)
+        return _value_and_grad(f, argnums, False, args, kwargs, "wg.hessian", holomorphic)[1]
+    return _jacobian(grad_f, argnums, "forward", "wg.hessian", progress, holomorphic)
 
 
 def hvp(f, x, v):
