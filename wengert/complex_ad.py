@@ -16,8 +16,8 @@ import numpy as np
 from . import numpy as wnp
 from .core import leaf_dtype, plain
 
-__all__ = ["is_complex", "steepest", "check_inputs", "check_output", "split", "join",
-           "pairing_conj"]
+__all__ = ["is_complex", "steepest", "check_inputs", "check_output", "check_jacobian",
+           "split", "join", "pairing_conj"]
 
 
 def is_complex(x):
