@@ -216,3 +216,16 @@ def test_rules_for_real_matrices_refuse_complex():
               lambda m: wnp.linalg.qr(m)[1], wnp.linalg.cholesky):
         with pytest.raises(NotImplementedError, match="real matrices"):
             wg.vjp(f, M)[1](np.ones_like(f(M)))
+
+
+def test_source_mode_refuses_complex(tmp_path, monkeypatch):
+    """Generated programs have no conjugates: a complex input is refused, not mis-signed."""
+    (tmp_path / "cx_source_mod.py").write_text(
+        "import wengert.numpy as wnp\n\ndef f(z):\n    return wnp.sum(wnp.abs(z) ** 2)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import cx_source_mod
+    with pytest.raises(NotImplementedError, match="complex"):
+        wg.source.grad(cx_source_mod.f)(Z)
+    with pytest.raises(NotImplementedError, match="complex"):
+        wg.source.jvp(cx_source_mod.f)((Z,), (V,))
+    np.testing.assert_allclose(wg.source.grad(cx_source_mod.f)(Z.real), 2 * Z.real)
