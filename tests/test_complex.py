@@ -229,3 +229,16 @@ def test_source_mode_refuses_complex(tmp_path, monkeypatch):
     with pytest.raises(NotImplementedError, match="complex"):
         wg.source.jvp(cx_source_mod.f)((Z,), (V,))
     np.testing.assert_allclose(wg.source.grad(cx_source_mod.f)(Z.real), 2 * Z.real)
+
+
+def test_reverse_jacobian_of_several_inputs_and_outputs():
+    """A complex output among real ones, of two real inputs: the second sweep's imaginary
+    parts land in the right blocks."""
+    x, y = RNG.standard_normal(2), RNG.standard_normal(3)
+    f = lambda x, y: (wnp.sum(x) * y, wnp.exp(1j * x) * wnp.sum(y))  # noqa: E731
+    for mode in ("forward", "reverse"):
+        (j1x, j1y), (j2x, j2y) = wg.jacobian(f, argnums=(0, 1), mode=mode)(x, y)
+        np.testing.assert_allclose(j1x, np.outer(y, np.ones(2)))
+        np.testing.assert_allclose(j1y, np.sum(x) * np.eye(3))
+        np.testing.assert_allclose(j2x, np.diag(1j * np.exp(1j * x)) * np.sum(y))
+        np.testing.assert_allclose(j2y, np.outer(np.exp(1j * x), np.ones(3)))

@@ -551,9 +551,9 @@ def _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one, tran
             cs = [_reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi, ph)
                   for ph in phases]
             if len(cs) > 1:
-                cs = [c if complex_ad.is_complex(x) else c + 1j * d
-                      for x, c, d in zip(in_leaves, *cs)]
-            parts.append(cs)
+                cs = [[c if complex_ad.is_complex(x) else c + 1j * d
+                       for x, c, d in zip(in_leaves, *cs)]]
+            parts.append(cs[0])
             bar.update((hi - lo) * len(phases))
     # adjoint of input leaf j: (m, *in_j); split m into the outputs' shapes
     cols = parts[0] if len(parts) == 1 else \
