@@ -242,3 +242,12 @@ def test_reverse_jacobian_of_several_inputs_and_outputs():
         np.testing.assert_allclose(j1y, np.sum(x) * np.eye(3))
         np.testing.assert_allclose(j2x, np.diag(1j * np.exp(1j * x)) * np.sum(y))
         np.testing.assert_allclose(j2y, np.outer(np.exp(1j * x), np.ones(3)))
+
+
+def test_sparse_derivatives_refuse_complex():
+    with pytest.raises(NotImplementedError, match="real values"):
+        wg.sparse_jacobian(wnp.exp)(Z)
+    with pytest.raises(NotImplementedError, match="real values"):  # was: the real part only
+        wg.sparse_jacobian(lambda x: wnp.exp(1j * x))(Z.real)
+    with pytest.raises(NotImplementedError, match="real values"):
+        wg.sparse_hessian(REAL_FUNCTIONS["abs2"])(Z)

@@ -6,7 +6,8 @@ holomorphic rule pulls back by ``g * f'(z)``, a complex-linear map by its plain 
 and ``vjp``'s pullback with ``g = 1`` gives ``f'(z)``. At the boundary:
 
 * ``grad`` of a real ``f`` with respect to a complex ``z`` is that cotangent conjugated:
-  ``∂f/∂x + i ∂f/∂y``, the direction of steepest ascent (autograd's, PyTorch's);
+  ``∂f/∂x + i ∂f/∂y``, the direction of steepest ascent (PyTorch's; JAX and
+  autograd return its conjugate);
 * ``grad(f, holomorphic=True)`` is the cotangent itself: ``f'(z)``;
 * a complex output without ``holomorphic=True`` has no gradient (it is not a real number
   to climb): ``TypeError``, saying what to write instead.

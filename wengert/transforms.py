@@ -166,14 +166,14 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holo
             raise ValueError(
                 f"{transform[3:]} needs a function with a scalar output, but it returned shape {got}. "
                 "Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
-        if not holomorphic and type(out) is not float:
-            complex_ad.check_output(out, False, transform)
         if type(out) is Var and out._trace is tape:
             seed = 1.0 if isinstance(_plain(out.value), float) else \
                 np.array(1.0, _leaf_dtype(out.value))
             adj = tape.sweep({out.index: seed})
         else:
             adj = None
+        if not holomorphic and type(out) is not float:  # after the sweep: a rule's own
+            complex_ad.check_output(out, False, transform)  # refusal (an order) comes first
         grads = []
         for leaves, d, vs in inputs:
             gs = []
