@@ -251,3 +251,37 @@ def test_sparse_derivatives_refuse_complex():
         wg.sparse_jacobian(lambda x: wnp.exp(1j * x))(Z.real)
     with pytest.raises(NotImplementedError, match="real values"):
         wg.sparse_hessian(REAL_FUNCTIONS["abs2"])(Z)
+
+
+# every family's rules on complex values, to second order, against finite differences in the
+# real and imaginary parts (check_grad: jvp, vjp through the transpose, grad's convention)
+RULES = {
+    "exp": wnp.exp, "log": wnp.log, "sin": wnp.sin, "cos": wnp.cos, "tan": wnp.tan,
+    "sinh": wnp.sinh, "cosh": wnp.cosh, "tanh": wnp.tanh, "arcsin": wnp.arcsin,
+    "arccos": wnp.arccos, "arctan": wnp.arctan, "arcsinh": wnp.arcsinh, "arccosh": wnp.arccosh,
+    "arctanh": wnp.arctanh, "sqrt": wnp.sqrt, "square": wnp.square, "reciprocal": wnp.reciprocal,
+    "log1p": wnp.log1p, "expm1": wnp.expm1, "exp2": wnp.exp2, "log10": wnp.log10,
+    "power": lambda z: z ** 2.5, "zpowz": lambda z: z ** z, "real_pow_z": lambda z: 2.0 ** z,
+    "divide": lambda z: z / (z + 3), "real_times": lambda z: wnp.real(z) * z,
+    "abs": wnp.abs, "angle": wnp.angle, "conj": lambda z: wnp.conj(z) * z,
+    "imag": lambda z: wnp.imag(z) ** 2, "where": lambda z: wnp.where(wnp.real(z) > 0, z, 2 * z),
+    "sum": wnp.sum, "prod": wnp.prod, "mean": wnp.mean, "cumsum": wnp.cumsum,
+    "cumprod": wnp.cumprod, "var": wnp.var, "std": wnp.std, "max_abs": lambda z: wnp.max(wnp.abs(z)),
+    "dot": lambda z: wnp.dot(z, A @ z), "vdot": lambda z: wnp.vdot(z, A @ z),
+    "outer": lambda z: wnp.outer(z, z), "einsum": lambda z: wnp.einsum("ij,j->i", A, z),
+    "kron": lambda z: wnp.kron(z, z), "trace": lambda z: wnp.trace(wnp.outer(z, z)),
+    "norm": wnp.linalg.norm, "norm1": lambda z: wnp.linalg.norm(z, 1),
+    "norm3": lambda z: wnp.linalg.norm(z, 3), "fro": lambda z: wnp.linalg.norm(wnp.outer(z, z)),
+    "inv": lambda z: wnp.linalg.inv(A + wnp.diag(z)), "det": lambda z: wnp.linalg.det(A + wnp.diag(z)),
+    "pinv": lambda z: wnp.linalg.pinv(A + wnp.diag(z)),
+    "matrix_power": lambda z: wnp.linalg.matrix_power(A + wnp.diag(z), 3),
+    "eigvals": lambda z: wnp.linalg.eigvals(A + wnp.diag(z)),
+    "fft": wnp.fft.fft, "ifft": wnp.fft.ifft, "irfft": wnp.fft.irfft, "hfft": wnp.fft.hfft,
+    "rfft": lambda z: wnp.fft.rfft(wnp.real(z) * wnp.imag(z)),
+    "convolve": lambda z: wnp.convolve(z, A[0] * z), "polyval": lambda z: wnp.polyval(z, z),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_rules_on_complex_values(name):
+    wg.check_grad(RULES[name], Z, order=2)
