@@ -285,3 +285,9 @@ RULES = {
 @pytest.mark.parametrize("name", sorted(RULES))
 def test_rules_on_complex_values(name):
     wg.check_grad(RULES[name], Z, order=2)
+
+
+def test_jvp_refuses_a_complex_tangent_of_a_real_primal():
+    with pytest.raises(TypeError, match="complex tangent for a real primal"):
+        wg.jvp(wnp.exp, (Z.real,), (V,))
+    np.testing.assert_allclose(wg.jvp(wnp.exp, (Z,), (Z.real,))[1], np.exp(Z) * Z.real)

@@ -304,6 +304,11 @@ def _jvp(f, primals, tangents, transform):
             if shape_of(dx) != shape_of(x):
                 raise ValueError(f"tangent of shape {shape_of(dx)} for a primal of shape "
                                  f"{shape_of(x)}")
+            if type(dx) is not float and complex_ad.is_complex(dx) and \
+                    not complex_ad.is_complex(x):
+                raise TypeError("a complex tangent for a real primal: a real input moves "
+                                "along the reals only; pass the primal as complex (x + 0j) "
+                                "to move it off them")
         args.append(unflatten(pd, [Dual(x, dx, trace) for x, dx in zip(pl, tl)]))
     try:
         return _split_dual(f(*args), trace, transform=transform)
