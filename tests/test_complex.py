@@ -291,3 +291,11 @@ def test_jvp_refuses_a_complex_tangent_of_a_real_primal():
     with pytest.raises(TypeError, match="complex tangent for a real primal"):
         wg.jvp(wnp.exp, (Z.real,), (V,))
     np.testing.assert_allclose(wg.jvp(wnp.exp, (Z,), (Z.real,))[1], np.exp(Z) * Z.real)
+
+
+def test_jacfwd_jacrev_take_holomorphic():
+    for jac in (wg.jacfwd, wg.jacrev):
+        np.testing.assert_allclose(jac(wnp.sin, holomorphic=True)(Z), np.diag(np.cos(Z)),
+                                   rtol=1e-12, atol=1e-15)
+        with pytest.raises(TypeError, match="holomorphic=True"):
+            jac(wnp.sin)(Z)
