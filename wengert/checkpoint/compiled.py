@@ -34,7 +34,7 @@ from ..tree import flatten, unflatten
 from .regions import _is_float, _top_trace
 from .schedules import execute, forward_phase, iter_schedule
 
-__all__ = ["lower_scan", "LoopPlan"]
+__all__ = ["lower_scan", "LoopPlan", "plans_of"]
 
 
 class _LiftTrace(GraphTrace):
@@ -424,3 +424,13 @@ def lower_scan(loop, init_leaves, xs_leaves, n, strategy, snapshots, eager_scan)
     res = scan_loop(*init_leaves, *xs_leaves, *cap, *icap, plan=plan)
     carry = unflatten(loop.carry_def, list(res[:nc]))
     return carry, None if loop.y_def.kind == "none" else unflatten(loop.y_def, list(res[nc:]))
+
+
+def plans_of(graph):
+    """The plans of the lowered scans in a ``Graph`` (their ``stats`` count what ran)."""
+    found = {}
+    for n in graph.nodes:
+        p = n.params.get("plan") if n.kind == "op" else None
+        if isinstance(p, LoopPlan):
+            found[id(p)] = p
+    return list(found.values())
