@@ -16,6 +16,16 @@ step's tape).  Targets checked (and printed as ok / MISSED):
 
 "online" (dynamic checkpointing, N not known in advance) runs with the same
 snapshots for comparison.
+
+    python benchmarks/bench_checkpoint.py --compiled      # N = 2,000 steps, size 100
+
+compares the schedules under ``wg.compile(wg.grad(loss))``: the scan is one node of the
+generated program, running the compiled step and its VJP in a loop that follows the
+schedule.  The step is an invertible coupling ``p <- p + h tanh(W q); q <- q + h tanh(W p)``
+(so "invert" runs the same chain); printed per strategy: the first call (trace and
+compile), the best of ``--repeat`` calls, the most states stored at once (counted by the
+compiled loop) and the peak memory of a call in states (tracemalloc).  Targets: ctz
+within 2x of "all" in time, with at most floor(log2 N) + 1 stored states.
 """
 import argparse
 import math
@@ -74,6 +84,71 @@ def measure(loss, W, trace_memory):
     return g, dt, peak
 
 
+def make_coupled_loss(n_steps, p0, q0, how, snapshots, h=0.01):
+    def loss(W):
+        def step(c, _):
+            p, q = c
+            p = p + h * wnp.tanh(W @ q)
+            q = q + h * wnp.tanh(W @ p)
+            return (p, q), None
+
+        def inverse(c, _):
+            p, q = c
+            q = q - h * wnp.tanh(W @ p)
+            p = p - h * wnp.tanh(W @ q)
+            return p, q
+        (p, q), _ = wg.scan(step, (p0, q0), length=n_steps, checkpoint=how,
+                            snapshots=snapshots, inverse=inverse)
+        return wnp.sum(p) + wnp.sum(q)
+    return loss
+
+
+def compiled_main(args):
+    plans_of = sys.modules["wengert.checkpoint.compiled"].plans_of
+    n, m = args.steps, args.size
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((m, m)) / math.sqrt(m)
+    p0, q0 = rng.standard_normal(m), rng.standard_normal(m)
+    state_bytes = p0.nbytes + q0.nbytes
+    print(f"wg.compile(wg.grad(loss)) of a {n}-step scan, state of 2 x {m} floats, "
+          f"numpy {np.__version__}")
+    rows, ref = {}, None
+    for how in args.strategies.split(","):
+        snaps = args.snapshots if how in ("binomial", "online") else None
+        t0 = time.perf_counter()
+        cf = wg.compile(wg.grad(make_coupled_loss(n, p0, q0, how, snaps)))
+        g = cf(W)
+        first = time.perf_counter() - t0
+        best = math.inf
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            cf(W)
+            best = min(best, time.perf_counter() - t0)
+        (plan,) = [p for gr in cf.graphs for p in plans_of(gr)]
+        plan.stats["max_stored"] = 0
+        tracemalloc.start()
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        cf(W)
+        peak = (tracemalloc.get_traced_memory()[1] - base) / state_bytes
+        tracemalloc.stop()
+        ref = g if ref is None else ref
+        err = float(np.max(np.abs(g - ref)) / float(np.max(np.abs(ref))))
+        rows[how] = (best, plan.stats["max_stored"])
+        label = how if snaps is None else f"{how}(s={snaps})"
+        vs_all = f" ({best / rows['all'][0]:4.2f} x all)" if "all" in rows else ""
+        print(f"{label:16s} first call {first:6.2f} s  time {best * 1e3:8.1f} ms{vs_all}"
+              f"  stored <= {plan.stats['max_stored']:5d} states  peak {peak:7.1f} states"
+              f"  rel.diff {err:.1e}", flush=True)
+    if "all" in rows and "ctz" in rows:
+        ratio = rows["ctz"][0] / rows["all"][0]
+        bound = n.bit_length()
+        print(f"compiled ctz time / all = {ratio:.2f} (target <= 2): "
+              f"{'ok' if ratio <= 2 else 'MISSED'}; stored {rows['ctz'][1]} states "
+              f"(target <= floor(log2 N) + 1 = {bound}): "
+              f"{'ok' if rows['ctz'][1] <= bound else 'MISSED'}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=10_000)
@@ -82,7 +157,20 @@ def main(argv=None):
     ap.add_argument("--strategies", default="all,ctz,binomial,online",
                     help="comma-separated; 'loop' adds a plain Python loop on the tape")
     ap.add_argument("--no-memory", action="store_true", help="skip the tracemalloc runs")
+    ap.add_argument("--compiled", action="store_true",
+                    help="compare the schedules under wg.compile (defaults: --steps 2000 "
+                    "--size 100 --strategies all,ctz,binomial,invert)")
+    ap.add_argument("--repeat", type=int, default=5, help="timed calls per strategy (--compiled)")
     args = ap.parse_args(argv)
+    if args.compiled:
+        given = set(argv if argv is not None else sys.argv[1:])
+        if "--steps" not in given:
+            args.steps = 2000
+        if "--size" not in given:
+            args.size = 100
+        if "--strategies" not in given:
+            args.strategies = "all,ctz,binomial,invert"
+        return compiled_main(args)
     n, m = args.steps, args.size
     rng = np.random.default_rng(0)
     W = rng.standard_normal((m, m)) / math.sqrt(m)
