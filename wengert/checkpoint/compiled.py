@@ -165,7 +165,7 @@ class LoopPlan:
         self.eager_scan = eager_scan
         self.step_fn = build_function(step_graph.simplify())
         self.inv_fn = build_function(inv_graph.simplify()) if inv_graph is not None else None
-        self._vjp_fn = None
+        self._vjp_fns = {}  # batch shape of the cotangents -> the compiled VJP
         self.stats = {"max_stored": 0, "steps": 0, "vjps": 0, "inverted": 0}
 
     def __repr__(self):
@@ -211,13 +211,15 @@ class LoopPlan:
             ys.append(y_last)
         return tuple(final) + tuple(self._stack(ys)) + (_Residual(cur, stored, rest),)
 
-    @property
-    def vjp_fn(self):
-        if self._vjp_fn is None:
-            self._vjp_fn = build_function(self._vjp_graph().simplify())
-        return self._vjp_fn
+    def vjp_fn(self, batch=()):
+        """The step's compiled VJP, for cotangents with leading axes ``batch`` (a reverse
+        Jacobian pulls back every row at once)."""
+        fn = self._vjp_fns.get(batch)
+        if fn is None:
+            fn = self._vjp_fns[batch] = build_function(self._vjp_graph(batch).simplify())
+        return fn
 
-    def _vjp_graph(self):
+    def _vjp_graph(self, batch):
         """The step's VJP as a graph: (carry, x, captured, cotangents of the float
         results) -> cotangents of the float arguments."""
         k = len(self.in_float)
@@ -236,8 +238,27 @@ class LoopPlan:
             _, pb = transforms.vjp(fn, *[prim[i] for i in fl])
             return list(pb(list(cts)))
         example = list(step.example_args) + [
-            v for v, f in zip(self.carry_ex + self.y_ex, self.out_float) if f]
+            np.zeros(batch + shape_of(v), np.result_type(v)) if batch else v
+            for v, f in zip(self.carry_ex + self.y_ex, self.out_float) if f]
         return _trace_flat(vjp_step, example, "scan_step_vjp", self.user_step)[0]
+
+    def batch_of(self, gs):
+        """The leading batch axes of the cotangents ``gs`` of the results (``()`` for none;
+        ``None`` when they disagree)."""
+        batch = None
+        shapes = [shape_of(v) for v in self.carry_ex] + [(self.n,) + shape_of(v)
+                                                         for v in self.y_ex]
+        for g, s in zip(gs, shapes):
+            if g is None:
+                continue
+            gs_ = shape_of(g)
+            if len(gs_) < len(s) or gs_[len(gs_) - len(s):] != s:
+                return None
+            b = gs_[:len(gs_) - len(s)]
+            if batch is not None and b != batch:
+                return None
+            batch = b
+        return batch if batch is not None else ()
 
     def reverse(self, args):
         na, nc = self.n_args, self.n_carry
@@ -252,29 +273,37 @@ class LoopPlan:
         carry_f = [i for i in fl if i < nc]
         x_f = [i for i in fl if nc <= i < nc + self.n_x]
         cap_f = [i for i in fl if i >= nc + self.n_x]
-        g_c = [gs[i] if gs[i] is not None else zeros_like_value(self.carry_ex[i])
+        batch = self.batch_of(gs)
+        nb = len(batch)
+        lead = (slice(None),) * nb
+
+        def zero(v):
+            return np.zeros(batch + shape_of(v), np.result_type(v)) if nb else zeros_like_value(v)
+        g_c = [gs[i] if gs[i] is not None else zero(self.carry_ex[i])
                for i in range(nc) if self.out_float[i]]
-        g_y = [(gs[nc + j], zeros_like_value(self.y_ex[j]))
+        g_y = [(gs[nc + j], zero(self.y_ex[j]))
                for j in range(self.n_y) if self.out_float[nc + j]]
         g_xs = [None] * len(x_f)
         g_cap = [None] * len(cap_f)
         owned = [False] * len(cap_f)
-        vjp_fn = self.vjp_fn
+        vjp_fn = self.vjp_fn(batch)
         for a in rest:
             if a.kind != "reverse":
                 cur = execute(a, cur, stored, run, self.stats)
                 continue
             i = a.index
             x_i = run.x_at(i)
-            cts = vjp_fn(*cur, *x_i, *cap, *g_c, *[z if g is None else g[i] for g, z in g_y])
+            cts = vjp_fn(*cur, *x_i, *cap, *g_c,
+                         *[z if g is None else g[lead + (i,)] for g, z in g_y])
             self.stats["vjps"] += 1
             g_c = cts[:len(carry_f)]
             # the carry's non-float leaves get no cotangent: the next step's VJP takes only
             # the float ones, in the same order
             for j, c in enumerate(cts[len(carry_f):len(carry_f) + len(x_f)]):
-                if g_xs[j] is None:
-                    g_xs[j] = np.zeros((self.n,) + shape_of(c), np.result_type(c))
-                g_xs[j][i] = c
+                if g_xs[j] is None:  # stacked along the scanned axis, after the batch axes
+                    sh = shape_of(c)
+                    g_xs[j] = np.zeros(sh[:nb] + (self.n,) + sh[nb:], np.result_type(c))
+                g_xs[j][lead + (i,)] = c
             for j, c in enumerate(cts[len(carry_f) + len(x_f):]):
                 if g_cap[j] is None:
                     g_cap[j] = c
@@ -334,11 +363,9 @@ class LoopPlan:
         if prim is scan_loop and self._compiled_ok(args):
             outs = scan_forward(*args, plan=self)
             res, ans = outs[-1], outs[:-1]
-            shapes = [shape_of(o) for o in ans]
 
             def pullback(gs):
-                if any(g is not None and shape_of(g) != s for g, s in zip(gs, shapes)):
-                    # cotangents with batch axes: the eager loop handles them
+                if self.batch_of(gs) is None:  # cotangents of unforeseen shapes
                     return _vjp_rule(self.eager, args, needs)[1](gs)
                 cts = scan_reverse(res, *args, *gs, plan=self)
                 full = [None] * len(args)
