@@ -34,7 +34,7 @@ FLOORS = {
     3: ("wengert.numpy", "wengert.numpy.*", "wengert.scipy", "wengert.scipy.*",
         "wengert._dispatch", "wengert.coverage", "wengert.expr"),
     4: ("wengert.forward", "wengert.reverse", "wengert.jet", "wengert.sparsity"),
-    5: ("wengert.transforms", "wengert.sparse"),
+    5: ("wengert.transforms", "wengert.sparse", "wengert.custom"),
     6: ("wengert.graph", "wengert.graph.*", "wengert.source", "wengert.source.*",
         "wengert.checkpoint", "wengert.checkpoint.*"),
     7: ("wengert.cli", "wengert.explore", "wengert.explore.*", "wengert.expr_derivatives"),
