@@ -140,6 +140,12 @@ def compiled_main(args):
         print(f"{label:16s} first call {first:6.2f} s  time {best * 1e3:8.1f} ms{vs_all}"
               f"  stored <= {plan.stats['max_stored']:5d} states  peak {peak:7.1f} states"
               f"  rel.diff {err:.1e}", flush=True)
+    if args.eager:
+        for how in args.strategies.split(","):
+            snaps = args.snapshots if how in ("binomial", "online") else None
+            t0 = time.perf_counter()
+            wg.grad(make_coupled_loss(n, p0, q0, how, snaps))(W)
+            print(f"eager {how:10s} time {(time.perf_counter() - t0) * 1e3:8.1f} ms", flush=True)
     if "all" in rows and "ctz" in rows:
         ratio = rows["ctz"][0] / rows["all"][0]
         bound = n.bit_length()
@@ -161,6 +167,8 @@ def main(argv=None):
                     help="compare the schedules under wg.compile (defaults: --steps 2000 "
                     "--size 100 --strategies all,ctz,binomial,invert)")
     ap.add_argument("--repeat", type=int, default=5, help="timed calls per strategy (--compiled)")
+    ap.add_argument("--eager", action="store_true",
+                    help="with --compiled: time the eager gradients too, once each")
     args = ap.parse_args(argv)
     if args.compiled:
         given = set(argv if argv is not None else sys.argv[1:])
