@@ -276,3 +276,19 @@ def test_errors_under_compile_are_the_eager_ones():
         wg.compile(lambda x: wg.scan(lambda c, _: c, x, length=3)[0])(1.0)
     with pytest.raises(ValueError, match="carry of structure"):
         wg.compile(lambda x: wg.scan(lambda c, _: ((c, c), None), x, length=3)[0])(1.0)
+
+
+def test_random_lengths_and_snapshots():
+    # compiled against eager over lengths and snapshot counts drawn at random
+    rng = np.random.default_rng(22)
+    for _ in range(12):
+        n = int(rng.integers(1, 80))
+        how = str(rng.choice(["all", "ctz", "binomial", "online", "invert"]))
+        snaps = int(rng.integers(0, 5)) if how in ("binomial", "online") else None
+        loss, xs = _coupled(0.7, n, how, snaps)
+        g = wg.grad(loss, argnums=(0, 1))
+        cg = wg.compile(g)
+        _close(cg(0.4, xs), g(0.4, xs))
+        (plan,) = _plans(cg)
+        assert plan.stats["max_stored"] <= wg.checkpoint_schedule(n, how, snaps).stats()[
+            "max_stored"]
