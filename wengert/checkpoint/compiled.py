@@ -136,6 +136,18 @@ class _Run:
     def x_at(self, k):
         return [x[k] for x in self.xs]
 
+    def advance(self, state, start, stop, ys=None):
+        """Steps ``start .. stop-1``: the recomputations, so kept lean."""
+        fn, xs, cap, nc = self.plan.step_fn, self.xs, self.cap, self.nc
+        keep = ys is not None and self.plan.n_y > 0
+        for k in range(start, stop):
+            out = fn(*state, *[x[k] for x in xs], *cap)
+            state = out[:nc]
+            if keep:
+                ys.append(out[nc:])
+        self.plan.stats["steps"] += stop - start
+        return state
+
     def back(self, state, x):
         self.plan.stats["inverted"] += 1
         return self.plan.inv_fn(*state, *x, *self.icap)
@@ -194,12 +206,8 @@ class LoopPlan:
     # -- the compiled loop (plain values) -------------------------------------------------------
     def run(self, args):
         init, xs, cap, icap = self.split(args)
-        run = _Run(self, xs, cap, icap)
-        state, ys = init, []
-        for k in range(self.n):
-            state, yl = run(state, run.x_at(k))
-            if yl:
-                ys.append(yl)
+        ys = []
+        state = _Run(self, xs, cap, icap).advance(init, 0, self.n, ys)
         return tuple(state) + tuple(self._stack(ys))
 
     def forward(self, args):

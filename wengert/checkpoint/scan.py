@@ -77,6 +77,13 @@ class _Loop:
             raise ValueError("scan: step returned ys of different structures")
         return cl, yl
 
+    def advance(self, state, start, stop, ys=None):
+        for j in range(start, stop):
+            state, yl = self(state, self.x_at(j))
+            if ys is not None and yl:
+                ys.append(yl)
+        return state
+
     def back(self, state, x):
         prev = self.inverse(unflatten(self.carry_def, state), x)
         self.bar.update()

@@ -451,17 +451,14 @@ def iter_schedule(length, strategy="ctz", snapshots=None):
 def execute(a, cur, stored, loop, stats, ys=None):
     """Do one non-reverse action from state ``cur``; returns the new current state.
 
-    ``loop(state, x) -> (state, y leaves)`` runs one step, ``loop.x_at(k)`` is step
-    ``k``'s input and ``loop.back(state, x)`` the inverse step; ``stored`` holds the
-    snapshots and ``stats["max_stored"]`` the most held at once.  The ys of advanced
-    steps are appended to ``ys`` when it is a list (the forward phase's).
+    ``loop.advance(state, start, stop, ys)`` runs steps ``start .. stop-1`` (appending
+    their y leaves to ``ys`` when it is a list: the forward phase's), ``loop.x_at(k)`` is
+    step ``k``'s input and ``loop.back(state, x)`` the inverse step; ``stored`` holds the
+    snapshots and ``stats["max_stored"]`` the most held at once.
     """
     k = a.kind
     if k == "advance":
-        for j in range(a.index, a.stop):
-            cur, yl = loop(cur, loop.x_at(j))
-            if ys is not None and yl:
-                ys.append(yl)
+        cur = loop.advance(cur, a.index, a.stop, ys)
     elif k == "store":
         stored[a.index] = cur
         if len(stored) > stats["max_stored"]:
