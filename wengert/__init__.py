@@ -24,13 +24,14 @@ from .transforms import (check_grad, derivative, grad, hessian, hvp, jacobian, j
                          value_and_grad, vjp)
 # imported eagerly so the function, not the module, is the package's ``checkpoint``
 from .checkpoint import checkpoint, checkpoint_schedule, scan
+from .batching import vmap
 
 _allocator.settle()  # glibc's steady state for arrays of a few hundred kB; see _allocator
 
 from ._version import __version__  # noqa: E402,F401
 
 __all__ = ["Primitive", "primitive", "EscapedTracerError", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
-           "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp", "taylor", "check_grad",
+           "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp", "taylor", "check_grad", "vmap",
            "trace", "Graph", "compile", "to_dot", "source", "checkpoint", "scan",
            "checkpoint_schedule", "chain_order", "jacobian_sparsity", "hessian_sparsity",
            "sparse_jacobian", "sparse_hessian", "color"]
