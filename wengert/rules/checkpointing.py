@@ -94,3 +94,8 @@ def _stack_vjp(*xs, axis=0):
 
 for _p in (checkpoint_take, checkpoint_put, checkpoint_stack):
     _p.sparsity = patterns.MOVES
+
+
+# wg.vmap: each is linear, so a batch is its pushforward of the batch as tangents
+for _p in (checkpoint_take, checkpoint_put, checkpoint_stack):
+    _p.batch = "linear"

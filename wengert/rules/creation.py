@@ -191,3 +191,7 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
 
 
 _constant.sparsity = patterns.CONSTANT  # reads only its argument's trace
+
+
+# wg.vmap: the constant has the shape of its model, example by example
+_constant.batch = "elementwise"

@@ -676,3 +676,9 @@ def select(condlist, choicelist, default=0):
 for _p in (getitem_basic, scatter_basic, gather, set_basic, set_flat):
     _p.sparsity = patterns.MOVES
 scatter_add.sparsity = patterns.ScatterAdd()
+
+
+# wg.vmap: linear in the arrays, and every rule here takes leading batch axes on its
+# tangents: a batch is the pushforward of the batch as tangents
+for _p in (getitem_basic, scatter_basic, gather, scatter_add, set_basic, set_flat):
+    _p.batch = "linear"

@@ -230,3 +230,7 @@ def dsplit(ary, indices_or_sections):
 
 
 _concatenate.sparsity = patterns.MOVES
+
+
+# wg.vmap: joined along ``axis``, past the batch axis
+_concatenate.batch = "axis"

@@ -279,3 +279,8 @@ det.sparsity = patterns.Blocks(patterns.matrix_to(0))
 slogdet.sparsity = patterns.Blocks(patterns.matrix_to(0, 0))
 expm.sparsity = sqrtm.sparsity = patterns.Blocks(patterns.square)
 _vector_norm.sparsity = patterns.Reduction()
+
+
+# wg.vmap: stacked matrices (two core axes); norms reduce along ``axis``
+det.batch = slogdet.batch = expm.batch = ("stacked", 2)
+_vector_norm.batch = "axis"

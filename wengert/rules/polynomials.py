@@ -402,3 +402,7 @@ def polydiv(u, v):
     q = stack(q) if q else np.zeros((1,), dt)  # each d has the type dt already
     start = concrete(_remainder_start, r, name="remainder_start")
     return q, (r[start:] if start else r)
+
+
+# wg.vmap: elementwise
+_value_of.batch = "elementwise"

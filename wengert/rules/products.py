@@ -476,3 +476,19 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 
 _einsum.sparsity = patterns.Contraction(patterns.einsum_subscripts)
+
+
+# wg.vmap: NumPy's stacked products (core axes per operand)
+_matmul.batch = ("stacked", 2, 2)
+_matvec.batch = ("stacked", 2, 1)
+_vecmat.batch = ("stacked", 1, 2)
+_dot1.batch = ("stacked", 1, 1)
+
+
+@_einsum.batching
+def _einsum_batch(operands, batched, ins, out):
+    """A fresh subscript letter for the batch axis, leading on the batched operands and the
+    result."""
+    b = _free_letters(ins, out, 1)
+    ins = type(ins)(b + s if bt else s for s, bt in zip(ins, batched))
+    return _einsum(*operands, ins=ins, out=b + out)

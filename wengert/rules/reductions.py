@@ -667,3 +667,8 @@ _cumsum.sparsity = patterns.Reduction(hessian="linear", prefix=True)
 _cumprod.sparsity = patterns.Reduction(prefix=True)
 _prod.sparsity = patterns.Reduction()
 _amax.sparsity = _amin.sparsity = patterns.Reduction(hessian="linear")
+
+
+# wg.vmap: reductions along ``axis``, past the batch axis
+for _p in (_cumsum, _cumprod, _prod, _amax, _amin):
+    _p.batch = "axis"

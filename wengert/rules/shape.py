@@ -188,3 +188,8 @@ transpose.permutation_param = "axes"  # the identity for the identity permutatio
 for _p in (reshape, broadcast_to, transpose):
     _p.sparsity = patterns.MOVES
 sum_.sparsity = patterns.Reduction()
+
+
+# wg.vmap: a sum reduces along ``axis`` (cheaper than as a linear map); as_float elementwise
+sum_.batch = "axis"
+as_float.batch = "elementwise"
