@@ -22,6 +22,8 @@ A primitive with none of these runs once per example and the results are stacked
 batched value cannot be vectorised (each example may take another branch): it raises
 ``TypeError`` naming ``wnp.where``, as ``jax.vmap`` does.
 """
+import inspect
+
 import numpy as np
 
 from . import numpy as wnp
@@ -200,9 +202,12 @@ def _axis_rule(prim, vals, batched, params, size):
     rank = max((ndim_of(v) - 1 for v in vals if _is_array(v)), default=0)
     params = dict(params)
     for name in ("axis", "axes"):
-        if name not in params:
-            continue
-        ax = params[name]
+        if name in params:
+            ax = params[name]
+        else:
+            ax = _defaults(prim).get(name, _ABSENT)
+            if ax is _ABSENT or ax is inspect.Parameter.empty:
+                continue
         if ax is None:
             s = params.get("s")
             ax = tuple(range(-len(s), 0)) if s is not None else tuple(range(1, rank + 1))
@@ -212,6 +217,16 @@ def _axis_rule(prim, vals, batched, params, size):
             ax = ax + 1 if ax >= 0 else ax
         params[name] = ax
     return prim(*vals, **params)
+
+
+_ABSENT = object()
+
+
+def _defaults(prim):
+    try:
+        return {k: p.default for k, p in inspect.signature(prim.impl).parameters.items()}
+    except (TypeError, ValueError):
+        return {}
 
 
 def _linear_rule(prim, vals, batched, params, size):

@@ -1,0 +1,392 @@
+"""wg.vmap: every primitive of the registry mapped over a batch equals the Python loop.
+
+The primitives are read off the registry (every ``Primitive`` in ``wengert.rules``), so a new
+one is covered or the completeness test fails; elementwise ones are sampled from their
+declared domains, the others from ``SAMPLES``.
+"""
+import importlib
+import pkgutil
+
+import numpy as np
+import pytest
+
+import wengert as wg
+import wengert.numpy as wnp
+import wengert.rules as rules
+import wengert.scipy.special  # noqa: F401  (registers scipy.special's primitives)
+from wengert.batching import BatchedControlFlowError, batching_kind, loop_primitives
+from wengert.core import Primitive
+from wengert.rules.logic import SAME_VALUE
+
+B = 4
+
+
+def _registry():
+    seen = {}
+    for m in pkgutil.iter_modules(rules.__path__):
+        mod = importlib.import_module(f"wengert.rules.{m.name}")
+        for v in vars(mod).values():
+            if isinstance(v, Primitive):
+                seen.setdefault(id(v), v)
+    return sorted(seen.values(), key=lambda p: p.name)
+
+
+PRIMS = _registry()
+ELEMENTWISE = [p for p in PRIMS if batching_kind(p) == "elementwise"]
+
+# the primitives vmap runs once per example (no batching rule): this list may only shrink
+LOOPED = ["convolve", "correlate", "lstsq", "same_value", "solve_banded", "solve_triangular",
+          "sqrtm"]
+
+
+def test_the_loop_fallback_is_listed():
+    assert loop_primitives(PRIMS) == LOOPED
+
+
+def _loop(f, args, in_axes):
+    outs = []
+    for i in range(B):
+        outs.append(f(*[a if ax is None else np.take(a, i, axis=ax)
+                        for a, ax in zip(args, in_axes)]))
+    if isinstance(outs[0], tuple):
+        return tuple(np.stack([o[k] for o in outs]) for k in range(len(outs[0])))
+    return np.stack(outs)
+
+
+def _same(got, want, exact=False):
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+        for g, w in zip(got, want):
+            _same(g, w, exact)
+        return
+    got = np.asarray(got)
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape)
+    if exact:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300, equal_nan=True)
+
+
+def _arity(p):
+    if p.nargs is not None:
+        return p.nargs
+    return getattr(p.impl, "nin", 1)
+
+
+@pytest.mark.parametrize("p", ELEMENTWISE, ids=[p.name for p in ELEMENTWISE])
+def test_elementwise_equals_the_loop(p):
+    rng = np.random.default_rng(abs(hash(p.name)) % 2**32)
+    lo, hi = p.domain or (0.2, 0.9)
+    n = _arity(p)
+    # the first argument mapped along axis 0, then alternately an unbatched array, one mapped
+    # along its last axis, and an unbatched scalar: ranks and axes differ
+    args, axes = [rng.uniform(lo, hi, (B, 3))], [0]
+    for k in range(1, n):
+        kind = k % 3
+        args.append(rng.uniform(lo, hi, (2, 3)) if kind == 1 else
+                    rng.uniform(lo, hi, (3, B)) if kind == 2 else float(rng.uniform(lo, hi)))
+        axes.append(None if kind != 2 else 1)
+    if p.name == "where":
+        args[0] = args[0] > (lo + hi) / 2
+    with np.errstate(all="ignore"):
+        try:
+            want = _loop(p, args, axes)
+        except (TypeError, ValueError) as e:  # integer-only arguments etc.: NumPy refuses
+            pytest.skip(f"{p.name} refuses these samples: {e}")
+        got = wg.vmap(p, in_axes=tuple(axes))(*args)
+    _same(got, want, exact=True)
+
+
+def _spd(rng, n=3):
+    a = rng.normal(size=(n, n))
+    return a @ a.T + n * np.eye(n)
+
+
+# name -> (function of the arrays, arrays of one example): mapped with every argument batched,
+# then with only the first
+SAMPLES = {
+    "airy": None, "airye": None, "itairy": None, "itj0y0": None, "iti0k0": None,
+    "it2j0y0": None, "it2i0k0": None, "sici": None, "shichi": None, "fresnel": None,
+    "broadcast_to": (lambda x: wnp.broadcast_to(x, (2, 3)), lambda r: [r.normal(size=3)]),
+    "reshape": (lambda x: wnp.reshape(x, (3, 2)), lambda r: [r.normal(size=(2, 3))]),
+    "sum": (lambda x: (wnp.sum(x), wnp.sum(x, axis=0), wnp.sum(x, axis=-1, keepdims=True)),
+            lambda r: [r.normal(size=(2, 3))]),
+    "transpose": (lambda x: (x.T, wnp.transpose(x, (1, 0, 2))), lambda r: [r.normal(size=(2, 3, 4))]),
+    "getitem_basic": (lambda x: (x[1:, ::-1], x[0], x[..., 1], x[None, 1]),
+                      lambda r: [r.normal(size=(2, 3))]),
+    "gather": (lambda x: (x[[0, 2, 2]], x[:, [1, 0]], x[x.value > 0.0] if False else x[0, [2]]),
+               lambda r: [r.normal(size=(3, 3))]),
+    "scatter_basic": (lambda x: wg.grad(lambda y: wnp.sum(y[1:] ** 2))(x), lambda r: [r.normal(size=4)]),
+    "scatter_add": (lambda x: wg.grad(lambda y: wnp.sum(y[[0, 0, 2]] ** 2))(x),
+                    lambda r: [r.normal(size=4)]),
+    "set_basic": (lambda x, v: _set(x, 1, v), lambda r: [r.normal(size=4), r.normal()]),
+    "set_flat": (lambda x, v: _set(x, [0, 3], v), lambda r: [r.normal(size=4), r.normal(size=2)]),
+    "concatenate": (lambda x, y: (wnp.concatenate([x, y]), wnp.concatenate([x[None], y[None]], axis=1)),
+                    lambda r: [r.normal(size=3), r.normal(size=3)]),
+    "checkpoint_take": None, "checkpoint_put": None, "checkpoint_stack": None,
+    "real": (lambda z: wnp.real(z * 1j + z), lambda r: [r.normal(size=3)]),
+    "imag": (lambda z: wnp.imag(z * 1j + z), lambda r: [r.normal(size=3)]),
+    "conj": (lambda z: wnp.conj(z * 1j), lambda r: [r.normal(size=3)]),
+    "angle": (lambda z: wnp.angle(z * 1j + 0.5), lambda r: [r.normal(size=3)]),
+    "astype": (lambda x: wnp.astype(x, np.float32), lambda r: [r.normal(size=3)]),
+    "copy": (lambda x: wnp.copy(x), lambda r: [r.normal(size=3)]),
+    "as_float": (lambda x: wnp.sin(x), lambda r: [r.normal(size=3)]),
+    "constant_like": (lambda x: wnp.zeros_like(x) + wnp.ones_like(x), lambda r: [r.normal(size=3)]),
+    "convolve": (lambda a, v: wnp.convolve(a, v), lambda r: [r.normal(size=5), r.normal(size=3)]),
+    "correlate": (lambda a, v: wnp.correlate(a, v, "full"), lambda r: [r.normal(size=5), r.normal(size=3)]),
+    "eig": (lambda a: wnp.linalg.eigvals(a), lambda r: [_spd(r)]),
+    "eigvals": (lambda a: wnp.linalg.eigvals(a), lambda r: [_spd(r)]),
+    "eigh": (lambda a: wnp.linalg.eigh(a)[0], lambda r: [_spd(r)]),
+    "eigvalsh": (lambda a: wnp.linalg.eigvalsh(a), lambda r: [_spd(r)]),
+    "qr": (lambda a: tuple(wnp.linalg.qr(a)), lambda r: [r.normal(size=(4, 3))]),
+    "svd": (lambda a: wnp.linalg.svd(a)[1], lambda r: [r.normal(size=(4, 3))]),
+    "svdvals": (lambda a: wnp.linalg.svd(a, compute_uv=False), lambda r: [r.normal(size=(4, 3))]),
+    "inv": (lambda a: wnp.linalg.inv(a), lambda r: [_spd(r)]),
+    "det": (lambda a: wnp.linalg.det(a), lambda r: [_spd(r)]),
+    "slogdet": (lambda a: tuple(wnp.linalg.slogdet(a)), lambda r: [_spd(r)]),
+    "cholesky": (lambda a: wnp.linalg.cholesky(a), lambda r: [_spd(r)]),
+    "pinv": (lambda a: wnp.linalg.pinv(a), lambda r: [r.normal(size=(4, 3))]),
+    "solve": (lambda a, b: (wnp.linalg.solve(a, b), wnp.linalg.solve(a, wnp.stack([b, b], 1))),
+              lambda r: [_spd(r), r.normal(size=3)]),
+    "lstsq": (lambda a, b: wnp.linalg.lstsq(a, b)[0], lambda r: [r.normal(size=(4, 3)), r.normal(size=4)]),
+    "expm": (lambda a: wg.scipy.linalg.expm(a * 0.1), lambda r: [r.normal(size=(3, 3))]),
+    "sqrtm": (lambda a: wg.scipy.linalg.sqrtm(a), lambda r: [_spd(r)]),
+    "solve_triangular": (lambda a, b: wg.scipy.linalg.solve_triangular(a, b, lower=True),
+                         lambda r: [_spd(r), r.normal(size=3)]),
+    "solve_banded": (lambda a, b: wg.scipy.linalg.solve_banded((1, 1), a, b),
+                     lambda r: [r.normal(size=(3, 4)) + np.array([[0], [4], [0]]), r.normal(size=4)]),
+    "solve_sylvester": (lambda a, b, q: wg.scipy.linalg.solve_sylvester(a, b, q),
+                        lambda r: [_spd(r), _spd(r), r.normal(size=(3, 3))]),
+    "vector_norm": (lambda x: (wnp.linalg.norm(x), wnp.linalg.norm(x, axis=0), wnp.linalg.norm(x, 1)),
+                    lambda r: [r.normal(size=(2, 3))]),
+    "matmul": (lambda a, b: (a @ b, a[0] @ b, a @ b[:, 0], b.T @ a.T), lambda r: [r.normal(size=(2, 3)), r.normal(size=(3, 4))]),
+    "matvec": (lambda a, b: a @ b[:, 0], lambda r: [r.normal(size=(2, 3)), r.normal(size=(3, 4))]),
+    "vecmat": (lambda a, b: a[0] @ b, lambda r: [r.normal(size=(2, 3)), r.normal(size=(3, 4))]),
+    "dot": (lambda a, b: a[0] @ b[:, 0], lambda r: [r.normal(size=(2, 3)), r.normal(size=(3, 4))]),
+    "einsum": (lambda a, b: (wnp.einsum("ij,jk->ki", a, b), wnp.einsum("ij->", a)),
+               lambda r: [r.normal(size=(2, 3)), r.normal(size=(3, 4))]),
+    "cumsum": (lambda x: (wnp.cumsum(x), wnp.cumsum(x, axis=0)), lambda r: [r.normal(size=(2, 3))]),
+    "cumprod": (lambda x: (wnp.cumprod(x), wnp.cumprod(x, axis=-1)), lambda r: [r.normal(size=(2, 3))]),
+    "prod": (lambda x: (wnp.prod(x), wnp.prod(x, axis=1)), lambda r: [r.normal(size=(2, 3))]),
+    "max": (lambda x: (wnp.max(x), wnp.max(x, axis=0)), lambda r: [r.normal(size=(2, 3))]),
+    "min": (lambda x: (wnp.min(x), wnp.min(x, axis=-1, keepdims=True)), lambda r: [r.normal(size=(2, 3))]),
+    "logsumexp": (lambda x: (wg.scipy.special.logsumexp(x), wg.scipy.special.logsumexp(x, axis=0)),
+                  lambda r: [r.normal(size=(2, 3))]),
+    "logsumexp_b": (lambda x, b: wg.scipy.special.logsumexp(x, b=b, axis=1),
+                    lambda r: [r.normal(size=(2, 3)), r.uniform(0.5, 1, size=3)]),
+    "fft": (lambda x: (wnp.fft.fft(x), wnp.fft.ifft(x, axis=0), wnp.fft.rfft(x, n=4)),
+            lambda r: [r.normal(size=(2, 3))]),
+    "fft2": (lambda x: (wnp.fft.fft2(x), wnp.fft.ifft2(x), wnp.fft.fftn(x), wnp.fft.ifftn(x, s=(2, 2)),
+                        wnp.fft.rfft2(x), wnp.fft.rfftn(x), wnp.fft.irfft2(x), wnp.fft.irfftn(x),
+                        wnp.fft.irfft(x)),
+             lambda r: [r.normal(size=(2, 3))]),
+    "value_of": (lambda x: wg.scipy.special.eval_legendre(3, x), lambda r: [r.uniform(-1, 1, 3)]),
+    "modf": (lambda x: tuple(wnp.modf(x)), lambda r: [r.normal(size=3)]),
+    "same_value": (lambda a, b: SAME_VALUE(a, b), lambda r: [r.normal(size=3), r.normal(size=3)]),
+    "round": (lambda x: wnp.round(x, 1), lambda r: [r.normal(size=3)]),
+}
+for _n in ("ifft", "ifft2", "fftn", "ifftn", "rfft", "rfft2", "rfftn", "irfft", "irfft2", "irfftn",
+           "fix_length"):
+    SAMPLES[_n] = SAMPLES["fft2"]
+
+
+def _set(x, idx, v):
+    y = wnp.zeros_like(x) + x
+    y[idx] = v
+    return y
+
+
+OTHERS = [p for p in PRIMS if batching_kind(p) != "elementwise"
+          and p.name not in ("invert",) and not p.name.startswith(("lt", "le", "gt", "ge", "eq",
+                                                                   "ne", "and_", "or_", "xor"))]
+
+
+def test_every_other_primitive_has_a_sample():
+    missing = sorted({p.name for p in OTHERS} - set(SAMPLES))
+    assert not missing, f"give these a sample in SAMPLES: {missing}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in SAMPLES.items() if s is not None))
+def test_others_equal_the_loop(name):
+    fn, make = SAMPLES[name]
+    rng = np.random.default_rng(7)
+    examples = [make(rng) for _ in range(B)]
+    stacked = [np.stack([e[k] for e in examples]) for k in range(len(examples[0]))]
+    for axes in [(0,) * len(stacked), (0,) + (None,) * (len(stacked) - 1)]:
+        args = [s if a == 0 else s[0] for s, a in zip(stacked, axes)]
+        want = _loop(lambda *a: _plain(fn(*a)), args, axes)
+        _same(_plain(wg.vmap(fn, in_axes=axes)(*args)), want)
+
+
+def _plain(out):
+    return tuple(np.asarray(o) for o in out) if isinstance(out, (tuple, list)) else np.asarray(out)
+
+
+@pytest.mark.parametrize("name", ["airy", "sici", "fresnel"])
+def test_several_results_elementwise(name):
+    f = getattr(wg.scipy.special, name)
+    x = np.linspace(0.2, 1.5, 8).reshape(B, 2)
+    _same(tuple(wg.vmap(f)(x)), tuple(np.asarray(o) for o in f(x)), exact=True)
+
+
+def test_checkpoint_primitives():
+    def f(x):
+        return wg.checkpoint(lambda y: wnp.sin(y) * y)(x).sum()
+    X = np.random.default_rng(1).normal(size=(B, 3))
+    _same(wg.vmap(f)(X), _loop(f, [X], [0]))
+    _same(wg.vmap(wg.grad(f))(X), _loop(wg.grad(f), [X], [0]))
+
+    def step(c, x):
+        c = wnp.tanh(c * x)
+        return c, c * 2.0
+
+    def g(x):
+        c, ys = wg.scan(step, 0.5, x)
+        return c + wnp.sum(ys)
+    _same(wg.vmap(g)(X), _loop(g, [X], [0]))
+    _same(wg.vmap(wg.grad(g))(X), _loop(wg.grad(g), [X], [0]))
+
+
+# -- in_axes, out_axes ---------------------------------------------------------------------------
+def test_axes_and_pytrees():
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(3, B)), rng.normal(size=(B, 2))
+    f = wg.vmap(lambda a, d: a[0] * d["y"] + d["c"], in_axes=(-1, {"y": 0, "c": None}),
+                out_axes=1)
+    got = f(x, {"y": y, "c": 1.5})
+    want = np.stack([x[0, i] * y[i] + 1.5 for i in range(B)], axis=1)
+    _same(got, want)
+    out = wg.vmap(lambda a: (a, a.sum()), out_axes=(None, 0), in_axes=None, axis_size=3)
+    with pytest.raises(ValueError, match="out_axes is None"):
+        wg.vmap(lambda a: (a, a.sum()), out_axes=(None, 0))(x)
+    a, s = out(np.ones(2))  # nothing mapped: axis_size says how many
+    assert a.shape == (2,) and s.shape == (3,)
+    _same(wg.vmap(lambda a: 2.0)(x.T), np.full(B, 2.0))
+
+
+def test_bad_axes_say_so():
+    x = np.ones((3, 4))
+    with pytest.raises(ValueError, match="inconsistent sizes"):
+        wg.vmap(lambda a, b: a + b)(x, np.ones((4, 4)))
+    with pytest.raises(ValueError, match="at least one mapped"):
+        wg.vmap(lambda a: a, in_axes=None)(x)
+    with pytest.raises(ValueError, match="out of range"):
+        wg.vmap(lambda a: a, in_axes=2)(x)
+    with pytest.raises(ValueError, match="positional arguments"):
+        wg.vmap(lambda a: a, in_axes=(0, 0))(x)
+    with pytest.raises(ValueError, match="structure"):
+        wg.vmap(lambda a: a, in_axes=({"a": 0},))(x)
+
+
+def test_control_flow_names_where():
+    x = np.array([-1.0, 2.0])
+    with pytest.raises(BatchedControlFlowError, match="wnp.where"):
+        wg.vmap(lambda a: a if a > 0 else -a)(x)
+    with pytest.raises(TypeError, match="wnp.where"):
+        wg.vmap(lambda a: a * int(a > 0))(x)
+    _same(wg.vmap(lambda a: wnp.where(a > 0, a, -a))(x), np.abs(x), exact=True)
+    _same(wg.vmap(lambda a: a * (a > 0))(x), np.array([-0.0, 2.0]), exact=True)
+
+
+# -- composition with the transforms --------------------------------------------------------------
+def _mlp(params, x, y):
+    (w1, b1), (w2, b2) = params
+    h = wnp.tanh(x @ w1 + b1)
+    z = h @ w2 + b2
+    return wg.scipy.special.logsumexp(z) - z[y]
+
+
+def _mlp_params(rng, sizes=(6, 8, 3)):
+    return [(rng.normal(size=(m, n)) / np.sqrt(m), rng.normal(size=n) * 0.1)
+            for m, n in zip(sizes[:-1], sizes[1:])]
+
+
+def test_per_example_gradients_of_an_mlp():
+    rng = np.random.default_rng(3)
+    params = _mlp_params(rng)
+    X, Y = rng.normal(size=(B, 6)), np.array([0, 2, 1, 2])
+    got = wg.vmap(wg.grad(_mlp), in_axes=(None, 0, 0))(params, X, Y)
+    want = [wg.grad(_mlp)(params, X[i], Y[i]) for i in range(B)]
+    for (gw, gb), k in zip(got, range(2)):
+        _same(gw, np.stack([w[k][0] for w in want]))
+        _same(gb, np.stack([w[k][1] for w in want]))
+    # and the gradient of the batch's mean loss, by grad of vmap
+    mean = wg.grad(lambda p: wnp.mean(wg.vmap(_mlp, in_axes=(None, 0, 0))(p, X, Y)))(params)
+    for k in range(2):
+        for j in range(2):
+            _same(mean[k][j], np.mean(np.stack([w[k][j] for w in want]), axis=0))
+
+
+def f_test(w, x):
+    return wnp.sum(wnp.sin(x @ w) ** 2) + wnp.prod(wnp.cos(w[:, 0]))
+
+
+def test_grad_of_vmap_and_vmap_of_grad():
+    rng = np.random.default_rng(4)
+    w, X = rng.normal(size=(3, 2)), rng.normal(size=(B, 3))
+    g = wg.grad(lambda w: wnp.sum(wg.vmap(f_test, in_axes=(None, 0))(w, X)))(w)
+    _same(g, sum(wg.grad(f_test)(w, x) for x in X))
+    Ws = rng.normal(size=(B, 3, 2))
+    _same(wg.vmap(wg.grad(f_test), in_axes=(0, None))(Ws, X[0]),
+          _loop(lambda w: wg.grad(f_test)(w, X[0]), [Ws], [0]))
+    _same(wg.vmap(wg.hessian(lambda w: f_test(w, X[0])))(Ws),
+          _loop(wg.hessian(lambda w: f_test(w, X[0])), [Ws], [0]))
+
+
+def test_batched_jvps_and_jacobians_by_vmap_of_vjp():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=3)
+
+    def f(x):
+        return wnp.sin(x) * wnp.sum(x ** 2) + x[::-1]
+    T = np.eye(3)
+    J = wg.jacobian(f)(x)
+    _same(wg.vmap(lambda t: wg.jvp(f, (x,), (t,))[1])(T), J.T)
+    _, pb = wg.vjp(f, x)
+    _same(wg.vmap(lambda c: pb(c)[0])(T), J)
+    _same(wg.vmap(wg.jacobian(f))(np.stack([x, 2 * x])), np.stack([J, wg.jacobian(f)(2 * x)]))
+
+
+def test_vmap_of_vmap_and_no_perturbation_confusion():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(B, 3, 2))
+    f = wg.vmap(wg.vmap(lambda a, b: a * wnp.sum(b)), in_axes=(0, None))
+    _same(f(X, X[0, 0]), X * X[0, 0].sum())
+    g = wg.vmap(lambda x: wg.vmap(lambda y: x * y)(X[0, :, 0]))  # inner maps y, outer x
+    _same(g(X[:, 0, 0]), X[:, 0, 0][:, None] * X[0, :, 0][None, :])
+    # an inner vmap closing over the outer's derivative variable
+    d = wg.derivative(lambda s: wnp.sum(wg.vmap(lambda y: s * y + s ** 2)(X[0, :, 0])))(1.5)
+    _same(np.asarray(d), np.asarray(np.sum(X[0, :, 0]) + 2 * 1.5 * 3))
+
+
+def test_check_grad_through_vmap():
+    rng = np.random.default_rng(8)
+    w, X = rng.normal(size=(3, 2)), rng.normal(size=(B, 3))
+
+    def loss(w):
+        per = wg.vmap(f_test, in_axes=(None, 0))(w, X)
+        return wnp.sum(per * wnp.arange(1.0, B + 1))
+    wg.check_grad(loss, w, order=2)
+
+    def vec(x):  # vector valued: each mode's Jacobian, and second order
+        return wg.vmap(lambda r: wnp.tanh(r @ w) * wnp.sum(r ** 2))(x)
+    wg.check_grad(vec, X, order=2)
+
+
+def test_escaped_batched_value():
+    kept = []
+    wg.vmap(lambda a: kept.append(a) or a)(np.ones(3))
+    with pytest.raises(wg.EscapedTracerError):
+        kept[0] + 1.0
+
+
+def test_trace_and_compile_a_vmapped_function():
+    rng = np.random.default_rng(9)
+    w, X = rng.normal(size=(3, 2)), rng.normal(size=(B, 3))
+    per = wg.vmap(f_test, in_axes=(None, 0))
+    g = wg.trace(per, w, X)
+    _same(g(w, X), per(w, X))
+    c = wg.compile(per)
+    _same(c(w, X), per(w, X))
+    w2 = rng.normal(size=(3, 2))
+    _same(c(w2, X), _loop(lambda x: f_test(w2, x), [X], [0]))
