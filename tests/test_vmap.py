@@ -16,6 +16,7 @@ import wengert.rules as rules
 import wengert.scipy.special  # noqa: F401  (registers scipy.special's primitives)
 from wengert.batching import BatchedControlFlowError, batching_kind, loop_primitives
 from wengert.core import Primitive
+from wengert.rules.linalg import _lstsq
 from wengert.rules.logic import SAME_VALUE
 
 B = 4
@@ -139,7 +140,7 @@ SAMPLES = {
     "eigh": (lambda a: wnp.linalg.eigh(a)[0], lambda r: [_spd(r)]),
     "eigvalsh": (lambda a: wnp.linalg.eigvalsh(a), lambda r: [_spd(r)]),
     "qr": (lambda a: tuple(wnp.linalg.qr(a)), lambda r: [r.normal(size=(4, 3))]),
-    "svd": (lambda a: wnp.linalg.svd(a)[1], lambda r: [r.normal(size=(4, 3))]),
+    "svd": (lambda a: tuple(wnp.linalg.svd(a, full_matrices=False)), lambda r: [r.normal(size=(4, 3))]),
     "svdvals": (lambda a: wnp.linalg.svd(a, compute_uv=False), lambda r: [r.normal(size=(4, 3))]),
     "inv": (lambda a: wnp.linalg.inv(a), lambda r: [_spd(r)]),
     "det": (lambda a: wnp.linalg.det(a), lambda r: [_spd(r)]),
@@ -148,7 +149,8 @@ SAMPLES = {
     "pinv": (lambda a: wnp.linalg.pinv(a), lambda r: [r.normal(size=(4, 3))]),
     "solve": (lambda a, b: (wnp.linalg.solve(a, b), wnp.linalg.solve(a, wnp.stack([b, b], 1))),
               lambda r: [_spd(r), r.normal(size=3)]),
-    "lstsq": (lambda a, b: wnp.linalg.lstsq(a, b)[0], lambda r: [r.normal(size=(4, 3)), r.normal(size=4)]),
+    # (wnp.linalg.lstsq reads the plain values for its rank: its primitive, directly)
+    "lstsq": (lambda a, b: _lstsq(a, b[:, None]), lambda r: [r.normal(size=(4, 3)), r.normal(size=4)]),
     "expm": (lambda a: wg.scipy.linalg.expm(a * 0.1), lambda r: [r.normal(size=(3, 3))]),
     "sqrtm": (lambda a: wg.scipy.linalg.sqrtm(a), lambda r: [_spd(r)]),
     "solve_triangular": (lambda a, b: wg.scipy.linalg.solve_triangular(a, b, lower=True),
@@ -215,7 +217,10 @@ def test_others_equal_the_loop(name):
     for axes in [(0,) * len(stacked), (0,) + (None,) * (len(stacked) - 1)]:
         args = [s if a == 0 else s[0] for s, a in zip(stacked, axes)]
         want = _loop(lambda *a: _plain(fn(*a)), args, axes)
-        _same(_plain(wg.vmap(fn, in_axes=axes)(*args)), want)
+        got = _plain(wg.vmap(fn, in_axes=axes)(*args))
+        if name in ("eig", "eigvals"):  # a stack is complex if one example is: NumPy's rule
+            got = np.real_if_close(got)
+        _same(got, want)
 
 
 def _plain(out):
@@ -278,6 +283,13 @@ def test_bad_axes_say_so():
         wg.vmap(lambda a: a, in_axes=({"a": 0},))(x)
 
 
+def test_a_batched_index_is_refused():
+    # an index that differs per example (z[y] with y mapped) is not vectorised (yet): a clear
+    # error, not a wrong number; a one-hot product or wnp.where does it
+    with pytest.raises(BatchedControlFlowError, match="index"):
+        wg.vmap(lambda z, i: z[i])(np.ones((2, 3)), np.array([0, 2]))
+
+
 def test_control_flow_names_where():
     x = np.array([-1.0, 2.0])
     with pytest.raises(BatchedControlFlowError, match="wnp.where"):
@@ -293,7 +305,7 @@ def _mlp(params, x, y):
     (w1, b1), (w2, b2) = params
     h = wnp.tanh(x @ w1 + b1)
     z = h @ w2 + b2
-    return wg.scipy.special.logsumexp(z) - z[y]
+    return wg.scipy.special.logsumexp(z) - wnp.sum(z * y)  # y: one-hot
 
 
 def _mlp_params(rng, sizes=(6, 8, 3)):
@@ -304,7 +316,7 @@ def _mlp_params(rng, sizes=(6, 8, 3)):
 def test_per_example_gradients_of_an_mlp():
     rng = np.random.default_rng(3)
     params = _mlp_params(rng)
-    X, Y = rng.normal(size=(B, 6)), np.array([0, 2, 1, 2])
+    X, Y = rng.normal(size=(B, 6)), np.eye(3)[[0, 2, 1, 2]]
     got = wg.vmap(wg.grad(_mlp), in_axes=(None, 0, 0))(params, X, Y)
     want = [wg.grad(_mlp)(params, X[i], Y[i]) for i in range(B)]
     for (gw, gb), k in zip(got, range(2)):
@@ -350,7 +362,7 @@ def test_batched_jvps_and_jacobians_by_vmap_of_vjp():
 def test_vmap_of_vmap_and_no_perturbation_confusion():
     rng = np.random.default_rng(6)
     X = rng.normal(size=(B, 3, 2))
-    f = wg.vmap(wg.vmap(lambda a, b: a * wnp.sum(b)), in_axes=(0, None))
+    f = wg.vmap(wg.vmap(lambda a, b: a * wnp.sum(b), in_axes=(0, None)), in_axes=(0, None))
     _same(f(X, X[0, 0]), X * X[0, 0].sum())
     g = wg.vmap(lambda x: wg.vmap(lambda y: x * y)(X[0, :, 0]))  # inner maps y, outer x
     _same(g(X[:, 0, 0]), X[:, 0, 0][:, None] * X[0, :, 0][None, :])
