@@ -190,6 +190,7 @@ for _p in (reshape, broadcast_to, transpose):
 sum_.sparsity = patterns.Reduction()
 
 
-# wg.vmap: a sum reduces along ``axis`` (cheaper than as a linear map); as_float elementwise
+# wg.vmap: a sum reduces along ``axis`` (cheaper than as a linear map); as_float is the
+# identity on values (its pushforward: the batch itself)
 sum_.batch = "axis"
-as_float.batch = "elementwise"
+as_float.batch = "linear"
