@@ -32,6 +32,7 @@ from .decompositions import _eig, _eigh, _qr, _svd, eigvals, eigvalsh, svdvals
 from .elementwise import sign, where
 from .joining import concatenate
 from .matrices import _mm, _mT, _row
+from .nondiff import recorded
 from .reductions import prod
 from .shape import broadcast_to, expand_reduced, kept_shape, reshape, sum_, sum_tangent
 from .solvers import (_cholesky, _per_matrix, _pinv_cotangent, _pinv_tangent, _solve,
@@ -60,9 +61,12 @@ def _cofactor(a, ans):
     n = shape_of(s)[-1]
     others = where(np.eye(n, dtype=bool), 1.0, broadcast_to(_row(s), shape_of(s)[:-1] + (n, n)))
     p = prod(others, axis=-1)
-    sign = np.linalg.det(_plain(u)) * np.linalg.det(_plain(vh))  # +-1, piecewise constant
-    sign = np.asarray(sign, dtype=dtype_of(a))
-    return reshape(sign, np.shape(sign) + (1, 1)) * _mm(u * _row(p), vh)
+    sign = recorded(_det_sign, u, vh)  # +-1, piecewise constant (recorded: vmap, graphs)
+    return reshape(sign, shape_of(sign) + (1, 1)) * _mm(u * _row(p), vh)
+
+
+def _det_sign(u, vh):
+    return (np.linalg.det(u) * np.linalg.det(vh)).astype(u.dtype)
 
 
 @det.frule(symbolic_zeros=True)
