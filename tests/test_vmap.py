@@ -563,3 +563,31 @@ def test_value_dependent_orders_are_refused(f):
     # not vectorised (yet): a clear error naming the way out, not a wrong number
     with pytest.raises(BatchedControlFlowError, match="loop over the examples"):
         wg.vmap(f)(np.random.default_rng(0).normal(size=(B, 3)))
+
+
+def test_transforms_of_a_vmapped_function():
+    rng = np.random.default_rng(12)
+    W, X = rng.normal(size=(3, 2)), rng.normal(size=(B, 3))
+
+    def per(x):
+        return wnp.sum(wnp.sin(x @ W) ** 2)
+
+    def batch(X):
+        return wg.vmap(per)(X)
+    # the Jacobian of a batch map is block diagonal: row i is per's gradient at X[i]
+    J = np.zeros((B, B, 3))
+    for i, x in enumerate(X):
+        J[i, i] = wg.grad(per)(x)
+    _same(wg.jacobian(batch, mode="forward")(X), J)
+    _same(wg.jacobian(batch, mode="reverse")(X), J)
+    _same(wg.jvp(batch, (X,), (np.ones_like(X),))[1], np.einsum("ijk,jk->i", J, np.ones_like(X)))
+    H = wg.hessian(lambda X: wnp.sum(batch(X)))(X)
+    for i, x in enumerate(X):
+        _same(H[i, :, i], wg.hessian(per)(x))
+    _same(wg.hvp(lambda X: wnp.sum(batch(X)), X, X), np.einsum("ijkl,kl->ij", H, X))
+    c = wg.taylor(lambda s: wnp.sum(batch(X * s)), 1.0, 1.0, 3)
+    want = wg.taylor(lambda s: sum(per(x * s) for x in X), 1.0, 1.0, 3)
+    np.testing.assert_allclose(np.asarray(c, float), np.asarray(want, float), rtol=1e-12)
+    _same(wg.grad(lambda X: wnp.sum(wg.checkpoint(batch)(X)))(X), J.sum(axis=0))
+    g = wg.trace(lambda X: wnp.sum(batch(X)), X).grad()
+    _same(g(X), J.sum(axis=0))
