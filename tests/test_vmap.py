@@ -20,6 +20,7 @@ from wengert.core import Primitive
 from wengert.rules.linalg import _lstsq
 from wengert.rules.logic import SAME_VALUE
 from wengert.rules.shape import as_float as _as_float
+from wengert.rules.take import put_dynamic, take_dynamic
 
 B = 4
 
@@ -219,6 +220,9 @@ SAMPLES = {
              lambda r: [r.normal(size=(2, 3))]),
     "value_of": (lambda x: wg.scipy.special.eval_legendre(3, x), lambda r: [r.uniform(-1, 1, 3)]),
     "modf": (lambda x: tuple(wnp.modf(x)), lambda r: [r.normal(size=3)]),
+    "take_dynamic": (lambda a: a[np.array([2, 0])] * 1.0, lambda r: [r.normal(size=(3, 2))]),
+    "put_dynamic": (lambda a: wg.grad(lambda b: wnp.sum(b[np.array([2, 2])] ** 2))(a),
+                    lambda r: [r.normal(size=(3, 2))]),
     "same_value": (lambda a, b: SAME_VALUE(a, b), lambda r: [r.normal(size=3), r.normal(size=3)]),
     "round": (lambda x: wnp.round(x, 1), lambda r: [r.normal(size=3)]),
 }
@@ -324,11 +328,35 @@ def test_bad_axes_say_so():
         wg.vmap(lambda a: a, in_axes=({"a": 0},))(x)
 
 
-def test_a_batched_index_is_refused():
-    # an index that differs per example (z[y] with y mapped) is not vectorised (yet): a clear
-    # error, not a wrong number; a one-hot product or wnp.where does it
+def test_an_index_that_differs_by_example():
+    rng = np.random.default_rng(13)
+    z, i = rng.normal(size=(B, 5, 2)), np.array([0, 3, -1, 2])
+    _same(wg.vmap(lambda a, j: a[j])(z, i), np.stack([z[k][i[k]] for k in range(B)]),
+          exact=True)
+    _same(wg.vmap(lambda j: wnp.take(z[0], j, axis=0))(i), z[0][i], exact=True)  # a plain table
+    _same(wg.vmap(lambda j: wnp.take(z[0], j))(i), z[0].ravel()[i], exact=True)
+    rows = np.array([[0, 1], [2, 2], [4, 0], [1, 1]])  # repeated rows: cotangents add up
+    f = lambda a, j: wnp.sum(wnp.sin(a[j]) ** 2)
+    _same(wg.vmap(wg.grad(f))(z, rows), _loop(wg.grad(f), [z, rows], [0, 0]))
+    _same(wg.vmap(wg.grad(f), in_axes=(None, 0))(z[0], i), _loop(wg.grad(f), [z[0], i], [None, 0]))
+    h = wg.hessian(lambda a, j: wnp.sum(a[j] ** 3))
+    _same(wg.vmap(h)(z[:, :, 0], i), _loop(h, [z[:, :, 0], i], [0, 0]))
+    jv = lambda a, j: wg.jvp(lambda b: b[j] * b[j], (a,), (np.ones_like(a),))[1]
+    _same(wg.vmap(jv)(z, i), _loop(jv, [z, i], [0, 0]))
+    inner = np.array([[0, 1, 2], [3, 4, 0], [1, 1, 1], [2, 0, 4]])
+    _same(wg.vmap(wg.vmap(lambda a, j: a[j], in_axes=(None, 0)))(z, inner),
+          np.stack([[z[b][inner[b, c]] for c in range(3)] for b in range(B)]))
+    # a mask that differs by example selects a different number of entries: refused by name
     with pytest.raises(BatchedControlFlowError, match="index"):
-        wg.vmap(lambda z, i: z[i])(np.ones((2, 3)), np.array([0, 2]))
+        wg.vmap(lambda a: a[a > 0])(z)
+
+
+def test_take_dynamic_rules():
+    rng = np.random.default_rng(14)
+    x, i = rng.normal(size=(5, 2)), np.array([[0, 4], [4, 1]])
+    wg.check_grad(lambda a: take_dynamic(a, i) ** 2, x, order=2)
+    wg.check_grad(lambda g: put_dynamic(g, i, 5) ** 2, rng.normal(size=(2, 2, 2)), order=2)
+    _same(put_dynamic(np.ones((2, 2)), i, 5), np.array([1.0, 1, 0, 0, 2]))
 
 
 def test_control_flow_names_where():
@@ -591,3 +619,19 @@ def test_transforms_of_a_vmapped_function():
     _same(wg.grad(lambda X: wnp.sum(wg.checkpoint(batch)(X)))(X), J.sum(axis=0))
     g = wg.trace(lambda X: wnp.sum(batch(X)), X).grad()
     _same(g(X), J.sum(axis=0))
+
+
+def test_per_example_gradients_with_integer_labels():
+    # z[y], the JAX habit: each example's own label picks its logit
+    def loss(params, x, y):
+        (w1, b1), (w2, b2) = params
+        z = wnp.tanh(x @ w1 + b1) @ w2 + b2
+        return wsp.logsumexp(z) - z[y]
+    rng = np.random.default_rng(15)
+    params = _mlp_params(rng)
+    X, Y = rng.normal(size=(B, 6)), np.array([0, 2, 1, 2])
+    got = wg.vmap(wg.grad(loss), in_axes=(None, 0, 0))(params, X, Y)
+    want = [wg.grad(loss)(params, X[i], Y[i]) for i in range(B)]
+    for k in range(2):
+        for j in range(2):
+            _same(got[k][j], np.stack([w[k][j] for w in want]))

@@ -55,6 +55,7 @@ class BatchTrace(Trace):
 
     __slots__ = ("level", "finished_by", "size")
     tracer_name = "batched value"
+    batched = True
 
     def __init__(self, level, size):
         self.level, self.size, self.finished_by = level, size, None

@@ -70,6 +70,9 @@ class Trace:
     """One active differentiation: a forward perturbation, a tape, a graph."""
 
     level = 0
+    # whether a tracer's value underneath holds a batch of values, one per example (wg.vmap),
+    # rather than one: then no single plain value (an index, a branch) can be read off it
+    batched = False
     # once the transform that ran it has returned: (transform name, function, live level)
     finished_by = None
     tracer_name = "traced value"

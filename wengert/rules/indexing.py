@@ -29,6 +29,7 @@ from .conversion import astype
 from .elementwise import where
 from .nondiff import _plain, concrete, strip_eager
 from .shape import broadcast_to, reshape, transpose
+from .take import take_dynamic
 
 __all__ = ["getitem_basic", "scatter_basic", "gather", "scatter_add", "set_basic", "set_flat",
            "getitem", "setitem",
@@ -88,6 +89,18 @@ def static_index(i, name=None):
     if isinstance(i, (list, tuple)) and _has_tracer(i):
         raise TypeError(msg)
     return i
+
+
+def _batched_index(i):
+    """Whether ``i`` is an integer index holding one value per example (a trace whose values
+    are ``batched``: wg.vmap), so that no single plain index exists."""
+    if not np.issubdtype(i.dtype, np.integer):
+        return False
+    while isinstance(i, Tracer):
+        if i._trace.batched:
+            return True
+        i = i.value
+    return False
 
 
 def _has_tracer(seq):
@@ -346,6 +359,8 @@ def _invalidate_views(base):
 # -- x[idx] and x[idx] = v ------------------------------------------------------------------------------
 def getitem(x, idx):
     """``x[idx]`` for a (possibly traced) array ``x``."""
+    if isinstance(idx, Tracer) and _batched_index(idx):
+        return take_dynamic(x, idx)  # each example's own rows (wg.vmap)
     nidx, adv = normalize_index(idx)
     if not isinstance(x, Tracer):
         return np.asarray(x)[nidx]
@@ -597,6 +612,10 @@ def positions(a):
 def take(a, indices, axis=None, out=None, mode="raise"):
     if out is not None:
         raise NotImplementedError("wnp.take with out= is not supported on traced values")
+    if isinstance(indices, Tracer) and mode == "raise" and _batched_index(indices):
+        if axis is None:  # each example's own positions (wg.vmap), into the flattened array
+            a, axis = (reshape(a, (-1,)) if isinstance(a, Tracer) else np.ravel(a)), 0
+        return take_dynamic(a, indices, axis % ndim_of(a))
     if not isinstance(a, Tracer):
         return np.take(a, indices, axis=axis, mode=mode)
     if isinstance(indices, Tracer):
