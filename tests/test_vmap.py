@@ -584,13 +584,34 @@ def test_numpy_functions_equal_the_loop(name):
     _same(got, want)
 
 
-@pytest.mark.parametrize("f", [wnp.sort, wnp.median, lambda x: wnp.quantile(x, 0.3),
-                               lambda x: wnp.interp(x, [-1.0, 0.0, 1.0], [0.0, 1.0, 4.0])])
-def test_value_dependent_orders_are_refused(f):
-    # a sort order, a quantile's position, an interval found by search: each example's own,
-    # not vectorised (yet): a clear error naming the way out, not a wrong number
+ORDERS = {  # a sort order or a position read off the values: each example's own
+    "sort": wnp.sort, "sort_axis0": lambda x: wnp.sort(x, axis=0),
+    "sort_flat": lambda x: wnp.sort(x, axis=None), "partition": lambda x: wnp.partition(x, 1),
+    "median": wnp.median, "quantile": lambda x: wnp.quantile(x, 0.3),
+    "percentile": lambda x: wnp.percentile(x, 70, axis=1),
+    "max_by_argmax": lambda x: x.ravel()[wnp.argmax(x)],
+    "argsort_rows": lambda x: x[wnp.argsort(x[:, 0])],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ORDERS))
+def test_orders_that_differ_by_example(name):
+    f = ORDERS[name]
+    X = np.random.default_rng(16).normal(size=(B, 3, 3))
+    _same(wg.vmap(f)(X), np.stack([np.asarray(f(x)) for x in X]))
+    g = wg.grad(lambda x: wnp.sum(f(x) ** 2))
+    _same(wg.vmap(g)(X), np.stack([g(x) for x in X]))
+    _same(wg.vmap(wnp.argmax)(X), X.reshape(B, -1).argmax(axis=1), exact=True)
+
+
+def test_what_cannot_be_batched_says_so():
+    X = np.random.default_rng(0).normal(size=(B, 3))
+    # an interval found by search feeds Python-level indexing: refused by name
     with pytest.raises(BatchedControlFlowError, match="loop over the examples"):
-        wg.vmap(f)(np.random.default_rng(0).normal(size=(B, 3)))
+        wg.vmap(lambda x: wnp.interp(x, [-1.0, 0.0, 1.0], [0.0, 1.0, 4.0]))(X)
+    # a result whose shape depends on the values has no batch
+    with pytest.raises(ValueError, match="different shapes"):
+        wg.vmap(lambda x: wnp.flatnonzero(x > 0))(np.array([[1.0, -1.0], [1.0, 1.0]]))
 
 
 def test_transforms_of_a_vmapped_function():

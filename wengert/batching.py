@@ -242,7 +242,16 @@ def _loop(prim, vals, batched, params, size):
     outs = [prim(*[v[i] if b else v for v, b in zip(vals, batched)], **params)
             for i in range(size)]
     if prim.multiple_results:
-        return tuple(wnp.stack([o[k] for o in outs]) for k in range(len(outs[0])))
+        return tuple(_stack(prim, [o[k] for o in outs]) for k in range(len(outs[0])))
+    return _stack(prim, outs)
+
+
+def _stack(prim, outs):
+    shapes = {shape_of(o) for o in outs}
+    if len(shapes) > 1:
+        raise ValueError(f"wg.vmap: '{prim.name}' gives results of different shapes for "
+                         f"different examples ({sorted(shapes)}), which no batch can hold; "
+                         f"loop over the examples in Python")
     return wnp.stack(outs)
 
 

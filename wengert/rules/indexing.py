@@ -27,7 +27,7 @@ from ..core import Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import astype
 from .elementwise import where
-from .nondiff import _plain, concrete, strip_eager
+from .nondiff import _plain, batched, concrete, concrete_or_batched, strip_eager
 from .shape import broadcast_to, reshape, transpose
 from .take import take_dynamic
 
@@ -94,13 +94,7 @@ def static_index(i, name=None):
 def _batched_index(i):
     """Whether ``i`` is an integer index holding one value per example (a trace whose values
     are ``batched``: wg.vmap), so that no single plain index exists."""
-    if not np.issubdtype(i.dtype, np.integer):
-        return False
-    while isinstance(i, Tracer):
-        if i._trace.batched:
-            return True
-        i = i.value
-    return False
+    return np.issubdtype(i.dtype, np.integer) and batched(i)
 
 
 def _has_tracer(seq):
@@ -658,8 +652,8 @@ def sort(a, axis=-1, kind=None, order=None, stable=None):
     if axis is None:
         v, pos = reshape_any(a, (-1,)), pos.ravel()
         axis = -1
-    perm = concrete(np.argsort, v, axis=axis, kind=kind or "stable")
-    return gather(a, np.take_along_axis(pos, perm, axis=axis))
+    perm = concrete_or_batched(np.argsort, v, axis=axis, kind=kind or "stable")
+    return _take_order(a, pos, perm, axis)
 
 
 def partition(a, kth, axis=-1, kind="introselect", order=None):
@@ -671,8 +665,18 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
     if axis is None:
         v, pos = reshape_any(a, (-1,)), pos.ravel()
         axis = -1
-    perm = concrete(np.argpartition, v, kth, axis=axis, kind=kind)
-    return gather(a, np.take_along_axis(pos, perm, axis=axis))
+    perm = concrete_or_batched(np.argpartition, v, kth, axis=axis, kind=kind)
+    return _take_order(a, pos, perm, axis)
+
+
+def _take_order(a, pos, perm, axis):
+    """``a`` gathered at ``take_along_axis(pos, perm, axis)`` (``pos``: ``a``'s positions);
+    a traced ``perm`` (one per example) by flat positions computed from it."""
+    if not isinstance(perm, Tracer):
+        return gather(a, np.take_along_axis(pos, perm, axis=axis))
+    k = axis % pos.ndim
+    flat = np.take(pos, [0], axis=k) + perm * _prod(pos.shape[k + 1:])
+    return take_dynamic(reshape(a, (-1,)), flat)
 
 
 def reshape_any(x, shape):

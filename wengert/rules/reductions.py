@@ -19,7 +19,7 @@ from .creation import asarray
 from .elementwise import exp, log, maximum, minimum, sqrt, where
 from .indexing import _has_tracer, getitem_basic
 from .joining import _concatenate
-from .nondiff import concrete, recorded, strip_eager
+from .nondiff import concrete, concrete_or_batched, recorded, strip_eager
 from .shape import _norm_axes, broadcast_to, expand_reduced as _expand, kept_shape, reshape, \
     sum_, transpose
 
@@ -626,12 +626,13 @@ def _strip(obj):
 
 def _nondiff(np_fn, guard=True):
     """``np_fn`` on the values, not differentiated.  Under graph tracing, index-like
-    results are concrete with a guard (``guard=True``); predicates stay recorded."""
+    results are concrete with a guard (``guard=True``), or each example's own under wg.vmap;
+    predicates stay recorded."""
     def fn(*args, **kwargs):
         if not builtins.any(isinstance(strip_eager(a), Tracer)
                             for a in list(args) + list(kwargs.values())):
             return np_fn(*(_strip(a) for a in args), **{k: _strip(v) for k, v in kwargs.items()})
-        return (concrete if guard else recorded)(np_fn, *args, **kwargs)
+        return (concrete_or_batched if guard else recorded)(np_fn, *args, **kwargs)
     fn.__name__ = np_fn.__name__
     fn.__doc__ = f"``np.{np_fn.__name__}`` on the values (not differentiated)."
     fn._nondiff = True
