@@ -35,7 +35,7 @@ FLOORS = {
         "wengert._dispatch", "wengert.coverage", "wengert.expr"),
     4: ("wengert.forward", "wengert.reverse", "wengert.jet", "wengert.sparsity",
         "wengert.batching"),
-    5: ("wengert.transforms", "wengert.sparse"),
+    5: ("wengert.transforms", "wengert.sparse", "wengert.custom"),
     6: ("wengert.graph", "wengert.graph.*", "wengert.source", "wengert.source.*",
         "wengert.checkpoint", "wengert.checkpoint.*"),
     7: ("wengert.cli", "wengert.explore", "wengert.explore.*", "wengert.expr_derivatives"),

@@ -656,3 +656,26 @@ def test_per_example_gradients_with_integer_labels():
     for k in range(2):
         for j in range(2):
             _same(got[k][j], np.stack([w[k][j] for w in want]))
+
+
+def test_custom_rules_and_stop_gradient_under_vmap():
+    X = np.random.default_rng(17).normal(size=(B, 3))
+    f = lambda x: wnp.sum(wg.stop_gradient(x) * x ** 2)  # noqa: E731
+    _same(wg.vmap(wg.grad(f))(X), np.stack([wg.grad(f)(x) for x in X]))
+
+    @wg.custom_vjp
+    def g(x):
+        return wnp.sin(x)
+    g.defvjp(lambda x: (wnp.sin(x), wnp.cos(x)), lambda c, ct: (2.0 * c * ct,))
+    h = lambda x: wnp.sum(g(x))  # noqa: E731
+    _same(wg.vmap(h)(X), np.sin(X).sum(axis=1))
+    _same(wg.vmap(wg.grad(h))(X), 2.0 * np.cos(X))  # the custom rule, per example
+    _same(wg.grad(lambda X: wnp.sum(wg.vmap(h)(X)))(X), 2.0 * np.cos(X))
+
+    @wg.custom_jvp
+    def k(x):
+        return wnp.exp(x)
+    k.defjvp(lambda p, t: (wnp.exp(p[0]), 3.0 * t[0]))
+    kk = lambda x: wnp.sum(k(x))  # noqa: E731
+    _same(wg.vmap(wg.grad(kk))(X), np.full_like(X, 3.0))
+    _same(wg.vmap(lambda t: wg.jvp(kk, (X[0],), (t,))[1])(np.eye(3)), np.full(3, 3.0))
