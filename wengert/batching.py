@@ -23,6 +23,7 @@ batched value cannot be vectorised (each example may take another branch): it ra
 ``TypeError`` naming ``wnp.where``, as ``jax.vmap`` does.
 """
 import inspect
+import operator
 
 import numpy as np
 
@@ -132,8 +133,8 @@ def _comparison(op):
 
 
 for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
-    setattr(BatchTracer, f"__{_name}__", _comparison(getattr(__import__("operator"), _name)))
-BatchTracer.__hash__ = lambda self: id(self)
+    setattr(BatchTracer, f"__{_name}__", _comparison(getattr(operator, _name)))
+BatchTracer.__hash__ = lambda self: id(self)  # (defining __eq__ removed it)
 
 
 # -- the batching facts --------------------------------------------------------------------------
