@@ -476,6 +476,9 @@ def test_trace_and_compile_a_vmapped_function():
 # -- NumPy's functions, as a user calls them ------------------------------------------------------
 COMPOSITES = {
     "mean": lambda x: wnp.mean(x, axis=0),
+    "nanmean": lambda x: wnp.nanmean(wnp.where(x > 1.0, np.nan, x), axis=1),
+    "nanvar": lambda x: wnp.nanvar(wnp.where(x > 1.0, np.nan, x)),
+    "mean_where": lambda x: wnp.mean(x, where=x > 0),
     "var": lambda x: wnp.var(x),
     "std": lambda x: wnp.std(x, axis=1),
     "softmax": lambda x: wsp.softmax(x, axis=-1),

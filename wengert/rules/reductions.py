@@ -19,7 +19,7 @@ from .creation import asarray
 from .elementwise import exp, log, maximum, minimum, sqrt, where
 from .indexing import _has_tracer, getitem_basic
 from .joining import _concatenate
-from .nondiff import concrete, concrete_or_batched, recorded, strip_eager
+from .nondiff import batched, concrete, concrete_or_batched, recorded, strip_eager
 from .shape import _norm_axes, broadcast_to, expand_reduced as _expand, kept_shape, reshape, \
     sum_, transpose
 
@@ -398,6 +398,9 @@ def ptp(a, axis=None, out=None, keepdims=False):
 # -- moments ---------------------------------------------------------------------------------------------
 def _count(a, axis, where):
     s = shape_of(a)
+    if where is not True and batched(where):  # each example's own count (wg.vmap)
+        shape = np.broadcast_shapes(shape_of(where), s)
+        return sum(broadcast_to(where, shape), axis=axis, keepdims=True)
     if where is not True:
         w = concrete(np.asarray, where)
         m = np.broadcast_to(w, np.broadcast_shapes(np.shape(w), s))
