@@ -594,6 +594,8 @@ ORDERS = {  # a sort order or a position read off the values: each example's own
     "percentile": lambda x: wnp.percentile(x, 70, axis=1),
     "max_by_argmax": lambda x: x.ravel()[wnp.argmax(x)],
     "argsort_rows": lambda x: x[wnp.argsort(x[:, 0])],
+    "interp": lambda x: wnp.interp(x, [-1.0, 0.0, 1.0], [0.0, 1.0, 4.0]),
+    "interp_periodic": lambda x: wnp.interp(x, [-1.0, 0.0, 1.0], [0.0, 1.0, 4.0], period=3.0),
 }
 
 
@@ -607,11 +609,24 @@ def test_orders_that_differ_by_example(name):
     _same(wg.vmap(wnp.argmax)(X), X.reshape(B, -1).argmax(axis=1), exact=True)
 
 
+def test_interp_with_sample_points_that_differ_by_example():
+    rng = np.random.default_rng(18)
+    X, XP = rng.normal(size=(B, 5)), np.sort(rng.normal(size=(B, 3)), axis=1)
+    fp = np.array([0.0, 1.0, 4.0])
+    f = lambda x, xp: wnp.interp(x, xp, fp)  # noqa: E731
+    _same(wg.vmap(f)(X, XP), _loop(f, [X, XP], [0, 0]), exact=True)
+    g = wg.grad(lambda x, xp: wnp.sum(f(x, xp) ** 2), argnums=(0, 1))
+    got = wg.vmap(g)(X, XP)
+    want = [g(X[i], XP[i]) for i in range(B)]
+    for k in range(2):
+        _same(got[k], np.stack([w[k] for w in want]))
+
+
 def test_what_cannot_be_batched_says_so():
     X = np.random.default_rng(0).normal(size=(B, 3))
-    # an interval found by search feeds Python-level indexing: refused by name
+    # unique values: how many there are differs by example, and Python reads the count
     with pytest.raises(BatchedControlFlowError, match="loop over the examples"):
-        wg.vmap(lambda x: wnp.interp(x, [-1.0, 0.0, 1.0], [0.0, 1.0, 4.0]))(X)
+        wg.vmap(wnp.unique)(X)
     # a result whose shape depends on the values has no batch
     with pytest.raises(ValueError, match="different shapes"):
         wg.vmap(lambda x: wnp.flatnonzero(x > 0))(np.array([[1.0, -1.0], [1.0, 1.0]]))
