@@ -211,7 +211,9 @@ class Tracer:
         return id(self)
 
     def __array__(self, dtype=None, copy=None):
-        if _integral(self):  # a mask, counts: NumPy's array of them (guarded under tracing)
+        # a mask, counts, or integers asked for (np.asarray(x, dtype=int), as x.astype(int)):
+        # no derivative to lose, NumPy's array of them (guarded under tracing)
+        if _integral(self) or (dtype is not None and np.dtype(dtype).kind in "biu"):
             return self._converted(_as_array, dtype, copy)
         raise _conversion_error(sys._getframe(1), _ARRAY_MESSAGE, "a plain NumPy array")
 
@@ -265,6 +267,27 @@ def plain(x):
     return x
 
 
+def holds_tracer(seq):
+    """Whether a (nested) list or tuple holds a traced value."""
+    for x in seq:
+        if isinstance(x, Tracer) or (type(x) in (list, tuple) and holds_tracer(x)):
+            return True
+    return False
+
+
+def lift(x):
+    """``x``; a (nested) list or tuple holding traced values becomes the traced array NumPy
+    would make of it (``wnp.asarray``), so ``wnp.f([x, 2 * x])`` is differentiated where
+    NumPy's conversion would call ``__array__`` and drop the derivative."""
+    if (type(x) is list or type(x) is tuple) and holds_tracer(x):
+        return _NESTED_ARRAY[0](x)
+    return x
+
+
+# how a list holding tracers becomes one traced array: rules/creation.py installs wnp.asarray
+_NESTED_ARRAY = [lambda x: x]
+
+
 def plain_store_errors(fn):
     """``fn`` (a transform's entry), raising wengert's ``TypeError`` for ``a[i] = x`` into a
     plain array where NumPy raises "setting an array element with a sequence" (it catches
@@ -292,7 +315,10 @@ _ARRAY_MESSAGE = (
     "a traced value was converted to a plain NumPy array, which would drop its "
     "derivative. Call the wengert.numpy function (wnp.*) or use x.value. To fill an "
     "array with traced values use wnp.stack([...]) / wnp.array([...]), or assign "
-    "into a traced array (a = wnp.zeros(n, like=x); a[i] = x).")
+    "into a traced array (a = wnp.zeros(n, like=x); a[i] = x). A NumPy function given a "
+    "list holding traced values (np.array([x, y]), np.sin([x, y])) converts the list itself: "
+    "NumPy dispatches on its arguments, not on what a list holds, so call wengert.numpy's "
+    "(wnp.array([x, y]), wnp.sin([x, y]), wnp.r_[x, y]), which stack it.")
 
 
 # -- input checks ------------------------------------------------------------------------------
@@ -418,6 +444,9 @@ class Primitive:
                 tr = a._trace
                 if top is None or tr.level > top.level:
                     top = tr
+            elif (type(a) is list or type(a) is tuple) and holds_tracer(a):
+                # wnp.sin([x, 2 * x]): the array NumPy would make of the list, kept traced
+                return self(*[lift(b) for b in args], **params)
         if top is None:
             # NumPy's own call where the primitive computes a ufunc: its result types (the
             # engines' impl may be Python's operator, which gives a float for 1.5 + 2.0)

@@ -156,6 +156,11 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad"):
             aux = _strip(aux, tape, transform)
         if shape_of(out) != () or isinstance(out, (tuple, list, dict)):
             got = type(out).__name__ if isinstance(out, (tuple, list, dict)) else shape_of(out)
+            if got != () and not isinstance(got, str) and all(n == 1 for n in got):
+                raise ValueError(  # a size-1 array is not a scalar (as in JAX)
+                    f"{transform[3:]} needs a function with a scalar output (shape ()), but it "
+                    f"returned shape {got}: a size-1 array is not a scalar. Return out.sum() "
+                    f"or index it, out[{', '.join('0' * len(got))}].")
             raise ValueError(
                 f"{transform[3:]} needs a function with a scalar output, but it returned shape {got}. "
                 "Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
@@ -259,36 +264,54 @@ def _sweep_finished(tape, seeds):
 
 # -- forward mode --------------------------------------------------------------------------
 @plain_store_errors
-def jvp(f, primals, tangents):
+def jvp(f, primals, tangents, *, batched=False):
     """``(out, out_tangent)``: the Jacobian-vector product in one forward pass.
 
-    >>> import wengert as wg, wengert.numpy as wnp
+    With ``batched=True`` every tangent carries a leading axis of ``k`` directions (shape
+    ``(k,) + primal.shape``), all pushed in the same pass, and each output tangent has shape
+    ``(k,) + out.shape``: ``k`` JVPs for the price of one pass over ``f``.
+
+    >>> import numpy as np, wengert as wg, wengert.numpy as wnp
     >>> out, t = wg.jvp(lambda x, y: x * y + wnp.sin(x), (0.5, 4.2), (1.0, 0.0))
     >>> print(round(float(t), 12))
     5.07758256189
+    >>> wg.jvp(lambda x: x ** 2, (np.array([1.0, 3.0]),), (np.eye(2),), batched=True)[1]
+    array([[2., 0.],
+           [0., 6.]])
     """
-    return _jvp(f, primals, tangents, "wg.jvp")
+    return _jvp(f, primals, tangents, "wg.jvp", batched)
 
 
-def _jvp(f, primals, tangents, transform):
+def _jvp(f, primals, tangents, transform, batched=False):
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError("jvp needs one tangent per primal")
     _check_args(f, primals, tuple(range(len(primals))), transform[3:])
     trace = ForwardTrace(new_level())
-    args = []
+    args, batch = [], None
     for p, t in zip(primals, tangents):
         pl, pd = flatten(p)
         tl, td = flatten(t)
         if pd != td:
             raise ValueError(f"tangent structure {td!r} does not match primal {pd!r}")
         for x, dx in zip(pl, tl):
-            if shape_of(dx) != shape_of(x):
-                raise ValueError(f"tangent of shape {shape_of(dx)} for a primal of shape "
-                                 f"{shape_of(x)}")
+            ts, xs = shape_of(dx), shape_of(x)
+            if batched and ts[1:] == xs and batch in (None, ts[:1]):
+                batch = ts[:1]
+                continue
+            if batched:
+                raise ValueError(
+                    f"with batched=True each tangent has shape (k,) + its primal's shape, with "
+                    f"the same k for all; got {ts} for a primal of shape {xs}"
+                    + (f" where another had k = {batch[0]}" if batch else ""))
+            if ts != xs:
+                raise ValueError(
+                    f"tangent of shape {ts} for a primal of shape {xs}"
+                    + (". For several directions at once, stack them on a leading axis and "
+                       "pass batched=True" if ts[1:] == xs else ""))
         args.append(unflatten(pd, [Dual(x, dx, trace) for x, dx in zip(pl, tl)]))
     try:
-        return _split_dual(f(*args), trace, transform=transform)
+        return _split_dual(f(*args), trace, batch or (), transform=transform)
     finally:
         trace.finish(transform, f)  # its Duals are dead from now on
 
@@ -582,11 +605,27 @@ def hessian(f, argnums=0, *, progress=False):
     return _jacobian(grad_f, argnums, "forward", "wg.hessian", progress)
 
 
-def hvp(f, x, v):
+_CURRIED = object()
+
+
+def hvp(f, x=_CURRIED, v=_CURRIED):
     """H(x)·v without forming H: one forward pass over the reverse sweep.
 
     Each leaf gets the type and dtype of ``x``'s, as ``grad`` gives them (a float for a float).
+    ``wg.hvp(f)`` is the function ``(x, v) -> H(x)·v`` (the habit of autograd and JAX users).
+
+    >>> import numpy as np, wengert as wg, wengert.numpy as wnp
+    >>> wg.hvp(lambda x: wnp.sum(x ** 3))(np.array([1.0, 2.0]), np.array([1.0, 0.0]))
+    array([6., 0.])
     """
+    if x is _CURRIED and v is _CURRIED:
+        @plain_store_errors
+        @functools.wraps(f)
+        def hvp_f(x, v):
+            return hvp(f, x, v)
+        return hvp_f
+    if x is _CURRIED or v is _CURRIED:
+        raise TypeError("wg.hvp takes (f, x, v), or f alone for the function (x, v) -> H(x)·v")
     hv = _jvp(lambda y: _value_and_grad(f, 0, False, (y,), {}, "wg.hvp")[1], (x,), (v,),
               "wg.hvp")[1]
     if type(hv) is np.ndarray and type(x) is np.ndarray and hv.dtype == x.dtype:

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..core import plain as _plain, Tracer, ndim_of, primitive, shape_of
+from ..core import lift, plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .arithmetic import multiply
 from .conversion import astype
@@ -549,6 +549,7 @@ def _isnan(a):
 
 
 def nanmax(a, axis=None, out=None, keepdims=False, **kw):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.nanmax(a, axis=axis, out=out, keepdims=keepdims, **kw)
     return _all_nan_to_nan(max(where(_isnan(a), -np.inf, a), axis=axis, keepdims=keepdims),
@@ -556,6 +557,7 @@ def nanmax(a, axis=None, out=None, keepdims=False, **kw):
 
 
 def nanmin(a, axis=None, out=None, keepdims=False, **kw):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.nanmin(a, axis=axis, out=out, keepdims=keepdims, **kw)
     return _all_nan_to_nan(min(where(_isnan(a), np.inf, a), axis=axis, keepdims=keepdims),
@@ -572,6 +574,7 @@ def _all_isnan(av, axis, keepdims):
 
 
 def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.nanprod(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
     return prod(where(_isnan(a), 1.0, a), axis=axis, dtype=dtype, keepdims=keepdims)
@@ -594,6 +597,7 @@ def nancumprod(a, axis=None, dtype=None, out=None):
 
 
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.nanvar(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
     return var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims,
@@ -601,6 +605,7 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.nanstd(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
     return std(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims,
