@@ -4,6 +4,7 @@ The primitives are read off the registry (every ``Primitive`` in ``wengert.rules
 one is covered or the completeness test fails; elementwise ones are sampled from their
 declared domains, the others from ``SAMPLES``.
 """
+import dataclasses
 import importlib
 import pkgutil
 
@@ -312,6 +313,23 @@ def test_axes_and_pytrees():
     a, s = out(np.ones(2))  # nothing mapped: axis_size says how many
     assert a.shape == (2,) and s.shape == (3,)
     _same(wg.vmap(lambda a: 2.0)(x.T), np.full(B, 2.0))
+
+
+@dataclasses.dataclass
+class _Layer:
+    w: np.ndarray
+    b: np.ndarray
+
+
+def test_in_axes_as_a_dataclass():
+    rng = np.random.default_rng(19)
+    X, w, bs = rng.normal(size=(B, 3)), rng.normal(size=(3, 2)), rng.normal(size=(B, 2))
+    f = lambda p, x: x @ p.w + p.b  # noqa: E731
+    got = wg.vmap(f, in_axes=(_Layer(None, 0), 0))(_Layer(w, bs), X)
+    _same(got, np.stack([X[i] @ w + bs[i] for i in range(B)]))
+    g = wg.vmap(wg.grad(lambda p, x: wnp.sum(f(p, x) ** 2)), in_axes=(_Layer(None, 0), 0))
+    gs = g(_Layer(w, bs), X)
+    assert isinstance(gs, _Layer) and gs.w.shape == (B, 3, 2) and gs.b.shape == (B, 2)
 
 
 def test_bad_axes_say_so():

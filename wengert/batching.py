@@ -301,11 +301,18 @@ def _axes_for(spec, x, what):
     """One axis (int or None) per leaf of ``x``; ``spec`` is a pytree prefix of ``x``."""
     if spec is None or isinstance(spec, (int, np.integer)):
         return [spec] * len(tree.flatten(x)[0])
-    if isinstance(spec, dict) and isinstance(x, dict) and set(spec) == set(x):
-        return [a for k in x for a in _axes_for(spec[k], x[k], what)]
-    if isinstance(spec, (tuple, list)) and isinstance(x, (tuple, list)) \
-            and len(spec) == len(x):
-        return [a for s, c in zip(spec, x) for a in _axes_for(s, c, what)]
+    xdef = tree.structure(x)
+    same = type(spec) is type(x) or (isinstance(spec, (tuple, list))
+                                      and isinstance(x, (tuple, list)))
+    if same and xdef.kind not in ("leaf", "none") and not (
+            isinstance(spec, dict) and set(spec) != set(x)):
+        kids = tree.children(x, xdef)
+        try:  # the spec's children, read as the value's are (keys, fields, a registered type)
+            specs = tree.children(spec, xdef)
+        except (KeyError, AttributeError, TypeError):
+            specs = None
+        if specs is not None and len(specs) == len(kids):
+            return [a for s, c in zip(specs, kids) for a in _axes_for(s, c, what)]
     raise ValueError(f"wg.vmap: {what} {spec!r} does not match the structure of the values "
                      f"({type(x).__name__}); give an int, None, or a pytree of them with the "
                      f"values' structure")
