@@ -20,8 +20,9 @@ from . import rules  # noqa: F401  (registers the built-in rules)
 from . import numpy  # noqa: F401  (installs NumPy's protocols on tracers: wengert._dispatch)
 from .forward import Dual
 from .reverse import Grad, Tape, Var
-from .transforms import (check_grad, derivative, grad, hessian, hvp, jacobian, jvp, taylor,
+from .transforms import (derivative, grad, hessian, hvp, jacobian, jvp, taylor,
                          value_and_grad, vjp)
+from .checking import check_grad
 from .custom import custom_jvp, custom_vjp, jacfwd, jacrev, stop_gradient
 # imported eagerly so the function, not the module, is the package's ``checkpoint``
 from .checkpoint import checkpoint, checkpoint_schedule, scan

@@ -332,11 +332,13 @@ def leaf_dtype(x):
         return np.dtype(int)
     if isinstance(x, float):
         return np.dtype(float)
+    if isinstance(x, complex):
+        return np.dtype(complex)
     return getattr(x, "dtype", None)
 
 
 def check_differentiable(x, what):
-    """Raise ``TypeError`` unless ``x`` is a float (array); ``what`` names it.
+    """Raise ``TypeError`` unless ``x`` is a float or complex (array); ``what`` names it.
 
     ``what`` may be a function giving the name, so it costs nothing unless needed.
     """
@@ -345,14 +347,14 @@ def check_differentiable(x, what):
     if isinstance(x, Tracer):  # nested transforms: an outer tracer, which must be live
         check_live(x, lambda: f"passed to {what() if callable(what) else what}")
     dt = leaf_dtype(x)
-    if dt is None or not np.issubdtype(dt, np.floating):
+    if dt is None or dt.kind not in "fc":
         if callable(what):
             what = what()
         kind = "bool" if dt == np.dtype(bool) else (
             "integer" if dt is not None and np.issubdtype(dt, np.integer) else type(x).__name__)
         raise TypeError(
-            f"{what} is of {kind} type ({x!r:.60}); only floats and float arrays can be "
-            f"differentiated. Pass a float (e.g. 2.0 instead of 2) or cast with "
+            f"{what} is of {kind} type ({x!r:.60}); only floats and float or complex arrays "
+            f"can be differentiated. Pass a float (e.g. 2.0 instead of 2) or cast with "
             f"np.asarray(x, dtype=float).")
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from ..core import lift, plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .arithmetic import multiply
+from .complex import conj, real
 from .conversion import astype
 from .creation import asarray
 from .elementwise import exp, log, maximum, minimum, sqrt, where
@@ -449,7 +450,8 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
     m = mean if mean is not None else _mean(a, axis=axis, keepdims=True, where=where)
     d = a - m
     n = _count(a, axis, where)
-    ss = sum(d * d, axis=axis, keepdims=keepdims, where=where)
+    dd = real(d * conj(d)) if np.iscomplexobj(_plain(d)) else d * d  # NumPy's: |d|², real
+    ss = sum(dd, axis=axis, keepdims=keepdims, where=where)
     if not isinstance(n, int):
         n = n if keepdims else np.reshape(n, shape_of(ss))
         return ss / (n - ddof).astype(_dtype(ss))
