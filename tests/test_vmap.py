@@ -715,3 +715,12 @@ def test_custom_rules_and_stop_gradient_under_vmap():
     kk = lambda x: wnp.sum(k(x))  # noqa: E731
     _same(wg.vmap(wg.grad(kk))(X), np.full_like(X, 3.0))
     _same(wg.vmap(lambda t: wg.jvp(kk, (X[0],), (t,))[1])(np.eye(3)), np.full(3, 3.0))
+
+
+def test_complex_values_under_vmap():
+    rng = np.random.default_rng(20)
+    Z = rng.normal(size=(B, 3)) + 1j * rng.normal(size=(B, 3))
+    f = lambda z: wnp.sum(wnp.abs(z - 1.0) ** 2)  # noqa: E731  (real f: steepest ascent)
+    _same(wg.vmap(wg.grad(f))(Z), np.stack([wg.grad(f)(z) for z in Z]))
+    h = wg.grad(lambda z: wnp.sum(wnp.exp(z) * z), holomorphic=True)
+    _same(wg.vmap(h)(Z), np.stack([h(z) for z in Z]))
