@@ -26,6 +26,7 @@ from .checking import check_grad
 from .custom import custom_jvp, custom_vjp, jacfwd, jacrev, stop_gradient
 # imported eagerly so the function, not the module, is the package's ``checkpoint``
 from .checkpoint import checkpoint, checkpoint_schedule, scan
+from .batching import vmap
 from . import tree  # noqa: F401  (wg.tree: pytrees, wg.tree.register)
 
 _allocator.settle()  # glibc's steady state for arrays of a few hundred kB; see _allocator
@@ -34,7 +35,7 @@ from ._version import __version__  # noqa: E402,F401
 
 __all__ = ["Primitive", "primitive", "EscapedTracerError", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
            "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp", "taylor", "check_grad",
-           "jacfwd", "jacrev", "stop_gradient", "custom_vjp", "custom_jvp",
+           "jacfwd", "jacrev", "stop_gradient", "custom_vjp", "custom_jvp", "vmap",
            "trace", "Graph", "compile", "to_dot", "source", "checkpoint", "scan",
            "checkpoint_schedule", "tree", "chain_order", "jacobian_sparsity", "hessian_sparsity",
            "sparse_jacobian", "sparse_hessian", "color"]

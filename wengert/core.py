@@ -70,6 +70,9 @@ class Trace:
     """One active differentiation: a forward perturbation, a tape, a graph."""
 
     level = 0
+    # whether a tracer's value underneath holds a batch of values, one per example (wg.vmap),
+    # rather than one: then no single plain value (an index, a branch) can be read off it
+    batched = False
     # once the transform that ran it has returned: (transform name, function, live level)
     finished_by = None
     tracer_name = "traced value"
@@ -372,12 +375,13 @@ class Primitive:
     arguments), ``bilinear`` (linear in each of its two), ``nondiff`` (not differentiated:
     its derivative is zero), ``domain`` (where generated tests sample it), ``ufunc`` (the
     NumPy ufunc it computes: it then takes NumPy's keywords, ``dtype=``...), ``sparsity``
-    (which result elements depend on which argument elements: rules/patterns.py).
+    (which result elements depend on which argument elements: rules/patterns.py), ``batch``
+    (how ``wg.vmap`` maps it over a leading batch axis: wengert/batching.py).
     """
 
     def __init__(self, impl, name=None, *, broadcasting=False, multiple_results=False,
                  nargs=None, linear=False, bilinear=False, nondiff=False, domain=None,
-                 ufunc=None, sparsity=None):
+                 ufunc=None, sparsity=None, batch=None):
         self.impl = impl
         # positional arguments past ``nargs`` are static parameters, passed to rules by name
         self.nargs, self._static_names = _array_arity(impl, nargs)
@@ -402,6 +406,9 @@ class Primitive:
         # how its results depend on its arguments, structurally (rules/patterns.py); None:
         # every element on every element, which sparsity detection treats as dense
         self.sparsity = sparsity
+        # how wg.vmap maps it: "elementwise", "linear", "axis", ("stacked", core ranks...) or
+        # a rule (wengert/batching.py); None: read off the facts above, else a loop
+        self.batch = batch
 
     def __repr__(self):
         return f"<wengert primitive {self.name}>"
@@ -504,6 +511,12 @@ class Primitive:
             self.fast_partials = Partials(f, needs)
             return f
         return deco(fn) if fn is not None else deco
+
+    def batching(self, fn):
+        """Declare the batching rule ``fn(args, batched, **params)``: ``batched[i]`` says
+        whether ``args[i]`` carries a leading batch axis; the result carries one (wg.vmap)."""
+        self.batch = fn
+        return fn
 
     @property
     def has_frule(self):
@@ -761,7 +774,7 @@ class _UnbroadcastPullback(_CheckedPullback):
 
 def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False, nargs=None,
               linear=False, bilinear=False, nondiff=False, domain=None, ufunc=None,
-              sparsity=None):
+              sparsity=None, batch=None):
     """Make ``fn`` (plain NumPy in, plain NumPy out) a differentiable primitive.
 
     Use ``@wg.primitive`` or ``@wg.primitive(broadcasting=True)``, then declare
@@ -778,5 +791,5 @@ def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False,
         return Primitive(f, name=name, broadcasting=broadcasting,
                          multiple_results=multiple_results, nargs=nargs, linear=linear,
                          bilinear=bilinear, nondiff=nondiff, domain=domain, ufunc=ufunc,
-                         sparsity=sparsity)
+                         sparsity=sparsity, batch=batch)
     return make(fn) if fn is not None else make

@@ -66,7 +66,7 @@ def jacrev(f, argnums=0, *, holomorphic=False):
 
 
 # -- stop_gradient --------------------------------------------------------------------------------
-@primitive(name="stop_gradient", nondiff=True)
+@primitive(name="stop_gradient", nondiff=True, batch="elementwise")
 def _stop(x):
     return x
 

@@ -127,3 +127,8 @@ for _p in (scan_loop, scan_forward, scan_reverse):
     _p.rrule(lambda *args, plan, needs, _p=_p: plan.rrule(_p, args, needs), needs=True)
     _p.frule(lambda primals, tangents, plan, _p=_p: plan.frule(_p, primals, tangents),
              symbolic_zeros=True)
+
+
+# wg.vmap: each is linear, so a batch is its pushforward of the batch as tangents
+for _p in (checkpoint_take, checkpoint_put, checkpoint_stack):
+    _p.batch = "linear"

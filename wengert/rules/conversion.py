@@ -90,3 +90,7 @@ def copy(a, order="K", subok=False):
 
 
 _astype.sparsity = _copy.sparsity = patterns.Elementwise(hessian="linear")  # element by element
+
+
+# wg.vmap: elementwise
+_astype.batch = _copy.batch = "elementwise"

@@ -310,3 +310,8 @@ _svd.sparsity = patterns.Blocks(patterns.matrix_to(2, 1, 2))
 _qr.sparsity = patterns.Blocks(patterns.matrix_to(2, 2))
 for _p in (eigvalsh, eigvals, svdvals):
     _p.sparsity = patterns.Blocks(patterns.matrix_to(1))
+
+
+# wg.vmap: NumPy's linalg maps over leading axes (two core axes each)
+for _p in (_eigh, eigvalsh, _eig, eigvals, _svd, svdvals, _qr):
+    _p.batch = ("stacked", 2)

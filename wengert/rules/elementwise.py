@@ -275,3 +275,7 @@ for _p in (where, clip, maximum, minimum, fmax, fmin, fabs, copysign, fmod, deg2
     _p.sparsity = patterns.PIECEWISE_LINEAR
 REGISTRY["clip"] = clip
 REGISTRY["where"] = where
+
+
+# wg.vmap: elementwise (declared by neither partials nor broadcasting)
+modf.batch = round_.batch = "elementwise"

@@ -154,11 +154,11 @@ def block(arrays):
 
     def leaves(a):
         return [x for b in a for x in leaves(b)] if isinstance(a, list) else [a]
-    nd = max([depth] + [np.ndim(_plain(x)) for x in leaves(arrays)])
+    nd = max([depth] + [np.ndim(x) for x in leaves(arrays)])
 
     def build(a, level):
         if level == depth:
-            return reshape(a, (1,) * (nd - np.ndim(_plain(a))) + np.shape(_plain(a))) \
+            return reshape(a, (1,) * (nd - ndim_of(a)) + shape_of(a)) \
                 if isinstance(a, Tracer) else np.array(a, ndmin=nd)
         return concatenate([build(b, level + 1) for b in a], axis=level - depth)
     return build(arrays, 0)
@@ -236,3 +236,7 @@ def dsplit(ary, indices_or_sections):
 
 
 _concatenate.sparsity = patterns.MOVES
+
+
+# wg.vmap: joined along ``axis``, past the batch axis
+_concatenate.batch = "axis"

@@ -33,6 +33,7 @@ from .decompositions import _eig, _eigh, _qr, _svd, eigvals, eigvalsh, svdvals
 from .elementwise import sign, where
 from .joining import concatenate
 from .matrices import _mm, _mT, _row, real_only
+from .nondiff import recorded
 from .reductions import prod
 from .shape import broadcast_to, expand_reduced, kept_shape, reshape, sum_, sum_tangent
 from .solvers import (_cholesky, _per_matrix, _pinv_cotangent, _pinv_tangent, _solve,
@@ -61,9 +62,12 @@ def _cofactor(a, ans):
     n = shape_of(s)[-1]
     others = where(np.eye(n, dtype=bool), 1.0, broadcast_to(_row(s), shape_of(s)[:-1] + (n, n)))
     p = prod(others, axis=-1)
-    sign = np.linalg.det(_plain(u)) * np.linalg.det(_plain(vh))  # +-1, piecewise constant
-    sign = np.asarray(sign, dtype=dtype_of(a))
-    return reshape(sign, np.shape(sign) + (1, 1)) * _mm(u * _row(p), vh)
+    sign = recorded(_det_sign, u, vh)  # +-1, piecewise constant (recorded: vmap, graphs)
+    return reshape(sign, shape_of(sign) + (1, 1)) * _mm(u * _row(p), vh)
+
+
+def _det_sign(u, vh):
+    return (np.linalg.det(u) * np.linalg.det(vh)).astype(u.dtype)
 
 
 @det.frule(symbolic_zeros=True)
@@ -305,3 +309,8 @@ det.sparsity = patterns.Blocks(patterns.matrix_to(0))
 slogdet.sparsity = patterns.Blocks(patterns.matrix_to(0, 0))
 expm.sparsity = sqrtm.sparsity = patterns.Blocks(patterns.square)
 _vector_norm.sparsity = patterns.Reduction()
+
+
+# wg.vmap: stacked matrices (two core axes); norms reduce along ``axis``
+det.batch = slogdet.batch = expm.batch = ("stacked", 2)
+_vector_norm.batch = "axis"

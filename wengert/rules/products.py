@@ -479,3 +479,38 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 
 _einsum.sparsity = patterns.Contraction(patterns.einsum_subscripts)
+
+
+# wg.vmap: NumPy's stacked products (core axes per operand)
+_matmul.batch = ("stacked", 2, 2)
+
+
+@_einsum.batching
+def _einsum_batch(operands, batched, ins, out):
+    """A fresh subscript letter for the batch axis, leading on the batched operands and the
+    result."""
+    b = _free_letters(ins, out, 1)
+    ins = type(ins)(b + s if bt else s for s, bt in zip(ins, batched))
+    return _einsum(*operands, ins=ins, out=b + out)
+
+
+def _vector_product_batch(cores):
+    """matvec, vecmat, dot on a batch: a batched vector becomes a row (the first operand) or a
+    column (the second) of a stacked ``matmul``; the length-1 axes go again after."""
+    def rule(operands, batched):
+        ops = []
+        for i, (x, bt, core) in enumerate(zip(operands, batched, cores)):
+            s = shape_of(x)
+            if core == 1:
+                x = reshape(x, s[:-1] + ((1,) + s[-1:] if i == 0 else s[-1:] + (1,)))
+            ops.append(x)
+        r = _matmul(*ops)
+        s = shape_of(r)
+        keep = s[:-2] + (() if cores[0] == 1 else s[-2:-1]) + (() if cores[1] == 1 else s[-1:])
+        return reshape(r, keep)
+    return rule
+
+
+_matvec.batching(_vector_product_batch((2, 1)))
+_vecmat.batching(_vector_product_batch((1, 2)))
+_dot1.batching(_vector_product_batch((1, 1)))

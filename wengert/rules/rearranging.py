@@ -33,7 +33,7 @@ def choose(a, choices, out=None, mode="raise"):
     if out is not None:
         raise NotImplementedError("wnp.choose with out= on traced values")
     choices = list(choices)
-    shape = np.broadcast_shapes(np.shape(a), *(np.shape(_plain(c)) for c in choices))
+    shape = np.broadcast_shapes(np.shape(a), *(np.shape(c) for c in choices))
     stacked = stack([broadcast_to(c, shape) if isinstance(c, Tracer)
                      else np.broadcast_to(c, shape) for c in choices])
     pos = positions(stacked)

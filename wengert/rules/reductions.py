@@ -20,7 +20,7 @@ from .creation import asarray
 from .elementwise import exp, log, maximum, minimum, sqrt, where
 from .indexing import _has_tracer, getitem_basic
 from .joining import _concatenate
-from .nondiff import concrete, recorded, strip_eager
+from .nondiff import batched, concrete, concrete_or_batched, recorded, strip_eager
 from .shape import _norm_axes, broadcast_to, expand_reduced as _expand, kept_shape, reshape, \
     sum_, transpose
 
@@ -399,6 +399,9 @@ def ptp(a, axis=None, out=None, keepdims=False):
 # -- moments ---------------------------------------------------------------------------------------------
 def _count(a, axis, where):
     s = shape_of(a)
+    if where is not True and batched(where):  # each example's own count (wg.vmap)
+        shape = np.broadcast_shapes(shape_of(where), s)
+        return sum(broadcast_to(where, shape), axis=axis, keepdims=True)
     if where is not True:
         w = concrete(np.asarray, where)
         m = np.broadcast_to(w, np.broadcast_shapes(np.shape(w), s))
@@ -633,12 +636,13 @@ def _strip(obj):
 
 def _nondiff(np_fn, guard=True):
     """``np_fn`` on the values, not differentiated.  Under graph tracing, index-like
-    results are concrete with a guard (``guard=True``); predicates stay recorded."""
+    results are concrete with a guard (``guard=True``), or each example's own under wg.vmap;
+    predicates stay recorded."""
     def fn(*args, **kwargs):
         if not builtins.any(isinstance(strip_eager(a), Tracer)
                             for a in list(args) + list(kwargs.values())):
             return np_fn(*(_strip(a) for a in args), **{k: _strip(v) for k, v in kwargs.items()})
-        return (concrete if guard else recorded)(np_fn, *args, **kwargs)
+        return (concrete_or_batched if guard else recorded)(np_fn, *args, **kwargs)
     fn.__name__ = np_fn.__name__
     fn.__doc__ = f"``np.{np_fn.__name__}`` on the values (not differentiated)."
     fn._nondiff = True
@@ -674,3 +678,8 @@ _cumsum.sparsity = patterns.Reduction(hessian="linear", prefix=True)
 _cumprod.sparsity = patterns.Reduction(prefix=True)
 _prod.sparsity = patterns.Reduction()
 _amax.sparsity = _amin.sparsity = patterns.Reduction(hessian="linear")
+
+
+# wg.vmap: reductions along ``axis``, past the batch axis
+for _p in (_cumsum, _cumprod, _prod, _amax, _amin):
+    _p.batch = "axis"

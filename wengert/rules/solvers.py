@@ -319,3 +319,9 @@ def solve_banded_vjp(ab, b, needs, l, u):
 _solve.sparsity = _solve_triangular.sparsity = patterns.Solve()
 for _p in (inv, _cholesky, pinv):
     _p.sparsity = patterns.Blocks(patterns.square)
+
+
+# wg.vmap: stacked matrices (solve's right-hand side is a stack of matrices too)
+inv.batch = _cholesky.batch = pinv.batch = ("stacked", 2)
+_solve.batch = ("stacked", 2, 2)
+_solve_sylvester.batch = ("stacked", 2, 2, 2)
