@@ -502,6 +502,8 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
 
 def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     a = _arr(a)
+    if isinstance(weights, (list, tuple)):  # as NumPy: weights are an array, traced or not
+        weights = _arr(weights) if _has_tracer(weights) else np.asarray(weights)
     if not isinstance(a, Tracer) and not isinstance(weights, Tracer):
         return np.average(a, axis=axis, weights=weights, returned=returned, keepdims=keepdims)
     if weights is None:
