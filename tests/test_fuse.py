@@ -190,3 +190,26 @@ def test_kernels_are_cached_by_source():
     b = _called(wg.compile(wg.grad(chain), fuse=True), x)
     assert len(fuse._KERNELS) == n
     assert kernels(a) == kernels(b)
+
+
+def test_large_scalar_groups_run_as_python_floats(monkeypatch):
+    """Past NUMBA_MAX_NODES an all-scalar group is Python-float code (Numba's compile time):
+    the same IEEE operations, so the same bits; where Python raises, NumPy's program."""
+    monkeypatch.setattr(fuse, "NUMBA_MAX_NODES", 3)
+    x = np.linspace(-1.2, 1.3, 9)
+    g = wg.grad(rosenbrock)
+    cf = wg.compile(g, fuse=True)
+    same(cf(x), g(x), exact=True)
+    assert kernels(cf) == []
+    assert ".tolist()" in next(iter(cf.cache.values()))[0][1].source
+
+    def h(x, y):
+        a = x[0] / x[1] + x[1] ** y
+        return a * x[2] - (x[0] - 1.0) ** 1.5
+    for p in ([1.0, 2.0, 3.0], [1.0, 0.0, 3.0], [0.5, -2.0, 3.0]):
+        xp = np.array(p)
+        hc = wg.compile(h, fuse=True)
+        with np.errstate(all="ignore"):
+            same(hc(xp, 2.5), h(xp, 2.5), exact=True)
+            gh = wg.grad(h)
+            same(wg.compile(gh, fuse=True)(xp, 2.5), gh(xp, 2.5), exact=True)

@@ -116,6 +116,7 @@ class Compiled:
     def __init__(self, f, max_traces=16, simplify=True, fuse=None):
         self.f = f
         self.fuse = fuse_default() if fuse is None else bool(fuse)
+        self.fuse_failures = []  # why a fused program fell back to NumPy (for tests)
         self.max_traces = max_traces
         self.simplify = simplify
         self.cache = {}      # signature -> list of (graph, generated function)
@@ -208,15 +209,16 @@ class Compiled:
         if self.fuse:
             try:
                 fn = build_fused(g)
-            except Exception:  # a kernel we cannot write: the NumPy program
+            except Exception as e:  # a kernel we cannot write: the NumPy program
+                self.fuse_failures.append(e)
                 fn = None
             if fn is not None:
                 try:
                     return fn, (fn(*args),)
                 except GuardFailure:
                     return fn, None
-                except Exception:  # Numba could not compile a kernel (an unsupported type)
-                    pass
+                except Exception as e:  # Numba could not compile a kernel (an unsupported
+                    self.fuse_failures.append(e)  # type), or f raised: NumPy's program
         return build_function(g), None
 
     def source(self, *args, **kwargs):
