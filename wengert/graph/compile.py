@@ -244,6 +244,10 @@ class Compiled:
 def compile(f=None, *, max_traces=16, simplify=True, fuse=None):
     """Trace ``f`` once per input signature and run generated code afterwards.
 
+    ``fuse``: elementwise nodes as Numba loop kernels (``True``, where Numba is installed),
+    the NumPy program (``False``), or ``None``: fused unless ``WENGERT_FUSE=0``
+    (docs/graph.md, "Fused kernels").
+
     >>> import wengert as wg, wengert.numpy as wnp
     >>> def f(x):
     ...     if x > 0:

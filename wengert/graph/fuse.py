@@ -228,6 +228,10 @@ def build_fused(g):
     for (s, k), ms in groups.items():
         by_stage.setdefault(s, []).append(ms)
     top = max(stage[i] for i in range(len(g.nodes)) if live[i]) if any(live) else 0
+    calls_at = {}  # stage -> its NumPy calls, in the graph's order
+    for i, n in enumerate(g.nodes):
+        if live[i] and key[i] is None and n.kind in ("op", "proj"):
+            calls_at.setdefault(stage[i], []).append(i)
     calls = []
     exact = None
     for s in range(top + 1):
@@ -237,9 +241,8 @@ def build_fused(g):
                 exact = exact or em.bind(build_function(g), f"{g.name}_exact")
             else:
                 calls.append(_emit_kernel(g, w, ms, key, uses, numba))
-        for i, n in enumerate(g.nodes):
-            if live[i] and key[i] is None and stage[i] == s and n.kind in ("op", "proj"):
-                w.node(i)
+        for i in calls_at.get(s, ()):
+            w.node(i)
     for i in g.input_nodes:
         w.guards(i)
     ret = _out_expr(g.out_def, iter(_fresh_output(g, o, w.expr) for o in g.outputs), em)
@@ -469,7 +472,7 @@ def _emit_kernel(g, w, members, key, uses, numba):
         step = fused.get(i)
         if step is not None and step[0] == "skip":
             continue
-        t = f"t{i}"
+        t = f"t{len(local)}"  # names by position: equal groups give one source, one compile
         if step is not None:  # accumulation: ``acc[idx] += value``
             kind = step[0]
             sc = i if kind == "start" else step[2]
@@ -478,11 +481,11 @@ def _emit_kernel(g, w, members, key, uses, numba):
             val = arg(sn.args[0], dt.type)
             idx = ", ".join(map(str, sn.params["idx"]))
             if kind == "start":
-                acc = acc_name[i] = f"acc{i}"
+                acc = acc_name[i] = f"acc{len(acc_name)}"
                 pre.append(f"{acc} = np.zeros({tuple(n.value.shape)!r}, np.{dt.name})")
                 body.append(f"{acc}[{idx}] = {val}")
             elif kind == "start+":
-                acc = acc_name[i] = f"acc{i}"
+                acc = acc_name[i] = f"acc{len(acc_name)}"
                 pre.append(f"{acc} = {array_in(step[1])}.copy()")
                 body.append(f"{acc}[{idx}] += {val}")
             else:
