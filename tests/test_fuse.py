@@ -213,3 +213,27 @@ def test_large_scalar_groups_run_as_python_floats(monkeypatch):
             same(hc(xp, 2.5), h(xp, 2.5), exact=True)
             gh = wg.grad(h)
             same(wg.compile(gh, fuse=True)(xp, 2.5), gh(xp, 2.5), exact=True)
+
+
+def test_temporaries_are_updated_in_place_never_inputs_or_results():
+    """``a * b`` where ``a`` is a temporary nothing else reads becomes ``a *= b``: not when
+    ``a`` is an input, a constant or a value read again (tanh, exp on large arrays stay
+    NumPy calls: their lone neighbours too)."""
+    def f(W, x):
+        t = wnp.exp(W * 0.1)
+        u = wnp.tanh(t * 2.0)
+        return u + W, t @ x
+    rng = np.random.default_rng(1)
+    W, x = rng.standard_normal((100, 50)), rng.standard_normal((50, 3))
+    keep = [a.copy() for a in (W, x)]
+    cf = wg.compile(f, fuse=True)
+    want = f(W, x)
+    got = cf(W, x)
+    same(got, want, exact=True)
+    for a, k in zip((W, x), keep):
+        np.testing.assert_array_equal(a, k)
+    src = next(iter(cf.cache.values()))[0][1].source
+    assert "+= W" in src and "*= 2.0" not in src  # t is read again by the matmul
+    again = cf(W, x)
+    assert again[0] is not got[0]
+    same(got, want, exact=True)

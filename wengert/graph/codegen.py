@@ -31,6 +31,7 @@ _INFIX = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.true
           operator.eq: "==", operator.ne: "!=", operator.and_: "&", operator.or_: "|",
           operator.xor: "^"}
 _UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
+_IN_PLACE = (operator.add, operator.sub, operator.mul, operator.truediv)
 
 
 def _fallback_operator(impl):
@@ -187,6 +188,29 @@ class BodyWriter:
                 lit = literal(n.value)
                 self.expr[i] = _atom(lit) if lit is not None else em.bind(n.value, f"c{i}")
 
+    # in-place arithmetic: ``a += b`` where ``a`` is a temporary no one else reads.  Set
+    # ``scratch`` to the nodes whose arrays the program itself allocated (fresh every call)
+    scratch = None
+    uses = None
+
+    def _in_place(self, i, n):
+        g = self.g
+        impl = getattr(n.prim, "impl", None)
+        op = getattr(impl, "python_operator", impl)
+        if n.kind != "op" or n.params or op not in _IN_PLACE or type(n.value) is not np.ndarray:
+            return False
+        sides = (0, 1) if op in (operator.add, operator.mul) else (0,)
+        for side in sides:
+            a, b = n.args[side], n.args[1 - side]
+            av = g.nodes[a].value
+            if (a in self.scratch and self.uses[a] == 1 and type(av) is np.ndarray
+                    and av.shape == n.value.shape and av.dtype == n.value.dtype and a != b):
+                self.lines.append(f"{self.expr[a]} {_INFIX[op]}= {self.expr[b]}")
+                self.expr[i] = self.expr[a]
+                self.scratch.add(i)
+                return True
+        return False
+
     def fresh(self):
         self.counter += 1
         return f"v{self.counter}"
@@ -229,6 +253,9 @@ class BodyWriter:
                 elif mask is not None:
                     lines.append(f"{v}[{em.bind(mask, 'zero_added')}] += 0.0")
         elif n.kind != "input":
+            if self.scratch is not None and self._in_place(i, n):
+                self.guards(i)
+                return
             v = self.fresh()
             if n.kind == "proj":
                 rhs = f"{expr[n.args[0]]}[{n.params['index']}]"

@@ -205,7 +205,7 @@ def _reconcile(key, fused):
 
 
 def build_fused(g):
-    """A function for ``g`` with fused kernels, or None (nothing to fuse, or no Numba)."""
+    """A function for ``g`` with fused kernels and in-place temporaries, or None (no Numba)."""
     nb = numba_or_none()
     if nb is None:
         return None
@@ -221,9 +221,13 @@ def build_fused(g):
     name = _fresh(g.name, em.used)
     w = BodyWriter(g, em, names, False)
     key, stage, groups = _plan(g, live, w.fused, supported)
-    if not groups:
-        return None
     uses = _users(g, live)
+    # arrays the program allocates itself (ufunc results, kernel outputs): scratch that an
+    # in-place ``+=`` may reuse when nothing else reads it
+    w.uses = [len(u) for u in uses]
+    w.scratch = {i for i, n in enumerate(g.nodes) if live[i] and n.kind == "op"
+                 and n.prim.ufunc is not None and i not in w.fused
+                 and type(n.value) is np.ndarray and n.value.ndim}
     by_stage = {}
     for (s, k), ms in groups.items():
         by_stage.setdefault(s, []).append(ms)
@@ -559,4 +563,6 @@ def _emit_kernel(g, w, members, key, uses, numba):
             w.lines.append(f"{w.expr[i]} = {em.bind(type(v), type(v).__name__)}({w.expr[i]})")
     for i in outs:
         w.guards(i)
+        if type(nodes[i].value) is np.ndarray and i not in acc_name:
+            w.scratch.add(i)
     return src
