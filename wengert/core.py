@@ -208,7 +208,9 @@ class Tracer:
         return id(self)
 
     def __array__(self, dtype=None, copy=None):
-        if _integral(self):  # a mask, counts: NumPy's array of them (guarded under tracing)
+        # a mask, counts, or integers asked for (np.asarray(x, dtype=int), as x.astype(int)):
+        # no derivative to lose, NumPy's array of them (guarded under tracing)
+        if _integral(self) or (dtype is not None and np.dtype(dtype).kind in "biu"):
             return self._converted(_as_array, dtype, copy)
         raise _conversion_error(sys._getframe(1), _ARRAY_MESSAGE, "a plain NumPy array")
 
@@ -262,6 +264,27 @@ def plain(x):
     return x
 
 
+def holds_tracer(seq):
+    """Whether a (nested) list or tuple holds a traced value."""
+    for x in seq:
+        if isinstance(x, Tracer) or (type(x) in (list, tuple) and holds_tracer(x)):
+            return True
+    return False
+
+
+def lift(x):
+    """``x``; a (nested) list or tuple holding traced values becomes the traced array NumPy
+    would make of it (``wnp.asarray``), so ``wnp.f([x, 2 * x])`` is differentiated where
+    NumPy's conversion would call ``__array__`` and drop the derivative."""
+    if (type(x) is list or type(x) is tuple) and holds_tracer(x):
+        return _NESTED_ARRAY[0](x)
+    return x
+
+
+# how a list holding tracers becomes one traced array: rules/creation.py installs wnp.asarray
+_NESTED_ARRAY = [lambda x: x]
+
+
 def plain_store_errors(fn):
     """``fn`` (a transform's entry), raising wengert's ``TypeError`` for ``a[i] = x`` into a
     plain array where NumPy raises "setting an array element with a sequence" (it catches
@@ -289,7 +312,10 @@ _ARRAY_MESSAGE = (
     "a traced value was converted to a plain NumPy array, which would drop its "
     "derivative. Call the wengert.numpy function (wnp.*) or use x.value. To fill an "
     "array with traced values use wnp.stack([...]) / wnp.array([...]), or assign "
-    "into a traced array (a = wnp.zeros(n, like=x); a[i] = x).")
+    "into a traced array (a = wnp.zeros(n, like=x); a[i] = x). A NumPy function given a "
+    "list holding traced values (np.array([x, y]), np.sin([x, y])) converts the list itself: "
+    "NumPy dispatches on its arguments, not on what a list holds, so call wengert.numpy's "
+    "(wnp.array([x, y]), wnp.sin([x, y]), wnp.r_[x, y]), which stack it.")
 
 
 # -- input checks ------------------------------------------------------------------------------
@@ -303,11 +329,13 @@ def leaf_dtype(x):
         return np.dtype(int)
     if isinstance(x, float):
         return np.dtype(float)
+    if isinstance(x, complex):
+        return np.dtype(complex)
     return getattr(x, "dtype", None)
 
 
 def check_differentiable(x, what):
-    """Raise ``TypeError`` unless ``x`` is a float (array); ``what`` names it.
+    """Raise ``TypeError`` unless ``x`` is a float or complex (array); ``what`` names it.
 
     ``what`` may be a function giving the name, so it costs nothing unless needed.
     """
@@ -316,14 +344,14 @@ def check_differentiable(x, what):
     if isinstance(x, Tracer):  # nested transforms: an outer tracer, which must be live
         check_live(x, lambda: f"passed to {what() if callable(what) else what}")
     dt = leaf_dtype(x)
-    if dt is None or not np.issubdtype(dt, np.floating):
+    if dt is None or dt.kind not in "fc":
         if callable(what):
             what = what()
         kind = "bool" if dt == np.dtype(bool) else (
             "integer" if dt is not None and np.issubdtype(dt, np.integer) else type(x).__name__)
         raise TypeError(
-            f"{what} is of {kind} type ({x!r:.60}); only floats and float arrays can be "
-            f"differentiated. Pass a float (e.g. 2.0 instead of 2) or cast with "
+            f"{what} is of {kind} type ({x!r:.60}); only floats and float or complex arrays "
+            f"can be differentiated. Pass a float (e.g. 2.0 instead of 2) or cast with "
             f"np.asarray(x, dtype=float).")
 
 
@@ -411,6 +439,9 @@ class Primitive:
                 tr = a._trace
                 if top is None or tr.level > top.level:
                     top = tr
+            elif (type(a) is list or type(a) is tuple) and holds_tracer(a):
+                # wnp.sin([x, 2 * x]): the array NumPy would make of the list, kept traced
+                return self(*[lift(b) for b in args], **params)
         if top is None:
             # NumPy's own call where the primitive computes a ufunc: its result types (the
             # engines' impl may be Python's operator, which gives a float for 1.5 + 2.0)

@@ -7,7 +7,9 @@ declaration in the rule registry (``prim.sparsity``, read from rules/patterns.py
 families) gives the pattern ``S_i`` of its local Jacobian in argument ``i``, and the
 result's pattern is ``Σ S_i P_i``: seed 003's product of sparse factors, taken on
 patterns instead of numbers, one factor per line of the program. A primitive without a
-declaration is dense in its arguments, which is coarse but never misses a nonzero.
+declaration is dense in its arguments, which is coarse but never misses a nonzero. One
+declared ``inline`` (a custom function, whose value is computed by wengert operations) is
+traced through: its operations are recorded instead.
 
 Hessian patterns (``record=True``) come from the same propagation (Walther's index-set
 propagation for Hessians, with element-wise liveness): each node keeps its parents and
@@ -86,6 +88,10 @@ class PatternTrace(Trace):
     def process(self, prim, args, params):
         if self.finished_by is not None:
             raise self.escaped(f"in {prim.name}")
+        if getattr(prim.sparsity, "inline", False):
+            # its value is computed by wengert operations (a custom_vjp's body): run them
+            # on the index sets, exact wherever those operations are, Hessians included
+            return prim.impl(*args, **params)
         primals = []
         traced = []
         mine = []

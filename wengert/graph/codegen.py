@@ -22,6 +22,7 @@ import operator
 import numpy as np
 
 from .ir import GuardFailure
+from .. import tree as _tree
 
 __all__ = ["generate", "build_function", "leaf_names"]
 
@@ -88,7 +89,7 @@ def _leaf_paths(d, prefix):
         return []
     out = []
     keys = d.meta if k == "dict" else d.meta._fields if k == "namedtuple" else \
-        range(len(d.children))
+        d.meta[1] if k == "dataclass" else range(len(d.children))
     for j, (key, c) in enumerate(zip(keys, d.children)):
         part = key if isinstance(key, str) and key.isidentifier() else str(j)
         out += _leaf_paths(c, f"{prefix}_{part}")
@@ -423,6 +424,8 @@ def _out_expr(d, leaves, em):
     if k == "dict":
         return "{" + ", ".join(f"{literal(key) or em.bind(key, 'key')}: {v}"
                                for key, v in zip(d.meta, kids)) + "}"
+    if k in ("dataclass", "custom"):  # rebuilt as wengert.tree does
+        return f"{em.bind(_tree.node, 'tree_node')}({em.bind(d, 'treedef')}, [{', '.join(kids)}])"
     return f"{em.bind(d.meta, d.meta.__name__)}({', '.join(kids)})"
 
 
@@ -444,7 +447,7 @@ def _unpack(g, names, em):
             continue
         pname = _fresh(name, used)
         params.append(pname)
-        pos = _unpack_tree(pname, d, leaf_names_all, pos, lines, used)
+        pos = _unpack_tree(pname, d, leaf_names_all, pos, lines, used, em)
     return params, lines
 
 
@@ -458,7 +461,7 @@ def _fresh(base, used):
     return n
 
 
-def _unpack_tree(expr, d, leaf_names_all, pos, lines, used):
+def _unpack_tree(expr, d, leaf_names_all, pos, lines, used, em):
     if d.kind == "none":
         return pos
     if d.kind == "leaf":
@@ -475,7 +478,7 @@ def _unpack_tree(expr, d, leaf_names_all, pos, lines, used):
             else:
                 tmp = _fresh(f"{expr}_{_ident(key)}", used)
                 lines.append(f"{tmp} = {expr}[{lit}]")
-                pos = _unpack_tree(tmp, c, leaf_names_all, pos, lines, used)
+                pos = _unpack_tree(tmp, c, leaf_names_all, pos, lines, used, em)
         return pos
     # tuple, list, namedtuple: one unpacking statement (it also checks the length)
     if not d.children:
@@ -493,9 +496,11 @@ def _unpack_tree(expr, d, leaf_names_all, pos, lines, used):
             targets.append(tmp)
             deferred.append((tmp, c, pos))
             pos += c.num_leaves
+    if d.kind in ("dataclass", "custom"):  # taken apart as wengert.tree does
+        expr = f"{em.bind(_tree.children, 'tree_children')}({expr}, {em.bind(d, 'treedef')})"
     lines.append(", ".join(targets) + ("," if len(targets) == 1 else "") + f" = {expr}")
     for tmp, c, p in deferred:
-        _unpack_tree(tmp, c, leaf_names_all, p, lines, used)
+        _unpack_tree(tmp, c, leaf_names_all, p, lines, used, em)
     return pos
 
 

@@ -7,6 +7,7 @@ returns when no argument is traced.
 """
 import numpy as np
 
+from .. import core
 from ..core import Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import _astype, _copy, _dtype, _plain, _traced, astype, copy
@@ -60,6 +61,7 @@ def asarray(a, dtype=None, order=None, *, like=None, **kwargs):
 
 
 asanyarray = asarray
+core._NESTED_ARRAY[0] = asarray  # core.lift: a list holding traced values, as one array
 
 
 def ascontiguousarray(a, dtype=None, *, like=None):

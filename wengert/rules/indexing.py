@@ -23,7 +23,7 @@ import weakref
 
 import numpy as np
 
-from ..core import Tracer, ndim_of, primitive, shape_of
+from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import astype
 from .elementwise import where
@@ -608,6 +608,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
 
 
 def take_along_axis(arr, indices, axis=-1):
+    arr = lift(arr)
     if not isinstance(arr, Tracer):
         return np.take_along_axis(arr, indices, axis=axis)
     if isinstance(indices, Tracer):
@@ -619,6 +620,7 @@ def take_along_axis(arr, indices, axis=-1):
 
 
 def compress(condition, a, axis=None, out=None):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.compress(condition, a, axis=axis, out=out)
     pos = positions(a)
@@ -626,6 +628,7 @@ def compress(condition, a, axis=None, out=None):
 
 
 def extract(condition, arr):
+    arr = lift(arr)
     if not isinstance(arr, Tracer):
         return np.extract(condition, arr)
     pos = positions(arr)
@@ -634,6 +637,7 @@ def extract(condition, arr):
 
 def sort(a, axis=-1, kind=None, order=None, stable=None):
     """Differentiable sort: a gather by ``argsort`` (ties keep the derivative of each entry)."""
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.sort(a, axis=axis, kind=kind, order=order, stable=stable)
     pos = positions(a)

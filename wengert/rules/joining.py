@@ -6,7 +6,7 @@ Each public function returns exactly what NumPy returns when no argument is trac
 """
 import numpy as np
 
-from ..core import Tracer, ndim_of, primitive, shape_of
+from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import _dtype, _plain, _traced, astype
 from .indexing import getitem_basic, index_writer
@@ -63,6 +63,7 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     if axis is None:
         arrays = [ravel(a) for a in arrays]
         axis = 0
+    arrays = [lift(a) for a in arrays]  # a list holding traced values: stacked
     arrays = [a if isinstance(a, Tracer) else np.asarray(a) for a in arrays]
     nd = ndim_of(arrays[0])
     if nd == 0:
@@ -185,6 +186,7 @@ def _slice_along(a, axis, lo, hi, step=None):
 
 
 def array_split(ary, indices_or_sections, axis=0):
+    ary = lift(ary)
     if not isinstance(ary, Tracer):
         return np.array_split(ary, indices_or_sections, axis=axis)
     ax = _axis(axis, ndim_of(ary))
@@ -202,6 +204,7 @@ def array_split(ary, indices_or_sections, axis=0):
 
 
 def split(ary, indices_or_sections, axis=0):
+    ary = lift(ary)
     if not isinstance(ary, Tracer):
         return np.split(ary, indices_or_sections, axis=axis)
     if np.ndim(indices_or_sections) == 0:
@@ -212,18 +215,21 @@ def split(ary, indices_or_sections, axis=0):
 
 
 def hsplit(ary, indices_or_sections):
+    ary = lift(ary)
     if not isinstance(ary, Tracer):
         return np.hsplit(ary, indices_or_sections)
     return split(ary, indices_or_sections, axis=1 if ndim_of(ary) > 1 else 0)
 
 
 def vsplit(ary, indices_or_sections):
+    ary = lift(ary)
     if not isinstance(ary, Tracer):
         return np.vsplit(ary, indices_or_sections)
     return split(ary, indices_or_sections, axis=0)
 
 
 def dsplit(ary, indices_or_sections):
+    ary = lift(ary)
     if not isinstance(ary, Tracer):
         return np.dsplit(ary, indices_or_sections)
     return split(ary, indices_or_sections, axis=2)

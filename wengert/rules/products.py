@@ -12,8 +12,9 @@ from collections import Counter
 
 import numpy as np
 
-from ..core import plain as _plain, Tracer, ndim_of, primitive, shape_of
+from ..core import holds_tracer, lift, plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
+from .complex import conj
 from .indexing import gather
 from .joining import stack
 from .reshaping import moveaxis
@@ -26,7 +27,7 @@ __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "kr
 
 def _traced(*xs):
     for x in xs:  # a loop, not any(<generator>): this runs on every product
-        if isinstance(x, Tracer):
+        if isinstance(x, Tracer) or (type(x) in (list, tuple) and holds_tracer(x)):
             return True
     return False
 
@@ -178,8 +179,8 @@ def matmul(x1, x2, /, out=None, **kwargs):
         return np.matmul(x1, x2, out=out, **kwargs)
     if out is not None:
         raise NotImplementedError("wnp.matmul with out= is not supported on traced values")
-    a = x1 if isinstance(x1, Tracer) or type(x1) is np.ndarray else np.asarray(x1)
-    b = x2 if isinstance(x2, Tracer) or type(x2) is np.ndarray else np.asarray(x2)
+    a = x1 if isinstance(x1, Tracer) or type(x1) is np.ndarray else _as(x1)
+    b = x2 if isinstance(x2, Tracer) or type(x2) is np.ndarray else _as(x2)
     na, nb = ndim_of(a), ndim_of(b)
     if na == 0 or nb == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions")
@@ -300,7 +301,7 @@ def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
         return np.einsum(subscripts, *operands, out=out, optimize=optimize, **kwargs)
     if out is not None:
         raise NotImplementedError("wnp.einsum with out= is not supported on traced values")
-    ops = [o if isinstance(o, Tracer) else np.asarray(o) for o in operands]
+    ops = [_as(o) for o in operands]
     ins, outs = _parse_einsum(subscripts, [shape_of(o) for o in ops])
     # sizes of each letter, broadcasting size-1 axes as NumPy does
     size = {}
@@ -336,6 +337,8 @@ def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
 
 # -- compositions ----------------------------------------------------------------------------------------
 def _as(x):
+    if not isinstance(x, Tracer):
+        x = lift(x)  # a list holding traced values: stacked
     return x if isinstance(x, Tracer) else np.asarray(x)
 
 
@@ -386,8 +389,8 @@ def vdot(a, b, /):
     if not _traced(a, b):
         return np.vdot(a, b)
     a, b = _as(a), _as(b)
-    if np.iscomplexobj(_plain(a)) or np.iscomplexobj(_plain(b)):
-        raise NotImplementedError("wnp.vdot of complex traced values has no wengert rule")
+    if np.iscomplexobj(_plain(a)):
+        a = conj(a)  # NumPy's vdot conjugates its first argument
     return sum_(reshape(a, (-1,)) * reshape(b, (-1,)))
 
 

@@ -11,9 +11,10 @@ import math
 
 import numpy as np
 
-from ..core import plain as _plain, Tracer, ndim_of, primitive, shape_of
+from ..core import lift, plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .arithmetic import multiply
+from .complex import conj, real
 from .conversion import astype
 from .creation import asarray
 from .elementwise import exp, log, maximum, minimum, sqrt, where
@@ -446,7 +447,8 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
     m = mean if mean is not None else _mean(a, axis=axis, keepdims=True, where=where)
     d = a - m
     n = _count(a, axis, where)
-    ss = sum(d * d, axis=axis, keepdims=keepdims, where=where)
+    dd = real(d * conj(d)) if np.iscomplexobj(_plain(d)) else d * d  # NumPy's: |d|², real
+    ss = sum(dd, axis=axis, keepdims=keepdims, where=where)
     if not isinstance(n, int):
         n = n if keepdims else np.reshape(n, shape_of(ss))
         return ss / (n - ddof).astype(_dtype(ss))
@@ -546,6 +548,7 @@ def _isnan(a):
 
 
 def nanmax(a, axis=None, out=None, keepdims=False, **kw):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.nanmax(a, axis=axis, out=out, keepdims=keepdims, **kw)
     return _all_nan_to_nan(max(where(_isnan(a), -np.inf, a), axis=axis, keepdims=keepdims),
@@ -553,6 +556,7 @@ def nanmax(a, axis=None, out=None, keepdims=False, **kw):
 
 
 def nanmin(a, axis=None, out=None, keepdims=False, **kw):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.nanmin(a, axis=axis, out=out, keepdims=keepdims, **kw)
     return _all_nan_to_nan(min(where(_isnan(a), np.inf, a), axis=axis, keepdims=keepdims),
@@ -569,6 +573,7 @@ def _all_isnan(av, axis, keepdims):
 
 
 def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.nanprod(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
     return prod(where(_isnan(a), 1.0, a), axis=axis, dtype=dtype, keepdims=keepdims)
@@ -591,6 +596,7 @@ def nancumprod(a, axis=None, dtype=None, out=None):
 
 
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.nanvar(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
     return var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims,
@@ -598,6 +604,7 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.nanstd(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
     return std(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims,

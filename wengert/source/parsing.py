@@ -29,7 +29,12 @@ _LAMBDA = "<lambda>"
 def parse_function(f):
     """Parse a function object's source; returns (FunctionDef, filename, line offset)."""
     if not isinstance(f, types.FunctionType):
-        raise TypeError(f"wengert.source needs a Python function, got {type(f).__name__}")
+        hint = ""
+        if hasattr(f, "defvjp") or hasattr(f, "defjvp"):  # wg.custom_vjp / wg.custom_jvp
+            hint = (": a custom function's derivative is its rule, which wg.grad and wg.jvp "
+                    "apply; a Python function that calls it transforms here, the rule used")
+        raise TypeError(f"wengert.source needs a Python function, got "
+                        f"{type(f).__name__}{hint}")
     if f.__code__.co_name == _LAMBDA:
         return _parse_lambda(f)
     try:
