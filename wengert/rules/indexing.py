@@ -125,6 +125,8 @@ def scatter_basic(g, shape, idx):
 
 # generated code may fuse a sum of these into one buffer: gx[idx] += g
 scatter_basic.scatter_into_zeros = True
+# and may read x[idx] inside a fused kernel: the result is ``x[idx]`` for a static basic index
+getitem_basic.gather_at_index = True
 
 
 def _prefix(nb, idx):
