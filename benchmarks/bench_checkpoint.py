@@ -16,6 +16,16 @@ step's tape).  Targets checked (and printed as ok / MISSED):
 
 "online" (dynamic checkpointing, N not known in advance) runs with the same
 snapshots for comparison.
+
+    python benchmarks/bench_checkpoint.py --compiled      # N = 2,000 steps, size 100
+
+compares the schedules under ``wg.compile(wg.grad(loss))``: the scan is one node of the
+generated program, running the compiled step and its VJP in a loop that follows the
+schedule.  The step is an invertible coupling ``p <- p + h tanh(W q); q <- q + h tanh(W p)``
+(so "invert" runs the same chain); printed per strategy: the first call (trace and
+compile), the best of ``--repeat`` rounds (each times every strategy once), the most
+states stored at once (counted by the compiled loop) and the peak memory of a call in states (tracemalloc).  Targets: ctz
+within 2x of "all" in time, with at most floor(log2 N) + 1 stored states.
 """
 import argparse
 import math
@@ -74,6 +84,83 @@ def measure(loss, W, trace_memory):
     return g, dt, peak
 
 
+def make_coupled_loss(n_steps, p0, q0, how, snapshots, h=0.01):
+    def loss(W):
+        def step(c, _):
+            p, q = c
+            p = p + h * wnp.tanh(W @ q)
+            q = q + h * wnp.tanh(W @ p)
+            return (p, q), None
+
+        def inverse(c, _):
+            p, q = c
+            q = q - h * wnp.tanh(W @ p)
+            p = p - h * wnp.tanh(W @ q)
+            return p, q
+        (p, q), _ = wg.scan(step, (p0, q0), length=n_steps, checkpoint=how,
+                            snapshots=snapshots, inverse=inverse)
+        return wnp.sum(p) + wnp.sum(q)
+    return loss
+
+
+def compiled_main(args):
+    plans_of = sys.modules["wengert.checkpoint.compiled"].plans_of
+    n, m = args.steps, args.size
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((m, m)) / math.sqrt(m)
+    p0, q0 = rng.standard_normal(m), rng.standard_normal(m)
+    state_bytes = p0.nbytes + q0.nbytes
+    print(f"wg.compile(wg.grad(loss)) of a {n}-step scan, state of 2 x {m} floats, "
+          f"numpy {np.__version__}")
+    hows = args.strategies.split(",")
+    fns, first, best = {}, {}, {}
+    for how in hows:
+        snaps = args.snapshots if how in ("binomial", "online") else None
+        t0 = time.perf_counter()
+        fns[how] = wg.compile(wg.grad(make_coupled_loss(n, p0, q0, how, snaps)))
+        fns[how](W)
+        first[how] = time.perf_counter() - t0
+    # rounds over the strategies, best of each: the machine's load drifts alike for all
+    for _ in range(args.repeat):
+        for how in hows:
+            t0 = time.perf_counter()
+            fns[how](W)
+            best[how] = min(best.get(how, math.inf), time.perf_counter() - t0)
+    rows, ref = {}, None
+    for how in hows:
+        snaps = args.snapshots if how in ("binomial", "online") else None
+        cf = fns[how]
+        (plan,) = [p for gr in cf.graphs for p in plans_of(gr)]
+        plan.stats["max_stored"] = 0
+        tracemalloc.start()
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        g = cf(W)
+        peak = (tracemalloc.get_traced_memory()[1] - base) / state_bytes
+        tracemalloc.stop()
+        ref = g if ref is None else ref
+        err = float(np.max(np.abs(g - ref)) / float(np.max(np.abs(ref))))
+        rows[how] = (best[how], plan.stats["max_stored"])
+        label = how if snaps is None else f"{how}(s={snaps})"
+        vs_all = f" ({best[how] / best['all']:4.2f} x all)" if "all" in best else ""
+        print(f"{label:16s} first call {first[how]:6.2f} s  time {best[how] * 1e3:8.1f} ms{vs_all}"
+              f"  stored <= {plan.stats['max_stored']:5d} states  peak {peak:7.1f} states"
+              f"  rel.diff {err:.1e}", flush=True)
+    if args.eager:
+        for how in args.strategies.split(","):
+            snaps = args.snapshots if how in ("binomial", "online") else None
+            t0 = time.perf_counter()
+            wg.grad(make_coupled_loss(n, p0, q0, how, snaps))(W)
+            print(f"eager {how:10s} time {(time.perf_counter() - t0) * 1e3:8.1f} ms", flush=True)
+    if "all" in rows and "ctz" in rows:
+        ratio = rows["ctz"][0] / rows["all"][0]
+        bound = n.bit_length()
+        print(f"compiled ctz time / all = {ratio:.2f} (target <= 2): "
+              f"{'ok' if ratio <= 2 else 'MISSED'}; stored {rows['ctz'][1]} states "
+              f"(target <= floor(log2 N) + 1 = {bound}): "
+              f"{'ok' if rows['ctz'][1] <= bound else 'MISSED'}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=10_000)
@@ -82,7 +169,22 @@ def main(argv=None):
     ap.add_argument("--strategies", default="all,ctz,binomial,online",
                     help="comma-separated; 'loop' adds a plain Python loop on the tape")
     ap.add_argument("--no-memory", action="store_true", help="skip the tracemalloc runs")
+    ap.add_argument("--compiled", action="store_true",
+                    help="compare the schedules under wg.compile (defaults: --steps 2000 "
+                    "--size 100 --strategies all,ctz,binomial,invert)")
+    ap.add_argument("--repeat", type=int, default=7, help="timed rounds over the strategies (--compiled)")
+    ap.add_argument("--eager", action="store_true",
+                    help="with --compiled: time the eager gradients too, once each")
     args = ap.parse_args(argv)
+    if args.compiled:
+        given = set(argv if argv is not None else sys.argv[1:])
+        if "--steps" not in given:
+            args.steps = 2000
+        if "--size" not in given:
+            args.size = 100
+        if "--strategies" not in given:
+            args.strategies = "all,ctz,binomial,invert"
+        return compiled_main(args)
     n, m = args.steps, args.size
     rng = np.random.default_rng(0)
     W = rng.standard_normal((m, m)) / math.sqrt(m)

@@ -554,7 +554,7 @@ def test_ctz_calls_per_step(n):
         assert per_step[k] == 1 + st["recomputed"][k] + 1
 
 
-def test_scan_under_compile_is_unrolled():
+def test_scan_under_compile():  # one node running the schedule: tests/test_compiled_scan.py
     def f(x):
         c, ys = wg.scan(lambda c, u: (c * wnp.sin(c) + u, c * c), x, np.arange(3.0),
                         checkpoint="ctz")

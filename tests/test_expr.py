@@ -328,23 +328,25 @@ def test_thousands_of_hostile_inputs_fail_fast_and_execute_nothing(tmp_path):
     try:
         results = []
         for t in texts:
-            t0 = time.perf_counter()
+            t0 = time.process_time()  # CPU time: other processes' load does not count
             results.append(_outcome(t))  # any other exception fails the test
-            slowest = max(slowest, time.perf_counter() - t0)
+            slowest = max(slowest, time.process_time() - t0)
     finally:
         _Audit.active = False
     assert _Audit.events == []
     assert not marker.exists()
-    assert slowest < 0.5, f"slowest hostile input took {slowest:.3f}s"
+    # a guard against pathological inputs (exponential parsing, 9**9**9), not a speed target:
+    # the slowest takes about 0.05 s of CPU
+    assert slowest < 2.0, f"slowest hostile input took {slowest:.3f}s of CPU"
     assert results.count("refused") > 2500
 
 
 def test_megabyte_and_deep_inputs_are_refused_before_parsing():
     for text in ["x" * 1_000_000, "(" * 100_000 + "x" + ")" * 100_000, "-" * 1_000_000 + "x"]:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         with pytest.raises(ExprError):
             parse(text)
-        assert time.perf_counter() - t0 < 0.2
+        assert time.process_time() - t0 < 1.0  # refused before parsing: no pathological cost
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

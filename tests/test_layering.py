@@ -33,15 +33,17 @@ FLOORS = {
     2: ("wengert.rules", "wengert.rules.*"),
     3: ("wengert.numpy", "wengert.numpy.*", "wengert.scipy", "wengert.scipy.*",
         "wengert._dispatch", "wengert.coverage", "wengert.expr"),
-    4: ("wengert.forward", "wengert.reverse", "wengert.jet", "wengert.sparsity"),
-    5: ("wengert.transforms", "wengert.sparse", "wengert.custom"),
+    4: ("wengert.forward", "wengert.reverse", "wengert.jet", "wengert.sparsity",
+        "wengert.batching"),
+    5: ("wengert.transforms", "wengert.sparse", "wengert.custom", "wengert.complex_ad",
+        "wengert.checking"),
     6: ("wengert.graph", "wengert.graph.*", "wengert.source", "wengert.source.*",
         "wengert.checkpoint", "wengert.checkpoint.*"),
     7: ("wengert.cli", "wengert.explore", "wengert.explore.*", "wengert.expr_derivatives"),
     8: ("wengert",),
 }
 # optional dependencies, which a function may import lazily (and only these)
-OPTIONAL = {"matplotlib", "tqdm"}  # the "plot" and "progress" extras
+OPTIONAL = {"matplotlib", "tqdm", "numba"}  # the "plot", "progress" and "fast" extras
 # runtime dependencies slow enough to load that a function loads them on first use:
 # scipy.special and scipy.linalg take about 0.3 s, as long as ``import wengert`` itself
 HEAVY = {"scipy.special", "scipy.linalg"}

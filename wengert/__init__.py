@@ -20,11 +20,14 @@ from . import rules  # noqa: F401  (registers the built-in rules)
 from . import numpy  # noqa: F401  (installs NumPy's protocols on tracers: wengert._dispatch)
 from .forward import Dual
 from .reverse import Grad, Tape, Var
-from .transforms import (check_grad, derivative, grad, hessian, hvp, jacobian, jvp, taylor,
+from .transforms import (derivative, grad, hessian, hvp, jacobian, jvp, taylor,
                          value_and_grad, vjp)
+from .checking import check_grad
 from .custom import custom_jvp, custom_vjp, jacfwd, jacrev, stop_gradient
 # imported eagerly so the function, not the module, is the package's ``checkpoint``
 from .checkpoint import checkpoint, checkpoint_schedule, scan
+from .batching import vmap
+from . import tree  # noqa: F401  (wg.tree: pytrees, wg.tree.register)
 
 _allocator.settle()  # glibc's steady state for arrays of a few hundred kB; see _allocator
 
@@ -32,9 +35,9 @@ from ._version import __version__  # noqa: E402,F401
 
 __all__ = ["Primitive", "primitive", "EscapedTracerError", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
            "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp", "taylor", "check_grad",
-           "jacfwd", "jacrev", "stop_gradient", "custom_vjp", "custom_jvp",
+           "jacfwd", "jacrev", "stop_gradient", "custom_vjp", "custom_jvp", "vmap",
            "trace", "Graph", "compile", "to_dot", "source", "checkpoint", "scan",
-           "checkpoint_schedule", "chain_order", "jacobian_sparsity", "hessian_sparsity",
+           "checkpoint_schedule", "tree", "chain_order", "jacobian_sparsity", "hessian_sparsity",
            "sparse_jacobian", "sparse_hessian", "color"]
 
 _LAZY = {

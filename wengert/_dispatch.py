@@ -385,7 +385,7 @@ def conversion_message(frame, generic, into):
     array", say), a message naming it."""
     caller = scipy_caller(frame)
     if caller is None:
-        return generic
+        return _numpy_message(frame, into) or generic
     public, ours = caller
     if ours is not None:
         return (f"{public} converted a traced value into {into}, which would drop "
@@ -394,3 +394,21 @@ def conversion_message(frame, generic, into):
     return (f"{public} converted a traced value into {into}, which would drop its "
             f"derivative, and wengert has no rule for it. Declare one with @wg.primitive and "
             f"@f.rrule / @f.frule (see docs/rules.md).")
+
+
+def _numpy_message(frame, into):
+    """A message naming the NumPy function that converted (np.r_, np.linalg.norm of a
+    list): NEP 18 hands it the list, never what the list holds."""
+    module = frame.f_globals.get("__name__", "")
+    if not (module == "numpy" or module.startswith("numpy.")):
+        return None
+    name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+    if "AxisConcatenator" in name:
+        name, ours = "np.r_ / np.c_", "wnp.r_[...] / wnp.c_[...]"
+    else:
+        ours = f"wengert.numpy's {name.rsplit('.', 1)[-1]} (wnp.*, wnp.linalg.*)"
+    return (f"NumPy's {name} ({module}) converted a traced value into {into}, which would "
+            f"drop its derivative: NumPy hands wengert the traced values that are arguments "
+            f"themselves (NEP 18), never those inside a list or an np.r_[...] expression. "
+            f"Call {ours} instead, which stacks such lists, or make the list one traced "
+            f"array first with wnp.stack([...]) / wnp.array([...]).")

@@ -185,13 +185,11 @@ def unbroadcast(g, x, ans):
     if tx is type(g) and (tx is float or (tx is np.ndarray and x.shape == g.shape
                                           and (g.dtype.kind != "c" or x.dtype.kind == "c"))):
         return g  # the common cases, quickly
-    gv, xv = g, x
-    while hasattr(gv, "_trace"):  # traced (forward over reverse): look underneath
+    gv = g
+    while hasattr(gv, "_trace"):  # traced (forward over reverse): its dtype, underneath
         gv = gv.value
-    while hasattr(xv, "_trace"):
-        xv = xv.value
-    xs = shape_of(xv)
-    if shape_of(gv) == xs and (type(gv) is float or type(gv) is not complex
+    xs = shape_of(x)  # a tracer's own shape (under wg.vmap the values underneath are batched)
+    if shape_of(g) == xs and (type(gv) is float or type(gv) is not complex
                                and getattr(gv, "dtype", _FLOAT).kind != "c"):
         return g  # of the right shape, and real
     g = real_for_real(g, x)

@@ -71,6 +71,9 @@ class Trace:
     """One active differentiation: a forward perturbation, a tape, a graph."""
 
     level = 0
+    # whether a tracer's value underneath holds a batch of values, one per example (wg.vmap),
+    # rather than one: then no single plain value (an index, a branch) can be read off it
+    batched = False
     # once the transform that ran it has returned: (transform name, function, live level)
     finished_by = None
     tracer_name = "traced value"
@@ -209,7 +212,9 @@ class Tracer:
         return id(self)
 
     def __array__(self, dtype=None, copy=None):
-        if _integral(self):  # a mask, counts: NumPy's array of them (guarded under tracing)
+        # a mask, counts, or integers asked for (np.asarray(x, dtype=int), as x.astype(int)):
+        # no derivative to lose, NumPy's array of them (guarded under tracing)
+        if _integral(self) or (dtype is not None and np.dtype(dtype).kind in "biu"):
             return self._converted(_as_array, dtype, copy)
         raise _conversion_error(sys._getframe(1), _ARRAY_MESSAGE, "a plain NumPy array")
 
@@ -263,6 +268,27 @@ def plain(x):
     return x
 
 
+def holds_tracer(seq):
+    """Whether a (nested) list or tuple holds a traced value."""
+    for x in seq:
+        if isinstance(x, Tracer) or (type(x) in (list, tuple) and holds_tracer(x)):
+            return True
+    return False
+
+
+def lift(x):
+    """``x``; a (nested) list or tuple holding traced values becomes the traced array NumPy
+    would make of it (``wnp.asarray``), so ``wnp.f([x, 2 * x])`` is differentiated where
+    NumPy's conversion would call ``__array__`` and drop the derivative."""
+    if (type(x) is list or type(x) is tuple) and holds_tracer(x):
+        return _NESTED_ARRAY[0](x)
+    return x
+
+
+# how a list holding tracers becomes one traced array: rules/creation.py installs wnp.asarray
+_NESTED_ARRAY = [lambda x: x]
+
+
 def plain_store_errors(fn):
     """``fn`` (a transform's entry), raising wengert's ``TypeError`` for ``a[i] = x`` into a
     plain array where NumPy raises "setting an array element with a sequence" (it catches
@@ -290,7 +316,10 @@ _ARRAY_MESSAGE = (
     "a traced value was converted to a plain NumPy array, which would drop its "
     "derivative. Call the wengert.numpy function (wnp.*) or use x.value. To fill an "
     "array with traced values use wnp.stack([...]) / wnp.array([...]), or assign "
-    "into a traced array (a = wnp.zeros(n, like=x); a[i] = x).")
+    "into a traced array (a = wnp.zeros(n, like=x); a[i] = x). A NumPy function given a "
+    "list holding traced values (np.array([x, y]), np.sin([x, y])) converts the list itself: "
+    "NumPy dispatches on its arguments, not on what a list holds, so call wengert.numpy's "
+    "(wnp.array([x, y]), wnp.sin([x, y]), wnp.r_[x, y]), which stack it.")
 
 
 # -- input checks ------------------------------------------------------------------------------
@@ -304,11 +333,13 @@ def leaf_dtype(x):
         return np.dtype(int)
     if isinstance(x, float):
         return np.dtype(float)
+    if isinstance(x, complex):
+        return np.dtype(complex)
     return getattr(x, "dtype", None)
 
 
 def check_differentiable(x, what):
-    """Raise ``TypeError`` unless ``x`` is a float (array); ``what`` names it.
+    """Raise ``TypeError`` unless ``x`` is a float or complex (array); ``what`` names it.
 
     ``what`` may be a function giving the name, so it costs nothing unless needed.
     """
@@ -318,14 +349,14 @@ def check_differentiable(x, what):
         check_live(x, lambda: f"passed to {what() if callable(what) else what}")
     check_library(x, what)  # an array wengert cannot keep in its own library
     dt = leaf_dtype(x)
-    if dt is None or not np.issubdtype(dt, np.floating):
+    if dt is None or dt.kind not in "fc":
         if callable(what):
             what = what()
         kind = "bool" if dt == np.dtype(bool) else (
             "integer" if dt is not None and np.issubdtype(dt, np.integer) else type(x).__name__)
         raise TypeError(
-            f"{what} is of {kind} type ({x!r:.60}); only floats and float arrays can be "
-            f"differentiated. Pass a float (e.g. 2.0 instead of 2) or cast with "
+            f"{what} is of {kind} type ({x!r:.60}); only floats and float or complex arrays "
+            f"can be differentiated. Pass a float (e.g. 2.0 instead of 2) or cast with "
             f"np.asarray(x, dtype=float).")
 
 
@@ -346,12 +377,13 @@ class Primitive:
     arguments), ``bilinear`` (linear in each of its two), ``nondiff`` (not differentiated:
     its derivative is zero), ``domain`` (where generated tests sample it), ``ufunc`` (the
     NumPy ufunc it computes: it then takes NumPy's keywords, ``dtype=``...), ``sparsity``
-    (which result elements depend on which argument elements: rules/patterns.py).
+    (which result elements depend on which argument elements: rules/patterns.py), ``batch``
+    (how ``wg.vmap`` maps it over a leading batch axis: wengert/batching.py).
     """
 
     def __init__(self, impl, name=None, *, broadcasting=False, multiple_results=False,
                  nargs=None, linear=False, bilinear=False, nondiff=False, domain=None,
-                 ufunc=None, sparsity=None):
+                 ufunc=None, sparsity=None, batch=None):
         self.impl = impl
         # positional arguments past ``nargs`` are static parameters, passed to rules by name
         self.nargs, self._static_names = _array_arity(impl, nargs)
@@ -376,6 +408,9 @@ class Primitive:
         # how its results depend on its arguments, structurally (rules/patterns.py); None:
         # every element on every element, which sparsity detection treats as dense
         self.sparsity = sparsity
+        # how wg.vmap maps it: "elementwise", "linear", "axis", ("stacked", core ranks...) or
+        # a rule (wengert/batching.py); None: read off the facts above, else a loop
+        self.batch = batch
 
     def __repr__(self):
         return f"<wengert primitive {self.name}>"
@@ -413,6 +448,9 @@ class Primitive:
                 tr = a._trace
                 if top is None or tr.level > top.level:
                     top = tr
+            elif (type(a) is list or type(a) is tuple) and holds_tracer(a):
+                # wnp.sin([x, 2 * x]): the array NumPy would make of the list, kept traced
+                return self(*[lift(b) for b in args], **params)
         if top is None:
             # NumPy's own call where the primitive computes a ufunc: its result types (the
             # engines' impl may be Python's operator, which gives a float for 1.5 + 2.0)
@@ -475,6 +513,12 @@ class Primitive:
             self.fast_partials = Partials(f, needs)
             return f
         return deco(fn) if fn is not None else deco
+
+    def batching(self, fn):
+        """Declare the batching rule ``fn(args, batched, **params)``: ``batched[i]`` says
+        whether ``args[i]`` carries a leading batch axis; the result carries one (wg.vmap)."""
+        self.batch = fn
+        return fn
 
     @property
     def has_frule(self):
@@ -732,7 +776,7 @@ class _UnbroadcastPullback(_CheckedPullback):
 
 def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False, nargs=None,
               linear=False, bilinear=False, nondiff=False, domain=None, ufunc=None,
-              sparsity=None):
+              sparsity=None, batch=None):
     """Make ``fn`` (plain NumPy in, plain NumPy out) a differentiable primitive.
 
     Use ``@wg.primitive`` or ``@wg.primitive(broadcasting=True)``, then declare
@@ -749,5 +793,5 @@ def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False,
         return Primitive(f, name=name, broadcasting=broadcasting,
                          multiple_results=multiple_results, nargs=nargs, linear=linear,
                          bilinear=bilinear, nondiff=nondiff, domain=domain, ufunc=ufunc,
-                         sparsity=sparsity)
+                         sparsity=sparsity, batch=batch)
     return make(fn) if fn is not None else make

@@ -38,7 +38,7 @@ __all__ = ["jacfwd", "jacrev", "stop_gradient", "custom_vjp", "custom_jvp"]
 
 
 # -- jacfwd, jacrev -------------------------------------------------------------------------------
-def jacfwd(f, argnums=0):
+def jacfwd(f, argnums=0, *, holomorphic=False):
     """The Jacobian by forward mode: ``wg.jacobian(f, argnums, mode="forward")``.
 
     Every input direction is pushed at once (batched tangents): the cheaper mode when
@@ -49,10 +49,10 @@ def jacfwd(f, argnums=0):
     array([[0.        , 0.        ],
            [0.84147098, 0.        ]])
     """
-    return _jacobian(f, argnums, "forward", "wg.jacfwd")
+    return _jacobian(f, argnums, "forward", "wg.jacfwd", holomorphic=holomorphic)
 
 
-def jacrev(f, argnums=0):
+def jacrev(f, argnums=0, *, holomorphic=False):
     """The Jacobian by reverse mode: ``wg.jacobian(f, argnums, mode="reverse")``.
 
     Every output row is pulled back in one sweep (batched cotangents): the cheaper mode
@@ -62,11 +62,11 @@ def jacrev(f, argnums=0):
     >>> wg.jacrev(lambda x, y: x * y, argnums=(0, 1))(np.array([2.0]), np.array([3.0]))
     (array([[3.]]), array([[2.]]))
     """
-    return _jacobian(f, argnums, "reverse", "wg.jacrev")
+    return _jacobian(f, argnums, "reverse", "wg.jacrev", holomorphic=holomorphic)
 
 
 # -- stop_gradient --------------------------------------------------------------------------------
-@primitive(name="stop_gradient", nondiff=True)
+@primitive(name="stop_gradient", nondiff=True, batch="elementwise")
 def _stop(x):
     return x
 

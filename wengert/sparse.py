@@ -116,6 +116,11 @@ class Plan:
     where each stored entry is read in the compressed product."""
 
     def __init__(self, pattern, mode, colors, in_info, out_info):
+        if any(np.dtype(dt).kind == "c" for _, dt in list(in_info) + list(out_info or ())):
+            raise NotImplementedError(
+                "sparse Jacobians and Hessians are for real values: compressed columns of a "
+                "complex derivative would mix conventions (docs/complex.md). Use wg.jacobian "
+                "(holomorphic=True for df/dz) or pass real and imaginary parts separately.")
         self.sparsity = pattern
         self.mode = mode  # "forward", "reverse" or "hessian"
         self.colors = colors

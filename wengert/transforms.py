@@ -12,7 +12,7 @@ import inspect
 
 import numpy as np
 
-from . import _progress, numpy as wnp
+from . import _progress, complex_ad, numpy as wnp
 from .arrays import asarray, ndim_of, ones, shape_of, zeros, zeros_like_value
 from .core import (Tracer, check_differentiable, check_live, leaf_dtype as _leaf_dtype,
                    new_level, plain as _plain, plain_store_errors)
@@ -23,7 +23,7 @@ from .rules.shape import as_float
 from .tree import flatten, unflatten
 
 __all__ = ["grad", "value_and_grad", "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp",
-           "taylor", "check_grad"]
+           "taylor"]
 
 
 # -- input checks (check_differentiable is core's: engines check their inputs too) ------------
@@ -100,6 +100,8 @@ def _fit(g, like):
         if isinstance(g, Tracer) and type(_plain(g)) is not float and np.ndim(_plain(g)) == 0:
             return as_float(g)  # traced: the same conversion, recorded
         return g
+    if type(like) is complex and isinstance(g, (np.generic, np.ndarray)) and np.ndim(g) == 0:
+        return complex(g)
     if isinstance(g, (np.ndarray, np.generic)):
         dt = _leaf_dtype(like)
         if dt is not None and g.dtype != dt:
@@ -112,7 +114,7 @@ def _fit(g, like):
 
 
 # -- reverse mode ------------------------------------------------------------------------
-def value_and_grad(f, argnums=0, *, has_aux=False):
+def value_and_grad(f, argnums=0, *, has_aux=False, holomorphic=False):
     """``(value, gradient)`` of a scalar function, by one reverse sweep.
 
     >>> import wengert as wg, wengert.numpy as wnp
@@ -123,14 +125,16 @@ def value_and_grad(f, argnums=0, *, has_aux=False):
     @plain_store_errors
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
-        return _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.value_and_grad")
+        return _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.value_and_grad",
+                               holomorphic)
     return value_and_grad_f
 
 
-def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad"):
+def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holomorphic=False):
     """One reverse sweep: the body of every ``value_and_grad(f)`` call.
 
-    ``transform`` names the caller in the message a Var that escapes ``f`` raises.
+    ``transform`` names the caller in the message a Var that escapes ``f`` raises; complex
+    inputs: see ``complex_ad`` (``holomorphic``: ``f'(z)``, else the steepest ascent).
     """
     tape = Tape()
     try:
@@ -143,6 +147,9 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad"):
         for i in nums:
             leaves, d = flatten(args[i])
             _check_leaves(f, i, leaves, transform[3:])  # "grad" of "wg.grad"
+            if holomorphic:
+                complex_ad.check_inputs(leaves, True, transform,
+                                        lambda _, i=i: _arg_name(f, i))
             vs = [tape._leaf(x) for x in leaves]
             inputs.append((leaves, d, [v.index for v in vs]))  # f may rebind a Var (x[i] = v)
             args[i] = unflatten(d, vs)
@@ -156,6 +163,11 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad"):
             aux = _strip(aux, tape, transform)
         if shape_of(out) != () or isinstance(out, (tuple, list, dict)):
             got = type(out).__name__ if isinstance(out, (tuple, list, dict)) else shape_of(out)
+            if got != () and not isinstance(got, str) and all(n == 1 for n in got):
+                raise ValueError(  # a size-1 array is not a scalar (as in JAX)
+                    f"{transform[3:]} needs a function with a scalar output (shape ()), but it "
+                    f"returned shape {got}: a size-1 array is not a scalar. Return out.sum() "
+                    f"or index it, out[{', '.join('0' * len(got))}].")
             raise ValueError(
                 f"{transform[3:]} needs a function with a scalar output, but it returned shape {got}. "
                 "Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
@@ -165,12 +177,17 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad"):
             adj = tape.sweep({out.index: seed})
         else:
             adj = None
+        if not holomorphic and type(out) is not float:  # after the sweep: a rule's own
+            complex_ad.check_output(out, False, transform)  # refusal (an order) comes first
         grads = []
         for leaves, d, vs in inputs:
             gs = []
             for x, k in zip(leaves, vs):
                 g = adj[k] if adj is not None else None
-                gs.append(_fit(g, x) if g is not None else zeros_like_value(x))
+                g = _fit(g, x) if g is not None else zeros_like_value(x)
+                if not holomorphic and type(x) is not float and complex_ad.is_complex(x):
+                    g = complex_ad.steepest(g)  # ∂f/∂x + i ∂f/∂y: see complex_ad
+                gs.append(g)
             grads.append(unflatten(d, gs))
         g = grads[0] if isinstance(argnums, int) else tuple(grads)
         value = _value_in(out, tape, transform)
@@ -179,8 +196,11 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad"):
         tape.finish(transform, f)  # its Vars are dead from now on
 
 
-def grad(f, argnums=0, *, has_aux=False):
+def grad(f, argnums=0, *, has_aux=False, holomorphic=False):
     """The gradient of a scalar function, by one reverse sweep of a tape.
+
+    For a complex ``z`` and a real ``f`` it is ``∂f/∂x + i ∂f/∂y`` (steepest ascent); with
+    ``holomorphic=True`` it is ``f'(z)`` of a holomorphic ``f`` (docs/complex.md).
 
     >>> import wengert as wg, wengert.numpy as wnp
     >>> float(wg.grad(lambda x: x * wnp.sin(x))(0.0))
@@ -189,7 +209,7 @@ def grad(f, argnums=0, *, has_aux=False):
     @plain_store_errors
     @functools.wraps(f)
     def grad_f(*args, **kwargs):
-        value, g = _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.grad")
+        value, g = _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.grad", holomorphic)
         return (g, value[1]) if has_aux else g
     return grad_f
 
@@ -198,7 +218,10 @@ def grad(f, argnums=0, *, has_aux=False):
 def vjp(f, *primals):
     """``(out, pullback)``: ``pullback(cotangent)`` gives one cotangent per primal.
 
-    The tape is kept, so the pullback can be called any number of times.
+    The tape is kept, so the pullback can be called any number of times. On complex values
+    the pullback is the plain transpose of the linear map (no conjugate): ``pullback(1)`` of
+    a holomorphic ``f`` is ``f'(z)``, and of a real ``f`` it is ``∂f/∂x - i ∂f/∂y``, the
+    conjugate of ``wg.grad`` (docs/complex.md).
     """
     nums = tuple(range(len(primals)))
     _check_args(f, primals, nums, "vjp")
@@ -259,36 +282,59 @@ def _sweep_finished(tape, seeds):
 
 # -- forward mode --------------------------------------------------------------------------
 @plain_store_errors
-def jvp(f, primals, tangents):
+def jvp(f, primals, tangents, *, batched=False):
     """``(out, out_tangent)``: the Jacobian-vector product in one forward pass.
 
-    >>> import wengert as wg, wengert.numpy as wnp
+    With ``batched=True`` every tangent carries a leading axis of ``k`` directions (shape
+    ``(k,) + primal.shape``), all pushed in the same pass, and each output tangent has shape
+    ``(k,) + out.shape``: ``k`` JVPs for the price of one pass over ``f``.
+
+    >>> import numpy as np, wengert as wg, wengert.numpy as wnp
     >>> out, t = wg.jvp(lambda x, y: x * y + wnp.sin(x), (0.5, 4.2), (1.0, 0.0))
     >>> print(round(float(t), 12))
     5.07758256189
+    >>> wg.jvp(lambda x: x ** 2, (np.array([1.0, 3.0]),), (np.eye(2),), batched=True)[1]
+    array([[2., 0.],
+           [0., 6.]])
     """
-    return _jvp(f, primals, tangents, "wg.jvp")
+    return _jvp(f, primals, tangents, "wg.jvp", batched)
 
 
-def _jvp(f, primals, tangents, transform):
+def _jvp(f, primals, tangents, transform, batched=False):
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError("jvp needs one tangent per primal")
     _check_args(f, primals, tuple(range(len(primals))), transform[3:])
     trace = ForwardTrace(new_level())
-    args = []
+    args, batch = [], None
     for p, t in zip(primals, tangents):
         pl, pd = flatten(p)
         tl, td = flatten(t)
         if pd != td:
             raise ValueError(f"tangent structure {td!r} does not match primal {pd!r}")
         for x, dx in zip(pl, tl):
-            if shape_of(dx) != shape_of(x):
-                raise ValueError(f"tangent of shape {shape_of(dx)} for a primal of shape "
-                                 f"{shape_of(x)}")
+            if type(dx) is not float and complex_ad.is_complex(dx) and \
+                    not complex_ad.is_complex(x):
+                raise TypeError("a complex tangent for a real primal: a real input moves "
+                                "along the reals only; pass the primal as complex (x + 0j) "
+                                "to move it off them")
+            ts, xs = shape_of(dx), shape_of(x)
+            if batched and ts[1:] == xs and batch in (None, ts[:1]):
+                batch = ts[:1]
+                continue
+            if batched:
+                raise ValueError(
+                    f"with batched=True each tangent has shape (k,) + its primal's shape, with "
+                    f"the same k for all; got {ts} for a primal of shape {xs}"
+                    + (f" where another had k = {batch[0]}" if batch else ""))
+            if ts != xs:
+                raise ValueError(
+                    f"tangent of shape {ts} for a primal of shape {xs}"
+                    + (". For several directions at once, stack them on a leading axis and "
+                       "pass batched=True" if ts[1:] == xs else ""))
         args.append(unflatten(pd, [Dual(x, dx, trace) for x, dx in zip(pl, tl)]))
     try:
-        return _split_dual(f(*args), trace, transform=transform)
+        return _split_dual(f(*args), trace, batch or (), transform=transform)
     finally:
         trace.finish(transform, f)  # its Duals are dead from now on
 
@@ -358,7 +404,7 @@ def _size(x):
     return int(np.prod(shape_of(x), dtype=int))
 
 
-def jacobian(f, argnums=0, *, mode="auto", progress=False):
+def jacobian(f, argnums=0, *, mode="auto", progress=False, holomorphic=False):
     """The Jacobian, shaped ``out.shape + in.shape`` (pytrees: out-tree of in-trees).
 
     ``mode="forward"`` pushes every input direction at once (batched tangents);
@@ -367,11 +413,13 @@ def jacobian(f, argnums=0, *, mode="auto", progress=False):
     ``progress=True`` shows tqdm bars on stderr: the columns pushed forward, or the
     recording (forward sweep) and the rows pulled back; so that a bar can move, the
     work is then done in up to a hundred pieces (forward mode runs ``f`` once per piece).
+    Complex values: ``holomorphic=True`` gives ``df/dz`` of a holomorphic ``f``; real inputs
+    may have complex outputs; complex inputs need ``holomorphic=True`` (docs/complex.md).
     """
-    return _jacobian(f, argnums, mode, "wg.jacobian", progress)
+    return _jacobian(f, argnums, mode, "wg.jacobian", progress, holomorphic)
 
 
-def _jacobian(f, argnums, mode, transform, progress=False):
+def _jacobian(f, argnums, mode, transform, progress=False, holomorphic=False):
     """``jacobian``; ``transform`` names the caller in the message of an escaped tracer."""
     if mode not in ("auto", "forward", "reverse"):
         raise ValueError("mode must be 'auto', 'forward' or 'reverse'")
@@ -384,6 +432,7 @@ def _jacobian(f, argnums, mode, transform, progress=False):
         _check_args(f, args, nums, "jacobian")
         in_tree = tuple(args[i] for i in nums) if not isinstance(argnums, int) else args[nums[0]]
         in_leaves, in_def = flatten(in_tree)
+        complex_ad.check_jacobian(in_leaves, holomorphic, transform)
         n_in = sum(_size(x) for x in in_leaves)
         m = mode
         one = isinstance(argnums, int)
@@ -454,7 +503,7 @@ def _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one, tra
         for x in in_leaves:
             k = _size(x)
             blk = t[..., off:off + k] if (len(in_leaves) > 1) else t
-            blocks.append(_fit(wnp.reshape(blk, os_ + shape_of(x)), x))  # as reverse mode
+            blocks.append(_fit_block(wnp.reshape(blk, os_ + shape_of(x)), x))  # as reverse
             off += k
         rows.append(unflatten(in_def, blocks))
     return unflatten(out_def, rows)
@@ -521,11 +570,20 @@ def _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one, tran
         if not (isinstance(o, Var) and o._trace is tape):
             _value_in(o, tape, transform)  # an outer tracer must be live
     m = sum(_size(o) for o in out_leaves)
+    # a complex output of a real input: a real input's cotangent keeps only the real part of
+    # the row, so the imaginary part is the row pulled back times -i, a second sweep
+    phases = (1.0, -1j) if any(complex_ad.is_complex(o) for o in out_leaves) and \
+        not all(complex_ad.is_complex(x) for x in in_leaves) else (1.0,)
     parts = []
-    with _progress.bar(progress, m, f"{transform} reverse", "row") as bar:
+    with _progress.bar(progress, m * len(phases), f"{transform} reverse", "row") as bar:
         for lo, hi in _chunks(m, progress):
-            parts.append(_reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi))
-            bar.update(hi - lo)
+            cs = [_reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi, ph)
+                  for ph in phases]
+            if len(cs) > 1:
+                cs = [[c if complex_ad.is_complex(x) else c + 1j * d
+                       for x, c, d in zip(in_leaves, *cs)]]
+            parts.append(cs[0])
+            bar.update((hi - lo) * len(phases))
     # adjoint of input leaf j: (m, *in_j); split m into the outputs' shapes
     cols = parts[0] if len(parts) == 1 else \
         [_concat([p[j] for p in parts]) for j in range(len(in_leaves))]
@@ -537,15 +595,22 @@ def _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one, tran
         blocks = []
         for x, g in zip(in_leaves, cols):
             blk = g[off:off + k] if m != k else g
-            blocks.append(_fit(wnp.reshape(blk, os_ + shape_of(x)), x))
+            blocks.append(_fit_block(wnp.reshape(blk, os_ + shape_of(x)), x))
         rows.append(unflatten(in_def, blocks))
         off += k
     return unflatten(out_def, rows)
 
 
-def _reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi):
-    """One sweep of ``tape`` pulling rows ``lo:hi`` of the identity back: per input leaf
-    its adjoints, ``(hi - lo, *in)``."""
+def _fit_block(blk, x):
+    """A Jacobian block, as ``_fit``; but d(complex output)/d(real input) stays complex."""
+    if complex_ad.is_complex(blk) and not complex_ad.is_complex(x):
+        return blk
+    return _fit(blk, x)
+
+
+def _reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi, phase=1.0):
+    """One sweep of ``tape`` pulling rows ``lo:hi`` of the identity (times ``phase``) back:
+    per input leaf its adjoints, ``(hi - lo, *in)``."""
     c = hi - lo
     seeds = {}
     off = 0
@@ -558,7 +623,10 @@ def _reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi):
             a, b = max(lo, off), min(hi, off + k)  # this leaf's rows among lo:hi
             if a < b:
                 seed[a - lo:b - lo, a - off:b - off] = np.eye(b - a, dtype=dt)
-            seed = asarray(seed.reshape((c,) + os_), like=o.value)  # in o's array library
+            seed = seed.reshape((c,) + os_)
+            if phase != 1.0:
+                seed = seed * phase
+            seed = asarray(seed, like=o.value)  # in o's array library
             seeds[o.index] = seed if o.index not in seeds else seeds[o.index] + seed
         off += k
     adj = tape.sweep(seeds) if seeds else [None] * len(tape)
@@ -571,23 +639,40 @@ def _reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi):
     return cols
 
 
-def hessian(f, argnums=0, *, progress=False):
+def hessian(f, argnums=0, *, progress=False, holomorphic=False):
     """The Hessian of a scalar function, ``in.shape + in.shape``: forward over reverse.
 
     For a float ``x`` it is a float, as ``grad(grad(f))(x)``.  ``progress=True``: a tqdm
-    bar of the columns done (see ``jacobian``).
+    bar of the columns done (see ``jacobian``). ``holomorphic=True``: ``f''(z)``; a real
+    ``f`` of complex ``z`` has no complex Hessian matrix (``wg.hvp`` works: docs/complex.md).
     """
     @functools.wraps(f)
     def grad_f(*args, **kwargs):
-        return _value_and_grad(f, argnums, False, args, kwargs, "wg.hessian")[1]
-    return _jacobian(grad_f, argnums, "forward", "wg.hessian", progress)
+        return _value_and_grad(f, argnums, False, args, kwargs, "wg.hessian", holomorphic)[1]
+    return _jacobian(grad_f, argnums, "forward", "wg.hessian", progress, holomorphic)
 
 
-def hvp(f, x, v):
+_CURRIED = object()
+
+
+def hvp(f, x=_CURRIED, v=_CURRIED):
     """H(x)·v without forming H: one forward pass over the reverse sweep.
 
     Each leaf gets the type and dtype of ``x``'s, as ``grad`` gives them (a float for a float).
+    ``wg.hvp(f)`` is the function ``(x, v) -> H(x)·v`` (the habit of autograd and JAX users).
+
+    >>> import numpy as np, wengert as wg, wengert.numpy as wnp
+    >>> wg.hvp(lambda x: wnp.sum(x ** 3))(np.array([1.0, 2.0]), np.array([1.0, 0.0]))
+    array([6., 0.])
     """
+    if x is _CURRIED and v is _CURRIED:
+        @plain_store_errors
+        @functools.wraps(f)
+        def hvp_f(x, v):
+            return hvp(f, x, v)
+        return hvp_f
+    if x is _CURRIED or v is _CURRIED:
+        raise TypeError("wg.hvp takes (f, x, v), or f alone for the function (x, v) -> H(x)·v")
     hv = _jvp(lambda y: _value_and_grad(f, 0, False, (y,), {}, "wg.hvp")[1], (x,), (v,),
               "wg.hvp")[1]
     if type(hv) is np.ndarray and type(x) is np.ndarray and hv.dtype == x.dtype:
@@ -605,101 +690,3 @@ def taylor(f, x, v, order):
     if not isinstance(order, int) or order < 0:
         raise ValueError("order must be a non-negative integer")
     return taylor_coefficients(f, x, v, order)
-
-
-# -- checking against finite differences -------------------------------------------------------
-def _to_vec(tree):
-    leaves = flatten(tree)[0]
-    if not leaves:
-        return np.zeros(0)
-    return np.concatenate([np.ravel(np.asarray(_plain(x), dtype=np.float64)) for x in leaves])
-
-
-
-def _like(tree, vec, dtype_from=None):
-    """A pytree shaped like ``tree`` from a flat vector (keeping dtypes)."""
-    leaves, d = flatten(tree)
-    out, off = [], 0
-    for x in leaves:
-        k = _size(x)
-        part = vec[off:off + k].reshape(shape_of(x))
-        dt = _leaf_dtype(x)
-        if isinstance(x, float):
-            out.append(float(part))
-        else:
-            out.append(part.astype(dt))
-        off += k
-    return unflatten(d, out)
-
-
-def _upcast(tree):
-    leaves, d = flatten(tree)
-    return unflatten(d, [np.asarray(x, np.float64) if isinstance(x, np.ndarray) else x
-                         for x in leaves])
-
-
-def check_grad(f, *args, order=1, modes=("forward", "reverse"), rtol=1e-5, atol=1e-6, eps=None,
-               _seed=0):
-    """Check ``f``'s derivatives at ``args`` against central finite differences.
-
-    Returns ``None`` or raises ``AssertionError`` with a report.  Forward mode is
-    checked as J·v, reverse mode as uᵀJ, for random v and u; ``order=2`` checks
-    the derivatives of the derivatives too.
-    """
-    rng = np.random.default_rng(_seed)
-    args = tuple(args)
-    for a_i in range(len(args)):
-        for leaf in flatten(args[a_i])[0]:
-            check_differentiable(leaf, lambda: f"check_grad: {_arg_name(f, a_i)}")
-    x_vec = _to_vec(args)
-    n = x_vec.size
-    low_precision = any(_leaf_dtype(x) == np.float32 for x in flatten(args)[0])
-    if low_precision:  # finite differences in float64; compare with float32 tolerance
-        rtol, atol = max(rtol, 2e-3), max(atol, 2e-4)
-    h = eps if eps is not None else 1e-6 * max(1.0, float(np.max(np.abs(x_vec))) if n else 1.0)
-    fx = f(*args)
-    out_vec = _to_vec(fx)
-    v = rng.standard_normal(n)
-    u = rng.standard_normal(out_vec.size)
-    hi_args = _upcast(args)
-
-    def f_at(vec):
-        return _to_vec(f(*_like(hi_args, vec)))
-
-    fd = (f_at(x_vec + h * v) - f_at(x_vec - h * v)) / (2 * h)
-    problems = []
-    if "forward" in modes:
-        out, t = jvp(f, args, _like(args, v))
-        jv = _to_vec(t)
-        if not np.allclose(jv, fd, rtol=rtol, atol=atol):
-            problems.append(_report("forward (J v)", jv, fd))
-    if "reverse" in modes:
-        out, pb = vjp(f, *args)
-        cts = pb(_like(fx, u))
-        ujv = float(np.dot(_to_vec(cts), v))
-        ref = float(np.dot(u, fd))
-        if not np.isclose(ujv, ref, rtol=rtol, atol=atol * max(1.0, np.sqrt(n))):
-            problems.append(_report("reverse (u^T J v)", np.array([ujv]), np.array([ref])))
-    if problems:
-        raise AssertionError(f"check_grad({getattr(f, '__name__', f)!s}) at order {order}: "
-                             "derivatives differ from central finite differences:\n"
-                             + "\n".join(problems))
-    if order > 1:
-        # the derivative of u·f in direction v, as a function of the inputs
-        def directional(*xs):
-            return jvp(f, xs, _like(xs, v))[1]
-        check_grad(directional, *args, order=order - 1, modes=modes, rtol=rtol * 10,
-                   atol=atol * 10, eps=eps, _seed=_seed + 1)
-        if "reverse" in modes:
-            def pulled(*xs):
-                return vjp(f, *xs)[1](_like(fx, u))
-            check_grad(pulled, *args, order=order - 1, modes=modes, rtol=rtol * 10,
-                       atol=atol * 10, eps=eps, _seed=_seed + 2)
-
-
-def _report(mode, got, want):
-    err = np.abs(got - want)
-    i = int(np.argmax(err)) if err.size else 0
-    return (f"  {mode}: max abs error {err.max() if err.size else 0:.3g} at entry {i}: "
-            f"AD gives {got.ravel()[i] if got.size else 'nothing'}, "
-            f"finite differences give {want.ravel()[i] if want.size else 'nothing'}")

@@ -20,7 +20,9 @@ from ..rules.checkpointing import checkpoint_stack, checkpoint_take
 from ..tree import flatten, unflatten
 # the package's own helpers, shared by its modules
 from .regions import _SubtapeVJP, _dtype, _escapes, _is_float, _strip, _top_trace
-from .schedules import STRATEGIES, Action, _check, _ctz, _online_add, iter_schedule
+from .compiled import lower_scan
+from .schedules import (STRATEGIES, Action, _check, _ctz, _online_add, execute, forward_phase,
+                        iter_schedule)
 
 __all__ = ["scan", "while_loop"]
 
@@ -75,6 +77,13 @@ class _Loop:
         elif yd != self.y_def:
             raise ValueError("scan: step returned ys of different structures")
         return cl, yl
+
+    def advance(self, state, start, stop, ys=None):
+        for j in range(start, stop):
+            state, yl = self(state, self.x_at(j))
+            if ys is not None and yl:
+                ys.append(yl)
+        return state
 
     def back(self, state, x):
         prev = self.inverse(unflatten(self.carry_def, state), x)
@@ -157,6 +166,19 @@ def scan(step, init, xs=None, length=None, *, checkpoint="all", snapshots=None, 
     n = _length(xs_leaves, length)
     if n == 0:
         return init, None
+    if not progress:  # under wg.compile: one node running the schedule, not N copies
+        init_leaves, carry_def = flatten(init)
+        lowered = lower_scan(_Loop(step, carry_def, xs_leaves, xs_def, n, inverse), init_leaves,
+                             xs_leaves, n, checkpoint, _check(n, checkpoint, snapshots)[1],
+                             _scan_eager)
+        if lowered is not None:
+            return lowered
+    return _scan_eager(step, init, xs, n, checkpoint, snapshots, inverse, progress)
+
+
+def _scan_eager(step, init, xs, n, checkpoint, snapshots, inverse, progress=False):
+    """``scan`` on the engines' own terms: a tape node running the schedule, or the loop."""
+    xs_leaves, xs_def = flatten(xs) if xs is not None else ([], None)
     init_leaves, carry_def = flatten(init)
     tape = _top_trace(init_leaves + xs_leaves)
     if not isinstance(tape, Tape):
@@ -239,40 +261,11 @@ class _Scan:
 
     # -- executing actions -------------------------------------------------------------
     def _forward_phase(self, collect):
-        """Run the actions before the first reverse.
-
-        Returns the current state, the snapshots, the ys (if ``collect``) and the
-        rest of the schedule (starting with that first reverse action).
-        """
-        cur = self.init_vals
-        stored = {}
-        ys = [] if collect else None
-        actions = self.schedule()
-        for a in actions:
-            if a.kind == "reverse":
-                return cur, stored, ys, itertools.chain((a,), actions)
-            cur = self._do(a, cur, stored, ys)
-        raise AssertionError("a schedule without reverse actions")
+        """Run the actions before the first reverse (see ``schedules.forward_phase``)."""
+        return forward_phase(self.schedule(), self.init_vals, self.loop, self.stats, collect)
 
     def _do(self, a, cur, stored, ys=None):
-        k = a.kind
-        if k == "advance":
-            loop = self.loop
-            for j in range(a.index, a.stop):
-                cur, yl = loop(cur, loop.x_at(j))
-                if ys is not None and yl:
-                    ys.append(yl)
-        elif k == "store":
-            stored[a.index] = cur
-            if len(stored) > self.stats["max_stored"]:
-                self.stats["max_stored"] = len(stored)
-        elif k == "restore":
-            cur = stored[a.index]
-        elif k == "free":
-            del stored[a.index]
-        elif k == "invert":
-            cur = self.loop.back(cur, self.loop.x_at(a.index))
-        return cur
+        return execute(a, cur, stored, self.loop, self.stats, ys)
 
     def run(self, init):
         tape = self.tape

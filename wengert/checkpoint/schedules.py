@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 
 __all__ = ["checkpoint_schedule", "iter_schedule", "Action", "Schedule", "revolve_cost",
-           "STRATEGIES"]
+           "STRATEGIES", "execute", "forward_phase"]
 
 STRATEGIES = ("all", "ctz", "binomial", "online", "invert")
 
@@ -444,3 +445,43 @@ def iter_schedule(length, strategy="ctz", snapshots=None):
         return _online_schedule(n, snapshots)
     return _invert_schedule(n)
 
+
+
+# -- executing a schedule: one executor for the eager scan and the compiled one ----------------
+def execute(a, cur, stored, loop, stats, ys=None):
+    """Do one non-reverse action from state ``cur``; returns the new current state.
+
+    ``loop.advance(state, start, stop, ys)`` runs steps ``start .. stop-1`` (appending
+    their y leaves to ``ys`` when it is a list: the forward phase's), ``loop.x_at(k)`` is
+    step ``k``'s input and ``loop.back(state, x)`` the inverse step; ``stored`` holds the
+    snapshots and ``stats["max_stored"]`` the most held at once.
+    """
+    k = a.kind
+    if k == "advance":
+        cur = loop.advance(cur, a.index, a.stop, ys)
+    elif k == "store":
+        stored[a.index] = cur
+        if len(stored) > stats["max_stored"]:
+            stats["max_stored"] = len(stored)
+    elif k == "restore":
+        cur = stored[a.index]
+    elif k == "free":
+        del stored[a.index]
+    elif k == "invert":
+        cur = loop.back(cur, loop.x_at(a.index))
+    return cur
+
+
+def forward_phase(actions, init, loop, stats, collect):
+    """Run ``actions`` up to the first reverse one, from state 0 = ``init``.
+
+    Returns the current state, the snapshots, the ys (a list if ``collect``) and the
+    rest of the schedule (starting with that first reverse action).
+    """
+    cur, stored = init, {}
+    ys = [] if collect else None
+    for a in actions:
+        if a.kind == "reverse":
+            return cur, stored, ys, itertools.chain((a,), actions)
+        cur = execute(a, cur, stored, loop, stats, ys)
+    raise AssertionError("a schedule without reverse actions")

@@ -26,7 +26,7 @@ from .codegen import build_function, generate
 from .dot import graph_to_dot, tape_to_dot
 from .ir import GuardFailure, Node
 from .simplify import simplify as _simplify
-from .trace import GraphTrace, GraphTracer
+from .trace import _ACTIVE, GraphTrace, GraphTracer
 
 __all__ = ["Graph", "trace", "to_dot"]
 
@@ -271,9 +271,11 @@ def trace(f, *example_args, _names=None, _name=None, _transform="wg.trace", **kw
             slots.append(("static", x))
             wrapped.append(x)
     args = unflatten(in_def, wrapped)
+    _ACTIVE.append(tr)
     try:
         out = f(*args, **kwargs)
     finally:
+        _ACTIVE.pop()
         tr.finished = True
         tr.finish(_transform, f)
     out_leaves, out_def = flatten(out)

@@ -23,7 +23,15 @@ from ..rules.logic import LOGIC as _LOGIC, SAME_VALUE as _SAME_VALUE, invert as 
     nondiff_for as _nondiff_for
 from .ir import Node
 
-__all__ = ["GraphTrace", "GraphTracer", "ForeignTracerError"]
+__all__ = ["GraphTrace", "GraphTracer", "ForeignTracerError", "active_graph_traces"]
+
+_ACTIVE = []  # graph traces whose function is running, innermost last (wg.trace pushes them)
+
+
+def active_graph_traces():
+    """The graph traces now recording a function, innermost last (read by wg.scan, which
+    then records a loop as one node instead of unrolling it)."""
+    return tuple(_ACTIVE)
 
 
 class ForeignTracerError(TypeError):

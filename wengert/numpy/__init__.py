@@ -11,7 +11,7 @@ import sys as _sys
 import numpy as _np
 
 from .. import _dispatch
-from ..core import Tracer as _Tracer
+from ..core import Tracer as _Tracer, lift as _lift
 from ..rules.arithmetic import (absolute, add, divide, divmod, float_power,  # noqa: F401
                                 floor_divide, multiply, negative, positive, power, remainder,
                                 subtract)
@@ -27,6 +27,7 @@ from ..rules.inplace_functions import (copyto, fill_diagonal, place, put,  # noq
 from ..rules.conversion import *  # noqa: F401,F403
 from ..rules.reshaping import *  # noqa: F401,F403
 from ..rules.joining import *  # noqa: F401,F403
+from ..rules.index_tricks import c_, r_  # noqa: F401
 from ..rules.creation import *  # noqa: F401,F403
 from ..rules.rearranging import *  # noqa: F401,F403
 from ..rules.diagonals import *  # noqa: F401,F403
@@ -90,6 +91,7 @@ def __getattr__(name):
 
 def transpose(a, axes=None):
     """``np.transpose``; on a traced array the result is a view (tracked for ``x[i] = v``)."""
+    a = _lift(a)
     if not isinstance(a, _Tracer):
         return _np.transpose(a, axes)
     perm = tuple(range(a.ndim))[::-1] if axes is None else tuple(int(i) % a.ndim for i in axes)
@@ -103,6 +105,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     """``np.reshape``; on a traced array the result is a view (tracked for ``x[i] = v``)."""
     if shape is None:
         shape = newshape
+    a = _lift(a)
     if not isinstance(a, _Tracer):
         kw = {} if copy is None else {"copy": copy}
         if order != "C":  # only when asked: some libraries' reshape (Dask's) takes no order=
@@ -130,6 +133,7 @@ def clip(a, a_min=None, a_max=None, out=None, **kwargs):
         a_min = kwargs.pop("min")
     if "max" in kwargs:
         a_max = kwargs.pop("max")
+    a = _lift(a)
     if not isinstance(a, _Tracer) and not isinstance(a_min, _Tracer) \
             and not isinstance(a_max, _Tracer):
         return _np.clip(a, a_min, a_max, out=out, **kwargs)

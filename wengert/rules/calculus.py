@@ -12,7 +12,7 @@ from .creation import asarray
 from .elementwise import where
 from .indexing import getitem_basic, take
 from .joining import concatenate
-from .nondiff import concrete, recorded
+from .nondiff import batched, concrete, concrete_or_batched, recorded
 from .reductions import sum  # wengert's (this module uses no builtin sum)
 from .reshaping import _axis, ravel
 from .shape import broadcast_to, reshape
@@ -235,7 +235,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         period = abs(period)
         left = right = None
         x, xp = x % period, xp % period
-        order = concrete(np.argsort, xp)
+        order = concrete_or_batched(np.argsort, xp)
         xp, fp = take(xp, order), take(fp, order)
         xp = concatenate([xp[-1:] - period, xp, xp[0:1] + period])
         fp = concatenate([fp[-1:], fp, fp[0:1]])
@@ -244,12 +244,12 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     right = fp[n - 1] if right is None else f64(right)
     if n == 1:
         return where(x < xp[0], left, where(x > xp[0], right, fp[0]))  # NaN x: fp[0]
-    j = concrete(_interp_segment, x, xp)
+    j = concrete_or_batched(_interp_segment, x, xp)  # each example's own under wg.vmap
     x0, x1, f0, f1 = take(xp, j), take(xp, j + 1), take(fp, j), take(fp, j + 1)
     slope = (f1 - f0) / (x1 - x0)
     r = slope * (x - x0) + f0
-    fixes = concrete(_interp_fixes, x, x0, x1, f1, slope, f0, r)
-    if fixes.any():  # NumPy's special cases, where they change the value
+    fixes = concrete_or_batched(_interp_fixes, x, x0, x1, f1, slope, f0, r)
+    if batched(fixes) or fixes.any():  # NumPy's special cases, where they change the value
         r2 = slope * (x - x1) + f1
         r = where(fixes == 1, f0, where(fixes == 2, r2, r))
     return where(recorded(np.isnan, x), x, where(x < xp[0], left, where(

@@ -1,8 +1,14 @@
 """The primitives checkpointed loops are built from: take one slice along an axis, put
-it back, stack slices.
+it back, stack slices; and a whole loop as one node of a compiled program.
 
 ``wg.scan`` reads its ``xs`` one step at a time and stacks its ``ys`` with them.
 Cotangents may carry leading batch axes, so each takes the axis to work on.
+
+Under ``wg.compile`` a scan is one ``scan_loop`` node; its reverse rule records
+``scan_forward`` (the schedule's forward phase, whose last result holds the snapshots)
+and ``scan_reverse`` (the rest of the schedule).  What they run is their ``plan``
+parameter's business (wengert.checkpoint.compiled: the compiled step, its VJP, the
+schedule); every rule here hands over to it.
 """
 import numpy as np
 
@@ -10,7 +16,8 @@ from ..core import ndim_of, primitive, shape_of
 from ..arrays import dtype_of
 from . import patterns
 
-__all__ = ["checkpoint_take", "checkpoint_put", "checkpoint_stack"]
+__all__ = ["checkpoint_take", "checkpoint_put", "checkpoint_stack", "scan_loop", "scan_forward",
+           "scan_reverse"]
 
 
 @primitive(name="checkpoint_take")
@@ -94,3 +101,34 @@ def _stack_vjp(*xs, axis=0):
 
 for _p in (checkpoint_take, checkpoint_put, checkpoint_stack):
     _p.sparsity = patterns.MOVES
+
+
+# -- a whole loop as one node (wg.scan under wg.compile) ---------------------------------------
+@primitive(name="scan_loop", multiple_results=True)
+def scan_loop(*args, plan):
+    """The loop's final carry leaves, then its stacked ys: args are init, xs, captured."""
+    return plan.run(args)
+
+
+@primitive(name="scan_forward", multiple_results=True)
+def scan_forward(*args, plan):
+    """``scan_loop``'s results and, last, the snapshots the reverse phase starts from."""
+    return plan.forward(args)
+
+
+@primitive(name="scan_reverse", multiple_results=True)
+def scan_reverse(*args, plan):
+    """Cotangents of ``scan_loop``'s float arguments: args are the snapshots, then
+    ``scan_loop``'s arguments, then the cotangents of its results (``None`` = zero)."""
+    return plan.reverse(args)
+
+
+for _p in (scan_loop, scan_forward, scan_reverse):
+    _p.rrule(lambda *args, plan, needs, _p=_p: plan.rrule(_p, args, needs), needs=True)
+    _p.frule(lambda primals, tangents, plan, _p=_p: plan.frule(_p, primals, tangents),
+             symbolic_zeros=True)
+
+
+# wg.vmap: each is linear, so a batch is its pushforward of the batch as tangents
+for _p in (checkpoint_take, checkpoint_put, checkpoint_stack):
+    _p.batch = "linear"

@@ -108,3 +108,8 @@ COMPLEX = {p.name: p for p in (real, imag, conj, angle)}
 for _p in (real, imag, conj):
     _p.sparsity = patterns.Elementwise(hessian="linear")
 angle.sparsity = patterns.ELEMENTWISE
+
+
+# wg.vmap: elementwise
+for _p in (real, imag, conj, angle):
+    _p.batch = "elementwise"

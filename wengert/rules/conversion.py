@@ -6,7 +6,7 @@ Each public function returns exactly what NumPy returns when no argument is trac
 import numpy as np
 
 from ..arrays import asarray as _asarray, is_foreign, real_for_real as _real_for_real
-from ..core import plain as _plain, Tracer, primitive
+from ..core import lift, plain as _plain, Tracer, primitive
 from . import patterns
 
 __all__ = ["astype", "copy"]
@@ -83,9 +83,14 @@ def astype(x, dtype, order="K", casting="unsafe", subok=True, copy=True):
 
 
 def copy(a, order="K", subok=False):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.copy(a, order=order, subok=subok)
     return _copy(a)
 
 
 _astype.sparsity = _copy.sparsity = patterns.Elementwise(hessian="linear")  # element by element
+
+
+# wg.vmap: elementwise
+_astype.batch = _copy.batch = "elementwise"

@@ -7,6 +7,7 @@ returns when no argument is traced.
 """
 import numpy as np
 
+from .. import core
 from ..core import Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import _astype, _copy, _dtype, _plain, _traced, astype, copy
@@ -60,6 +61,7 @@ def asarray(a, dtype=None, order=None, *, like=None, **kwargs):
 
 
 asanyarray = asarray
+core._NESTED_ARRAY[0] = asarray  # core.lift: a list holding traced values, as one array
 
 
 def ascontiguousarray(a, dtype=None, *, like=None):
@@ -157,8 +159,11 @@ def _like(np_fn, a, args, kw):
     """``np_fn(a, *args, **kw)`` (zeros_like, ones_like...): a plain array for a plain ``a``;
     for a traced one a traced constant of its trace, so that ``b = np.zeros_like(x);
     b[i] = v`` works and differentiates, as with NumPy arrays."""
-    out = np_fn(_plain(a), *args, **kw)
-    return _like_traced(out, a) if isinstance(a, Tracer) else out
+    if not isinstance(a, Tracer):
+        return np_fn(a, *args, **kw)
+    # from the traced value's own shape: under wg.vmap the value underneath holds a batch
+    model = np.broadcast_to(np.zeros((), np.result_type(_plain(a))), shape_of(a))
+    return _like_traced(np_fn(model, *args, **kw), a)
 
 
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
@@ -191,3 +196,14 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
 
 
 _constant.sparsity = patterns.CONSTANT  # reads only its argument's trace
+
+
+# wg.vmap: the constant has the shape of its model, example by example
+_constant.batch = "elementwise"
+
+
+@_constant.batching
+def _constant_batch(args, batched, value):
+    """A batch of the constant: each example's own array (``a[i] = v`` writes into it)."""
+    n = shape_of(args[0])[0]
+    return _constant(args[0], value=np.array(np.broadcast_to(value, (n,) + np.shape(value))))

@@ -12,7 +12,7 @@ from ..core import primitive, shape_of
 from ..arrays import dtype_of
 from . import patterns
 from .complex import conj, real
-from .matrices import (_col, _diag_embed, _diag_part, _inv_differences, _mm, _mT, _row,
+from .matrices import (real_only, _col, _diag_embed, _diag_part, _inv_differences, _mm, _mT, _row,
                        _sym_cotangent, _sym_tangent, _tril)
 from .shape import sum_
 from .solvers import _solve, inv
@@ -28,6 +28,7 @@ def _eigh(a, UPLO="L"):
 
 @_eigh.frule(symbolic_zeros=True)
 def eigh_jvp(primals, tangents, UPLO="L"):
+    real_only("eigh", primals[0])
     (a,), (da,) = primals, tangents
     w, v = ans = _eigh(a, UPLO=UPLO)
     if da is None:
@@ -39,6 +40,7 @@ def eigh_jvp(primals, tangents, UPLO="L"):
 
 @_eigh.rrule
 def eigh_vjp(a, UPLO="L"):
+    real_only("eigh", a)
     w, v = ans = _eigh(a, UPLO=UPLO)
 
     def pullback(g):
@@ -60,6 +62,7 @@ def eigvalsh(a, UPLO="L"):
 
 @eigvalsh.frule(symbolic_zeros=True)
 def eigvalsh_jvp(primals, tangents, UPLO="L"):
+    real_only("eigvalsh", primals[0])
     (a,), (da,) = primals, tangents
     w, v = _eigh(a, UPLO=UPLO)
     if da is None:
@@ -70,6 +73,7 @@ def eigvalsh_jvp(primals, tangents, UPLO="L"):
 
 @eigvalsh.rrule
 def eigvalsh_vjp(a, UPLO="L"):
+    real_only("eigvalsh", a)
     w, v = _eigh(a, UPLO=UPLO)
 
     def pullback(g):
@@ -165,6 +169,7 @@ def _svd(a):
 
 @_svd.frule(symbolic_zeros=True)
 def svd_jvp(primals, tangents):
+    real_only("svd", primals[0])
     (a,), (da,) = primals, tangents
     u, s, vh = ans = _svd(a)
     if da is None:
@@ -190,6 +195,7 @@ def svd_jvp(primals, tangents):
 
 @_svd.rrule
 def svd_vjp(a):
+    real_only("svd", a)
     u, s, vh = ans = _svd(a)
     m, n = shape_of(a)[-2:]
 
@@ -226,6 +232,7 @@ def svdvals(a):
 
 @svdvals.frule(symbolic_zeros=True)
 def svdvals_jvp(primals, tangents):
+    real_only("svdvals", primals[0])
     (a,), (da,) = primals, tangents
     u, s, vh = _svd(a)
     if da is None:
@@ -235,6 +242,7 @@ def svdvals_jvp(primals, tangents):
 
 @svdvals.rrule
 def svdvals_vjp(a):
+    real_only("svdvals", a)
     u, s, vh = _svd(a)
     return s, lambda g: (_mm(u * _row(g), vh),)
 
@@ -259,6 +267,7 @@ def _right_solve(x, r):
 
 @_qr.frule(symbolic_zeros=True)
 def qr_jvp(primals, tangents):
+    real_only("qr", primals[0])
     (a,), (da,) = primals, tangents
     q, r = ans = _qr(a)
     if da is None:
@@ -274,6 +283,7 @@ def qr_jvp(primals, tangents):
 
 @_qr.rrule
 def qr_vjp(a):
+    real_only("qr", a)
     q, r = ans = _qr(a)
 
     def pullback(g):
@@ -300,3 +310,8 @@ _svd.sparsity = patterns.Blocks(patterns.matrix_to(2, 1, 2))
 _qr.sparsity = patterns.Blocks(patterns.matrix_to(2, 2))
 for _p in (eigvalsh, eigvals, svdvals):
     _p.sparsity = patterns.Blocks(patterns.matrix_to(1))
+
+
+# wg.vmap: NumPy's linalg maps over leading axes (two core axes each)
+for _p in (_eigh, eigvalsh, _eig, eigvals, _svd, svdvals, _qr):
+    _p.batch = ("stacked", 2)

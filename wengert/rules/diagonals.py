@@ -5,7 +5,7 @@ Each public function returns exactly what NumPy returns when no argument is trac
 """
 import numpy as np
 
-from ..core import Tracer, shape_of
+from ..core import Tracer, lift, shape_of
 from .elementwise import where
 from .indexing import gather, positions, scatter_add
 from .reshaping import _view, ravel
@@ -15,6 +15,7 @@ __all__ = ["diagonal", "diag", "diagflat", "tril", "triu", "trace"]
 
 
 def diagonal(a, offset=0, axis1=0, axis2=1):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.diagonal(a, offset, axis1, axis2)
     pos = positions(a)
@@ -22,6 +23,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
 
 
 def diag(v, k=0):
+    v = lift(v)
     if not isinstance(v, Tracer):
         return np.diag(v, k)
     s = shape_of(v)
@@ -36,6 +38,7 @@ def diag(v, k=0):
 
 
 def diagflat(v, k=0):
+    v = lift(v)
     if not isinstance(v, Tracer):
         return np.diagflat(v, k)
     return diag(ravel(v), k)
@@ -48,18 +51,21 @@ def _tri_mask(a, k, lower):
 
 
 def tril(m, k=0):
+    m = lift(m)
     if not isinstance(m, Tracer):
         return np.tril(m, k)
     return where(_tri_mask(m, k, True), m, 0.0)
 
 
 def triu(m, k=0):
+    m = lift(m)
     if not isinstance(m, Tracer):
         return np.triu(m, k)
     return where(_tri_mask(m, k, False), m, 0.0)
 
 
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.trace(a, offset, axis1, axis2, dtype, out)
     return sum_(diagonal(a, offset, axis1, axis2), axis=-1)

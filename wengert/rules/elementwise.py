@@ -71,7 +71,10 @@ sinh = elementwise(np.sinh, lambda ans, x: (cosh(x),))
 cosh = elementwise(np.cosh, lambda ans, x: (sinh(x),))
 tanh = elementwise(np.tanh, lambda ans, x: (1.0 - ans * ans,))
 arcsinh = elementwise(np.arcsinh, lambda ans, x: (1.0 / sqrt(x * x + 1.0),))
-arccosh = elementwise(np.arccosh, lambda ans, x: (1.0 / sqrt(x * x - 1.0),), domain=(1.2, 3.0))
+# sqrt(x - 1) sqrt(x + 1), not sqrt(x*x - 1): the same on the reals, and the principal
+# branch's derivative for complex x (sqrt(z*z - 1) flips sign where Re z < 0)
+arccosh = elementwise(np.arccosh, lambda ans, x: (1.0 / (sqrt(x - 1.0) * sqrt(x + 1.0)),),
+                      domain=(1.2, 3.0))
 arctanh = elementwise(np.arctanh, lambda ans, x: (1.0 / (1.0 - x * x),), domain=(-0.9, 0.9))
 
 # exponential and logarithmic ---------------------------------------------------------------------
@@ -272,3 +275,7 @@ for _p in (where, clip, maximum, minimum, fmax, fmin, fabs, copysign, fmod, deg2
     _p.sparsity = patterns.PIECEWISE_LINEAR
 REGISTRY["clip"] = clip
 REGISTRY["where"] = where
+
+
+# wg.vmap: elementwise (declared by neither partials nor broadcasting)
+modf.batch = round_.batch = "elementwise"

@@ -180,3 +180,9 @@ FFT = {p.name: p for p in (fft, ifft, fft2, ifft2, fftn, ifftn, rfft, rfft2, rff
 
 
 _fix_length.sparsity = patterns.MOVES  # zero-padding and truncation move elements
+
+
+# wg.vmap: transforms along ``axes``, which move past the batch axis
+for _p in (_fix_length, fft, ifft, fft2, ifft2, fftn, ifftn, rfft, rfft2, rfftn, irfft, irfft2,
+           irfftn):
+    _p.batch = "axis"

@@ -26,7 +26,7 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
         return np.meshgrid(*xi, copy=copy, sparse=sparse, indexing=indexing)
     nd = len(xi)
     out = []
-    shapes = [np.size(_plain(x)) for x in xi]
+    shapes = [np.size(x) for x in xi]  # a tracer's own size (wg.vmap)
     if indexing == "xy" and nd > 1:
         shapes[0], shapes[1] = shapes[1], shapes[0]
     for i, x in enumerate(xi):
@@ -88,7 +88,7 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
     if not _traced(start, stop, base):
         return np.logspace(start, stop, num, endpoint, base, dtype, axis)
     if not isinstance(base, (float, int)) and np.ndim(_plain(base)):
-        nd = len(np.broadcast_shapes(*(np.shape(_plain(a)) for a in (start, stop, base))))
+        nd = len(np.broadcast_shapes(*(np.shape(a) for a in (start, stop, base))))
         start, stop, base = (reshape(a, (1,) * (nd - ndim_of(a)) + shape_of(a))
                              for a in (asarray(start), asarray(stop), asarray(base)))
         base = expand_dims(base, axis)

@@ -24,12 +24,13 @@ import weakref
 import numpy as np
 
 from ..arrays import asarray as _asarray, copy_of, dtype_of, is_foreign, zeros
-from ..core import Tracer, ndim_of, primitive, shape_of
+from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import astype
 from .elementwise import where
-from .nondiff import _plain, concrete, strip_eager
+from .nondiff import _plain, batched, concrete, concrete_or_batched, strip_eager
 from .shape import broadcast_to, reshape, transpose
+from .take import take_dynamic
 
 __all__ = ["getitem_basic", "scatter_basic", "gather", "scatter_add", "set_basic", "set_flat",
            "getitem", "setitem",
@@ -91,6 +92,12 @@ def static_index(i, name=None):
     return i
 
 
+def _batched_index(i):
+    """Whether ``i`` is an integer index holding one value per example (a trace whose values
+    are ``batched``: wg.vmap), so that no single plain index exists."""
+    return np.issubdtype(i.dtype, np.integer) and batched(i)
+
+
 def _has_tracer(seq):
     for a in seq:
         if isinstance(a, Tracer) or (isinstance(a, (list, tuple)) and _has_tracer(a)):
@@ -143,6 +150,8 @@ def _without_newaxes(g, nd, idx):
 
 # generated code may fuse a sum of these into one buffer: gx[idx] += g
 scatter_basic.scatter_into_zeros = True
+# and may read x[idx] inside a fused kernel: the result is ``x[idx]`` for a static basic index
+getitem_basic.gather_at_index = True
 
 
 def _prefix(nb, idx):
@@ -385,6 +394,8 @@ def _invalidate_views(base):
 # -- x[idx] and x[idx] = v ------------------------------------------------------------------------------
 def getitem(x, idx):
     """``x[idx]`` for a (possibly traced) array ``x``."""
+    if isinstance(idx, Tracer) and _batched_index(idx):
+        return take_dynamic(x, idx)  # each example's own rows (wg.vmap)
     nidx, adv = normalize_index(idx)
     if not isinstance(x, Tracer):
         return np.asarray(x)[nidx]
@@ -643,6 +654,10 @@ def positions(a):
 def take(a, indices, axis=None, out=None, mode="raise"):
     if out is not None:
         raise NotImplementedError("wnp.take with out= is not supported on traced values")
+    if isinstance(indices, Tracer) and mode == "raise" and _batched_index(indices):
+        if axis is None:  # each example's own positions (wg.vmap), into the flattened array
+            a, axis = (reshape(a, (-1,)) if isinstance(a, Tracer) else np.ravel(a)), 0
+        return take_dynamic(a, indices, axis % ndim_of(a))
     if not isinstance(a, Tracer):
         return np.take(a, indices, axis=axis, mode=mode)
     if isinstance(indices, Tracer):
@@ -652,6 +667,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
 
 
 def take_along_axis(arr, indices, axis=-1):
+    arr = lift(arr)
     if not isinstance(arr, Tracer):
         return np.take_along_axis(arr, indices, axis=axis)
     if isinstance(indices, Tracer):
@@ -663,6 +679,7 @@ def take_along_axis(arr, indices, axis=-1):
 
 
 def compress(condition, a, axis=None, out=None):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.compress(condition, a, axis=axis, out=out)
     pos = positions(a)
@@ -670,6 +687,7 @@ def compress(condition, a, axis=None, out=None):
 
 
 def extract(condition, arr):
+    arr = lift(arr)
     if not isinstance(arr, Tracer):
         return np.extract(condition, arr)
     pos = positions(arr)
@@ -678,6 +696,7 @@ def extract(condition, arr):
 
 def sort(a, axis=-1, kind=None, order=None, stable=None):
     """Differentiable sort: a gather by ``argsort`` (ties keep the derivative of each entry)."""
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.sort(a, axis=axis, kind=kind, order=order, stable=stable)
     pos = positions(a)
@@ -685,8 +704,8 @@ def sort(a, axis=-1, kind=None, order=None, stable=None):
     if axis is None:
         v, pos = reshape_any(a, (-1,)), pos.ravel()
         axis = -1
-    perm = concrete(np.argsort, v, axis=axis, kind=kind or "stable")
-    return gather(a, np.take_along_axis(pos, perm, axis=axis))
+    perm = concrete_or_batched(np.argsort, v, axis=axis, kind=kind or "stable")
+    return _take_order(a, pos, perm, axis)
 
 
 def partition(a, kth, axis=-1, kind="introselect", order=None):
@@ -698,8 +717,18 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
     if axis is None:
         v, pos = reshape_any(a, (-1,)), pos.ravel()
         axis = -1
-    perm = concrete(np.argpartition, v, kth, axis=axis, kind=kind)
-    return gather(a, np.take_along_axis(pos, perm, axis=axis))
+    perm = concrete_or_batched(np.argpartition, v, kth, axis=axis, kind=kind)
+    return _take_order(a, pos, perm, axis)
+
+
+def _take_order(a, pos, perm, axis):
+    """``a`` gathered at ``take_along_axis(pos, perm, axis)`` (``pos``: ``a``'s positions);
+    a traced ``perm`` (one per example) by flat positions computed from it."""
+    if not isinstance(perm, Tracer):
+        return gather(a, np.take_along_axis(pos, perm, axis=axis))
+    k = axis % pos.ndim
+    flat = np.take(pos, [0], axis=k) + perm * _prod(pos.shape[k + 1:])
+    return take_dynamic(reshape(a, (-1,)), flat)
 
 
 def reshape_any(x, shape):
@@ -722,3 +751,9 @@ def select(condlist, choicelist, default=0):
 for _p in (getitem_basic, scatter_basic, gather, set_basic, set_flat):
     _p.sparsity = patterns.MOVES
 scatter_add.sparsity = patterns.ScatterAdd()
+
+
+# wg.vmap: linear in the arrays, and every rule here takes leading batch axes on its
+# tangents: a batch is the pushforward of the batch as tangents
+for _p in (getitem_basic, scatter_basic, gather, scatter_add, set_basic, set_flat):
+    _p.batch = "linear"

@@ -7,7 +7,7 @@ Each public function returns exactly what NumPy returns when no argument is trac
 import numpy as np
 
 from ..arrays import asarray as _asarray
-from ..core import Tracer, ndim_of, primitive, shape_of
+from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import _dtype, _plain, _traced, astype
 from .indexing import getitem_basic, index_writer
@@ -64,6 +64,7 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     if axis is None:
         arrays = [ravel(a) for a in arrays]
         axis = 0
+    arrays = [lift(a) for a in arrays]  # a list holding traced values: stacked
     arrays = [a if isinstance(a, Tracer) else _asarray(a) for a in arrays]  # (CuPy, Dask kept)
     nd = ndim_of(arrays[0])
     if nd == 0:
@@ -154,11 +155,11 @@ def block(arrays):
 
     def leaves(a):
         return [x for b in a for x in leaves(b)] if isinstance(a, list) else [a]
-    nd = max([depth] + [np.ndim(_plain(x)) for x in leaves(arrays)])
+    nd = max([depth] + [np.ndim(x) for x in leaves(arrays)])
 
     def build(a, level):
         if level == depth:
-            return reshape(a, (1,) * (nd - np.ndim(_plain(a))) + np.shape(_plain(a))) \
+            return reshape(a, (1,) * (nd - ndim_of(a)) + shape_of(a)) \
                 if isinstance(a, Tracer) else np.array(a, ndmin=nd)
         return concatenate([build(b, level + 1) for b in a], axis=level - depth)
     return build(arrays, 0)
@@ -186,6 +187,7 @@ def _slice_along(a, axis, lo, hi, step=None):
 
 
 def array_split(ary, indices_or_sections, axis=0):
+    ary = lift(ary)
     if not isinstance(ary, Tracer):
         return np.array_split(ary, indices_or_sections, axis=axis)
     ax = _axis(axis, ndim_of(ary))
@@ -203,6 +205,7 @@ def array_split(ary, indices_or_sections, axis=0):
 
 
 def split(ary, indices_or_sections, axis=0):
+    ary = lift(ary)
     if not isinstance(ary, Tracer):
         return np.split(ary, indices_or_sections, axis=axis)
     if np.ndim(indices_or_sections) == 0:
@@ -213,21 +216,28 @@ def split(ary, indices_or_sections, axis=0):
 
 
 def hsplit(ary, indices_or_sections):
+    ary = lift(ary)
     if not isinstance(ary, Tracer):
         return np.hsplit(ary, indices_or_sections)
     return split(ary, indices_or_sections, axis=1 if ndim_of(ary) > 1 else 0)
 
 
 def vsplit(ary, indices_or_sections):
+    ary = lift(ary)
     if not isinstance(ary, Tracer):
         return np.vsplit(ary, indices_or_sections)
     return split(ary, indices_or_sections, axis=0)
 
 
 def dsplit(ary, indices_or_sections):
+    ary = lift(ary)
     if not isinstance(ary, Tracer):
         return np.dsplit(ary, indices_or_sections)
     return split(ary, indices_or_sections, axis=2)
 
 
 _concatenate.sparsity = patterns.MOVES
+
+
+# wg.vmap: joined along ``axis``, past the batch axis
+_concatenate.batch = "axis"

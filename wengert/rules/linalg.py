@@ -28,10 +28,12 @@ from ..core import plain as _plain, Tracer, ndim_of, primitive, shape_of
 from ..arrays import dtype_of, is_foreign
 from . import patterns
 from .arithmetic import absolute, power
+from .complex import conj, imag, real
 from .decompositions import _eig, _eigh, _qr, _svd, eigvals, eigvalsh, svdvals
 from .elementwise import sign, where
 from .joining import concatenate
-from .matrices import _mm, _mT, _row
+from .matrices import _mm, _mT, _row, real_only
+from .nondiff import recorded
 from .reductions import prod
 from .shape import broadcast_to, expand_reduced, kept_shape, reshape, sum_, sum_tangent
 from .solvers import (_cholesky, _per_matrix, _pinv_cotangent, _pinv_tangent, _solve,
@@ -60,9 +62,12 @@ def _cofactor(a, ans):
     n = shape_of(s)[-1]
     others = where(np.eye(n, dtype=bool), 1.0, broadcast_to(_row(s), shape_of(s)[:-1] + (n, n)))
     p = prod(others, axis=-1)
-    sign = np.linalg.det(_plain(u)) * np.linalg.det(_plain(vh))  # +-1, piecewise constant
-    sign = np.asarray(sign, dtype=dtype_of(a))
-    return reshape(sign, np.shape(sign) + (1, 1)) * _mm(u * _row(p), vh)
+    sign = recorded(_det_sign, u, vh)  # +-1, piecewise constant (recorded: vmap, graphs)
+    return reshape(sign, shape_of(sign) + (1, 1)) * _mm(u * _row(p), vh)
+
+
+def _det_sign(u, vh):
+    return (np.linalg.det(u) * np.linalg.det(vh)).astype(u.dtype)
 
 
 @det.frule(symbolic_zeros=True)
@@ -83,7 +88,7 @@ def det_vjp(a):
 
 @primitive(multiple_results=True)
 def slogdet(a):
-    """``(sign, log|det a|)``; the sign is not differentiated."""
+    """``(sign, log|det a|)``; a real sign is piecewise constant, a complex one a phase."""
     return np.linalg.slogdet(a)
 
 
@@ -93,18 +98,26 @@ def slogdet_jvp(primals, tangents):
     ans = slogdet(a)
     if da is None:
         return ans, (None, None)
-    return ans, (None, _trace_prod(inv(a), da))
+    t = _trace_prod(inv(a), da)  # d log det = tr(a⁻¹ da); its real part for complex a
+    if not np.iscomplexobj(_plain(a)):
+        return ans, (None, t)
+    return ans, (ans[0] * (1j * imag(t)), real(t))  # the phase turns by Im tr(a⁻¹ da)
 
 
 @slogdet.rrule
 def slogdet_vjp(a):
     ans = slogdet(a)
 
+    cplx = np.iscomplexobj(_plain(a))
+
     def pullback(g):
-        g_logdet = g[1]
-        if g_logdet is None:
+        g_sign, g_logdet = g if cplx else (None, g[1])  # a real sign is piecewise constant
+        if g_logdet is None and g_sign is None:
             return (None,)
-        return (reshape(g_logdet, shape_of(g_logdet) + (1, 1)) * _mT(inv(a)),)
+        c = 0.0 if g_logdet is None else g_logdet
+        if g_sign is not None:  # Re(g_s d sign) = Re(i Im(g_s sign) tr(a⁻¹ da))
+            c = c + 1j * imag(g_sign * ans[0])
+        return (reshape(c, shape_of(c) + (1, 1)) * _mT(inv(a)),)
     return ans, pullback
 
 
@@ -119,6 +132,7 @@ def _lstsq(a, b, rcond=None):
 
 @_lstsq.frule(symbolic_zeros=True)
 def lstsq_jvp(primals, tangents, rcond=None):
+    real_only("lstsq", *primals)
     a, b = primals
     da, db = tangents
     ans = _lstsq(a, b, rcond=rcond)
@@ -136,6 +150,7 @@ def lstsq_jvp(primals, tangents, rcond=None):
 
 @_lstsq.rrule(needs=True)
 def lstsq_vjp(a, b, needs, rcond=None):
+    real_only("lstsq", a, b)
     ans = _lstsq(a, b, rcond=rcond)
 
     def pullback(g):
@@ -170,7 +185,8 @@ def lstsq(a, b, rcond=None):
 def _vector_norm(x, ord=2.0, axis=None, keepdims=False):
     """``(sum |x|^ord) ^ (1/ord)`` over the axes in ``axis`` (a tuple, or None for all)."""
     if ord == 2:
-        return np.sqrt(np.sum(np.square(x), axis=axis, keepdims=keepdims))
+        sq = np.square(np.abs(x)) if np.iscomplexobj(x) else np.square(x)
+        return np.sqrt(np.sum(sq, axis=axis, keepdims=keepdims))
     if ord == 1:
         return np.sum(np.abs(x), axis=axis, keepdims=keepdims)
     return np.sum(np.abs(x) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
@@ -178,7 +194,13 @@ def _vector_norm(x, ord=2.0, axis=None, keepdims=False):
 
 def _norm_weights(x, ans, ord, axis, keepdims):
     """d norm / d x; 0 where the norm is 0 (the subgradient PyTorch picks), and so are its
-    derivatives there, as those of ``abs`` at 0 (the norm of one element)."""
+    derivatives there, as those of ``abs`` at 0 (the norm of one element). For complex ``x``
+    the weights ``w`` are conjugated: ``d norm = Re(sum(w dx))``, and ``g w`` pulls back."""
+    w = _real_norm_weights(x, ans, ord, axis, keepdims)
+    return conj(w) if np.iscomplexobj(_plain(x)) else w
+
+
+def _real_norm_weights(x, ans, ord, axis, keepdims):
     ak = reshape(ans, kept_shape(shape_of(x), axis))
     zero = ak == 0
     # no zero norm: no where (asked of NumPy values only: bool() would compute a Dask one)
@@ -186,9 +208,17 @@ def _norm_weights(x, ans, ord, axis, keepdims):
     safe = ak if plain else where(zero, 1.0, ak)
     if ord == 2:
         return x / safe if plain else where(zero, 0.0, x / safe)
+    unit = sign(x) if not np.iscomplexobj(_plain(x)) else _unit(x)
     if ord == 1:
-        return sign(x)
-    return sign(x) * power(absolute(x) / safe, ord - 1.0)
+        return unit
+    return unit * power(absolute(x) / safe, ord - 1.0)
+
+
+def _unit(z):
+    """``z / |z|`` (0 at 0), differentiable: wnp.sign of a complex value is not (yet)."""
+    r = absolute(z)
+    zero = r == 0
+    return where(zero, 0.0, z / where(zero, 1.0, r))
 
 
 @_vector_norm.frule(symbolic_zeros=True)
@@ -197,8 +227,8 @@ def vector_norm_jvp(primals, tangents, ord=2.0, axis=None, keepdims=False):
     ans = _vector_norm(x, ord=ord, axis=axis, keepdims=keepdims)
     if dx is None:
         return ans, None
-    return ans, sum_tangent(dx * _norm_weights(x, ans, ord, axis, keepdims), ndim_of(x), axis,
-                            keepdims)
+    t = sum_tangent(dx * _norm_weights(x, ans, ord, axis, keepdims), ndim_of(x), axis, keepdims)
+    return ans, real(t) if np.iscomplexobj(_plain(x)) else t
 
 
 @_vector_norm.rrule
@@ -280,3 +310,8 @@ det.sparsity = patterns.Blocks(patterns.matrix_to(0))
 slogdet.sparsity = patterns.Blocks(patterns.matrix_to(0, 0))
 expm.sparsity = sqrtm.sparsity = patterns.Blocks(patterns.square)
 _vector_norm.sparsity = patterns.Reduction()
+
+
+# wg.vmap: stacked matrices (two core axes); norms reduce along ``axis``
+det.batch = slogdet.batch = expm.batch = ("stacked", 2)
+_vector_norm.batch = "axis"

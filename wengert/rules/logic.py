@@ -53,3 +53,7 @@ def same_value(a, b):
 
 
 SAME_VALUE = nondiff_for(same_value)  # a value guard's test: the graph holds while it is true
+
+
+# wg.vmap: elementwise (the comparisons are, by ``broadcasting``)
+invert.batch = "elementwise"

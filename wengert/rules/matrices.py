@@ -13,6 +13,17 @@ from .products import matmul
 from .shape import reshape, sum_, transpose
 
 
+def real_only(name, *xs):
+    """Refuse complex matrices in a rule written for real ones (transposes where conjugate
+    transposes belong): ``NotImplementedError`` rather than a wrong derivative."""
+    for x in xs:
+        if x is not None and np.issubdtype(dtype_of(x), np.complexfloating):
+            raise NotImplementedError(
+                f"wengert's derivative of {name} holds for real matrices only; of a complex "
+                f"one it is not implemented. Write the complex matrix as real blocks "
+                f"[[re, -im], [im, re]], or declare a rule (docs/rules.md).")
+
+
 def _mm(a, b):
     """Matrix product over the last two axes, broadcasting the leading ones."""
     return matmul(a, b)

@@ -40,6 +40,24 @@ def recorded(fn, *args, name=None, **kw):
     return _nondiff_primitive(fn, name or getattr(fn, "__name__", "nondiff"))(*vals, **kw)
 
 
+def batched(*xs):
+    """Whether a value holds a batch, one value per example (a trace that is ``batched``:
+    wg.vmap), so that no single plain value can be read off it."""
+    for x in xs:
+        while isinstance(x, Tracer):
+            if x._trace.batched:
+                return True
+            x = x.value
+    return False
+
+
+def concrete_or_batched(fn, *args, name=None, **kw):
+    """``concrete``; where an argument holds a batch (wg.vmap), each example's own result,
+    traced (``recorded``): a sort order or an argmax that differs by example."""
+    how = recorded if batched(*args, *kw.values()) else concrete
+    return how(fn, *args, name=name, **kw)
+
+
 def concrete(fn, *args, name=None, **kw):
     """``fn`` on the values of ``args`` as a plain value (an index, a permutation...).
     Under graph tracing it is recorded with a guard: inputs giving another result

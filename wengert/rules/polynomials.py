@@ -39,7 +39,7 @@ def polyval(p, x):
         raise NotImplementedError("wnp.polyval with a poly1d on traced values: pass its "
                                   "coefficients (p.coeffs)")
     p = asarray(p) if isinstance(p, (list, tuple)) else p
-    y = np.zeros_like(_plain(x))
+    y = np.zeros(shape_of(x), np.result_type(_plain(x)))  # the tracer's own shape (wg.vmap)
     for i in range(shape_of(p)[0]):
         y = y * x + p[i]
     return y
@@ -402,3 +402,7 @@ def polydiv(u, v):
     q = stack(q) if q else np.zeros((1,), dt)  # each d has the type dt already
     start = concrete(_remainder_start, r, name="remainder_start")
     return q, (r[start:] if start else r)
+
+
+# wg.vmap: the three arrays have one shape: all batched alike
+_value_of.batch = "axis"

@@ -13,8 +13,9 @@ from collections import Counter
 import numpy as np
 
 from ..arrays import asarray
-from ..core import plain as _plain, Tracer, ndim_of, primitive, shape_of
+from ..core import holds_tracer, lift, plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
+from .complex import conj
 from .indexing import gather
 from .joining import stack
 from .reshaping import moveaxis
@@ -27,7 +28,7 @@ __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "kr
 
 def _traced(*xs):
     for x in xs:  # a loop, not any(<generator>): this runs on every product
-        if isinstance(x, Tracer):
+        if isinstance(x, Tracer) or (type(x) in (list, tuple) and holds_tracer(x)):
             return True
     return False
 
@@ -179,8 +180,8 @@ def matmul(x1, x2, /, out=None, **kwargs):
         return np.matmul(x1, x2, out=out, **kwargs)
     if out is not None:
         raise NotImplementedError("wnp.matmul with out= is not supported on traced values")
-    a = x1 if isinstance(x1, Tracer) or type(x1) is np.ndarray else asarray(x1)
-    b = x2 if isinstance(x2, Tracer) or type(x2) is np.ndarray else asarray(x2)
+    a = x1 if isinstance(x1, Tracer) or type(x1) is np.ndarray else _as(x1)
+    b = x2 if isinstance(x2, Tracer) or type(x2) is np.ndarray else _as(x2)
     na, nb = ndim_of(a), ndim_of(b)
     if na == 0 or nb == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions")
@@ -301,7 +302,7 @@ def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
         return np.einsum(subscripts, *operands, out=out, optimize=optimize, **kwargs)
     if out is not None:
         raise NotImplementedError("wnp.einsum with out= is not supported on traced values")
-    ops = [o if isinstance(o, Tracer) else asarray(o) for o in operands]
+    ops = [_as(o) for o in operands]
     ins, outs = _parse_einsum(subscripts, [shape_of(o) for o in ops])
     # sizes of each letter, broadcasting size-1 axes as NumPy does
     size = {}
@@ -337,7 +338,9 @@ def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
 
 # -- compositions ----------------------------------------------------------------------------------------
 def _as(x):
-    return x if isinstance(x, Tracer) else asarray(x)
+    if not isinstance(x, Tracer):
+        x = lift(x)  # a list holding traced values: stacked
+    return x if isinstance(x, Tracer) else asarray(x)  # a CuPy or Dask array stays one
 
 
 def tensordot(a, b, axes=2):
@@ -387,8 +390,8 @@ def vdot(a, b, /):
     if not _traced(a, b):
         return np.vdot(a, b)
     a, b = _as(a), _as(b)
-    if np.iscomplexobj(_plain(a)) or np.iscomplexobj(_plain(b)):
-        raise NotImplementedError("wnp.vdot of complex traced values has no wengert rule")
+    if np.iscomplexobj(_plain(a)):
+        a = conj(a)  # NumPy's vdot conjugates its first argument
     return sum_(reshape(a, (-1,)) * reshape(b, (-1,)))
 
 
@@ -477,3 +480,38 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 
 _einsum.sparsity = patterns.Contraction(patterns.einsum_subscripts)
+
+
+# wg.vmap: NumPy's stacked products (core axes per operand)
+_matmul.batch = ("stacked", 2, 2)
+
+
+@_einsum.batching
+def _einsum_batch(operands, batched, ins, out):
+    """A fresh subscript letter for the batch axis, leading on the batched operands and the
+    result."""
+    b = _free_letters(ins, out, 1)
+    ins = type(ins)(b + s if bt else s for s, bt in zip(ins, batched))
+    return _einsum(*operands, ins=ins, out=b + out)
+
+
+def _vector_product_batch(cores):
+    """matvec, vecmat, dot on a batch: a batched vector becomes a row (the first operand) or a
+    column (the second) of a stacked ``matmul``; the length-1 axes go again after."""
+    def rule(operands, batched):
+        ops = []
+        for i, (x, bt, core) in enumerate(zip(operands, batched, cores)):
+            s = shape_of(x)
+            if core == 1:
+                x = reshape(x, s[:-1] + ((1,) + s[-1:] if i == 0 else s[-1:] + (1,)))
+            ops.append(x)
+        r = _matmul(*ops)
+        s = shape_of(r)
+        keep = s[:-2] + (() if cores[0] == 1 else s[-2:-1]) + (() if cores[1] == 1 else s[-1:])
+        return reshape(r, keep)
+    return rule
+
+
+_matvec.batching(_vector_product_batch((2, 1)))
+_vecmat.batching(_vector_product_batch((1, 2)))
+_dot1.batching(_vector_product_batch((1, 1)))

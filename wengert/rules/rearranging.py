@@ -8,7 +8,7 @@ NumPy returns when no argument is traced.
 """
 import numpy as np
 
-from ..core import Tracer, ndim_of, shape_of
+from ..core import Tracer, lift, ndim_of, shape_of
 from .conversion import _dtype, _plain, _traced, astype
 from .creation import asarray
 from .elementwise import where
@@ -33,7 +33,7 @@ def choose(a, choices, out=None, mode="raise"):
     if out is not None:
         raise NotImplementedError("wnp.choose with out= on traced values")
     choices = list(choices)
-    shape = np.broadcast_shapes(np.shape(a), *(np.shape(_plain(c)) for c in choices))
+    shape = np.broadcast_shapes(np.shape(a), *(np.shape(c) for c in choices))
     stacked = stack([broadcast_to(c, shape) if isinstance(c, Tracer)
                      else np.broadcast_to(c, shape) for c in choices])
     pos = positions(stacked)
@@ -112,6 +112,7 @@ def trim_zeros(filt, trim="fb", axis=None):
 
 # -- tiling, repeating, flipping ------------------------------------------------------------------------
 def tile(A, reps):
+    A = lift(A)
     if not isinstance(A, Tracer):
         return np.tile(A, reps)
     reps = tuple(np.atleast_1d(reps).tolist())
@@ -127,6 +128,7 @@ def tile(A, reps):
 
 
 def repeat(a, repeats, axis=None):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.repeat(a, repeats, axis=axis)
     if axis is None:
@@ -144,6 +146,7 @@ def repeat(a, repeats, axis=None):
 
 
 def flip(m, axis=None):
+    m = lift(m)
     if not isinstance(m, Tracer):
         return np.flip(m, axis=axis)
     nd = ndim_of(m)
@@ -153,6 +156,7 @@ def flip(m, axis=None):
 
 
 def fliplr(m):
+    m = lift(m)
     if not isinstance(m, Tracer):
         return np.fliplr(m)
     if ndim_of(m) < 2:
@@ -161,6 +165,7 @@ def fliplr(m):
 
 
 def flipud(m):
+    m = lift(m)
     if not isinstance(m, Tracer):
         return np.flipud(m)
     if ndim_of(m) < 1:
@@ -169,6 +174,7 @@ def flipud(m):
 
 
 def roll(a, shift, axis=None):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.roll(a, shift, axis=axis)
     pos = positions(a)
@@ -176,6 +182,7 @@ def roll(a, shift, axis=None):
 
 
 def rot90(m, k=1, axes=(0, 1)):
+    m = lift(m)
     if not isinstance(m, Tracer):
         return np.rot90(m, k, axes)
     pos = positions(m)

@@ -12,15 +12,16 @@ import math
 import numpy as np
 
 from ..arrays import asarray as _asarray
-from ..core import plain as _plain, Tracer, ndim_of, primitive, shape_of
+from ..core import lift, plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .arithmetic import multiply
+from .complex import conj, real
 from .conversion import astype
 from .creation import asarray
 from .elementwise import exp, log, maximum, minimum, sqrt, where
 from .indexing import _has_tracer, getitem_basic
 from .joining import _concatenate
-from .nondiff import concrete, recorded, strip_eager
+from .nondiff import batched, concrete, concrete_or_batched, recorded, strip_eager
 from .shape import _norm_axes, broadcast_to, expand_reduced as _expand, kept_shape, reshape, \
     sum_, transpose
 
@@ -399,6 +400,9 @@ def ptp(a, axis=None, out=None, keepdims=False):
 # -- moments ---------------------------------------------------------------------------------------------
 def _count(a, axis, where):
     s = shape_of(a)
+    if where is not True and batched(where):  # each example's own count (wg.vmap)
+        shape = np.broadcast_shapes(shape_of(where), s)
+        return sum(broadcast_to(where, shape), axis=axis, keepdims=True)
     if where is not True:
         w = concrete(np.asarray, where)
         m = np.broadcast_to(w, np.broadcast_shapes(np.shape(w), s))
@@ -447,7 +451,8 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
     m = mean if mean is not None else _mean(a, axis=axis, keepdims=True, where=where)
     d = a - m
     n = _count(a, axis, where)
-    ss = sum(d * d, axis=axis, keepdims=keepdims, where=where)
+    dd = real(d * conj(d)) if np.iscomplexobj(_plain(d)) else d * d  # NumPy's: |d|², real
+    ss = sum(dd, axis=axis, keepdims=keepdims, where=where)
     if not isinstance(n, int):
         n = n if keepdims else np.reshape(n, shape_of(ss))
         return ss / (n - ddof).astype(_dtype(ss))
@@ -498,6 +503,8 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
 
 def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     a = _arr(a)
+    if isinstance(weights, (list, tuple)):  # as NumPy: weights are an array, traced or not
+        weights = _arr(weights) if _has_tracer(weights) else np.asarray(weights)
     if not isinstance(a, Tracer) and not isinstance(weights, Tracer):
         return np.average(a, axis=axis, weights=weights, returned=returned, keepdims=keepdims)
     if weights is None:
@@ -547,6 +554,7 @@ def _isnan(a):
 
 
 def nanmax(a, axis=None, out=None, keepdims=False, **kw):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.nanmax(a, axis=axis, out=out, keepdims=keepdims, **kw)
     return _all_nan_to_nan(max(where(_isnan(a), -np.inf, a), axis=axis, keepdims=keepdims),
@@ -554,6 +562,7 @@ def nanmax(a, axis=None, out=None, keepdims=False, **kw):
 
 
 def nanmin(a, axis=None, out=None, keepdims=False, **kw):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.nanmin(a, axis=axis, out=out, keepdims=keepdims, **kw)
     return _all_nan_to_nan(min(where(_isnan(a), np.inf, a), axis=axis, keepdims=keepdims),
@@ -570,6 +579,7 @@ def _all_isnan(av, axis, keepdims):
 
 
 def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.nanprod(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
     return prod(where(_isnan(a), 1.0, a), axis=axis, dtype=dtype, keepdims=keepdims)
@@ -592,6 +602,7 @@ def nancumprod(a, axis=None, dtype=None, out=None):
 
 
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.nanvar(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
     return var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims,
@@ -599,6 +610,7 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.nanstd(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
     return std(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims,
@@ -627,12 +639,13 @@ def _strip(obj):
 
 def _nondiff(np_fn, guard=True):
     """``np_fn`` on the values, not differentiated.  Under graph tracing, index-like
-    results are concrete with a guard (``guard=True``); predicates stay recorded."""
+    results are concrete with a guard (``guard=True``), or each example's own under wg.vmap;
+    predicates stay recorded."""
     def fn(*args, **kwargs):
         if not builtins.any(isinstance(strip_eager(a), Tracer)
                             for a in list(args) + list(kwargs.values())):
             return np_fn(*(_strip(a) for a in args), **{k: _strip(v) for k, v in kwargs.items()})
-        return (concrete if guard else recorded)(np_fn, *args, **kwargs)
+        return (concrete_or_batched if guard else recorded)(np_fn, *args, **kwargs)
     fn.__name__ = np_fn.__name__
     fn.__doc__ = f"``np.{np_fn.__name__}`` on the values (not differentiated)."
     fn._nondiff = True
@@ -668,3 +681,8 @@ _cumsum.sparsity = patterns.Reduction(hessian="linear", prefix=True)
 _cumprod.sparsity = patterns.Reduction(prefix=True)
 _prod.sparsity = patterns.Reduction()
 _amax.sparsity = _amin.sparsity = patterns.Reduction(hessian="linear")
+
+
+# wg.vmap: reductions along ``axis``, past the batch axis
+for _p in (_cumsum, _cumprod, _prod, _amax, _amin):
+    _p.batch = "axis"

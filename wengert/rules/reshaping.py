@@ -6,7 +6,7 @@ Each public function returns exactly what NumPy returns when no argument is trac
 """
 import numpy as np
 
-from ..core import Tracer, ndim_of, shape_of
+from ..core import Tracer, lift, ndim_of, shape_of
 from .conversion import _copy, _traced
 from .indexing import register_view, reshape_writer, transpose_writer
 from .shape import reshape, transpose
@@ -29,6 +29,7 @@ def _view(ans, base, writer=None):
 
 
 def ravel(a, order="C"):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.ravel(a, order=order)
     if order not in ("C", "K", "A"):
@@ -37,12 +38,14 @@ def ravel(a, order="C"):
 
 
 def flatten(a, order="C"):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.asarray(a).flatten(order=order)
     return _copy(ravel(a, order))
 
 
 def swapaxes(a, axis1, axis2):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.swapaxes(a, axis1, axis2)
     nd = ndim_of(a)
@@ -53,6 +56,7 @@ def swapaxes(a, axis1, axis2):
 
 
 def moveaxis(a, source, destination):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.moveaxis(a, source, destination)
     nd = ndim_of(a)
@@ -65,6 +69,7 @@ def moveaxis(a, source, destination):
 
 
 def expand_dims(a, axis):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.expand_dims(a, axis)
     return _view(reshape(a, np.expand_dims(np.empty(shape_of(a), np.int8), axis).shape), a,
@@ -72,6 +77,7 @@ def expand_dims(a, axis):
 
 
 def squeeze(a, axis=None):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.squeeze(a, axis=axis)
     return _view(reshape(a, np.squeeze(np.empty(shape_of(a), np.int8), axis=axis).shape), a,
@@ -81,6 +87,7 @@ def squeeze(a, axis=None):
 def atleast_1d(*arys):
     if not _traced(*arys):
         return np.atleast_1d(*arys)
+    arys = [lift(a) for a in arys]
     res = [a if ndim_of(a) >= 1 else reshape(a, (1,)) for a in arys]
     return res[0] if len(res) == 1 else tuple(res)
 
@@ -88,6 +95,7 @@ def atleast_1d(*arys):
 def atleast_2d(*arys):
     if not _traced(*arys):
         return np.atleast_2d(*arys)
+    arys = [lift(a) for a in arys]
     res = []
     for a in arys:
         s = shape_of(a)
@@ -98,6 +106,7 @@ def atleast_2d(*arys):
 def atleast_3d(*arys):
     if not _traced(*arys):
         return np.atleast_3d(*arys)
+    arys = [lift(a) for a in arys]
     res = []
     for a in arys:
         s = shape_of(a)
@@ -114,6 +123,7 @@ def atleast_3d(*arys):
 
 
 def rollaxis(a, axis, start=0):
+    a = lift(a)
     if not isinstance(a, Tracer):
         return np.rollaxis(a, axis, start)
     nd = ndim_of(a)

@@ -188,3 +188,9 @@ transpose.permutation_param = "axes"  # the identity for the identity permutatio
 for _p in (reshape, broadcast_to, transpose):
     _p.sparsity = patterns.MOVES
 sum_.sparsity = patterns.Reduction()
+
+
+# wg.vmap: a sum reduces along ``axis`` (cheaper than as a linear map); as_float is the
+# identity on values (its pushforward: the batch itself)
+sum_.batch = "axis"
+as_float.batch = "linear"

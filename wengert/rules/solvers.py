@@ -12,7 +12,8 @@ from ..arrays import dtype_of
 from . import patterns
 from .indexing import getitem_basic, scatter_basic
 from .joining import stack
-from .matrices import _col, _eye, _mm, _mT, _sym_cotangent, _sym_tangent, _tril, _triu_mask
+from .matrices import (_col, _eye, _mm, _mT, _sym_cotangent, _sym_tangent, _tril, _triu_mask,
+                       real_only)
 from .shape import sum_
 
 
@@ -80,6 +81,7 @@ def _phi(x):
 
 @_cholesky.frule(symbolic_zeros=True)
 def cholesky_jvp(primals, tangents, upper=False):
+    real_only("cholesky", primals[0])
     (a,), (da,) = primals, tangents
     ans = _cholesky(a, upper=upper)
     if da is None:
@@ -93,6 +95,7 @@ def cholesky_jvp(primals, tangents, upper=False):
 
 @_cholesky.rrule
 def cholesky_vjp(a, upper=False):
+    real_only("cholesky", a)
     ans = _cholesky(a, upper=upper)
     lo = _mT(ans) if upper else ans
 
@@ -316,3 +319,9 @@ def solve_banded_vjp(ab, b, needs, l, u):
 _solve.sparsity = _solve_triangular.sparsity = patterns.Solve()
 for _p in (inv, _cholesky, pinv):
     _p.sparsity = patterns.Blocks(patterns.square)
+
+
+# wg.vmap: stacked matrices (solve's right-hand side is a stack of matrices too)
+inv.batch = _cholesky.batch = pinv.batch = ("stacked", 2)
+_solve.batch = ("stacked", 2, 2)
+_solve_sylvester.batch = ("stacked", 2, 2, 2)

@@ -150,3 +150,7 @@ for _f in (logsumexp, log_softmax, softmax, softplus):
     _f.composite = True
     SPECIAL[_f.__name__] = _f
 del _f
+
+
+# wg.vmap: reductions along ``axis``
+_logsumexp.batch = _logsumexp_b.batch = "axis"

@@ -164,6 +164,8 @@ def _dispatcher(f, kind):
             spec = _Specialised(f, kind)
             if kind == "vjp":
                 def d(*args):
+                    for a in args:
+                        _refuse_complex(a, "vjp")
                     return spec.program(args)(*args)
             else:
                 def d(primals, tangents):
@@ -234,6 +236,7 @@ def _make_grad(spec, nums, one):
                     isinstance(a, (list, tuple, dict)):
                 continue
             check_differentiable(a, lambda: f"grad: {_arg_name(spec.f, i)}")
+            _refuse_complex(a, "grad")
         prog = spec.program(args)
         df.source = spec.last
         out = prog(*args)
@@ -274,6 +277,8 @@ def jvp(f):
             tangents = tangents + tuple(0.0 for _ in extra)
         if len(primals) != len(tangents):
             raise ValueError("jvp needs one tangent per primal")
+        for a in primals:
+            _refuse_complex(a, "jvp")
         tangents = shaped_tangents(primals, tangents)
         prog = spec.program(primals)
         jf.source = spec.last
@@ -292,6 +297,15 @@ def jvp(f):
     jf.spec = spec
     setattr(generated, jf.__qualname__, jf)
     return jf
+
+
+def _refuse_complex(a, what):
+    """Generated programs are written for real numbers (no conjugates): a complex input is
+    refused by name rather than given a derivative in the wrong convention."""
+    if np.iscomplexobj(a):
+        raise NotImplementedError(
+            f"wengert.source.{what} does not differentiate complex inputs; use wg.{what} "
+            f"(docs/complex.md), which does, or pass real and imaginary parts separately.")
 
 
 def _needs_fix(t, out):

@@ -1,0 +1,471 @@
+"""``wg.scan`` inside ``wg.compile`` (or ``wg.trace``): the loop as one node, not N copies.
+
+Unrolling a scan into the straight-line program would give programs of N steps and
+lose the schedule's memory bound (every state a variable of the program).  So under
+a graph trace the step is traced once into a graph of its own -- values it closes
+over (a weight matrix being differentiated) lifted to extra inputs -- and compiled,
+with its VJP and the inverse step; the loop becomes one ``scan_loop`` node holding
+that *plan*.  Its reverse rule records ``scan_forward`` (the schedule's forward
+phase; its last result holds the snapshots) and ``scan_reverse`` (the rest of the
+schedule, each reverse action one call of the compiled VJP).  The generated program
+calls them, and they run a driver loop over ``iter_schedule``'s actions through the
+executor the eager scan uses (``schedules.execute``): the same schedule, the same
+bound on stored states.
+
+Other engines meeting these nodes (a graph evaluated on ``Dual``s, a second
+derivative, cotangents with batch axes) run the eager ``wg.scan`` on the step graph.
+A step that branches on its values (a guard), or whose carry changes type, is not
+lowered: the scan unrolls as before.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import transforms
+from ..core import Tracer, plain, shape_of
+from ..arrays import zeros_like_value
+from ..graph.codegen import build_function
+from ..graph.graph import Graph
+from ..graph.ir import Node
+from ..graph.trace import GraphTrace, GraphTracer, active_graph_traces
+from ..reverse import Tape
+from ..rules.checkpointing import scan_loop, scan_forward, scan_reverse
+from ..tree import flatten, unflatten
+from .regions import _is_float, _top_trace
+from .schedules import execute, forward_phase, iter_schedule
+
+__all__ = ["lower_scan", "LoopPlan", "plans_of"]
+
+
+class _LiftTrace(GraphTrace):
+    """A graph trace of one loop step: a value of an outer trace it meets becomes an input."""
+
+    def __init__(self):
+        super().__init__()
+        self.lifted = []   # the outer values, in the order of their inputs
+        self._ids = {}     # id(outer value) -> its input tracer
+
+    def lift(self, x):
+        t = self._ids.get(id(x))
+        if t is None:
+            t = self._ids[id(x)] = self.input(plain(x))
+            self.lifted.append(x)
+        return t
+
+    def process(self, prim, args, params):
+        args = [self.lift(a) if isinstance(a, Tracer) and getattr(a, "_trace", None) is not self
+                else a for a in args]
+        return super().process(prim, args, params)
+
+
+def _flat_graph(tr, inputs, outs, name):
+    """A Graph of ``tr``'s nodes: positional arguments = ``inputs`` (tracers), result =
+    the list ``outs``."""
+    outputs = []
+    for o in outs:
+        if isinstance(o, GraphTracer) and o._trace is tr:
+            outputs.append(o.node)
+        elif isinstance(o, Tracer):
+            outputs.append(tr.lift(o).node)
+        else:
+            outputs.append(tr._add(Node("const", value=o)))
+    inputs = list(inputs) + [tr._ids[id(x)] for x in tr.lifted]
+    ex = tuple(t.value for t in inputs)
+    in_def = flatten(tuple(0.0 for _ in inputs))[1]
+    out_def = flatten([0.0 for _ in outputs])[1]
+    return Graph(tr.nodes, in_def, list(range(len(inputs))), [t.node for t in inputs],
+                 [f"a{i}" for i in range(len(inputs))], out_def, outputs, tr.guards,
+                 name=name, example_args=ex)
+
+
+def _trace_flat(fn, example, name, user_fn):
+    """Trace ``fn(list of tracers) -> list`` on inputs with the values ``example``; returns
+    the graph (outer values it met become its last inputs) and those outer values."""
+    tr = _LiftTrace()
+    ins = [tr.input(plain(v)) for v in example]
+    try:
+        outs = fn(ins)
+        g = _flat_graph(tr, ins, outs, name)
+    finally:
+        tr.finished = True
+        tr.finish("wg.scan", user_fn)
+    return g, list(tr.lifted)
+
+
+def _kind(v):
+    """What must not change from step to step for one compiled step to serve them all."""
+    v = plain(v)
+    if isinstance(v, np.ndarray):
+        return ("array", v.shape, v.dtype)
+    if isinstance(v, (float, np.floating)):
+        return ("float", np.result_type(v))
+    return (type(v),)
+
+
+class _Residual:
+    """What ``scan_forward`` leaves the reverse phase: the current state, the snapshots and
+    the rest of the schedule.  The first ``scan_reverse`` takes them (so no state is held
+    twice); a later one rebuilds them by running the forward phase again."""
+
+    __slots__ = ("cur", "stored", "rest")
+
+    def __init__(self, cur=None, stored=None, rest=None):
+        self.cur, self.stored, self.rest = cur, stored, rest
+
+    def take(self):
+        r = self.cur, self.stored, self.rest
+        self.cur = self.stored = self.rest = None
+        return r
+
+    def __repr__(self):
+        return "<scan snapshots>" if self.rest is not None else "<scan snapshots, taken>"
+
+
+class _Run:
+    """The loop protocol of ``schedules.execute`` on plain values, by the compiled step."""
+
+    def __init__(self, plan, xs, cap, icap):
+        self.plan, self.xs, self.cap, self.icap = plan, xs, cap, icap
+        self.nc = plan.n_carry
+
+    def __call__(self, state, x):
+        out = self.plan.step_fn(*state, *x, *self.cap)
+        self.plan.stats["steps"] += 1
+        return out[:self.nc], out[self.nc:]
+
+    def x_at(self, k):
+        return [x[k] for x in self.xs]
+
+    def advance(self, state, start, stop, ys=None):
+        """Steps ``start .. stop-1``: the recomputations, so kept lean."""
+        fn, xs, cap, nc = self.plan.step_fn, self.xs, self.cap, self.nc
+        keep = ys is not None and self.plan.n_y > 0
+        for k in range(start, stop):
+            out = fn(*state, *[x[k] for x in xs], *cap)
+            state = out[:nc]
+            if keep:
+                ys.append(out[nc:])
+        self.plan.stats["steps"] += stop - start
+        return state
+
+    def back(self, state, x):
+        self.plan.stats["inverted"] += 1
+        return self.plan.inv_fn(*state, *x, *self.icap)
+
+
+class LoopPlan:
+    """One lowered scan: its step (and VJP, inverse) compiled, its schedule, its leaves.
+
+    ``stats``: ``max_stored`` (most snapshots held at once, as the eager scan counts
+    them), ``steps`` (compiled step calls), ``vjps``, ``inverted``, over all runs.
+    """
+
+    def __init__(self, n, strategy, snapshots, loop, step_graph, n_carry, n_x, n_cap,
+                 inv_graph, n_icap, y_examples, eager_scan):
+        self.n, self.strategy, self.snapshots = n, strategy, snapshots
+        self.carry_def, self.xs_def, self.y_def = loop.carry_def, loop.xs_def, loop.y_def
+        self.user_step, self.inverse = loop.step, loop.inverse
+        self.step_graph, self.inv_graph = step_graph, inv_graph
+        self.n_carry, self.n_x, self.n_cap, self.n_icap = n_carry, n_x, n_cap, n_icap
+        self.n_y = len(y_examples)
+        ex = step_graph.example_args
+        self.carry_ex = [plain(v) for v in ex[:n_carry]]
+        self.y_ex = [plain(v) for v in y_examples]
+        # which leaves are differentiated: float ones (as the eager scan decides)
+        self.in_float = [_is_float(v) for v in ex]          # carry, x, captured
+        self.out_float = [_is_float(v) for v in self.carry_ex + self.y_ex]
+        self.eager_scan = eager_scan
+        self.step_fn = build_function(step_graph.simplify())
+        self.inv_fn = build_function(inv_graph.simplify()) if inv_graph is not None else None
+        self._vjp_fns = {}  # batch shape of the cotangents -> the compiled VJP
+        self.stats = {"max_stored": 0, "steps": 0, "vjps": 0, "inverted": 0}
+
+    def __repr__(self):
+        return f"<scan plan: {self.n} steps, checkpoint={self.strategy!r}>"
+
+    # -- the leaves of scan_loop's arguments ------------------------------------------------
+    @property
+    def n_args(self):
+        return self.n_carry + self.n_x + self.n_cap + self.n_icap
+
+    def split(self, args):
+        a, b, c = self.n_carry, self.n_carry + self.n_x, self.n_carry + self.n_x + self.n_cap
+        return list(args[:a]), list(args[a:b]), list(args[b:c]), list(args[c:self.n_args])
+
+    @property
+    def float_args(self):
+        """Positions of the arguments that get cotangents (the inverse's captures never do)."""
+        return [i for i, f in enumerate(self.in_float) if f]
+
+    def _stack(self, ys):
+        return [np.stack([y[j] for y in ys]) for j in range(self.n_y)]
+
+    def schedule(self):
+        return iter_schedule(self.n, self.strategy, self.snapshots)
+
+    # -- the compiled loop (plain values) -------------------------------------------------------
+    def run(self, args):
+        init, xs, cap, icap = self.split(args)
+        ys = []
+        state = _Run(self, xs, cap, icap).advance(init, 0, self.n, ys)
+        return tuple(state) + tuple(self._stack(ys))
+
+    def forward(self, args):
+        init, xs, cap, icap = self.split(args)
+        run = _Run(self, xs, cap, icap)
+        cur, stored, ys, rest = forward_phase(self.schedule(), init, run, self.stats, True)
+        final, y_last = run(cur, run.x_at(self.n - 1))
+        if y_last:
+            ys.append(y_last)
+        return tuple(final) + tuple(self._stack(ys)) + (_Residual(cur, stored, rest),)
+
+    def vjp_fn(self, batch=()):
+        """The step's compiled VJP, for cotangents with leading axes ``batch`` (a reverse
+        Jacobian pulls back every row at once)."""
+        fn = self._vjp_fns.get(batch)
+        if fn is None:
+            fn = self._vjp_fns[batch] = build_function(self._vjp_graph(batch).simplify())
+        return fn
+
+    def _vjp_graph(self, batch):
+        """The step's VJP as a graph: (carry, x, captured, cotangents of the float
+        results) -> cotangents of the float arguments."""
+        k = len(self.in_float)
+        fl, outf = self.float_args, [j for j, f in enumerate(self.out_float) if f]
+        step = self.step_graph
+
+        def vjp_step(ins):
+            prim, cts = ins[:k], ins[k:]
+
+            def fn(*fv):
+                full = list(prim)
+                for i, v in zip(fl, fv):
+                    full[i] = v
+                outs = step.evaluate(full)
+                return [outs[j] for j in outf]
+            _, pb = transforms.vjp(fn, *[prim[i] for i in fl])
+            return list(pb(list(cts)))
+        example = list(step.example_args) + [
+            np.zeros(batch + shape_of(v), np.result_type(v)) if batch else v
+            for v, f in zip(self.carry_ex + self.y_ex, self.out_float) if f]
+        return _trace_flat(vjp_step, example, "scan_step_vjp", self.user_step)[0]
+
+    def batch_of(self, gs):
+        """The leading batch axes of the cotangents ``gs`` of the results (``()`` for none;
+        ``None`` when they disagree)."""
+        batch = None
+        shapes = [shape_of(v) for v in self.carry_ex] + [(self.n,) + shape_of(v)
+                                                         for v in self.y_ex]
+        for g, s in zip(gs, shapes):
+            if g is None:
+                continue
+            gs_ = shape_of(g)
+            if len(gs_) < len(s) or gs_[len(gs_) - len(s):] != s:
+                return None
+            b = gs_[:len(gs_) - len(s)]
+            if batch is not None and b != batch:
+                return None
+            batch = b
+        return batch if batch is not None else ()
+
+    def reverse(self, args):
+        na, nc = self.n_args, self.n_carry
+        res, prim, gs = args[0], args[1:1 + na], args[1 + na:]
+        init, xs, cap, icap = self.split(prim)
+        run = _Run(self, xs, cap, icap)
+        if res.rest is not None:
+            cur, stored, rest = res.take()
+        else:  # called again: rebuild the forward phase's snapshots first
+            cur, stored, _, rest = forward_phase(self.schedule(), init, run, self.stats, False)
+        fl = self.float_args
+        carry_f = [i for i in fl if i < nc]
+        x_f = [i for i in fl if nc <= i < nc + self.n_x]
+        cap_f = [i for i in fl if i >= nc + self.n_x]
+        batch = self.batch_of(gs)
+        nb = len(batch)
+        lead = (slice(None),) * nb
+
+        def zero(v):
+            return np.zeros(batch + shape_of(v), np.result_type(v)) if nb else zeros_like_value(v)
+        g_c = [gs[i] if gs[i] is not None else zero(self.carry_ex[i])
+               for i in range(nc) if self.out_float[i]]
+        g_y = [(gs[nc + j], zero(self.y_ex[j]))
+               for j in range(self.n_y) if self.out_float[nc + j]]
+        g_xs = [None] * len(x_f)
+        g_cap = [None] * len(cap_f)
+        owned = [False] * len(cap_f)
+        vjp_fn = self.vjp_fn(batch)
+        for a in rest:
+            if a.kind != "reverse":
+                cur = execute(a, cur, stored, run, self.stats)
+                continue
+            i = a.index
+            x_i = run.x_at(i)
+            cts = vjp_fn(*cur, *x_i, *cap, *g_c,
+                         *[z if g is None else g[lead + (i,)] for g, z in g_y])
+            self.stats["vjps"] += 1
+            g_c = cts[:len(carry_f)]
+            # the carry's non-float leaves get no cotangent: the next step's VJP takes only
+            # the float ones, in the same order
+            for j, c in enumerate(cts[len(carry_f):len(carry_f) + len(x_f)]):
+                if g_xs[j] is None:  # stacked along the scanned axis, after the batch axes
+                    sh = shape_of(c)
+                    g_xs[j] = np.zeros(sh[:nb] + (self.n,) + sh[nb:], np.result_type(c))
+                g_xs[j][lead + (i,)] = c
+            for j, c in enumerate(cts[len(carry_f) + len(x_f):]):
+                if g_cap[j] is None:
+                    g_cap[j] = c
+                elif owned[j]:
+                    np.add(g_cap[j], c, out=g_cap[j])
+                else:
+                    g_cap[j] = g_cap[j] + c
+                    owned[j] = type(g_cap[j]) is np.ndarray
+        del cur, stored
+        return tuple(g_c) + tuple(g_xs) + tuple(g_cap)
+
+    # -- rules: the compiled path on plain values and graph tracers, else the eager scan --------
+    def eager(self, args):
+        """``scan_loop``'s results by the eager ``wg.scan`` of the step graph (any tracers)."""
+        init, xs, cap, icap = self.split(args)
+        nc, step_g, inv_g = self.n_carry, self.step_graph, self.inv_graph
+
+        def step(c, x):
+            xl = flatten(x)[0] if self.xs_def is not None else []
+            out = step_g.evaluate(flatten(c)[0] + xl + cap)
+            return unflatten(self.carry_def, out[:nc]), unflatten(self.y_def, out[nc:])
+
+        def inverse(c, x):
+            xl = flatten(x)[0] if self.xs_def is not None else []
+            return unflatten(self.carry_def, inv_g.evaluate(flatten(c)[0] + xl + icap))
+        xs_tree = unflatten(self.xs_def, xs) if self.xs_def is not None else None
+        c, ys = self.eager_scan(step, unflatten(self.carry_def, init), xs_tree, self.n,
+                                self.strategy, self.snapshots,
+                                inverse if inv_g is not None else None)
+        return tuple(flatten(c)[0]) + (tuple(flatten(ys)[0]) if ys is not None else ())
+
+    def eager_reverse(self, args):
+        """``scan_reverse`` by reverse mode on the eager loop."""
+        na = self.n_args
+        prim, gs = list(args[1:1 + na]), args[1 + na:]
+        fl = self.float_args
+
+        def fn(*fv):
+            full = list(prim)
+            for i, v in zip(fl, fv):
+                full[i] = v
+            return list(self.eager(full))
+        outs, pb = transforms.vjp(fn, *[prim[i] for i in fl])
+        return tuple(pb([zeros_like_value(o) if g is None else g for g, o in zip(gs, outs)]))
+
+    def _eager_fn(self, prim):
+        if prim is scan_loop:
+            return self.eager
+        if prim is scan_forward:
+            return lambda args: self.eager(args) + (_Residual(),)
+        return self.eager_reverse
+
+    def _compiled_ok(self, args):
+        return all(not isinstance(a, Tracer) or isinstance(a, GraphTracer) for a in args)
+
+    def rrule(self, prim, args, needs):
+        if prim is scan_loop and self._compiled_ok(args):
+            outs = scan_forward(*args, plan=self)
+            res, ans = outs[-1], outs[:-1]
+
+            def pullback(gs):
+                if self.batch_of(gs) is None:  # cotangents of unforeseen shapes
+                    return _vjp_rule(self.eager, args, needs)[1](gs)
+                cts = scan_reverse(res, *args, *gs, plan=self)
+                full = [None] * len(args)
+                for i, c in zip(self.float_args, cts):
+                    full[i] = c if needs[i] else None
+                return tuple(full)
+            return ans, pullback
+        ans, pullback = _vjp_rule(self._eager_fn(prim), args, needs)
+        return (ans + (_Residual(),) if prim is scan_forward else ans), pullback
+
+    def frule(self, prim, primals, tangents):
+        fn = self._eager_fn(prim)
+        live = [i for i, (p, t) in enumerate(zip(primals, tangents))
+                if t is not None and _is_float(p)]
+
+        def f(*fv):
+            full = list(primals)
+            for i, v in zip(live, fv):
+                full[i] = v
+            return [o for o in fn(full) if not isinstance(plain(o), _Residual)]
+        out, tout = transforms.jvp(f, tuple(primals[i] for i in live),
+                                   tuple(tangents[i] for i in live))
+        if prim is scan_forward:
+            return tuple(out) + (_Residual(),), tuple(tout) + (None,)
+        return tuple(out), tuple(tout)
+
+
+def _vjp_rule(fn, args, needs):
+    """``(results, pullback)`` of ``fn(args)`` by reverse mode, for the float arguments
+    that need a cotangent."""
+    live = [i for i, a in enumerate(args) if needs[i] and _is_float(a)]
+
+    def f(*fv):
+        full = list(args)
+        for i, v in zip(live, fv):
+            full[i] = v
+        return [o for o in fn(full) if not isinstance(plain(o), _Residual)]
+    outs, pb = transforms.vjp(f, *[args[i] for i in live])
+
+    def pullback(gs):
+        gs = list(gs)[:len(outs)]
+        cts = pb([zeros_like_value(o) if g is None else g for g, o in zip(gs, outs)])
+        full = [None] * len(args)
+        for i, c in zip(live, cts):
+            full[i] = c
+        return tuple(full)
+    return tuple(outs), pullback
+
+
+# =====================================================================================
+# wg.scan's entry
+# =====================================================================================
+def lower_scan(loop, init_leaves, xs_leaves, n, strategy, snapshots, eager_scan):
+    """The scan as one ``scan_loop`` node when a graph trace is recording; ``None`` when it
+    should unroll as before (no graph trace, another engine on top, a branching step)."""
+    if not active_graph_traces():
+        return None
+    top = _top_trace(list(init_leaves) + list(xs_leaves))
+    if top is not None and not isinstance(top, (GraphTrace, Tape)):
+        return None
+    nc = len(init_leaves)
+    x_ex = [plain(x)[0] for x in xs_leaves]
+
+    def step(ins):
+        x = unflatten(loop.xs_def, ins[nc:]) if loop.xs_def is not None else None
+        cl, yl = loop(ins[:nc], x)
+        return list(cl) + list(yl)
+    g, cap = _trace_flat(step, list(init_leaves) + x_ex, "scan_step", loop.step)
+    if g.guards:
+        return None  # the step branches on its values: one graph cannot stand for it
+    outs = [g.nodes[o].value for o in g.outputs]
+    if [_kind(v) for v in outs[:nc]] != [_kind(v) for v in init_leaves]:
+        return None  # the carry changes type or shape from step to step
+    inv_g, icap = None, []
+    if loop.inverse is not None and strategy == "invert":
+        inv_g, icap = _trace_flat(lambda ins: loop.back(ins[:nc], unflatten(
+            loop.xs_def, ins[nc:]) if loop.xs_def is not None else None),
+            outs[:nc] + x_ex, "scan_inverse", loop.inverse)
+        if inv_g.guards:
+            return None
+    plan = LoopPlan(n, strategy, snapshots, loop, g, nc, len(xs_leaves), len(cap), inv_g,
+                    len(icap), outs[nc:], eager_scan)
+    res = scan_loop(*init_leaves, *xs_leaves, *cap, *icap, plan=plan)
+    carry = unflatten(loop.carry_def, list(res[:nc]))
+    return carry, None if loop.y_def.kind == "none" else unflatten(loop.y_def, list(res[nc:]))
+
+
+def plans_of(graph):
+    """The plans of the lowered scans in a ``Graph`` (their ``stats`` count what ran)."""
+    found = {}
+    for n in graph.nodes:
+        p = n.params.get("plan") if n.kind == "op" else None
+        if isinstance(p, LoopPlan):
+            found[id(p)] = p
+    return list(found.values())

@@ -1,0 +1,109 @@
+"""Rows taken at positions that are themselves traced: ``x[i]`` where ``i`` differs by example.
+
+Indices are not differentiated, so elsewhere a traced index is made plain (or guarded, in a
+graph being traced).  Under ``wg.vmap`` an index holds one value per example and there is no
+single plain value: ``x[i]`` is then ``take_dynamic(x, i)``, whose positions are an argument,
+and its batching rule takes each example's rows from that example's array.
+"""
+import numpy as np
+
+from ..core import ndim_of, primitive, shape_of
+from .shape import broadcast_to, reshape, transpose
+
+__all__ = ["take_dynamic", "put_dynamic"]
+
+
+@primitive(nargs=2)
+def take_dynamic(x, i, nb=0):
+    """``np.take(x, i, axis=nb)``: the rows of ``x`` after ``nb`` leading axes at positions
+    ``i`` (an integer array; not differentiated)."""
+    return np.take(x, i, axis=nb)
+
+
+@primitive(nargs=2)
+def put_dynamic(g, i, n, nb=0):
+    """Zeros of ``lead + (n,) + rest`` with ``g``'s rows added at positions ``i`` (repeats add
+    up): ``take_dynamic``'s transpose."""
+    g, i = np.asarray(g), np.asarray(i)
+    out = np.zeros(g.shape[:nb] + (n,) + g.shape[nb + i.ndim:], dtype=g.dtype)
+    np.add.at(out, (slice(None),) * nb + (i,), g)
+    return out
+
+
+@take_dynamic.frule(symbolic_zeros=True)
+def _take_jvp(primals, tangents, nb=0):
+    (x, i), (dx, _) = primals, tangents
+    ans = take_dynamic(x, i, nb)
+    if dx is None:
+        return ans, None
+    return ans, take_dynamic(dx, i, nb + ndim_of(dx) - ndim_of(x))
+
+
+@take_dynamic.rrule
+def _take_vjp(x, i, nb=0):
+    ans = take_dynamic(x, i, nb)
+    n = shape_of(x)[nb]
+
+    def pullback(g):
+        return put_dynamic(g, i, n, nb + ndim_of(g) - ndim_of(ans)), None
+    return ans, pullback
+
+
+@put_dynamic.frule(symbolic_zeros=True)
+def _put_jvp(primals, tangents, n, nb=0):
+    (g, i), (dg, _) = primals, tangents
+    ans = put_dynamic(g, i, n, nb)
+    if dg is None:
+        return ans, None
+    return ans, put_dynamic(dg, i, n, nb + ndim_of(dg) - ndim_of(g))
+
+
+@put_dynamic.rrule
+def _put_vjp(g, i, n, nb=0):
+    ans = put_dynamic(g, i, n, nb)
+
+    def pullback(h):
+        return take_dynamic(h, i, nb + ndim_of(h) - ndim_of(ans)), None
+    return ans, pullback
+
+
+# -- batching (wg.vmap): the batch axis leads every batched argument and the result --------------
+def _moveaxis(x, src, dst):
+    if src == dst:
+        return x
+    order = [a for a in range(ndim_of(x)) if a != src]
+    order.insert(dst, src)
+    return transpose(x, tuple(order))
+
+
+def _offsets(i, n):
+    """Example ``b``'s positions shifted into the ``b``-th block of ``n`` rows."""
+    size = shape_of(i)[0]
+    return i % n + n * np.arange(size).reshape((size,) + (1,) * (ndim_of(i) - 1))
+
+
+@take_dynamic.batching
+def _take_batch(args, batched, nb=0):
+    (x, i), (bx, bi) = args, batched
+    if not bi:  # the same positions for every example: the batch is one more leading axis
+        return take_dynamic(x, i, nb + 1)
+    if not bx:
+        return _moveaxis(take_dynamic(x, i, nb), nb, 0)
+    s = shape_of(x)  # (B,) + lead + (n,) + rest: the examples' rows side by side, then taken
+    n = s[1 + nb]
+    flat = reshape(_moveaxis(x, 0, nb), s[1:1 + nb] + (s[0] * n,) + s[2 + nb:])
+    return _moveaxis(take_dynamic(flat, _offsets(i, n), nb), nb, 0)
+
+
+@put_dynamic.batching
+def _put_batch(args, batched, n, nb=0):
+    (g, i), (bg, bi) = args, batched
+    if not bi:
+        return put_dynamic(g, i, n, nb + 1)
+    size = shape_of(i)[0]
+    if not bg:
+        g = broadcast_to(g, (size,) + shape_of(g))
+    s = shape_of(g)  # (B,) + lead + index shape + rest
+    rest = s[nb + ndim_of(i):]
+    r = put_dynamic(_moveaxis(g, 0, nb), _offsets(i, n), size * n, nb)
+    return _moveaxis(reshape(r, s[1:1 + nb] + (size, n) + rest), nb, 0)
