@@ -73,6 +73,10 @@ def ops(x, b):
             + wnp.sum(wnp.copy(x) * x.T.T) + np.mean(x, axis=0).sum() + np.var(x))
 
 
+def _per_example(w, x, y):
+    return np.logaddexp(0.0, -y * np.dot(x, w))
+
+
 @wg.custom_vjp
 def _square(x):
     return x * x
@@ -120,6 +124,10 @@ CASES = {
     "compile_grad": lambda w: wg.compile(wg.grad(f))(w(V)),
     "trace": lambda w: wg.trace(g, w(V))(w(U)),
     "trace_grad": lambda w: wg.trace(f, w(V)).grad()(w(U)),
+    "vmap": lambda w: wg.vmap(lambda x: np.sin(x) * x)(w(X)),
+    "vmap_grad": lambda w: wg.vmap(wg.grad(_per_example), in_axes=(None, 0, 0))(w(W), w(X), w(Y)),
+    "vmap_jvp": lambda w: wg.vmap(lambda t: wg.jvp(g, (w(V),), (t,))[1])(
+        w(np.stack([U, U[::-1] * 2, V]))),  # distinct rows: a reversed batch axis shows
     # weights and data of the library (CuPy refuses NumPy operands: this is its common case)
     "lib_grad": lambda w: wg.grad(loss)(w(W), w(X), w(Y)),
     "lib_hvp": lambda w: wg.hvp(lambda p: loss(p, w(X), w(Y)), w(W), w(W[::-1].copy())),
