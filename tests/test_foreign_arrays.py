@@ -2,6 +2,9 @@
 CuPy takes, runnable without a GPU) and on Dask arrays (threaded scheduler), equal to NumPy
 on the same data; Dask results stay lazy with the input's chunks; arrays without NEP 18 are
 refused by name."""
+import re
+import warnings
+
 import numpy as np
 import pytest
 
@@ -176,19 +179,48 @@ def test_zeros_and_seeds_are_made_by_the_inputs_library():
 import test_arrays as TA  # noqa: E402  (the table of array functions, with their arguments)
 
 # Functions whose derivative needs the values themselves to pick positions (a sort, a search,
-# a histogram, nan positions, a boolean mask's count): wengert asks NumPy for those indices,
-# which converts a foreign array (Dask computes it, CuPy copies it to the host). Moving them
-# to the array's own library is open work; this list is what still converts.
-NEEDS_VALUES = {
-    "sort", "partition", "unique", "unique_axis", "setitem_mask", "trim_zeros", "trim_zeros_axis",
-    "median", "median_axes_keep", "nanmedian", "nanmedian_all", "quantile", "quantile_in_q",
-    "percentile_keep", "percentile_in_q", "nanquantile", "nanquantile_in_q",
-    "nanpercentile_keep", "nanmean", "nanvar", "nanstd", "nanstd_ddof", "interp",
-    "interp_left_right", "interp_period", "histogram_weights", "histogram_edges",
-    "histogram_density", "histogram_range", "histogram_bins_array", "histogram_bin_edges",
-    "piecewise", "piecewise_args", "polyfit", "polyfit_weighted_cov", "logspace", "geomspace",
-    "linalg.svdvals",
+# a histogram, nan positions, a boolean mask's count). Two kinds (API.md §10: never a silent
+# host copy or .compute()):
+# IN_LIBRARY: the positions are found by the array's own library (np.argsort dispatched to it,
+# NaNs masked and counted with its own ops, exponents masked with its where), so the values
+# never leave it. Of these, LAZY_ON_DASK stay lazy on Dask too; NEEDS_ARGSORT would need
+# np.argsort/np.argpartition, which Dask lacks (its fallback computes): refused there by name.
+IN_LIBRARY = {
+    "sort", "partition", "median", "median_axes_keep", "quantile", "percentile_keep",
+    "nanmean", "nanvar", "nanstd", "nanstd_ddof", "logspace", "geomspace", "polyfit",
+    "polyfit_weighted_cov", "linalg.svdvals",
 }
+LAZY_ON_DASK = {"nanmean", "nanvar", "nanstd", "nanstd_ddof", "logspace", "geomspace",
+                "linalg.svdvals"}
+NEEDS_ARGSORT = {"sort": "wnp.sort", "partition": "wnp.partition", "median": "wnp.median",
+                 "median_axes_keep": "wnp.median", "quantile": "wnp.quantile",
+                 "percentile_keep": "wnp.percentile"}
+# ON_HOST: the output's shape or positions are read off the values on the host (unique values,
+# a mask's count, histogram bins, where the zeros end, each point's interval, q's order
+# statistics, each slice's NaN count): refused with a TypeError naming the function and the
+# library (arrays.host_values), on every library; the user converts where they choose.
+ON_HOST = {
+    "setitem_mask": "x[i] (or x[i] = v) with an index array", "quantile_in_q": "wnp.quantile",
+    "percentile_in_q": "wnp.percentile", "piecewise": "wnp.piecewise",
+    "piecewise_args": "wnp.piecewise", "trim_zeros": "wnp.trim_zeros",
+    "trim_zeros_axis": "wnp.trim_zeros", "unique": "wnp.unique", "unique_axis": "wnp.unique",
+    "histogram_weights": "wnp.histogram", "histogram_edges": "wnp.histogram",
+    "histogram_density": "wnp.histogram", "histogram_range": "wnp.histogram",
+    "histogram_bins_array": "wnp.histogram", "histogram_bin_edges": "wnp.histogram_bin_edges",
+    "nanquantile": "wnp.nanquantile", "nanpercentile_keep": "wnp.nanpercentile",
+    "nanquantile_in_q": "wnp.nanquantile", "nanmedian": "wnp.nanmedian",
+    "nanmedian_all": "wnp.nanmedian", "interp": "wnp.interp",
+    "interp_left_right": "wnp.interp", "interp_period": "wnp.interp",
+}
+_BY_NAME = {t[0]: t for t in TA.TABLE}
+
+
+def test_the_lists_name_table_functions():
+    """The lists can fail: every name is a TABLE entry, and none is in both."""
+    for name in IN_LIBRARY | set(ON_HOST):
+        assert name in _BY_NAME, name
+    assert not IN_LIBRARY & set(ON_HOST)
+    assert LAZY_ON_DASK | set(NEEDS_ARGSORT) <= IN_LIBRARY
 
 
 def _sum_of_squares(f):
@@ -200,9 +232,8 @@ def _sum_of_squares(f):
 
 
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("name,f,args,order", [
-    pytest.param(*t, marks=pytest.mark.xfail(reason="positions from the values: converted"))
-    if t[0] in NEEDS_VALUES else t for t in TA.TABLE], ids=TA.IDS)
+@pytest.mark.parametrize("name,f,args,order", [t for t in TA.TABLE if t[0] not in ON_HOST],
+                         ids=[i for i in TA.IDS if i not in ON_HOST])
 def test_every_array_function_on_the_double(name, f, args, order):
     """The gradient of each TABLE function on foreign arrays: foreign, equal to NumPy's."""
     loss = _sum_of_squares(f)
@@ -214,3 +245,94 @@ def test_every_array_function_on_the_double(name, f, args, order):
         if isinstance(a, np.ndarray):
             assert type(g) is F.Foreign, type(g)
         np.testing.assert_allclose(F.to_numpy(g), r, rtol=1e-10, atol=1e-12)
+
+
+def _foreign_args(args, wrap):
+    return [wrap(a) if isinstance(a, np.ndarray) else a for a in args]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name", sorted(ON_HOST))
+def test_positions_read_on_the_host_are_refused_by_name(name):
+    """No conversion (the double raises Converted on any): a TypeError naming the function,
+    the library and what to do."""
+    _, f, args, _ = _BY_NAME[name]
+    loss = _sum_of_squares(f)
+    msg = re.escape(ON_HOST[name]) + r" needs the values .* an array of foreign " \
+        r"\(foreign\.Foreign\).*np\.asarray"
+    with pytest.raises(TypeError, match=msg):
+        wg.grad(loss, argnums=tuple(range(len(args))))(*_foreign_args(args, F.Foreign))
+
+
+def test_sort_of_the_double_has_second_derivatives_in_its_library():
+    """The in-library sort goes through take_dynamic/put_dynamic: hessian and jvp too."""
+    x = np.array([0.3, -1.2, 2.0, 0.7, -0.1])
+
+    def f(x):
+        return wnp.sum(wnp.sort(x) ** 3 * np.arange(1.0, 6.0)) + wnp.median(x) ** 2
+    h = wg.hessian(f)(F.Foreign(x))
+    assert type(h) is F.Foreign
+    np.testing.assert_allclose(F.to_numpy(h), wg.hessian(f)(x), rtol=1e-12)
+    _, t = wg.jvp(lambda x: wnp.sort(x), (F.Foreign(x),), (F.Foreign(np.arange(5.0)),))
+    np.testing.assert_array_equal(F.to_numpy(t), np.arange(5.0)[np.argsort(x)])
+    wg.check_grad(f, x, order=2)
+
+
+@pytest.mark.parametrize("nb,ishape,rest,dt", [(0, (6,), (), float), (1, (2, 3), (2,), float),
+                                               (0, (4,), (3,), complex)])
+def test_put_dynamic_in_the_library_adds_repeated_positions(nb, ishape, rest, dt):
+    """The bincount route (no np.add.at in Dask) against NumPy's np.add.at route."""
+    from wengert.rules.take import put_dynamic
+    rng = np.random.default_rng(1)
+    i = rng.integers(0, 3, size=ishape)  # repeats
+    g = rng.normal(size=(2,) * nb + ishape + rest).astype(dt)
+    if dt is complex:
+        g = g + 1j * rng.normal(size=g.shape)
+    got = put_dynamic(F.Foreign(g), F.Foreign(i), 4, nb)
+    assert type(got) is F.Foreign
+    np.testing.assert_allclose(F.to_numpy(got), put_dynamic(g, i, 4, nb), rtol=1e-14)
+
+
+@needs_dask
+def test_dask_implements_follows_dasks_own_lookup():
+    from wengert.arrays import _dask_has
+    assert not _dask_has(np.argsort) and not _dask_has(np.argpartition)
+    assert _dask_has(np.nanmean) and _dask_has(np.linalg.svd) and _dask_has(np.bincount)
+
+
+def _dask_case(args, name):
+    # tall-and-skinny for Dask's svd (chunked along the rows only)
+    chunks = (lambda a: (2,) + a.shape[1:]) if name == "linalg.svdvals" else (lambda a: 2)
+    return _foreign_args(args, lambda a: da.from_array(a, chunks=chunks(a)))
+
+
+@needs_dask
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name", sorted(LAZY_ON_DASK))
+def test_positions_in_the_library_stay_lazy_on_dask(name):
+    _, f, args, _ = _BY_NAME[name]
+    loss = _sum_of_squares(f)
+    nums = tuple(range(len(args)))
+    with dask.config.set(scheduler=_no_compute):
+        got = wg.grad(loss, argnums=nums)(*_dask_case(args, name))
+    ref = wg.grad(loss, argnums=nums)(*args)
+    for a, r, g in zip(args, ref, got):
+        if isinstance(a, np.ndarray):
+            assert isinstance(g, da.Array), type(g)
+        np.testing.assert_allclose(_dnum(g), r, rtol=1e-10, atol=1e-12)
+
+
+@needs_dask
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name", sorted(ON_HOST) + sorted(NEEDS_ARGSORT))
+def test_positions_dask_cannot_find_are_refused_without_computing(name):
+    """Refused by name, with .compute() as the way out; the scheduler raises on any compute,
+    and Dask's FutureWarning for a function it lacks (before its own .compute()) is an error."""
+    _, f, args, _ = _BY_NAME[name]
+    loss = _sum_of_squares(f)
+    what = ON_HOST.get(name) or NEEDS_ARGSORT[name]
+    with dask.config.set(scheduler=_no_compute), warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        msg = re.escape(what) + r" needs the values .* an array of dask .*call \.compute\(\)"
+        with pytest.raises(TypeError, match=msg):
+            wg.grad(loss, argnums=tuple(range(len(args))))(*_dask_case(args, name))

@@ -6,12 +6,14 @@ traced value takes the same calls through NumPy's protocols (its methods ``.sum`
 primitives, so what they compute is recorded and differentiable again. That is why this
 module names no primitive and imports nothing from wengert: it is the lowest floor.
 """
+import sys
+
 import numpy as np
 
 __all__ = ["shape_of", "ndim_of", "dtype_of", "zeros_like_value", "broadcast_view", "sum_to",
            "insert_axes", "unbroadcast", "real_for_real", "fill_tangent", "expand_tangents",
            "underneath", "is_foreign", "zeros", "ones", "asarray", "copy_of", "reshape",
-           "check_library"]
+           "check_library", "host_values", "implements"]
 
 
 def shape_of(x):
@@ -125,6 +127,54 @@ def check_library(x, what):
         f"__array_function__), so wengert cannot keep its values in {lib}. Supported: NumPy "
         f"arrays and floats, and arrays of libraries implementing NEP 13/18 (CuPy, Dask). "
         f"Convert it first, e.g. np.asarray(x) (or cupy.asarray / dask.array.asarray).")
+
+
+def _library(v):
+    return (type(v).__module__ or "?").split(".")[0]
+
+
+_TO_HOST = {"dask": "call .compute() on it (or persist it and compute the small part you need)",
+            "cupy": "call .get() (or cupy.asnumpy) on it"}
+
+
+def host_values(x, what, why="to know its output's shape"):
+    """``x`` unchanged when its values are NumPy's (plain or traced); ``TypeError`` when they
+    are a foreign array's. Rules whose positions or output shape come from the values (a
+    mask's count, unique values, histogram bins) call this before reading them: reading a
+    Dask array would ``.compute()`` it, a CuPy array would be copied to the host, both behind
+    the user's back (API.md §10), so the user is told to do it where they choose."""
+    v = underneath(x)
+    if not is_foreign(v):
+        return x
+    lib = _library(v)
+    fix = _TO_HOST.get(lib, "convert it to NumPy first (np.asarray)")
+    raise TypeError(
+        f"{what} needs the values of its argument in memory ({why}), and they are an array of "
+        f"{lib} ({type(v).__module__}.{type(v).__name__}): wengert does not copy them to the "
+        f"host or compute them behind your back. If they fit in memory, {fix} first (and move "
+        f"the result back into {lib} if you need to).")
+
+
+def implements(x, func, what):
+    """``x`` unchanged when its library runs ``func`` itself; else ``host_values``'s
+    TypeError. Dask answers a NumPy function it lacks (np.argsort) by computing its
+    arguments and calling NumPy: a rule that would dispatch there must ask first."""
+    v = underneath(x)
+    if is_foreign(v) and _library(v) == "dask" and not _dask_has(func):
+        host_values(x, what, f"np.{func.__name__}, which Dask does not implement")
+    return x
+
+
+def _dask_has(func):
+    """Dask's own lookup (dask.array.Array.__array_function__): a function of its namespace
+    named as NumPy's, other than NumPy's itself."""
+    module = sys.modules["dask.array"]  # loaded: a Dask array was met
+    for sub in func.__module__.split(".")[1:]:
+        module = getattr(module, sub, None)
+        if module is None:
+            return False
+    f = getattr(module, func.__name__, None)
+    return f is not None and f is not func
 
 
 _SCALARS = (float, np.float64, np.float32)

@@ -6,6 +6,7 @@ exactly what NumPy returns when no argument is traced.
 """
 import numpy as np
 
+from ..arrays import host_values
 from ..core import Tracer, ndim_of, shape_of
 from .conversion import _dtype, _plain, _traced, astype
 from .creation import asarray
@@ -219,6 +220,8 @@ def interp(x, xp, fp, left=None, right=None, period=None):
                                   "the real and imaginary parts separately")
     if isinstance(period, Tracer):
         raise NotImplementedError("wnp.interp with a traced period")
+    for a in (x, xp, fp):  # (searchsorted and take_dynamic could do it in the library: open)
+        host_values(a, "wnp.interp", "each point's interval is found on the values")
 
     def f64(a):
         return astype(asarray(a), np.float64) if _traced(a) else np.asarray(a, np.float64)

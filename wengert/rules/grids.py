@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from ..arrays import is_foreign
+from ..arrays import is_foreign, underneath
 from ..core import Tracer, ndim_of, shape_of
 from .arithmetic import power
 from .conversion import _dtype, _plain, _traced, astype
@@ -102,8 +102,9 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     if not _traced(start, stop):
         return np.geomspace(start, stop, num, endpoint, dtype, axis)
     start, stop = asarray(start), asarray(stop)
-    if concrete(lambda a, b: bool(np.any(a == 0) or np.any(b == 0)), start, stop):
-        raise ValueError("Geometric sequence cannot include zero")
+    if not is_foreign(underneath(start)) and not is_foreign(underneath(stop)) and \
+            concrete(lambda a, b: bool(np.any(a == 0) or np.any(b == 0)), start, stop):
+        raise ValueError("Geometric sequence cannot include zero")  # (CuPy, Dask: not read)
     dt = np.result_type(_dtype(start), _dtype(stop), float(num),
                         np.zeros((), dtype))
     if dt.kind == "c":

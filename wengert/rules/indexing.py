@@ -23,7 +23,9 @@ import weakref
 
 import numpy as np
 
-from ..arrays import asarray as _asarray, copy_of, dtype_of, is_foreign, zeros
+from ..arrays import asarray as _asarray, copy_of, dtype_of, host_values, implements, \
+    is_foreign, zeros
+
 from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import astype
@@ -68,13 +70,16 @@ def normalize_index(idx):
         elif isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
             out.append(int(i))
         else:
-            a = np.asarray(i)
+            a = np.asarray(host_values(i, "x[i] (or x[i] = v) with an index array", _INDEX_WHY))
             if a.dtype == object or not (a.dtype == bool or np.issubdtype(a.dtype, np.integer)):
                 raise IndexError("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis "
                                  "(`None`) and integer or boolean arrays are valid indices")
             advanced = True
             out.append(a)
     return tuple(out), advanced
+
+
+_INDEX_WHY = "a boolean mask's count, or the positions, are the output's shape"
 
 
 def static_index(i, name=None):
@@ -86,7 +91,8 @@ def static_index(i, name=None):
         if not isinstance(s, Tracer) or not (s.dtype == bool
                                              or np.issubdtype(s.dtype, np.integer)):
             raise TypeError(msg)
-        return concrete(np.asarray, s)
+        return concrete(np.asarray, host_values(s, "x[i] (or x[i] = v) with an index array",
+                                                _INDEX_WHY))
     if isinstance(i, (list, tuple)) and _has_tracer(i):
         raise TypeError(msg)
     return i
@@ -704,6 +710,7 @@ def sort(a, axis=-1, kind=None, order=None, stable=None):
     if axis is None:
         v, pos = reshape_any(a, (-1,)), pos.ravel()
         axis = -1
+    implements(a, np.argsort, "wnp.sort")
     perm = concrete_or_batched(np.argsort, v, axis=axis, kind=kind or "stable")
     return _take_order(a, pos, perm, axis)
 
@@ -717,17 +724,20 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
     if axis is None:
         v, pos = reshape_any(a, (-1,)), pos.ravel()
         axis = -1
+    implements(a, np.argpartition, "wnp.partition")
     perm = concrete_or_batched(np.argpartition, v, kth, axis=axis, kind=kind)
     return _take_order(a, pos, perm, axis)
 
 
 def _take_order(a, pos, perm, axis):
     """``a`` gathered at ``take_along_axis(pos, perm, axis)`` (``pos``: ``a``'s positions);
-    a traced ``perm`` (one per example) by flat positions computed from it."""
-    if not isinstance(perm, Tracer):
+    a traced ``perm`` (one per example), or one in a CuPy-like library (the order of values
+    that stay there), by flat positions computed from it."""
+    if not isinstance(perm, Tracer) and not is_foreign(perm):
         return gather(a, np.take_along_axis(pos, perm, axis=axis))
     k = axis % pos.ndim
-    flat = np.take(pos, [0], axis=k) + perm * _prod(pos.shape[k + 1:])
+    first = np.take(pos, [0], axis=k)
+    flat = _asarray(first, like=perm) + perm * _prod(pos.shape[k + 1:])
     return take_dynamic(reshape(a, (-1,)), flat)
 
 

@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 
+from ..arrays import host_values, implements
 from ..core import Tracer, ndim_of, shape_of
 from .conversion import astype
 from .diagonals import diagonal
@@ -49,12 +50,23 @@ def _quantile_call(np_fn, scale, skip_nan, a, q, axis, out, overwrite_input, met
         return np_fn(a, q, axis=axis, out=out, overwrite_input=overwrite_input, method=method,
                      keepdims=keepdims, **kw)
     _quantile_options(np_fn.__name__, method, weights, interpolation, out)
+    _in_library(a, q, skip_nan, f"wnp.{np_fn.__name__}")
     if skip_nan and math.prod(shape_of(a)) == 0:
         return nanmean(a, axis=axis, keepdims=keepdims)  # NumPy's answer for no values
     weak = type(q) in (int, float)
     if scale == 100:
         q = q / 100 if isinstance(q, Tracer) else np.true_divide(q, 100)
     return _quantile(a, q, weak, axis, keepdims, scale=scale, skip_nan=skip_nan)
+
+
+def _in_library(a, q, skip_nan, what):
+    """The order statistics are picked in ``a``'s library (CuPy) when it sorts; their
+    positions come from ``q`` (and, skipping NaNs, from each slice's count): read on the
+    host, so a CuPy or Dask ``q`` or a nan-quantile of one is refused rather than copied."""
+    host_values(q, what, "q picks the order statistics")
+    if skip_nan:
+        host_values(a, what, "each slice's count of non-NaN values picks its order statistics")
+    implements(a, np.argsort, what)
 
 
 def _quantile_options(name, method, weights, interpolation, out):
@@ -159,6 +171,7 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         return np.median(a, axis=axis, out=out, overwrite_input=overwrite_input,
                          keepdims=keepdims)
     _no_out(out, "median")
+    implements(a, np.argsort, "wnp.median")
     s, kept = _reduced_last(a, axis)
     s = sort(s, axis=-1)
     n = shape_of(s)[-1]
@@ -193,6 +206,7 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         return np.nanmedian(a, axis=axis, out=out, overwrite_input=overwrite_input,
                             keepdims=keepdims)
     _no_out(out, "nanmedian")
+    _in_library(a, 0.5, True, "wnp.nanmedian")
     if math.prod(shape_of(a)) == 0:
         return nanmean(a, axis=axis, keepdims=keepdims)
     s, kept = _reduced_last(a, axis)

@@ -5,8 +5,11 @@ graph being traced).  Under ``wg.vmap`` an index holds one value per example and
 single plain value: ``x[i]`` is then ``take_dynamic(x, i)``, whose positions are an argument,
 and its batching rule takes each example's rows from that example's array.
 """
+import math
+
 import numpy as np
 
+from ..arrays import asarray as _asarray, is_foreign
 from ..core import ndim_of, primitive, shape_of
 from .shape import broadcast_to, reshape, transpose
 
@@ -17,6 +20,7 @@ __all__ = ["take_dynamic", "put_dynamic"]
 def take_dynamic(x, i, nb=0):
     """``np.take(x, i, axis=nb)``: the rows of ``x`` after ``nb`` leading axes at positions
     ``i`` (an integer array; not differentiated)."""
+    x, i = _same_library(x, i)
     return np.take(x, i, axis=nb)
 
 
@@ -24,10 +28,34 @@ def take_dynamic(x, i, nb=0):
 def put_dynamic(g, i, n, nb=0):
     """Zeros of ``lead + (n,) + rest`` with ``g``'s rows added at positions ``i`` (repeats add
     up): ``take_dynamic``'s transpose."""
+    g, i = _same_library(g, i)
+    if is_foreign(g):
+        return _put_in_library(g, i, n, nb)
     g, i = np.asarray(g), np.asarray(i)
     out = np.zeros(g.shape[:nb] + (n,) + g.shape[nb + i.ndim:], dtype=g.dtype)
     np.add.at(out, (slice(None),) * nb + (i,), g)
     return out
+
+
+def _same_library(a, b):
+    """``a`` and ``b`` in one library: NumPy data moved into the other's (CuPy refuses a mix)."""
+    return _asarray(a, like=b), _asarray(b, like=a)
+
+
+def _put_in_library(g, i, n, nb):
+    """``put_dynamic`` in ``g``'s library (CuPy, Dask), which may have no ``np.add.at``: a
+    ``bincount`` of every entry's flat position, weighted by the entry."""
+    lead, k = g.shape[:nb], math.prod(i.shape)
+    rest = g.shape[nb + i.ndim:]
+    nl, nr = math.prod(lead), math.prod(rest)
+    pos = (_asarray(np.arange(nl).reshape(nl, 1, 1) * n, like=i) + i.reshape(1, k, 1)) * nr \
+        + _asarray(np.arange(nr).reshape(1, 1, nr), like=i)
+    pos, w, size = pos.reshape(-1), g.reshape(-1), nl * n * nr
+    if g.dtype.kind == "c":
+        out = np.bincount(pos, w.real, size) + 1j * np.bincount(pos, w.imag, size)
+    else:
+        out = np.bincount(pos, w, size)
+    return out.astype(g.dtype, copy=False).reshape(lead + (n,) + rest)
 
 
 @take_dynamic.frule(symbolic_zeros=True)
