@@ -122,6 +122,35 @@ def test_dask_gradient_of_a_larger_chunked_sum_keeps_its_graph_blockwise():
                                rtol=1e-12)
 
 
+def _layer_names(a):
+    return {k[0] if isinstance(k, tuple) else k for k in dict(a.__dask_graph__())}
+
+
+@needs_dask
+def test_dask_sum_cotangent_is_broadcast_in_the_operands_chunks():
+    """A full sum's cotangent is broadcast in the operand's chunks: not as one chunk the
+    length of the data, then split by a rechunk (bench_dask.py's memory)."""
+    X, y = da.from_array(M.X, chunks=(5, 3)), da.from_array(M.Y, chunks=5)
+    x = da.from_array(M.V, chunks=4)
+    for g in (wg.grad(M.loss)(M.W, X, y), wg.grad(M.loss, argnums=1)(M.W, X, y),
+              wg.grad(lambda x: wnp.mean(wnp.sin(x)))(x)):
+        assert not any("rechunk" in n for n in _layer_names(g)), sorted(_layer_names(g))
+    np.testing.assert_allclose(_dnum(wg.grad(M.loss)(M.W, X, y)),
+                               wg.grad(M.loss)(M.W, M.X, M.Y), rtol=1e-12)
+
+
+@needs_dask
+def test_broadcast_view_takes_a_dask_layout_for_new_and_stretched_axes_only():
+    from wengert.arrays import broadcast_view
+    a = da.from_array(np.arange(6.0).reshape(6, 1), chunks=(4, 1))
+    b = broadcast_view(a, (2, 6, 3), chunks=((1, 1), (3, 3), (2, 1)))
+    assert b.chunks == ((1, 1), (4, 2), (2, 1))  # the kept axis keeps a's chunks (Dask's rule)
+    np.testing.assert_array_equal(_dnum(b), np.broadcast_to(np.arange(6.0).reshape(6, 1),
+                                                            (2, 6, 3)))
+    assert broadcast_view(a, (6, 3), chunks=((6,), (1, 1))).chunks == ((4, 2), (3,))  # another
+    assert type(broadcast_view(np.ones(2), (3, 2), chunks=((1, 2), (2,)))) is np.ndarray
+
+
 @needs_dask
 def test_dask_branch_on_a_value_computes_it_as_the_user_asked():
     with dask.config.set(scheduler="threads"):

@@ -13,7 +13,7 @@ import numpy as np
 __all__ = ["shape_of", "ndim_of", "dtype_of", "zeros_like_value", "broadcast_view", "sum_to",
            "insert_axes", "unbroadcast", "real_for_real", "fill_tangent", "expand_tangents",
            "underneath", "is_foreign", "zeros", "ones", "asarray", "copy_of", "reshape",
-           "check_library", "host_values", "implements"]
+           "check_library", "host_values", "implements", "chunks_of"]
 
 
 def shape_of(x):
@@ -180,12 +180,24 @@ def _dask_has(func):
 _SCALARS = (float, np.float64, np.float32)
 
 
-def broadcast_view(x, shape):
+def chunks_of(x):
+    """The chunks of a chunked array (Dask) under ``x``, else None."""
+    v = underneath(x)
+    c = getattr(v, "chunks", None) if is_foreign(v) else None
+    return c if type(c) is tuple else None
+
+
+def broadcast_view(x, shape, chunks=None):
     """``np.broadcast_to(x, shape)``, read-only as NumPy's; a traced ``x`` is dispatched.
 
     np.broadcast_to's checks cost 2 µs; a zero-stride view of a contiguous array
     takes 0.2 µs, and the engines broadcast cotangents and tangents all the time.
+    ``chunks`` (a Dask layout of ``shape``) chunks the new and stretched axes of a Dask ``x``
+    as the array the result will meet: Dask would give each one chunk of its full length,
+    then split it to match (a sum's cotangent over 2·10⁷ rows as one 160 MB chunk).
     """
+    if chunks is not None and chunks_of(x) is not None:
+        return _dask_broadcast(x, shape, chunks)
     if type(x) in _SCALARS:
         x = np.asarray(x)
     if type(x) is np.ndarray and type(shape) is tuple and x.flags.c_contiguous \
@@ -205,6 +217,16 @@ def broadcast_view(x, shape):
                 view.flags.writeable = False
                 return view
     return np.broadcast_to(x, shape)
+
+
+def _dask_broadcast(x, shape, chunks):
+    shape = tuple(shape)
+    k = len(shape) - x.ndim
+    if k < 0 or len(chunks) != len(shape) or any(sum(c) != d for c, d in zip(chunks, shape)):
+        return np.broadcast_to(x, shape)  # a layout of another shape: Dask's own choice
+    own = [c if old == 1 and new != 1 else bd  # kept axes keep x's chunks (Dask requires it)
+           for bd, c, old, new in zip(x.chunks, chunks[k:], x.shape, shape[k:])]
+    return sys.modules["dask.array"].broadcast_to(x, shape, chunks=tuple(chunks[:k]) + tuple(own))
 
 
 def sum_to(g, nb, xs):
