@@ -132,9 +132,14 @@ def test_dask_sum_cotangent_is_broadcast_in_the_operands_chunks():
     length of the data, then split by a rechunk (bench_dask.py's memory)."""
     X, y = da.from_array(M.X, chunks=(5, 3)), da.from_array(M.Y, chunks=5)
     x = da.from_array(M.V, chunks=4)
-    for g in (wg.grad(M.loss)(M.W, X, y), wg.grad(M.loss, argnums=1)(M.W, X, y),
-              wg.grad(lambda x: wnp.mean(wnp.sin(x)))(x)):
+    from wengert.scipy.special import logsumexp
+    reductions = (lambda x: wnp.mean(wnp.sin(x)), lambda x: wnp.max(x),
+                  lambda x: wnp.linalg.norm(x), lambda x: logsumexp(x))
+    for g in [wg.grad(M.loss)(M.W, X, y), wg.grad(M.loss, argnums=1)(M.W, X, y)] + [
+            wg.grad(r)(x) for r in reductions]:
         assert not any("rechunk" in n for n in _layer_names(g)), sorted(_layer_names(g))
+    for r in reductions + (lambda x: wnp.prod(x),):  # (prod's cumprods rechunk: its own)
+        np.testing.assert_allclose(_dnum(wg.grad(r)(x)), wg.grad(r)(M.V), rtol=1e-12)
     np.testing.assert_allclose(_dnum(wg.grad(M.loss)(M.W, X, y)),
                                wg.grad(M.loss)(M.W, M.X, M.Y), rtol=1e-12)
 

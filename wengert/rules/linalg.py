@@ -25,7 +25,7 @@ Conventions, where NumPy's function is not smooth or reads only part of its inpu
 import numpy as np
 
 from ..core import plain as _plain, Tracer, ndim_of, primitive, shape_of
-from ..arrays import dtype_of, is_foreign
+from ..arrays import chunks_of, dtype_of, is_foreign
 from . import patterns
 from .arithmetic import absolute, power
 from .complex import conj, imag, real
@@ -237,7 +237,8 @@ def vector_norm_vjp(x, ord=2.0, axis=None, keepdims=False):
     xs = shape_of(x)
 
     def pullback(g):
-        return (expand_reduced(g, ans, xs, axis) * _norm_weights(x, ans, ord, axis, keepdims),)
+        return (expand_reduced(g, ans, xs, axis, chunks_of(x))
+                * _norm_weights(x, ans, ord, axis, keepdims),)
     return ans, pullback
 
 

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..arrays import asarray as _asarray, is_foreign
+from ..arrays import asarray as _asarray, chunks_of, is_foreign
 from ..core import lift, plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .arithmetic import multiply
@@ -294,7 +294,7 @@ def _prod_vjp(x, axis=None, keepdims=False):
     def pullback(g):
         if not axes:
             return (g,)
-        return (_expand(g, ans, xs, axes) * _prod_others(x, axes),)
+        return (_expand(g, ans, xs, axes, chunks_of(x)) * _prod_others(x, axes),)
     return ans, pullback
 
 
@@ -335,7 +335,7 @@ def _extremum(np_fn, name):
         xs = shape_of(x)
         axes = _norm_axes(axis, len(xs))
         w = weights(x, ans, axes)
-        return ans, lambda g: (_expand(g, ans, xs, axes) * w,)
+        return ans, lambda g: (_expand(g, ans, xs, axes, chunks_of(x)) * w,)
     return p
 
 
