@@ -226,7 +226,8 @@ def _dask_broadcast(x, shape, chunks):
         return np.broadcast_to(x, shape)  # a layout of another shape: Dask's own choice
     own = [c if old == 1 and new != 1 else bd  # kept axes keep x's chunks (Dask requires it)
            for bd, c, old, new in zip(x.chunks, chunks[k:], x.shape, shape[k:])]
-    return sys.modules["dask.array"].broadcast_to(x, shape, chunks=tuple(chunks[:k]) + tuple(own))
+    dask_array = sys.modules["dask.array"]  # loaded: x is a Dask array
+    return dask_array.broadcast_to(x, shape, chunks=tuple(chunks[:k]) + tuple(own))
 
 
 def sum_to(g, nb, xs):

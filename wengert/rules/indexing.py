@@ -25,7 +25,6 @@ import numpy as np
 
 from ..arrays import asarray as _asarray, copy_of, dtype_of, host_values, implements, \
     is_foreign, zeros
-
 from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import astype

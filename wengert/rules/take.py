@@ -20,8 +20,7 @@ __all__ = ["take_dynamic", "put_dynamic"]
 def take_dynamic(x, i, nb=0):
     """``np.take(x, i, axis=nb)``: the rows of ``x`` after ``nb`` leading axes at positions
     ``i`` (an integer array; not differentiated)."""
-    x, i = _same_library(x, i)
-    return np.take(x, i, axis=nb)
+    return np.take(_asarray(x, like=i), i, axis=nb)  # NumPy x moved to a CuPy i's library
 
 
 @primitive(nargs=2)
