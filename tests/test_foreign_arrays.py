@@ -217,8 +217,9 @@ import test_arrays as TA  # noqa: E402  (the table of array functions, with thei
 # host copy or .compute()):
 # IN_LIBRARY: the positions are found by the array's own library (np.argsort dispatched to it,
 # NaNs masked and counted with its own ops, exponents masked with its where), so the values
-# never leave it. Of these, LAZY_ON_DASK stay lazy on Dask too; NEEDS_ARGSORT would need
-# np.argsort/np.argpartition, which Dask lacks (its fallback computes): refused there by name.
+# never leave it. Of these, LAZY_ON_DASK stay lazy on Dask too; DASK_LACKS would need
+# np.argsort, np.argpartition or np.linalg.pinv, which Dask lacks (its fallback computes):
+# refused there by name.
 IN_LIBRARY = {
     "sort", "partition", "median", "median_axes_keep", "quantile", "percentile_keep",
     "nanmean", "nanvar", "nanstd", "nanstd_ddof", "logspace", "geomspace", "polyfit",
@@ -226,9 +227,12 @@ IN_LIBRARY = {
 }
 LAZY_ON_DASK = {"nanmean", "nanvar", "nanstd", "nanstd_ddof", "logspace", "geomspace",
                 "linalg.svdvals"}
-NEEDS_ARGSORT = {"sort": "wnp.sort", "partition": "wnp.partition", "median": "wnp.median",
+DASK_LACKS = {"sort": "wnp.sort", "partition": "wnp.partition", "median": "wnp.median",
                  "median_axes_keep": "wnp.median", "quantile": "wnp.quantile",
-                 "percentile_keep": "wnp.percentile"}
+                 "percentile_keep": "wnp.percentile",
+                 # lstsq's derivatives need np.linalg.pinv, which Dask lacks
+                 "polyfit": "wnp.linalg.lstsq (and wnp.polyfit)",
+                 "polyfit_weighted_cov": "wnp.linalg.lstsq (and wnp.polyfit)"}
 # ON_HOST: the output's shape or positions are read off the values on the host (unique values,
 # a mask's count, histogram bins, where the zeros end, each point's interval, q's order
 # statistics, each slice's NaN count): refused with a TypeError naming the function and the
@@ -254,7 +258,7 @@ def test_the_lists_name_table_functions():
     for name in IN_LIBRARY | set(ON_HOST):
         assert name in _BY_NAME, name
     assert not IN_LIBRARY & set(ON_HOST)
-    assert LAZY_ON_DASK | set(NEEDS_ARGSORT) <= IN_LIBRARY
+    assert LAZY_ON_DASK | set(DASK_LACKS) <= IN_LIBRARY
 
 
 def _sum_of_squares(f):
@@ -358,13 +362,13 @@ def test_positions_in_the_library_stay_lazy_on_dask(name):
 
 @needs_dask
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("name", sorted(ON_HOST) + sorted(NEEDS_ARGSORT))
+@pytest.mark.parametrize("name", sorted(ON_HOST) + sorted(DASK_LACKS))
 def test_positions_dask_cannot_find_are_refused_without_computing(name):
     """Refused by name, with .compute() as the way out; the scheduler raises on any compute,
     and Dask's FutureWarning for a function it lacks (before its own .compute()) is an error."""
     _, f, args, _ = _BY_NAME[name]
     loss = _sum_of_squares(f)
-    what = ON_HOST.get(name) or NEEDS_ARGSORT[name]
+    what = ON_HOST.get(name) or DASK_LACKS[name]
     with dask.config.set(scheduler=_no_compute), warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
         msg = re.escape(what) + r" needs the values .* an array of dask .*call \.compute\(\)"

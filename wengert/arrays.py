@@ -161,7 +161,8 @@ def implements(x, func, what):
     arguments and calling NumPy: a rule that would dispatch there must ask first."""
     v = underneath(x)
     if is_foreign(v) and _library(v) == "dask" and not _dask_has(func):
-        host_values(x, what, f"np.{func.__name__}, which Dask does not implement")
+        name = func.__module__.replace("numpy", "np", 1) + "." + func.__name__
+        host_values(x, what, f"{name}, which Dask does not implement")
     return x
 
 

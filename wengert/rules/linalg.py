@@ -25,7 +25,7 @@ Conventions, where NumPy's function is not smooth or reads only part of its inpu
 import numpy as np
 
 from ..core import plain as _plain, Tracer, ndim_of, primitive, shape_of
-from ..arrays import chunks_of, dtype_of, is_foreign
+from ..arrays import chunks_of, dtype_of, implements, is_foreign
 from . import patterns
 from .arithmetic import absolute, power
 from .complex import conj, imag, real
@@ -165,6 +165,8 @@ def lstsq(a, b, rcond=None):
     """``numpy.linalg.lstsq`` on traced values: ``(x, residuals, rank, s)``. ``x`` is the
     ``lstsq`` rule's (NumPy's to the bit); the residuals are recomputed from it, so they
     agree with LAPACK's to rounding; ``rank`` is plain."""
+    for v in (a, b):  # its derivatives take a pseudo-inverse (Dask has none; and no rcond)
+        implements(v, np.linalg.pinv, "wnp.linalg.lstsq (and wnp.polyfit)")
     _, plain_res, rank, _ = np.linalg.lstsq(_plain(a), _plain(b), rcond=rcond)
     sb = shape_of(b)
     b2 = reshape(b, sb + (1,)) if len(sb) == 1 else b
