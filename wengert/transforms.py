@@ -100,8 +100,13 @@ def _fit(g, like):
         if isinstance(g, Tracer) and type(_plain(g)) is not float and np.ndim(_plain(g)) == 0:
             return as_float(g)  # traced: the same conversion, recorded
         return g
-    if type(like) is complex and isinstance(g, (np.generic, np.ndarray)) and np.ndim(g) == 0:
+    if type(like) is complex and isinstance(g, (np.generic, np.ndarray, float, int)) and \
+            np.ndim(g) == 0:
         return complex(g)
+    if type(g) in (float, int, complex) and isinstance(like, (np.ndarray, np.generic)):
+        g = np.asarray(g)  # a rule's Python number for an array input: its dtype, below
+        if type(like) is not np.ndarray:
+            g = g[()]
     if isinstance(g, (np.ndarray, np.generic)):
         dt = _leaf_dtype(like)
         if dt is not None and g.dtype != dt:
