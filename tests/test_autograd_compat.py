@@ -193,3 +193,39 @@ def test_sgd_on_a_dict_of_parameters_converges():
         g = step(params)
         params = {"w": params["w"] - 0.1 * g["w"]}
     numpy.testing.assert_allclose(params["w"], target, atol=1e-8)
+
+
+# -- found by running autograd's own test files through an adapter (docs/coming-from-jax.md) ----
+def test_einsum_interleaved_sublists():
+    a, b, c = R.standard_normal((2, 3)), R.standard_normal((3, 4)), R.standard_normal((2, 2, 3))
+    f = lambda a, b: np.einsum(a, [0, 1], b, [1, 2], [0, 2])  # noqa: E731
+    numpy.testing.assert_allclose(f(a, b), a @ b)
+    wg.check_grad(f, a, b, order=2)
+    g = lambda c, b: np.einsum(c, [Ellipsis, 0, 1], b, [1, 2], [Ellipsis, 0, 2])  # noqa: E731
+    numpy.testing.assert_allclose(g(c, b), numpy.einsum("...ij,jk->...ik", c, b))
+    wg.check_grad(g, c, b, order=2)
+    t = lambda a: np.einsum(a, [0, 1])  # implicit output: the transpose rule of strings  # noqa
+    numpy.testing.assert_allclose(wg.jacobian(t)(a).reshape(6, 6), numpy.eye(6))
+    with pytest.raises(ValueError, match="int in"):
+        wg.grad(lambda a: np.einsum(a, ["i"]).sum())(a)
+
+
+@pytest.mark.parametrize("width", [0, 3, (3,), (3, 2), ((3, 2),), ((1, 2), (3, 4)),
+                                   ((0, 0), (0, 0)), numpy.array([[1], [2]])])
+def test_pad_widths_as_numpy_reads_them(width):
+    a = R.standard_normal((2, 2))
+    out, jac = wg.vjp(lambda a: np.pad(a, width), a)
+    numpy.testing.assert_array_equal(out, numpy.pad(a, width))
+    # the pullback of a zero-padding picks the original block back out
+    numpy.testing.assert_array_equal(jac(numpy.pad(a, width))[0], a)
+    wg.check_grad(lambda a: np.pad(a, width, "constant", constant_values=1.5), a, order=2)
+
+
+def test_real_of_a_complex_scalar_has_a_complex_cotangent():
+    for z in (0.4 + 0.3j, numpy.array(0.4 + 0.3j)):
+        wg.check_grad(np.real, z, order=2)
+        wg.check_grad(np.imag, z, order=2)
+        g = wg.vjp(np.real, z)[1](1.0)[0]
+        assert numpy.iscomplexobj(g) and g == 1.0
+    assert wg.grad(np.real_if_close)(0.4) == 1.0
+    wg.check_grad(np.real_if_close, 0.4, order=2)

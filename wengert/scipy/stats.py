@@ -175,11 +175,13 @@ def _mvn_parts(cov, allow_singular):
     (SciPy's meaning)."""
     cov = wnp.asarray(cov) if not hasattr(cov, "shape") else cov
     if not allow_singular:
-        sign, log_det = wnp.linalg.slogdet(cov)
-        if np.any(np.asarray(wnp.less_equal(sign, 0))):
+        try:  # the check on the plain value: its outcome is not differentiated
+            np.linalg.cholesky(np.asarray(plain(cov)))
+        except np.linalg.LinAlgError:
             raise np.linalg.LinAlgError(
                 "multivariate_normal: the covariance is not positive definite; pass "
-                "allow_singular=True for a degenerate distribution")
+                "allow_singular=True for a degenerate distribution") from None
+        log_det = wnp.linalg.slogdet(cov)[1]
         return (lambda d: wnp.linalg.solve(cov, d)), log_det, cov.shape[-1]
     w, v = wnp.linalg.eigh(cov)
     w_plain = np.asarray(plain(w))
