@@ -229,3 +229,60 @@ def test_real_of_a_complex_scalar_has_a_complex_cotangent():
         assert numpy.iscomplexobj(g) and g == 1.0
     assert wg.grad(np.real_if_close)(0.4) == 1.0
     wg.check_grad(np.real_if_close, 0.4, order=2)
+
+
+def test_tree_ravel_round_trips_and_differentiates():
+    x = (1.0, R.standard_normal((2, 3)), [R.standard_normal((1, 4)), {"x": 2.0, "y": 3 + 1j}])
+    vec, unravel = wg.tree.ravel(x)
+    assert vec.shape == (13,) and vec.dtype == complex and vec[0] == 1.0
+    back = unravel(vec)
+    assert type(back[0]) is float and type(back[2][1]["y"]) is complex
+    numpy.testing.assert_array_equal(wg.tree.ravel(back)[0], vec)
+    y = (1.0, 2.0, [3.0, {"x": 2.0, "y": 4.0}])
+    assert wg.tree.ravel(y)[1](wg.tree.ravel(y)[0]) == y
+    assert wg.tree.ravel(((), []))[0].shape == (0,)
+    # the leaves of a traced pytree, and a pytree rebuilt from a traced vector
+    assert grad(lambda a, b: np.sum(wg.tree.ravel([a, b])[0] ** 2), 1)(1.0, 2.0) == 4.0
+    v, unr = wg.tree.ravel({"w": R.standard_normal((2, 2)), "b": 0.5})
+    wg.check_grad(lambda v: wg.tree.ravel(wg.tree.map(lambda t: np.sin(t) * t, unr(v)))[0], v,
+                  order=2)
+    with pytest.raises(ValueError, match=r"shape \(5,\)"):
+        unr(numpy.zeros(4))
+
+
+def test_grad_of_a_bool_or_int_output_is_an_error():
+    with pytest.raises(TypeError, match="bool has no derivative"):
+        grad(lambda x: np.allclose(x, x * 3.0 / 3.0))(numpy.array([1.0, 2.0]))
+    with pytest.raises(TypeError, match="integer has no derivative"):
+        grad(lambda x: np.argmax(x))(numpy.array([1.0, 2.0]))
+    with pytest.raises(TypeError, match="bool has no derivative"):
+        value_and_grad(lambda x: x > 0.0)(1.0)
+    assert grad(lambda x: 3.0)(1.0) == 0.0  # a float constant has derivative zero
+
+
+def test_check_grad_reverse_only_rules_at_second_order():
+    """modes=("reverse",) checks reverse over reverse: a rule with no frule is checkable."""
+    wrong = {"factor": 6.0}
+
+    @wg.primitive
+    def cube(x):
+        return x ** 3
+
+    @cube.rrule
+    def _(x):
+        return cube(x), lambda g: (g * three_squares(x),)
+
+    @wg.primitive
+    def three_squares(x):
+        return 3.0 * x ** 2
+
+    @three_squares.rrule
+    def _(x):
+        return three_squares(x), lambda h: (wrong["factor"] * x * h,)
+
+    wg.check_grad(cube, 1.5, order=2, modes=("reverse",))
+    wrong["factor"] = 6.1  # a wrong second-order rule is caught by the reverse-over-reverse check
+    with pytest.raises(AssertionError, match="order 1"):
+        wg.check_grad(cube, 1.5, order=2, modes=("reverse",))
+    with pytest.raises(NotImplementedError, match="no forward rule"):
+        wg.check_grad(cube, 1.5, order=1)  # forward mode asked for: the missing frule is named
