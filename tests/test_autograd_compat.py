@@ -286,3 +286,27 @@ def test_check_grad_reverse_only_rules_at_second_order():
         wg.check_grad(cube, 1.5, order=2, modes=("reverse",))
     with pytest.raises(NotImplementedError, match="no forward rule"):
         wg.check_grad(cube, 1.5, order=1)  # forward mode asked for: the missing frule is named
+
+
+def test_check_grad_differentiates_a_pullback_in_its_cotangent_too():
+    """A rule used only inside another rule's pullback, wrong in the cotangent it is given, is
+    caught at order 2 (the pullback is checked as a function of the inputs and the cotangent)."""
+    @wg.primitive
+    def double(x):
+        return 2.0 * x
+
+    @wg.primitive
+    def ident(g):
+        return g
+
+    @double.rrule
+    def _(x):
+        return double(x), lambda g: (2.0 * ident(g),)
+
+    @ident.rrule
+    def _(g):
+        return ident(g), lambda h: (1.001 * h,)  # wrong: the identity's pullback is h
+
+    wg.check_grad(double, 1.5, order=1, modes=("reverse",))  # first order: right
+    with pytest.raises(AssertionError, match="reverse"):
+        wg.check_grad(double, 1.5, order=2, modes=("reverse",))
