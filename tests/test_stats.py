@@ -146,3 +146,17 @@ def test_other_names_are_scipys_for_plain_values():
     assert stats.norm.ppf(0.5) == 0.0
     with pytest.raises(NotImplementedError, match="scipy.stats.norm.ppf"):
         wg.grad(stats.norm.ppf)(0.3)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # log(0) at the support's ends, as SciPy
+def test_ends_of_the_support_as_scipy():
+    x = np.array([-1.0, 0.0, 0.5, 1.0, 2.0])
+    for name, args in (("gamma", (0.5,)), ("gamma", (1.0,)), ("gamma", (2.0,)), ("chi2", (2.0,)),
+                       ("beta", (0.5, 0.5)), ("beta", (1.0, 2.0)), ("beta", (2.0, 3.0))):
+        for f in ("pdf", "logpdf", "cdf"):
+            np.testing.assert_allclose(_fn(f"{name}.{f}", stats)(x, *args),
+                                       _fn(f"{name}.{f}", ss)(x, *args))
+    k = np.array([-1.0, 0.0, 2.5, 3.0])  # a negative or fractional count has probability 0
+    for f in ("pmf", "logpmf", "cdf", "sf"):
+        np.testing.assert_allclose(getattr(stats.poisson, f)(k, 2.0), getattr(ss.poisson, f)(k, 2.0))
+    assert wg.grad(lambda m: stats.poisson.logpmf(k, m).sum())(2.0) == pytest.approx(-0.5)

@@ -31,11 +31,10 @@ def _z(x, loc, scale):
 
 
 def _inside(x, low, high=None):
-    """``(mask, safe_x)``: where ``x`` lies in the support, and ``x`` moved inside elsewhere
+    """``(mask, safe_x)``: where ``x`` lies in the (closed) support, and ``x`` moved inside elsewhere
     (so that the branch not taken computes no NaN, in the value or the derivative)."""
-    inside = wnp.greater(x, low) if high is None else \
-        wnp.logical_and(wnp.greater(x, low), wnp.less(x, high))
-    inside = np.asarray(inside)
+    xp = np.asarray(plain(x))
+    inside = xp >= low if high is None else (xp >= low) & (xp <= high)
     mid = low + 1.0 if high is None else 0.5 * (low + high)
     return inside, wnp.where(inside, x, mid)
 
@@ -156,15 +155,31 @@ beta = _Namespace(
 # -- Poisson (discrete: differentiable in the mean) ----------------------------------------------
 def _poisson_logpmf(k, mu, loc=0):
     k = k - loc
-    return sp.xlogy(k, mu) - mu - sp.gammaln(k + 1.0)
+    kp = np.asarray(plain(k))
+    on = (kp >= 0) & (kp == np.floor(kp))  # the support: the counts 0, 1, 2, ...
+    if on.all():
+        return sp.xlogy(k, mu) - mu - sp.gammaln(k + 1.0)
+    ks = wnp.where(on, k, 0.0)
+    return wnp.where(on, sp.xlogy(ks, mu) - mu - sp.gammaln(ks + 1.0), -np.inf)
+
+
+def _poisson_tail(fn, below):
+    """``pdtr``/``pdtrc`` at ``floor(k)``, and their values ``below`` 0 (where they are NaN)."""
+    def tail(k, mu, loc=0):
+        k = k - loc
+        neg = np.asarray(plain(k)) < 0
+        if not neg.any():
+            return fn(k, mu)
+        return wnp.where(neg, below, fn(wnp.where(neg, 0.0, k), mu))
+    return tail
 
 
 poisson = _Namespace(
     "poisson",
     logpmf=_poisson_logpmf,
     pmf=lambda k, mu, loc=0: wnp.exp(_poisson_logpmf(k, mu, loc)),
-    cdf=lambda k, mu, loc=0: sp.pdtr(k - loc, mu),
-    sf=lambda k, mu, loc=0: sp.pdtrc(k - loc, mu),
+    cdf=_poisson_tail(sp.pdtr, 0.0),
+    sf=_poisson_tail(sp.pdtrc, 1.0),
 )
 
 
