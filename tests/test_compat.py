@@ -376,3 +376,14 @@ def test_a_size_one_output_to_grad_raises_saying_to_sum_or_index(shape):
         wg.grad(lambda x: x * 2)(X)
     g = wg.grad(lambda x: wnp.reshape(x[0] * x[1], shape).sum())(X)
     np.testing.assert_allclose(g, [X[1], X[0], 0.0])
+
+
+def test_average_takes_its_weights_as_a_list():
+    """``wnp.average(x, weights=[...])``: a list of weights, plain or traced, is an array."""
+    f = lambda x: wnp.average(x, weights=[1.0, 2.0, 3.0])
+    np.testing.assert_allclose(wg.grad(f)(np.ones(3)), np.array([1.0, 2.0, 3.0]) / 6.0,
+                               rtol=1e-15)
+    wg.check_grad(f, np.arange(3.0), order=2)
+    wg.check_grad(lambda x: wnp.sum(wnp.average(x, axis=1, weights=[1.0, 2.0, 3.0])),
+                  np.ones((2, 3)), order=2)
+    wg.check_grad(lambda w: wnp.average(np.arange(3.0), weights=[w, 2 * w, 1.0]), 0.5, order=2)

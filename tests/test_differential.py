@@ -48,11 +48,18 @@ FD_RTOL = 1e-6       # against the finite-difference stencil
 FD_STEP = 1e-4       # the 4-point stencil's error is O(h^4): about 1e-16 here
 HESSIAN_SHARE = 4    # one program in this many gets the Hessian checks
 ENGINE_SECONDS = 3   # an engine that takes longer on these small programs is stuck
+FUSED_SHARE = 6      # one program in this many is also compiled with fused kernels (Numba:
+FUSED_SECONDS = 60   # a compilation per new kernel, so fewer programs and more time)
 
 ENGINES = ("reverse", "forward", "jvp", "graph", "simplified", "compile", "compile_new",
-           "source", "hessian", "fwd_over_rev", "hessian_graph", "taylor")
+           "compile_fused", "source", "hessian", "fwd_over_rev", "hessian_graph", "taylor")
 SECOND_ORDER = ("hessian", "fwd_over_rev", "hessian_graph", "taylor")
 OUTCOMES = ("agree", "unsupported", "mismatch", "crash", "skipped")
+
+
+def fuse_available():
+    from wengert.graph.fuse import numba_or_none
+    return numba_or_none() is not None
 
 
 class Mismatch(AssertionError):
@@ -191,7 +198,7 @@ def points(prog, rng, tries=10):
     return a, b
 
 
-def check_program(prog, f, a, b, hessian):
+def check_program(prog, f, a, b, hessian, fused=False):
     """``{engine: (outcome, message)}`` for the program ``f`` at ``a`` (and ``b``)."""
     nargs = len(a)
     argnums = 0 if nargs == 1 else tuple(range(nargs))
@@ -206,7 +213,8 @@ def check_program(prog, f, a, b, hessian):
     def run(engine, body, unsupported=()):
         args = copies(a)
         try:
-            with np.errstate(all="ignore"), time_limit(ENGINE_SECONDS):
+            with np.errstate(all="ignore"), time_limit(
+                    FUSED_SECONDS if engine == "compile_fused" else ENGINE_SECONDS):
                 body(args)
             for x, y in zip(args, a):
                 if isinstance(y, np.ndarray) and not np.array_equal(x, y):
@@ -278,9 +286,9 @@ def check_program(prog, f, a, b, hessian):
     compiled = {}
 
     def compile_(args):
-        cf = wg.compile(f)
+        cf = wg.compile(f, fuse=False)
         compare(cf(*args), value, RTOL, what="wg.compile(f)")
-        cg = compiled["grad"] = wg.compile(wg.grad(f, argnums))
+        cg = compiled["grad"] = wg.compile(wg.grad(f, argnums), fuse=False)
         compiled["f"] = cf
         first = compiled["first"] = cg(*args)
         compare(first, grad, tight, what="wg.compile(wg.grad(f))")
@@ -310,6 +318,30 @@ def check_program(prog, f, a, b, hessian):
                     compare(compiled[k], grad, tight,
                             what=f"wg.compile(wg.grad(f))'s {k} result, after a new point")
             run("compile_new", compile_new)
+
+    def compile_fused(args):
+        # Numba's kernels round tanh, exp... like the C library (NumPy may use SIMD
+        # versions): a few ulps, amplified through the program like any round-off
+        cf = wg.compile(f, fuse=True)
+        compare(cf(*args), value, RTOL, what="wg.compile(f, fuse=True)")
+        cg = wg.compile(wg.grad(f, argnums), fuse=True)
+        first = cg(*args)
+        compare(first, grad, tight, what="wg.compile(wg.grad(f), fuse=True)")
+        compare(cg(*args), grad, tight, what="wg.compile(wg.grad(f), fuse=True), again")
+        compare(first, grad, tight, what="the fused gradient's first result, later")
+        for c in (cf, cg):
+            if c.fuse_failures:
+                raise Mismatch(f"the fused program fell back to NumPy's: {c.fuse_failures!r}")
+        if b is not None:
+            try:
+                want_b = wg.grad(f, argnums)(*copies(b))
+            except Exception:
+                return
+            compare(cg(*copies(b)), want_b, RTOL, what="the fused gradient, a new point")
+    if fused and fuse_available():
+        run("compile_fused", compile_fused)
+    else:
+        results["compile_fused"] = ("skipped", "")
 
     def source(args):
         df = wg.source.grad(f, argnums)
@@ -406,7 +438,7 @@ def test_engines_agree_on_random_programs(program_dir, data):
     assume(a is not None)
     f = load(prog, program_dir, f"wg_diff_{next(_count)}")
     results = check_program(prog, f, a, b, hessian=data.draw(st.integers(0, HESSIAN_SHARE - 1))
-                            == 0)
+                            == 0, fused=data.draw(st.integers(0, FUSED_SHARE - 1)) == 0)
     bad = [e for e, (o, _) in results.items() if o in ("mismatch", "crash")]
     assert not bad, report(prog, a, b, results)
 
@@ -460,7 +492,8 @@ def run_many(n, directory, start=0, log=None):
         name = f"wg_diff_s{seed}"
         f = load(prog, directory, name)
         try:
-            results = check_program(prog, f, a, b, hessian=seed % HESSIAN_SHARE == 0)
+            results = check_program(prog, f, a, b, hessian=seed % HESSIAN_SHARE == 0,
+                                    fused=seed % FUSED_SHARE == 0)
         finally:
             del sys.modules[name]
         for e, (o, msg) in results.items():

@@ -43,7 +43,7 @@ FLOORS = {
     8: ("wengert",),
 }
 # optional dependencies, which a function may import lazily (and only these)
-OPTIONAL = {"matplotlib", "tqdm"}  # the "plot" and "progress" extras
+OPTIONAL = {"matplotlib", "tqdm", "numba"}  # the "plot", "progress" and "fast" extras
 # runtime dependencies slow enough to load that a function loads them on first use:
 # scipy.special and scipy.linalg take about 0.3 s, as long as ``import wengert`` itself;
 # scipy.stats and scipy.signal (whose names without rules wengert.scipy.stats and .signal pass

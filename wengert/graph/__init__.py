@@ -8,7 +8,7 @@ and derivative graphs come from running the same rules on graph tracers.
 The modules, each importing only those above it in this list: ``ir`` (nodes),
 ``trace`` (the recording engine), ``codegen``, ``simplify`` and ``dot`` (passes
 over a graph), ``graph`` (``Graph``, whose methods call the passes, and
-``trace``), ``compile`` (``wg.compile``), ``chain`` (``wg.chain_order``).
+``trace``), ``fuse`` (Numba kernels for ``wg.compile``), ``compile`` (``wg.compile``), ``chain`` (``wg.chain_order``).
 """
 from .compile import compile
 from .graph import Graph, to_dot, trace

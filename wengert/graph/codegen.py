@@ -32,6 +32,7 @@ _INFIX = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.true
           operator.eq: "==", operator.ne: "!=", operator.and_: "&", operator.or_: "|",
           operator.xor: "^"}
 _UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
+_IN_PLACE = (operator.add, operator.sub, operator.mul, operator.truediv)
 
 
 def _fallback_operator(impl):
@@ -160,70 +161,112 @@ def _is_py_scalar(v):
 
 def _body(g, em, names, fast):
     """Lines of the straight-line program; ``fast`` writes fallback-operators infix."""
-    lines = []
-    used_fast = False
-    live = _live(g)
-    guard_of = {}
-    for i, b in g.guards:
-        guard_of.setdefault(i, []).append(b)
-    counter = 0
-    fused, chain_end, scatter_of = _accumulations(g, live)
-    expr = {}  # node index -> source of its value
-    for k, i in enumerate(g.input_nodes):
-        expr[i] = names[k]
-    for i, n in enumerate(g.nodes):
-        if not live[i]:
-            continue
-        if n.kind == "input":
-            pass
-        elif n.kind == "const":
-            lit = literal(n.value)
-            expr[i] = _atom(lit) if lit is not None else em.bind(n.value, f"c{i}")
-            continue
-        elif i in fused:
-            step = fused[i]
+    w = BodyWriter(g, em, names, fast)
+    for i in range(len(g.nodes)):
+        if w.live[i]:
+            w.node(i)
+    return w.lines, w.expr, w.used_fast
+
+
+class BodyWriter:
+    """Writes one node at a time (in any topological order: the fused path reorders)."""
+
+    def __init__(self, g, em, names, fast):
+        self.g, self.em, self.fast = g, em, fast
+        self.lines = []
+        self.used_fast = False
+        self.live = _live(g)
+        self.guard_of = {}
+        for i, b in g.guards:
+            self.guard_of.setdefault(i, []).append(b)
+        self.counter = 0
+        self.fused, self.chain_end, _ = _accumulations(g, self.live)
+        self.expr = {}  # node index -> source of its value
+        for k, i in enumerate(g.input_nodes):
+            self.expr[i] = names[k]
+        for i, n in enumerate(g.nodes):
+            if self.live[i] and n.kind == "const":
+                lit = literal(n.value)
+                self.expr[i] = _atom(lit) if lit is not None else em.bind(n.value, f"c{i}")
+
+    # in-place arithmetic: ``a += b`` where ``a`` is a temporary no one else reads.  Set
+    # ``scratch`` to the nodes whose arrays the program itself allocated (fresh every call)
+    scratch = None
+    uses = None
+
+    def _in_place(self, i, n):
+        g = self.g
+        impl = getattr(n.prim, "impl", None)
+        op = getattr(impl, "python_operator", impl)
+        if n.kind != "op" or n.params or op not in _IN_PLACE or type(n.value) is not np.ndarray:
+            return False
+        sides = (0, 1) if op in (operator.add, operator.mul) else (0,)
+        for side in sides:
+            a, b = n.args[side], n.args[1 - side]
+            av = g.nodes[a].value
+            if (a in self.scratch and self.uses[a] == 1 and type(av) is np.ndarray
+                    and av.shape == n.value.shape and av.dtype == n.value.dtype and a != b):
+                self.lines.append(f"{self.expr[a]} {_INFIX[op]}= {self.expr[b]}")
+                self.expr[i] = self.expr[a]
+                self.scratch.add(i)
+                return True
+        return False
+
+    def fresh(self):
+        self.counter += 1
+        return f"v{self.counter}"
+
+    def guards(self, i):
+        for b in self.guard_of.get(i, ()):
+            cond = f"not {self.expr[i]}" if b else self.expr[i]
+            self.lines.append(f"if {cond}: raise GuardFailure({i})"
+                              f"  # traced with {self.expr[i]} {'true' if b else 'false'}")
+
+    def node(self, i):
+        g, em, lines, expr = self.g, self.em, self.lines, self.expr
+        n = g.nodes[i]
+        if n.kind == "const":
+            return
+        if i in self.fused:
+            step = self.fused[i]
             kind = step[0]
             if kind == "skip":
-                continue
+                return
             if kind == "start":  # zeros of the shape, the first scatter written in
-                counter += 1
-                v = expr[i] = f"v{counter}"
+                v = expr[i] = self.fresh()
                 sn = g.nodes[i]
                 lines.append(f"{v} = {em.bind(np.zeros, 'zeros')}({_lit(sn.params['shape'], em)}"
                              f", {em.bind(step[2], 'dtype')})")
                 lines.append(f"{v}[{_index_src(sn.params['idx'], em)}] = {expr[sn.args[0]]}")
-                continue
+                self.guards(i)
+                return
+            sn = g.nodes[step[2]]
             if kind == "start+":  # a copy of the accumulator, the first scatter added in
-                counter += 1
-                v = expr[i] = f"v{counter}"
-                sn = g.nodes[step[2]]
+                v = expr[i] = self.fresh()
                 lines.append(f"{v} = {expr[step[1]]}.copy()")
             else:
-                sn = step[2]
                 v = expr[i] = expr[step[1]]
             lines.append(f"{v}[{_index_src(sn.params['idx'], em)}] += {expr[sn.args[0]]}")
-            if i in chain_end:  # +0.0 where the unfused sums added zeros: -0.0 -> +0.0
-                mask = chain_end[i]
+            if i in self.chain_end:  # +0.0 where the unfused sums added zeros: -0.0 -> +0.0
+                mask = self.chain_end[i]
                 if mask is True:
                     lines.append(f"{v} += 0.0")
                 elif mask is not None:
                     lines.append(f"{v}[{em.bind(mask, 'zero_added')}] += 0.0")
-        else:
-            counter += 1
-            v = f"v{counter}"
+        elif n.kind != "input":
+            if self.scratch is not None and self._in_place(i, n):
+                self.guards(i)
+                return
+            v = self.fresh()
             if n.kind == "proj":
                 rhs = f"{expr[n.args[0]]}[{n.params['index']}]"
             else:
-                rhs, inline = _call(n, [expr[a] for a in n.args], em, fast,
+                rhs, inline = _call(n, [expr[a] for a in n.args], em, self.fast,
                                     [g.nodes[a].value for a in n.args])
-                used_fast |= inline
+                self.used_fast |= inline
             lines.append(f"{v} = {rhs}")
             expr[i] = v
-        for b in guard_of.get(i, ()):
-            cond = f"not {expr[i]}" if b else expr[i]
-            lines.append(f"if {cond}: raise GuardFailure({i})"
-                         f"  # traced with {expr[i]} {'true' if b else 'false'}")
-    return lines, expr, used_fast
+        self.guards(i)
 
 
 # -- fusing sums of scatters: "gx = gx + zeros-with-v-at-idx" becomes "gx[idx] += v" -------
@@ -324,7 +367,7 @@ def _accumulations(g, live):
             if prev is None:
                 fused[c] = ("start+", first_acc, sc)
             else:
-                fused[c] = ("add", prev, nodes[sc])
+                fused[c] = ("add", prev, sc)
             prev = c
             covered = np.zeros(shape, bool)
             covered[nodes[sc].params["idx"]] = True

@@ -21,9 +21,11 @@ import warnings
 
 import numpy as np
 
+from ..arrays import is_foreign
 from ..core import Tracer
 from ..tree import flatten, unflatten
 from .codegen import build_function
+from .fuse import build_fused, fuse_default
 from .graph import trace
 from .ir import GuardFailure
 from .trace import ForeignTracerError
@@ -61,6 +63,8 @@ def _sig(x):
         return (t,) + tuple(map(_sig, x))
     if isinstance(x, np.generic):
         return (t, x.dtype.str)
+    if is_foreign(x):  # an array of another library (CuPy, Dask): keyed as an array
+        return (t, x.shape, x.dtype.str)
     if isinstance(x, (int, bool, str, bytes, complex)) or x is None:
         return (t, x)
     try:
@@ -112,8 +116,10 @@ def _plain(tree):
 class Compiled:
     """The callable ``wg.compile(f)`` returns; ``.graphs`` lists what it traced."""
 
-    def __init__(self, f, max_traces=16, simplify=True):
+    def __init__(self, f, max_traces=16, simplify=True, fuse=None):
         self.f = f
+        self.fuse = fuse_default() if fuse is None else bool(fuse)
+        self.fuse_failures = []  # why a fused program fell back to NumPy (for tests)
         self.max_traces = max_traces
         self.simplify = simplify
         self.cache = {}      # signature -> list of (graph, generated function)
@@ -189,7 +195,7 @@ class Compiled:
             return self.f(*args, **kwargs)
         self.num_traces += 1
         g = raw.simplify() if self.simplify else raw
-        fn = build_function(g)
+        fn, result = self._build(g, args) if not traced else (build_function(g), None)
         entries = self.cache.setdefault(key, [])
         entries.append((g, fn, raw))
         if len(entries) == 1:
@@ -198,7 +204,25 @@ class Compiled:
             self._fast.pop(key, None)
         if traced:
             return raw.evaluate(raw._input_leaves(args))
-        return fn(*args)
+        return result[0] if result is not None else fn(*args)
+
+    def _build(self, g, args):
+        """The fused program when Numba compiles it (its first run compiles the kernels),
+        else the NumPy one; and, when it ran, its result for ``args``."""
+        if self.fuse:
+            try:
+                fn = build_fused(g)
+            except Exception as e:  # a kernel we cannot write: the NumPy program
+                self.fuse_failures.append(e)
+                fn = None
+            if fn is not None:
+                try:
+                    return fn, (fn(*args),)
+                except GuardFailure:
+                    return fn, None
+                except Exception as e:  # Numba could not compile a kernel (an unsupported
+                    self.fuse_failures.append(e)  # type), or f raised: NumPy's program
+        return build_function(g), None
 
     def source(self, *args, **kwargs):
         """The generated program for these arguments (tracing if needed)."""
@@ -220,8 +244,12 @@ class Compiled:
         raise ValueError("no graph traced for these arguments (max_traces reached?)")
 
 
-def compile(f=None, *, max_traces=16, simplify=True):
+def compile(f=None, *, max_traces=16, simplify=True, fuse=None):
     """Trace ``f`` once per input signature and run generated code afterwards.
+
+    ``fuse``: elementwise nodes as Numba loop kernels (``True``, where Numba is installed),
+    the NumPy program (``False``), or ``None``: fused unless ``WENGERT_FUSE=0``
+    (docs/graph.md, "Fused kernels").
 
     >>> import wengert as wg, wengert.numpy as wnp
     >>> def f(x):
@@ -236,11 +264,12 @@ def compile(f=None, *, max_traces=16, simplify=True):
     True
     """
     if f is None:
-        return lambda fn: compile(fn, max_traces=max_traces, simplify=simplify)
+        return lambda fn: compile(fn, max_traces=max_traces, simplify=simplify, fuse=fuse)
     own = getattr(f, "__wg_compile__", None)
     if own is not None:  # a transform with a compiled form of its own (wg.sparse_jacobian)
-        return own(functools.partial(compile, max_traces=max_traces, simplify=simplify))
-    return Compiled(f, max_traces, simplify)
+        return own(functools.partial(compile, max_traces=max_traces, simplify=simplify,
+                                     fuse=fuse))
+    return Compiled(f, max_traces, simplify, fuse)
 
 
 del builtins

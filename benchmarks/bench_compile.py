@@ -1,0 +1,238 @@
+"""``wg.compile`` against JAX jit on five workloads (issue 22), ratios from one run.
+
+    python benchmarks/bench_compile.py
+
+Each row times the compiled gradient (or Jacobian) in alternation with its reference --
+the plain NumPy function or the hand-written NumPy derivative -- and prints time ÷
+reference (the median of per-round ratios) for:
+
+* ``numpy``: ``wg.compile(..., fuse=False)``, the plain-NumPy generated code (the baseline);
+* ``fused``: ``wg.compile(...)``, fused kernels where Numba is installed (else the same);
+* ``jax``: ``jax.jit`` of JAX's transform, when JAX is importable (float64).
+
+The first call of each (trace + generate + compile kernels; for JAX tracing + XLA) is
+printed as compile time.  The workloads:
+
+1. 301 elementwise ops (100 × tanh, multiply, add, then a sum) on 10 elements, grad
+   (÷ the NumPy function; bench_core.py's chain);
+2. the extended Rosenbrock function, n = 300, a Python loop over ``x[i]``, grad
+   (÷ the NumPy function; bench_graph.py's);
+3. an MLP 64-128-10, batch 256, tanh, mean squared error, grad (÷ hand-written backward);
+4. the dense 200 × 200 Jacobian of a diffusion residual (÷ hand-written; bench_arrays.py's);
+5. a 2,000-step chain ``x <- x + 0.01 tanh(W x)`` (x of size 10, a ``wg.scan`` with
+   ``checkpoint="all"``), gradient in ``W`` (÷ hand-written backward).
+"""
+from _util import fmt, optional, paired_time, row  # first: sets BLAS to one thread
+
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import wengert as wg  # noqa: E402
+import wengert.numpy as wnp  # noqa: E402
+
+rng = np.random.default_rng(0)
+
+
+# 1. elementwise chain --------------------------------------------------------------------
+def chain(m):
+    def f(x):
+        for _ in range(100):
+            x = m.tanh(x) * 0.9 + 0.1
+        return m.sum(x)
+    return f
+
+
+X1 = np.linspace(0.1, 1.0, 10)
+
+
+# 2. Rosenbrock ------------------------------------------------------------------------------
+def rosenbrock(x):
+    s = 0.0
+    for i in range(len(x) - 1):
+        s = s + 100.0 * (x[i + 1] - x[i] ** 2) ** 2 + (1.0 - x[i]) ** 2
+    return s
+
+
+X2 = np.linspace(-1.2, 1.3, 300)
+
+
+# 3. MLP -------------------------------------------------------------------------------------
+XM = rng.standard_normal((256, 64))
+YM = rng.standard_normal((256, 10))
+PM = (rng.standard_normal((64, 128)) * 0.1, np.zeros(128),
+      rng.standard_normal((128, 10)) * 0.1, np.zeros(10))
+
+
+def mlp(m):
+    def loss(p):
+        W1, b1, W2, b2 = p
+        h = m.tanh(XM @ W1 + b1)
+        r = h @ W2 + b2 - YM
+        return m.mean(r * r)
+    return loss
+
+
+def mlp_hand(p):
+    W1, b1, W2, b2 = p
+    h = np.tanh(XM @ W1 + b1)
+    r = h @ W2 + b2 - YM
+    gr = (2.0 / r.size) * r
+    gh = gr @ W2.T
+    ga = gh * (1.0 - h * h)
+    return (XM.T @ ga, ga.sum(0), h.T @ gr, gr.sum(0))
+
+
+# 4. dense Jacobian -------------------------------------------------------------------------
+N4 = 200
+X4 = rng.standard_normal(N4)
+
+
+def residual(m):
+    def r(x):
+        pad = m.concatenate([m.zeros(1), x, m.zeros(1)])
+        return pad[:-2] - 2.0 * x + pad[2:] + x * x
+    return r
+
+
+def residual_jac_hand(x):
+    J = np.diag(-2.0 + 2.0 * x)
+    i = np.arange(N4 - 1)
+    J[i, i + 1] = 1.0
+    J[i + 1, i] = 1.0
+    return J
+
+
+# 5. 2,000-step chain --------------------------------------------------------------------
+STEPS, SIZE = 2000, 10
+X5 = rng.standard_normal(SIZE)
+W5 = rng.standard_normal((SIZE, SIZE)) / np.sqrt(SIZE)
+
+
+def chain_loss(W):
+    def step(x, _):
+        return x + 0.01 * wnp.tanh(W @ x), None
+    x, _ = wg.scan(step, X5, length=STEPS, checkpoint="all")
+    return wnp.sum(x)
+
+
+def chain_hand(W):
+    xs = [X5]
+    ts = []
+    x = X5
+    for _ in range(STEPS):
+        t = np.tanh(W @ x)
+        ts.append(t)
+        x = x + 0.01 * t
+        xs.append(x)
+    g = np.ones(SIZE)
+    gW = np.zeros_like(W)
+    for k in range(STEPS - 1, -1, -1):
+        ga = 0.01 * g * (1.0 - ts[k] * ts[k])
+        gW += np.outer(ga, xs[k])
+        g = g + W.T @ ga
+    return gW
+
+
+def jax_versions(jax):
+    import jax.numpy as jnp
+    from jax import lax
+
+    def chain_loss_jax(W):
+        def step(x, _):
+            return x + 0.01 * jnp.tanh(W @ x), None
+        x, _ = lax.scan(step, jnp.asarray(X5), None, length=STEPS)
+        return jnp.sum(x)
+    return {
+        "chain": jax.jit(jax.grad(chain(jnp))),
+        "rosenbrock": jax.jit(jax.grad(rosenbrock)),
+        "mlp": jax.jit(jax.grad(mlp(jnp))),
+        "jacobian": jax.jit(jax.jacobian(residual(jnp))),
+        "scan": jax.jit(jax.grad(chain_loss_jax)),
+    }
+
+
+def blocking(fn):
+    def call(*args):
+        out = fn(*args)
+        for leaf in (out if isinstance(out, (tuple, list)) else (out,)):
+            leaf.block_until_ready()
+        return out
+    return call
+
+
+def first_call(fn, *args):
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t0
+
+
+def ms(t):
+    return "—" if t is None else f"{t * 1e3:.0f} ms"
+
+
+def compiled(make, fuse):
+    try:
+        return wg.compile(make(), fuse=fuse)
+    except TypeError:  # before the fuse switch existed: the NumPy code is all there is
+        return wg.compile(make())
+
+
+def check(a, b, rtol=1e-9, atol=1e-12):
+    a = a if isinstance(a, (tuple, list)) else (a,)
+    b = b if isinstance(b, (tuple, list)) else (b,)
+    for u, v in zip(a, b):
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=rtol, atol=atol)
+
+
+def main():
+    jax = optional("jax")
+    peers = {}
+    if jax is not None:
+        jax.config.update("jax_enable_x64", True)
+        jax.config.update("jax_platforms", "cpu")
+        peers = jax_versions(jax)
+    cases = [
+        ("chain", "301 elementwise ops, 10 elements, grad", "NumPy f",
+         lambda: wg.grad(chain(wnp)), chain(np), (X1,)),
+        ("rosenbrock", "Rosenbrock n=300, loop over x[i], grad", "NumPy f",
+         lambda: wg.grad(rosenbrock), rosenbrock, (X2,)),
+        ("mlp", "MLP 64-128-10, batch 256, grad", "hand",
+         lambda: wg.grad(mlp(wnp)), mlp_hand, (PM,)),
+        ("jacobian", "dense 200x200 Jacobian", "hand",
+         lambda: wg.jacobian(residual(wnp)), residual_jac_hand, (X4,)),
+        ("scan", "2,000-step chain (scan 'all'), grad", "hand",
+         lambda: wg.grad(chain_loss), chain_hand, (W5,)),
+    ]
+    print("time ÷ reference (median of per-round ratios, each engine timed in alternation "
+          "with its reference); first call = trace + generate + compile")
+    row("workload", "ref", "numpy ×", "fused ×", "jax ×", "1st numpy", "1st fused", "1st jax",
+        width=40)
+    summary = []
+    for key, label, ref_name, make, ref, args in cases:
+        want = make()(*args)
+        ratios, firsts = [], []
+        for fuse in (False, True):
+            fn = compiled(make, fuse)
+            out, t_first = first_call(fn, *args)
+            check(out, want)
+            ratios.append(paired_time(fn, ref, *args)[2])
+            firsts.append(t_first)
+        jr = jf = None
+        if key in peers:
+            jfn = blocking(peers[key])
+            jargs = args
+            out, jf = first_call(jfn, *jargs)
+            check([np.asarray(o) for o in (out if isinstance(out, (tuple, list)) else (out,))],
+                  want, rtol=1e-7, atol=1e-10)
+            jr = paired_time(jfn, ref, *jargs)[2]
+        row(label, ref_name, fmt(ratios[0]), fmt(ratios[1]), fmt(jr), ms(firsts[0]), ms(firsts[1]),
+            ms(jf), width=40)
+        summary.append((label, ratios[1], jr))
+    if peers:
+        ok = sum(1 for _, r, j in summary if j is not None and r <= j)
+        print(f"fused compiled at or below JAX jit on {ok} of {len(summary)} rows")
+
+
+if __name__ == "__main__":
+    main()

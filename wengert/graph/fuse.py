@@ -1,0 +1,568 @@
+"""Fused code generation: runs of elementwise primitives become one Numba loop kernel.
+
+Where Numba is installed (``pip install "wengert[fast]"``), ``wg.compile`` groups the
+graph's elementwise nodes -- primitives whose record names a NumPy ``ufunc`` with a
+homogeneous float loop (``dd->d``), element reads ``x[i, j]`` (``gather_at_index``) and
+sums of element writes (``scatter_into_zeros``) -- into kernels: one loop nest over the
+group's shape, one scalar statement per node, the ufunc itself called on scalars.  An
+all-scalar program (a Python loop over ``x[i]``, the Babylonian iteration) becomes one
+compiled scalar function.  Everything else (matmul, reductions, reshapes...) stays the
+NumPy call :mod:`.codegen` writes, so BLAS does the products.
+
+Grouping: a node's *stage* is the latest stage of its arguments, one later past a
+non-fused node or a fused node of another shape; the fused nodes of one stage and shape
+form a kernel, run before that stage's NumPy calls.  So every kernel's inputs exist when
+it runs, whatever the order of the original nodes.
+
+Results equal the NumPy program's except for rounding inside transcendental functions:
+Numba calls the C library's ``tanh``, ``exp``... where NumPy may use its own SIMD
+versions, so those may differ in the last place (1 ulp); ``+ - * /``, ``sqrt`` and the
+casts are the same IEEE operations.  Division by zero gives NumPy's ``inf``/``nan``
+(without NumPy's warning).
+"""
+from __future__ import annotations
+
+import builtins
+import operator
+import os
+
+import numpy as np
+
+from .codegen import _INFIX, _UNARY, BodyWriter, Generated, _Emitter, _assemble, _fresh, \
+    _fresh_output, _live, build_function, _out_expr, _unpack, leaf_names, literal
+
+__all__ = ["build_fused", "numba_or_none", "fuse_default"]
+
+_FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
+_KERNELS = {}  # kernel source -> Numba dispatcher (one compilation per source and types)
+_NUMBA = []
+
+
+def numba_or_none():
+    """The numba module, or None when it is not installed (imported on first use only)."""
+    if not _NUMBA:
+        try:
+            import numba
+            from numba.np.ufunc_db import get_ufuncs
+            _NUMBA.append((numba, frozenset(get_ufuncs())))
+        except Exception:  # not installed, or broken against this NumPy
+            _NUMBA.append(None)
+    return _NUMBA[0]
+
+
+def fuse_default():
+    """Fuse unless ``WENGERT_FUSE=0`` or Numba is missing."""
+    return os.environ.get("WENGERT_FUSE", "1") != "0" and numba_or_none() is not None
+
+
+def _dtype(v):
+    """The float dtype of a fusable value, or None."""
+    t = type(v)
+    if t is float:
+        return _FLOATS[0]
+    if t in (np.float64, np.float32):
+        return np.dtype(t)
+    if t is np.ndarray and v.dtype in _FLOATS and v.size:
+        return v.dtype
+    return None
+
+
+def _scalar_arg(v):
+    return type(v) in (float, int, bool, np.float64, np.float32, np.int64, np.bool_) or (
+        type(v) is np.ndarray and v.dtype.kind in "biuf")
+
+
+def _ufunc_ok(n, supported):
+    u = n.prim.ufunc
+    if u is None or n.params or n.prim.multiple_results or u not in supported \
+            or getattr(np, u.__name__, None) is not u or u.nout != 1:
+        return False
+    c = _dtype(n.value).char
+    return f"{c * u.nin}->{c}" in u.types and len(n.args) == u.nin
+
+
+def _classify(g, live, fused, supported):
+    """Per node: its fusion key (the loop shape) or None (a NumPy call)."""
+    nodes = g.nodes
+    key = [None] * len(nodes)
+    for i, n in enumerate(nodes):
+        if not live[i] or n.kind != "op":
+            continue
+        step = fused.get(i)
+        if step is not None:
+            continue  # accumulation chains: below
+        d = _dtype(n.value)
+        if d is None or not all(_scalar_arg(nodes[a].value) for a in n.args):
+            continue
+        if getattr(n.prim, "gather_at_index", False):
+            idx = n.params.get("idx")
+            x = nodes[n.args[0]].value
+            if np.ndim(n.value) == 0 and type(n.value) is not np.ndarray and \
+                    type(x) is np.ndarray and type(idx) is tuple and len(idx) == x.ndim and \
+                    all(type(e) is int for e in idx):
+                key[i] = ()
+        elif _ufunc_ok(n, supported):
+            key[i] = np.shape(n.value)
+    # accumulation chains whose scattered values are scalars and indices whole elements
+    for i, step in fused.items():
+        if step[0] == "skip":
+            continue
+        sc = i if step[0] == "start" else step[2]
+        sn = nodes[sc]
+        v = nodes[sn.args[0]].value
+        idx = sn.params["idx"]
+        acc = nodes[i].value
+        if _dtype(v) is not None and np.ndim(v) == 0 and type(v) is not np.ndarray and \
+                type(idx) is tuple and len(idx) == acc.ndim and \
+                all(type(e) is int for e in idx):
+            key[i] = ()
+            if step[0] != "start":
+                key[sc] = ()
+    return _reconcile(key, fused)
+
+
+def _stages(g, live, key):
+    nodes = g.nodes
+    stage = [0] * len(nodes)
+    for i, n in enumerate(nodes):
+        if not live[i] or n.kind in ("input", "const"):
+            continue
+        s = 0
+        for a in n.args:
+            an = nodes[a]
+            if an.kind in ("input", "const"):
+                continue
+            if key[i] is None:
+                s = max(s, stage[a])
+            elif key[a] is None or key[a] != key[i]:
+                s = max(s, stage[a] + 1)
+            else:
+                s = max(s, stage[a])
+        stage[i] = s
+    return stage
+
+
+class _Kernel:
+    """One fused group: its nodes, inputs, outputs and the Numba source."""
+
+    def __init__(self, shape, members):
+        self.shape = shape
+        self.members = members
+
+
+# NumPy's SIMD tanh, exp, log... beat the C library's scalar ones that a kernel calls: on
+# large arrays those stay NumPy calls (the arithmetic around them still fuses)
+SIMD_SIZE = 4096
+
+
+def _is_operator(prim):
+    impl = prim.impl
+    op = getattr(impl, "python_operator", impl)
+    return op in _INFIX or op in _UNARY
+
+
+def _plan(g, live, fused, supported):
+    key = _classify(g, live, fused, supported)
+    for i, k in enumerate(key):
+        if k and int(np.prod(k)) > SIMD_SIZE and g.nodes[i].prim.ufunc is not None and \
+                not _is_operator(g.nodes[i].prim):
+            key[i] = None
+    # a group of one computing node gains nothing: make it a NumPy call, and regroup
+    for _ in range(4):
+        stage = _stages(g, live, key)
+        groups = {}
+        for i in range(len(g.nodes)):
+            if key[i] is not None:
+                groups.setdefault((stage[i], key[i]), []).append(i)
+        lonely = [m for ms in groups.values() for m in ms
+                  if sum(1 for j in ms if fused.get(j, ("",))[0] != "skip") < 2]
+        if not lonely:
+            break
+        for m in lonely:
+            key[m] = None
+        key = _reconcile(key, fused)
+    else:
+        stage = _stages(g, live, key)
+        groups = {}
+        for i in range(len(g.nodes)):
+            if key[i] is not None:
+                groups.setdefault((stage[i], key[i]), []).append(i)
+    return key, stage, groups
+
+
+def _reconcile(key, fused):
+    changed = True
+    while changed:
+        changed = False
+        for i, step in fused.items():
+            if step[0] == "add" and (key[i] is None) != (key[step[1]] is None):
+                key[i] = key[step[1]] = None
+                changed = True
+            if step[0] in ("add", "start+") and (key[i] is None) != (key[step[2]] is None):
+                key[i] = key[step[2]] = None
+                changed = True
+    return key
+
+
+def build_fused(g):
+    """A function for ``g`` with fused kernels and in-place temporaries, or None (no Numba)."""
+    nb = numba_or_none()
+    if nb is None:
+        return None
+    numba, supported = nb
+    em = _Emitter(g)
+    live = _live(g)
+    for i, n in enumerate(g.nodes):
+        if live[i] and n.kind == "op":
+            em.bind(n.prim.impl, n.prim.name)
+    names = leaf_names(g, reserved=em.used)
+    em.used |= set(names)
+    params, unpack_lines = _unpack(g, names, em)
+    name = _fresh(g.name, em.used)
+    w = BodyWriter(g, em, names, False)
+    key, stage, groups = _plan(g, live, w.fused, supported)
+    uses = _users(g, live)
+    # arrays the program allocates itself (ufunc results, kernel outputs): scratch that an
+    # in-place ``+=`` may reuse when nothing else reads it
+    w.uses = [len(u) for u in uses]
+    w.scratch = {i for i, n in enumerate(g.nodes) if live[i] and n.kind == "op"
+                 and n.prim.ufunc is not None and i not in w.fused
+                 and type(n.value) is np.ndarray and n.value.ndim}
+    by_stage = {}
+    for (s, k), ms in groups.items():
+        by_stage.setdefault(s, []).append(ms)
+    top = max(stage[i] for i in range(len(g.nodes)) if live[i]) if any(live) else 0
+    calls_at = {}  # stage -> its NumPy calls, in the graph's order
+    for i, n in enumerate(g.nodes):
+        if live[i] and key[i] is None and n.kind in ("op", "proj"):
+            calls_at.setdefault(stage[i], []).append(i)
+    calls = []
+    exact = None
+    for s in range(top + 1):
+        for ms in sorted(by_stage.get(s, ()), key=lambda ms: ms[0]):
+            if key[ms[0]] == () and len(ms) > NUMBA_MAX_NODES and _python_ok(g, ms, w.fused):
+                _emit_python(g, w, ms, uses)
+                exact = exact or em.bind(build_function(g), f"{g.name}_exact")
+            else:
+                calls.append(_emit_kernel(g, w, ms, key, uses, numba))
+        for i in calls_at.get(s, ()):
+            w.node(i)
+    for i in g.input_nodes:
+        w.guards(i)
+    ret = _out_expr(g.out_def, iter(_fresh_output(g, o, w.expr) for o in g.outputs), em)
+    sig = ", ".join(params)
+    if exact is None:
+        text = _assemble(name, sig, unpack_lines, w.lines, ret)
+    else:  # Python floats raise where NumPy gives inf or nan: then NumPy's program
+        inner = ["try:"] + ["    " + ln for ln in unpack_lines + w.lines] + \
+            [f"    return {ret}", "except (ZeroDivisionError, OverflowError):",
+             f"    return {exact}({sig})"]
+        text = f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in inner)
+    gen = Generated(text, em.ns, name)
+    ns = dict(gen.namespace)
+    ns["__builtins__"] = builtins
+    exec(builtins.compile(gen.text, f"<wengert fused graph {gen.name}>", "exec"), ns)
+    fn = ns[gen.name]
+    fn.source = gen.text
+    fn.exact_source = None
+    fn.kernel_sources = [c for c in calls]
+    return fn
+
+
+# Numba's compile time grows faster than the number of statements (a Rosenbrock gradient over
+# 100 elements, 1,200 scalar statements: 24 s); a larger all-scalar group of float64 values
+# runs as Python floats instead -- the same IEEE operations, without NumPy scalars' overhead
+NUMBA_MAX_NODES = 300
+
+
+def _python_ok(g, members, fused):
+    nodes = g.nodes
+    mset = set(members)
+    for i in members:
+        n = nodes[i]
+        step = fused.get(i)
+        if step is not None:
+            if step[0] == "skip":
+                continue
+            if n.value.dtype != np.float64 or (step[0] == "add" and step[1] not in mset):
+                return False
+            if step[0] == "start+" and (type(nodes[step[1]].value) is not np.ndarray
+                                        or nodes[step[1]].value.ndim != 1):
+                return False
+            args = [nodes[step[2] if step[0] != "start" else i].args[0]]
+        else:
+            if type(n.value) not in (float, np.float64):
+                return False
+            args = n.args
+        for a in args:
+            v = nodes[a].value
+            if a in mset:
+                continue
+            if getattr(n.prim, "gather_at_index", False) and a == n.args[0]:
+                if v.dtype != np.float64:
+                    return False
+            elif type(v) not in (float, int, bool, np.float64):
+                return False
+    return True
+
+
+def _emit_python(g, w, members, uses):
+    """An all-scalar group as Python-float statements in the generated function itself."""
+    nodes, em, lines, fused = g.nodes, w.em, w.lines, w.fused
+    mset = set(members)
+    lists = {}
+
+    def val(a):
+        return w.expr[a]
+
+    def elements(a):  # a 1-D array read element by element: its list of Python floats, once
+        if a not in lists:
+            lists[a] = w.fresh()
+            lines.append(f"{lists[a]} = {val(a)}.tolist()")
+        return lists[a]
+
+    for i in members:
+        n = nodes[i]
+        step = fused.get(i)
+        if step is not None:
+            kind = step[0]
+            if kind == "skip":
+                continue
+            sn = nodes[i if kind == "start" else step[2]]
+            idx = sn.params["idx"]
+            acc = n.value
+            flat = int(np.ravel_multi_index(idx, acc.shape, mode="wrap")) if acc.ndim else 0
+            if kind == "start":
+                w.expr[i] = w.fresh()
+                lines.append(f"{w.expr[i]} = [0.0] * {acc.size}")
+                lines.append(f"{w.expr[i]}[{flat}] = {val(sn.args[0])}")
+            else:
+                if kind == "start+":
+                    w.expr[i] = w.fresh()
+                    lines.append(f"{w.expr[i]} = {val(step[1])}.tolist()")
+                else:
+                    w.expr[i] = w.expr[step[1]]
+                lines.append(f"{w.expr[i]}[{flat}] += {val(sn.args[0])}")
+            if any(u not in mset for u in uses[i]):  # the chain's end: back to an array
+                lst, v = w.expr[i], w.fresh()
+                lines.append(f"{v} = {em.bind(np.array, 'array')}({lst}).reshape("
+                             f"{tuple(acc.shape)!r})")
+                mask = w.chain_end.get(i)
+                if mask is True:
+                    lines.append(f"{v} += 0.0")
+                elif mask is not None:
+                    lines.append(f"{v}[{em.bind(mask, 'zero_added')}] += 0.0")
+                w.expr[i] = v
+            continue
+        v = w.fresh()
+        if getattr(n.prim, "gather_at_index", False):
+            x = nodes[n.args[0]].value
+            idx = n.params["idx"]
+            if x.ndim == 1:
+                lines.append(f"{v} = {elements(n.args[0])}[{idx[0]}]")
+            else:
+                lines.append(f"{v} = {val(n.args[0])}.item{tuple(idx)!r}")
+        else:
+            impl = n.prim.impl
+            op = getattr(impl, "python_operator", impl)
+            args = [val(a) for a in n.args]
+            if op is operator.pow and not (nodes[n.args[1]].kind == "const" and
+                                           type(nodes[n.args[1]].value) is int):
+                op = None  # Python's ** of a negative float gives a complex number
+            if len(args) == 2 and op in _INFIX:
+                lines.append(f"{v} = {args[0]} {_INFIX[op]} {args[1]}")
+            elif len(args) == 1 and op in _UNARY and op is not operator.invert:
+                lines.append(f"{v} = {_UNARY[op]}{args[0]}")
+            else:
+                lines.append(f"{v} = {em.bind(n.prim.ufunc, n.prim.ufunc.__name__)}"
+                             f"({', '.join(args)})")
+        w.expr[i] = v
+        if any(u not in mset for u in uses[i]):  # leaving the group: the traced type
+            t = type(n.value)
+            lines.append(f"{v} = {em.bind(t, t.__name__)}({v})")
+    for i in members:
+        if i in w.expr:
+            w.guards(i)
+
+
+def _users(g, live):
+    users = [set() for _ in g.nodes]
+    for i, n in enumerate(g.nodes):
+        if live[i]:
+            for a in n.args:
+                users[a].add(i)
+    for o in g.outputs:
+        users[o].add(-1)
+    for i, _ in g.guards:
+        users[i].add(-1)
+    return users
+
+
+def _scalar_form(prim, args):
+    """The primitive on scalars: Python's operator where its implementation is one (Numba
+    types those fastest), else its ufunc, which Numba also compiles for scalars."""
+    impl = prim.impl
+    op = getattr(impl, "python_operator", impl)
+    if len(args) == 2 and op in _INFIX and _INFIX[op] not in ("@",):
+        return f"({args[0]} {_INFIX[op]} {args[1]})"
+    if len(args) == 1 and op in _UNARY and op is not operator.invert:
+        return f"({_UNARY[op]}{args[0]})"
+    return f"np.{prim.ufunc.__name__}({', '.join(args)})"
+
+
+def _load(value, shape, var, loops):
+    """Source of one element of input ``var`` (broadcast against ``shape``) in the loop."""
+    if type(value) is not np.ndarray:
+        return var
+    if value.ndim == 0:
+        return var  # passed as its element
+    r, q = len(shape), value.ndim
+    parts = []
+    for j in range(q):
+        d = r - q + j
+        parts.append("0" if value.shape[j] == 1 and shape[d] != 1 else loops[d])
+    return f"{var}[{', '.join(parts)}]"
+
+
+def _cast(src, have, want):
+    if have == want:
+        return src
+    return f"{'float32' if want == np.float32 else 'float64'}({src})"
+
+
+def _emit_kernel(g, w, members, key, uses, numba):
+    """Write one kernel's source, compile it (cached by source), and its call into ``w``."""
+    nodes, fused, em = g.nodes, w.fused, w.em
+    mset = set(members)
+    shape = key[members[0]]
+    r = len(shape)
+    loops = [f"i{d}" for d in range(r)]
+    ins, in_src, outs = [], [], []   # kernel inputs (node index), their call-site source
+    local = {}                      # node index -> scalar name in the kernel
+    acc_name = {}                   # accumulator node -> its array name in the kernel
+    pre, body, post = [], [], []
+
+    def arg(a, want):
+        if a in local:
+            return _cast(local[a], _dtype(nodes[a].value), want)
+        n = nodes[a]
+        v = n.value
+        if n.kind == "const":
+            lit = literal(v)
+            if lit is not None and type(v) in (float, int, bool):
+                return _cast(repr(float(v)), np.float64, want)
+        if a not in ins:
+            ins.append(a)
+            src = w.expr[a]
+            if type(v) is np.ndarray and v.ndim == 0:
+                src = f"{src}[()]"
+            in_src.append(src)
+        var = f"a{ins.index(a)}"
+        have = _dtype(v)
+        if type(v) is np.ndarray and v.ndim == 0:
+            have = v.dtype
+        elif type(v) in (int, bool) or have is None:
+            have = None
+        return _cast(_load(v, shape, var, loops), have, want)
+
+    def array_in(a):  # a whole array argument (read or written at an index)
+        if a not in ins:
+            ins.append(a)
+            in_src.append(w.expr[a])
+        return f"a{ins.index(a)}"
+
+    for i in members:
+        n = nodes[i]
+        step = fused.get(i)
+        if step is not None and step[0] == "skip":
+            continue
+        t = f"t{len(local)}"  # names by position: equal groups give one source, one compile
+        if step is not None:  # accumulation: ``acc[idx] += value``
+            kind = step[0]
+            sc = i if kind == "start" else step[2]
+            sn = nodes[sc]
+            dt = n.value.dtype
+            val = arg(sn.args[0], dt.type)
+            idx = ", ".join(map(str, sn.params["idx"]))
+            if kind == "start":
+                acc = acc_name[i] = f"acc{len(acc_name)}"
+                pre.append(f"{acc} = np.zeros({tuple(n.value.shape)!r}, np.{dt.name})")
+                body.append(f"{acc}[{idx}] = {val}")
+            elif kind == "start+":
+                acc = acc_name[i] = f"acc{len(acc_name)}"
+                pre.append(f"{acc} = {array_in(step[1])}.copy()")
+                body.append(f"{acc}[{idx}] += {val}")
+            else:
+                prev = step[1]
+                acc = acc_name[i] = acc_name[prev] if prev in acc_name else array_in(prev)
+                body.append(f"{acc}[{idx}] += {val}")
+            mask = w.chain_end.get(i)
+            if mask is True:
+                post.append(f"{acc} += 0.0")
+            elif mask is not None:
+                in_src.append(em.bind(np.argwhere(mask), "zero_added"))
+                ins.append(("zeros added", i))
+                zi = f"a{len(ins) - 1}"
+                post.append(f"for _k in range({zi}.shape[0]): {acc}["
+                            + ", ".join(f"{zi}[_k, {d}]" for d in range(n.value.ndim))
+                            + "] += 0.0")
+            continue
+        dt = _dtype(n.value).type
+        if getattr(n.prim, "gather_at_index", False):
+            x = array_in(n.args[0])
+            src = f"{x}[{', '.join(map(str, n.params['idx']))}]"
+            src = _cast(src, nodes[n.args[0]].value.dtype.type, dt)
+        else:
+            src = _scalar_form(n.prim, [arg(a, dt) for a in n.args])
+        body.append(f"{t} = {src}")
+        local[i] = t
+    # outputs: members used outside the kernel
+    for i in members:
+        if fused.get(i, ("",))[0] == "skip":
+            continue
+        if any(u not in mset for u in uses[i]):
+            outs.append(i)
+    store, ret = [], []
+    for k, i in enumerate(outs):
+        v = nodes[i].value
+        if i in acc_name:
+            ret.append(acc_name[i])
+        elif r == 0:
+            ret.append(local[i])
+        else:
+            o = f"o{k}"
+            pre.append(f"{o} = np.empty({tuple(shape)!r}, np.{v.dtype.name})")
+            store.append(f"{o}[{', '.join(loops)}] = {local[i]}")
+            ret.append(o)
+    lines = list(pre)
+    ind = ""
+    for d in range(r):
+        lines.append(f"{ind}for {loops[d]} in range({shape[d]}):")
+        ind += "    "
+    if r and not body:
+        lines.append(ind + "pass")
+    lines += [ind + b for b in body + store]
+    lines += post
+    lines.append(f"return ({', '.join(ret)},)")
+    src = "def kernel(" + ", ".join(f"a{j}" for j in range(len(ins))) + "):\n" + \
+        "".join(f"    {ln}\n" for ln in lines)
+    kern = _KERNELS.get(src)
+    if kern is None:
+        ns = {"np": np, "float32": np.float32, "float64": np.float64}
+        exec(builtins.compile(src, "<wengert kernel>", "exec"), ns)
+        kern = _KERNELS[src] = numba.njit(error_model="numpy")(ns["kernel"])
+    kname = em.bind(kern, "kernel")
+    targets = []
+    for i in outs:
+        t = w.expr[i] = w.fresh()
+        targets.append(t)
+    w.lines.append(f"{', '.join(targets)}, = {kname}({', '.join(in_src)})")
+    for i in outs:
+        v = nodes[i].value
+        if type(v) in (np.float64, np.float32):  # NumPy scalars stay NumPy scalars
+            w.lines.append(f"{w.expr[i]} = {em.bind(type(v), type(v).__name__)}({w.expr[i]})")
+    for i in outs:
+        w.guards(i)
+        if type(nodes[i].value) is np.ndarray and i not in acc_name:
+            w.scratch.add(i)
+    return src
