@@ -181,7 +181,14 @@ def _scatter_basic_vjp(g, shape, idx):
 def gather(x, flat, nb=0):
     """``x.reshape(lead + (-1,))[..., flat]`` with ``lead = x.shape[:nb]``."""
     x = np.asarray(x)
-    return x.reshape(x.shape[:nb] + (-1,))[..., flat]
+    x = x.reshape(x.shape[:nb] + (-1,))
+    if type(flat) is np.ndarray and flat.dtype.kind in "iu":
+        return np.take(x, flat, axis=-1)  # the same elements, faster than indexing
+    return x[..., flat]
+
+
+# the fuser's fact: reads ``x``'s elements at the flat positions ``flat`` past ``nb`` axes
+gather.gather_flat = True
 
 
 @primitive(nargs=1)
