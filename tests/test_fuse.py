@@ -269,12 +269,17 @@ def test_a_gather_of_a_kernel_result_is_folded_into_the_kernel(dtype, flat, nb):
     assert "(3, 5)" not in "".join(fn.kernel_sources)  # the group's result is never made
 
 
-def test_a_gather_is_not_folded_where_the_result_is_read_elsewhere():
+@pytest.mark.parametrize("case", ["read elsewhere", "more positions than elements"])
+def test_a_gather_is_not_folded(case):
+    """Not where the kernel's result is also read elsewhere (it is made anyway), nor where
+    there are more positions than elements (each element would be computed many times)."""
     from wengert.rules.indexing import gather
 
     def f(x, c):
         y = c * x + c
-        return gather(wnp.reshape(y, (-1,)), np.array([1, 0, 14])), y
+        if case == "read elsewhere":
+            return gather(wnp.reshape(y, (-1,)), np.array([1, 0, 14])), y
+        return gather(wnp.reshape(y, (-1,)), np.arange(16) % 3)
     rng = np.random.default_rng(4)
     x, c = rng.standard_normal(5), rng.standard_normal((3, 5))
     cf = wg.compile(f, fuse=True)

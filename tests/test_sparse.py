@@ -533,3 +533,13 @@ def test_compiled_fused_passes_equal_the_numpy_programs(dtype):
         folded.append(sum(fn.folded_gathers for entries in run.cache.values()
                           for _, fn, _ in entries))
     assert folded[:2] == [1, 1]  # the tridiagonal passes end in one folded gather
+
+
+def test_assembly_keeps_the_pass_result():
+    """The csr_array holds the compressed pass's result itself (no copy), int32 indices."""
+    x = np.random.default_rng(6).standard_normal(30)
+    plan = wg.sparse_jacobian(tridiagonal_residual).plan(x)
+    data = np.random.default_rng(7).standard_normal(plan.indices.size)
+    J = plan.assemble(data)
+    assert J.data is data or np.shares_memory(J.data, data)
+    assert J.indices.dtype == J.indptr.dtype == np.int32

@@ -327,6 +327,8 @@ def _positions(x, params, y, ans):
     if pos.dtype != np.intp or (pos.size and pos.min() < 0):
         pos = np.where(pos < 0, pos + inner, pos).astype(np.intp)
     nlead = int(np.prod(x.shape[:nb], dtype=np.int64))
+    if nlead * flat.size > x.size:  # more positions than elements: computing each once is less
+        return None
     if nlead != 1:
         pos = (np.arange(nlead, dtype=np.intp)[:, None] * inner + pos[None, :]).ravel()
     return np.ascontiguousarray(pos)
