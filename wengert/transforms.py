@@ -13,7 +13,7 @@ import inspect
 import numpy as np
 
 from . import _progress, complex_ad, numpy as wnp
-from .arrays import ndim_of, shape_of, zeros_like_value
+from .arrays import asarray, ndim_of, ones, shape_of, zeros, zeros_like_value
 from .core import (Tracer, check_differentiable, check_live, leaf_dtype as _leaf_dtype,
                    new_level, plain as _plain, plain_store_errors)
 from .forward import Dual, ForwardTrace
@@ -173,7 +173,7 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holo
                 "Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
         if type(out) is Var and out._trace is tape:
             seed = 1.0 if isinstance(_plain(out.value), float) else \
-                np.array(1.0, _leaf_dtype(out.value))
+                ones((), _leaf_dtype(out.value), like=out.value)  # in its array library
             adj = tape.sweep({out.index: seed})
         else:
             adj = None
@@ -347,13 +347,13 @@ def _split_dual(out, trace, batch_shape=(), transform="the transform"):
             vals.append(o.value)
             t = o._tangent
             if t is None:
-                t = np.zeros(batch_shape + shape_of(o.value), _leaf_dtype(o.value))
+                t = zeros(batch_shape + shape_of(o.value), _leaf_dtype(o.value), like=o.value)
             elif type(t) is np.ndarray and not t.flags.writeable:
                 t = t.copy()  # a broadcast view (x + c): an array of its own, as users expect
             tans.append(t)
         else:
             vals.append(_value_in(o, trace, transform))  # an outer tracer must be live
-            tans.append(np.zeros(batch_shape + shape_of(o), _leaf_dtype(o) or float))
+            tans.append(zeros(batch_shape + shape_of(o), _leaf_dtype(o) or float, like=o))
     return unflatten(d, vals), unflatten(d, tans)
 
 
@@ -386,7 +386,7 @@ def derivative(f, order=1):
             if ndim_of(x) != 0:
                 raise ValueError("derivative takes a function of one scalar; use wg.jacobian "
                                  "or wg.jvp for arrays")
-            one = 1.0 if isinstance(_plain(x), float) else np.ones((), _leaf_dtype(x))
+            one = 1.0 if isinstance(_plain(x), float) else ones((), _leaf_dtype(x), like=x)
         trace = ForwardTrace(new_level())
         try:
             out = f(Dual(x, one, trace), *args, **kwargs)
@@ -526,7 +526,8 @@ def _forward_columns(trace, f, args, kwargs, nums, in_leaves, in_def, one, trans
             a, b = max(lo, off), min(hi, off + k)  # this leaf's columns among lo:hi
             if a < b:
                 seed[np.arange(a - lo, b - lo), np.arange(a - off, b - off)] = 1
-        wrapped.append(Dual(x, seed.reshape((c,) + s), trace))
+        # the identity's columns, in x's array library (a NumPy seed is moved there)
+        wrapped.append(Dual(x, asarray(seed.reshape((c,) + s), like=x), trace))
         off += k
     out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
     out_leaves, out_def = flatten(out)
@@ -539,8 +540,8 @@ def _forward_columns(trace, f, args, kwargs, nums, in_leaves, in_def, one, trans
                 t = wnp.broadcast_to(t, (c,) + os_)
         else:
             _value_in(o, trace, transform)  # an outer tracer must be live
-            t = np.zeros((c,) + os_, _leaf_dtype(o if not isinstance(o, Dual) else o.value)
-                         or float)
+            t = zeros((c,) + os_, _leaf_dtype(o if not isinstance(o, Dual) else o.value)
+                      or float, like=o)
         shapes.append(os_)
         tangents.append(t)
     return shapes, out_def, tangents
@@ -625,6 +626,7 @@ def _reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi, phase=1.0):
             seed = seed.reshape((c,) + os_)
             if phase != 1.0:
                 seed = seed * phase
+            seed = asarray(seed, like=o.value)  # in o's array library
             seeds[o.index] = seed if o.index not in seeds else seeds[o.index] + seed
         off += k
     adj = tape.sweep(seeds) if seeds else [None] * len(tape)
@@ -632,7 +634,7 @@ def _reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi, phase=1.0):
     for x, k in zip(in_leaves, in_index):
         g = adj[k]
         if g is None:
-            g = np.zeros((c,) + shape_of(x), _leaf_dtype(x))
+            g = zeros((c,) + shape_of(x), _leaf_dtype(x), like=x)
         cols.append(g)
     return cols
 

@@ -12,6 +12,7 @@ from collections import Counter
 
 import numpy as np
 
+from ..arrays import asarray
 from ..core import holds_tracer, lift, plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .complex import conj
@@ -339,7 +340,7 @@ def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
 def _as(x):
     if not isinstance(x, Tracer):
         x = lift(x)  # a list holding traced values: stacked
-    return x if isinstance(x, Tracer) else np.asarray(x)
+    return x if isinstance(x, Tracer) else asarray(x)  # a CuPy or Dask array stays one
 
 
 def tensordot(a, b, axes=2):
@@ -471,7 +472,7 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
         c = [-(a2 * b1), a2 * b0, a0 * b1 - a1 * b0]
     else:
         c = [a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0]
-    c = [ci if isinstance(ci, Tracer) else np.asarray(ci) for ci in c]
+    c = [ci if isinstance(ci, Tracer) else asarray(ci) for ci in c]
     s = np.broadcast_shapes(*(shape_of(ci) for ci in c))
     c = [broadcast_to(ci, s) if shape_of(ci) != s else ci for ci in c]
     r = stack(c, axis=-1)
