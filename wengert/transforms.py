@@ -100,8 +100,14 @@ def _fit(g, like):
         if isinstance(g, Tracer) and type(_plain(g)) is not float and np.ndim(_plain(g)) == 0:
             return as_float(g)  # traced: the same conversion, recorded
         return g
-    if type(like) is complex and isinstance(g, (np.generic, np.ndarray)) and np.ndim(g) == 0:
+    if type(like) is complex and isinstance(g, (np.generic, np.ndarray, float, int)) and \
+            np.ndim(g) == 0:
         return complex(g)
+    if type(g) in (float, int) and isinstance(like, (np.ndarray, np.generic)) and \
+            like.dtype.kind == "c":
+        g = np.asarray(g, like.dtype)  # a rule's real number for a complex input: complex
+        if type(like) is not np.ndarray:
+            g = g[()]
     if isinstance(g, (np.ndarray, np.generic)):
         dt = _leaf_dtype(like)
         if dt is not None and g.dtype != dt:
@@ -128,6 +134,21 @@ def value_and_grad(f, argnums=0, *, has_aux=False, holomorphic=False):
         return _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.value_and_grad",
                                holomorphic)
     return value_and_grad_f
+
+
+def _check_real_output(out, transform):
+    """A bool or an integer (a comparison, a count) has no gradient: asking for one is a
+    mistake a zero would hide (JAX raises too)."""
+    p = _plain(out)
+    if type(p) is float:
+        return
+    kind = np.asarray(p).dtype.kind if isinstance(p, (bool, int, np.generic, np.ndarray)) else ""
+    if kind in "biu" and kind:
+        raise TypeError(
+            f"{transform[3:]} needs a function with a float output, but it returned "
+            f"{type(p).__name__} {p!r}: {'a bool' if kind == 'b' else 'an integer'} has no "
+            f"derivative. Return the float quantity to differentiate (e.g. a loss, not a "
+            f"comparison of it).")
 
 
 def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holomorphic=False):
@@ -171,6 +192,7 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holo
             raise ValueError(
                 f"{transform[3:]} needs a function with a scalar output, but it returned shape {got}. "
                 "Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
+        _check_real_output(out, transform)
         if type(out) is Var and out._trace is tape:
             seed = 1.0 if isinstance(_plain(out.value), float) else \
                 ones((), _leaf_dtype(out.value), like=out.value)  # in its array library

@@ -216,7 +216,14 @@ def gather(x, flat, nb=0):
         fl = np.asarray(flat)
         out = np.take(x.reshape(lead + (-1,)), fl.ravel(), axis=nb)
         return out.reshape(lead + fl.shape)
-    return x.reshape(lead + (-1,))[..., flat]
+    x = x.reshape(lead + (-1,))
+    if type(flat) is np.ndarray and flat.dtype.kind in "iu":
+        return np.take(x, flat, axis=-1)  # the same elements, faster than indexing
+    return x[..., flat]
+
+
+# the fuser's fact: reads ``x``'s elements at the flat positions ``flat`` past ``nb`` axes
+gather.gather_flat = True
 
 
 @primitive(nargs=1)

@@ -294,10 +294,33 @@ def _parse_einsum(subscripts, shapes):
     return new_ins, out
 
 
+def _sublist_letter(k):
+    if k is Ellipsis:
+        return "..."
+    if not isinstance(k, (int, np.integer)) or not 0 <= k < 52:
+        raise ValueError(f"einsum: a subscript in the sublist form is an int in [0, 52) or "
+                         f"Ellipsis, got {k!r}")
+    return "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[k]
+
+
+def _sublist_subscripts(args):
+    """NumPy's interleaved form (operand, sublist, ..., [output sublist]) as a subscripts string
+    and the operands: one parser for both forms."""
+    ops, subs = args[0::2], args[1::2]
+    out = None
+    if len(args) % 2:
+        ops, out = ops[:-1], ops[-1]
+    text = ",".join("".join(_sublist_letter(k) for k in sub) for sub in subs)
+    if out is not None:
+        text += "->" + "".join(_sublist_letter(k) for k in out)
+    return text, tuple(ops)
+
+
 def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
-    """``np.einsum`` with string subscripts (explicit, implicit, ``...``)."""
+    """``np.einsum`` with string subscripts (explicit, implicit, ``...``) or NumPy's interleaved
+    form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``."""
     if not isinstance(subscripts, str):
-        raise NotImplementedError("wnp.einsum takes string subscripts on traced values")
+        subscripts, operands = _sublist_subscripts((subscripts,) + operands)
     if not _traced(*operands):
         return np.einsum(subscripts, *operands, out=out, optimize=optimize, **kwargs)
     if out is not None:
