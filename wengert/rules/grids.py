@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from ..arrays import is_foreign, underneath
+from ..arrays import asarray as _asarray, is_foreign, underneath
 from ..core import Tracer, ndim_of, shape_of
 from .arithmetic import power
 from .conversion import _dtype, _plain, _traced, astype
@@ -59,7 +59,8 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
                         1.0)  # at least floating
     integer_dtype = dtype is not None and np.issubdtype(dtype, np.integer)
     delta = astype(stop - start, dt)
-    y = np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * ndim_of(delta))
+    y = _asarray(np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * ndim_of(delta)),
+                 like=delta)  # in a CuPy delta's library (CuPy refuses a NumPy operand)
     if div > 0:
         step = delta / div
         # NumPy's route for denormal steps; not asked of a CuPy or Dask step (a host

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from ..arrays import host_values, implements
+from ..arrays import asarray as _asarray, host_values, implements
 from ..core import Tracer, ndim_of, shape_of
 from .conversion import astype
 from .diagonals import diagonal
@@ -145,6 +145,8 @@ def _quantile(a, q, weak, axis, keepdims, scale=1, skip_nan=False):
     else:
         lo, hi = take(s, prev.ravel(), axis=0), take(s, nxt.ravel(), axis=0)
     lo, hi = reshape(lo, qv.shape + rest), reshape(hi, qv.shape + rest)
+    if np.ndim(gamma) and not isinstance(gamma, Tracer):
+        gamma = _asarray(gamma, like=lo)  # in a CuPy lo's library (it refuses NumPy operands)
     if weak and np.ndim(gamma) == 0:
         r = _lerp(lo, hi, float(gamma))
     elif weak:
