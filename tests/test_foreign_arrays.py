@@ -223,20 +223,23 @@ import test_arrays as TA  # noqa: E402  (the table of array functions, with thei
 IN_LIBRARY = {
     "sort", "partition", "median", "median_axes_keep", "quantile", "percentile_keep",
     "nanmean", "nanvar", "nanstd", "nanstd_ddof", "logspace", "geomspace", "polyfit",
-    "polyfit_weighted_cov", "linalg.svdvals",
+    "polyfit_weighted_cov", "linalg.svdvals", "nanquantile", "nanpercentile_keep", "nanmedian",
+    "nanmedian_all",
 }
 LAZY_ON_DASK = {"nanmean", "nanvar", "nanstd", "nanstd_ddof", "logspace", "geomspace",
                 "linalg.svdvals"}
 DASK_LACKS = {"sort": "wnp.sort", "partition": "wnp.partition", "median": "wnp.median",
                  "median_axes_keep": "wnp.median", "quantile": "wnp.quantile",
-                 "percentile_keep": "wnp.percentile",
+                 "percentile_keep": "wnp.percentile", "nanquantile": "wnp.nanquantile",
+                 "nanpercentile_keep": "wnp.nanpercentile", "nanmedian": "wnp.nanmedian",
+                 "nanmedian_all": "wnp.nanmedian",
                  # lstsq's derivatives need np.linalg.pinv, which Dask lacks
                  "polyfit": "wnp.linalg.lstsq (and wnp.polyfit)",
                  "polyfit_weighted_cov": "wnp.linalg.lstsq (and wnp.polyfit)"}
 # ON_HOST: the output's shape or positions are read off the values on the host (unique values,
 # a mask's count, histogram bins, where the zeros end, each point's interval, q's order
-# statistics, each slice's NaN count): refused with a TypeError naming the function and the
-# library (arrays.host_values), on every library; the user converts where they choose.
+# statistics): refused with a TypeError naming the function and the library
+# (arrays.host_values), on every library; the user converts where they choose.
 ON_HOST = {
     "setitem_mask": "x[i] (or x[i] = v) with an index array", "quantile_in_q": "wnp.quantile",
     "percentile_in_q": "wnp.percentile", "piecewise": "wnp.piecewise",
@@ -245,9 +248,7 @@ ON_HOST = {
     "histogram_weights": "wnp.histogram", "histogram_edges": "wnp.histogram",
     "histogram_density": "wnp.histogram", "histogram_range": "wnp.histogram",
     "histogram_bins_array": "wnp.histogram", "histogram_bin_edges": "wnp.histogram_bin_edges",
-    "nanquantile": "wnp.nanquantile", "nanpercentile_keep": "wnp.nanpercentile",
-    "nanquantile_in_q": "wnp.nanquantile", "nanmedian": "wnp.nanmedian",
-    "nanmedian_all": "wnp.nanmedian", "interp": "wnp.interp",
+    "nanquantile_in_q": "wnp.nanquantile", "interp": "wnp.interp",
     "interp_left_right": "wnp.interp", "interp_period": "wnp.interp",
 }
 _BY_NAME = {t[0]: t for t in TA.TABLE}
@@ -299,6 +300,22 @@ def test_in_library_positions_under_cupys_rules(name, monkeypatch):
     for a, r, g in zip(args, wg.grad(loss, argnums=nums)(*args), got):
         assert type(g) is F.Foreign
         np.testing.assert_allclose(F.to_numpy(g), r, rtol=1e-10, atol=1e-12)
+
+
+def test_nan_statistics_of_an_all_nan_slice_in_the_library():
+    """A CuPy count is not read: no warning, but the all-NaN slice is NaN, as NumPy's."""
+    x = np.array([[np.nan, 1.0, 2.0], [np.nan, np.nan, 5.0], [np.nan, 3.0, 4.0]])
+    for f in (lambda x: wnp.nanmedian(x, axis=0), lambda x: wnp.nanquantile(x, 0.3, axis=0)):
+        with pytest.warns(RuntimeWarning, match="All-NaN"):
+            ref = f(x)
+        with pytest.warns(RuntimeWarning, match="All-NaN"):
+            ref_t = wg.jvp(f, (x,), (np.ones_like(x),))[1]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            val, got = wg.jvp(f, (F.Foreign(x),), (F.Foreign(np.ones_like(x)),))
+        np.testing.assert_array_equal(F.to_numpy(val), ref)
+        np.testing.assert_array_equal(F.to_numpy(got), ref_t)
+        assert np.isnan(ref[0]) and not np.isnan(ref[1:]).any()
 
 
 def _foreign_args(args, wrap):

@@ -687,6 +687,10 @@ def take_along_axis(arr, indices, axis=-1):
     pos = positions(arr)
     if axis is None:
         pos = pos.ravel()
+    if is_foreign(indices):  # positions in a CuPy-like library (an argsort there): kept there
+        implements(indices, np.take_along_axis, "wnp.take_along_axis")
+        flat = np.take_along_axis(_asarray(pos, like=indices), indices, axis=axis)
+        return take_dynamic(reshape(arr, (-1,)), flat)
     return gather(arr, np.take_along_axis(pos, np.asarray(indices), axis=axis))
 
 

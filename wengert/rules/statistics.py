@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from ..arrays import asarray as _asarray, host_values, implements
+from ..arrays import asarray as _asarray, host_values, implements, is_foreign
 from ..core import Tracer, ndim_of, shape_of
 from .conversion import astype
 from .diagonals import diagonal
@@ -50,7 +50,7 @@ def _quantile_call(np_fn, scale, skip_nan, a, q, axis, out, overwrite_input, met
         return np_fn(a, q, axis=axis, out=out, overwrite_input=overwrite_input, method=method,
                      keepdims=keepdims, **kw)
     _quantile_options(np_fn.__name__, method, weights, interpolation, out)
-    _in_library(a, q, skip_nan, f"wnp.{np_fn.__name__}")
+    _in_library(a, q, f"wnp.{np_fn.__name__}")
     if skip_nan and math.prod(shape_of(a)) == 0:
         return nanmean(a, axis=axis, keepdims=keepdims)  # NumPy's answer for no values
     weak = type(q) in (int, float)
@@ -59,13 +59,11 @@ def _quantile_call(np_fn, scale, skip_nan, a, q, axis, out, overwrite_input, met
     return _quantile(a, q, weak, axis, keepdims, scale=scale, skip_nan=skip_nan)
 
 
-def _in_library(a, q, skip_nan, what):
-    """The order statistics are picked in ``a``'s library (CuPy) when it sorts; their
-    positions come from ``q`` (and, skipping NaNs, from each slice's count): read on the
-    host, so a CuPy or Dask ``q`` or a nan-quantile of one is refused rather than copied."""
+def _in_library(a, q, what):
+    """The order statistics are picked in ``a``'s library (CuPy) when it sorts (skipping
+    NaNs, from each slice's count, counted there); their positions also come from ``q``,
+    read on the host: a CuPy or Dask ``q`` is refused rather than copied."""
     host_values(q, what, "q picks the order statistics")
-    if skip_nan:
-        host_values(a, what, "each slice's count of non-NaN values picks its order statistics")
     implements(a, np.argsort, what)
 
 
@@ -122,7 +120,7 @@ def _quantile(a, q, weak, axis, keepdims, scale=1, skip_nan=False):
         # Python int is (weak), and every index is one per slice
         count = _count_not_nan(s, axis=0)
         n = count.astype(qv.dtype if qv.dtype.kind == "f" else np.intp)
-        virtual = np.reshape(qv, qcol) * (n - 1)
+        virtual = _asarray(np.reshape(qv, qcol), like=n) * (n - 1)  # (n: CuPy's, maybe)
     else:
         virtual = (n - 1) * qv
     # NumPy's indices and weight, in its own operations: floor((n - 1) q), clamped at the top
@@ -147,7 +145,7 @@ def _quantile(a, q, weak, axis, keepdims, scale=1, skip_nan=False):
     lo, hi = reshape(lo, qv.shape + rest), reshape(hi, qv.shape + rest)
     if np.ndim(gamma) and not isinstance(gamma, Tracer):
         gamma = _asarray(gamma, like=lo)  # in a CuPy lo's library (it refuses NumPy operands)
-    if weak and np.ndim(gamma) == 0:
+    if weak and np.ndim(gamma) == 0 and not is_foreign(gamma):
         r = _lerp(lo, hi, float(gamma))
     elif weak:
         # NumPy's float(gamma), slice by slice: t and 1 - t in double, then in a's dtype
@@ -157,12 +155,21 @@ def _quantile(a, q, weak, axis, keepdims, scale=1, skip_nan=False):
     else:
         r = _lerp(lo, hi, gamma if skip_nan else reshape(gamma, qcol))
     if skip_nan:
-        if np.any(count == 0):
-            warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=4)
-            r = where(count == 0, np.nan, r)
+        r = _all_nan_slices(count, r, stacklevel=5)
     else:
         r = where(_isnan(getitem_basic(s, (-1,))), np.nan, r)  # a NaN in the slice gives NaN
     return reshape(r, qv.shape + kept) if keepdims else r
+
+
+def _all_nan_slices(count, r, stacklevel):
+    """NaN for a slice of no values, with NumPy's warning; a CuPy count is not read (no
+    warning), its slices are masked all the same."""
+    if is_foreign(count):
+        return where(count == 0, np.nan, r)
+    if np.any(count == 0):
+        warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=stacklevel)
+        r = where(count == 0, np.nan, r)
+    return r
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
@@ -208,7 +215,7 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         return np.nanmedian(a, axis=axis, out=out, overwrite_input=overwrite_input,
                             keepdims=keepdims)
     _no_out(out, "nanmedian")
-    _in_library(a, 0.5, True, "wnp.nanmedian")
+    implements(a, np.argsort, "wnp.nanmedian")
     if math.prod(shape_of(a)) == 0:
         return nanmean(a, axis=axis, keepdims=keepdims)
     s, kept = _reduced_last(a, axis)
@@ -222,9 +229,7 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     r = (lo + hi) / 2
     if axis is None or ndim_of(a) == 1 or n >= 600:
         r = where(odd, hi, r)
-    if np.any(count == 0):
-        warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=2)
-        r = where(count == 0, np.nan, r)
+    r = _all_nan_slices(count, r, stacklevel=3)
     r = reshape(r, shape_of(r)[:-1])
     return reshape(r, kept) if keepdims else r
 
