@@ -224,10 +224,10 @@ IN_LIBRARY = {
     "sort", "partition", "median", "median_axes_keep", "quantile", "percentile_keep",
     "nanmean", "nanvar", "nanstd", "nanstd_ddof", "logspace", "geomspace", "polyfit",
     "polyfit_weighted_cov", "linalg.svdvals", "nanquantile", "nanpercentile_keep", "nanmedian",
-    "nanmedian_all",
+    "nanmedian_all", "interp", "interp_left_right", "interp_period",
 }
 LAZY_ON_DASK = {"nanmean", "nanvar", "nanstd", "nanstd_ddof", "logspace", "geomspace",
-                "linalg.svdvals"}
+                "linalg.svdvals", "interp", "interp_left_right", "interp_period"}
 DASK_LACKS = {"sort": "wnp.sort", "partition": "wnp.partition", "median": "wnp.median",
                  "median_axes_keep": "wnp.median", "quantile": "wnp.quantile",
                  "percentile_keep": "wnp.percentile", "nanquantile": "wnp.nanquantile",
@@ -237,8 +237,7 @@ DASK_LACKS = {"sort": "wnp.sort", "partition": "wnp.partition", "median": "wnp.m
                  "polyfit": "wnp.linalg.lstsq (and wnp.polyfit)",
                  "polyfit_weighted_cov": "wnp.linalg.lstsq (and wnp.polyfit)"}
 # ON_HOST: the output's shape or positions are read off the values on the host (unique values,
-# a mask's count, histogram bins, where the zeros end, each point's interval, q's order
-# statistics): refused with a TypeError naming the function and the library
+# a mask's count, histogram bins, where the zeros end, q's order statistics): refused with a TypeError naming the function and the library
 # (arrays.host_values), on every library; the user converts where they choose.
 ON_HOST = {
     "setitem_mask": "x[i] (or x[i] = v) with an index array", "quantile_in_q": "wnp.quantile",
@@ -248,8 +247,7 @@ ON_HOST = {
     "histogram_weights": "wnp.histogram", "histogram_edges": "wnp.histogram",
     "histogram_density": "wnp.histogram", "histogram_range": "wnp.histogram",
     "histogram_bins_array": "wnp.histogram", "histogram_bin_edges": "wnp.histogram_bin_edges",
-    "nanquantile_in_q": "wnp.nanquantile", "interp": "wnp.interp",
-    "interp_left_right": "wnp.interp", "interp_period": "wnp.interp",
+    "nanquantile_in_q": "wnp.nanquantile",
 }
 _BY_NAME = {t[0]: t for t in TA.TABLE}
 
@@ -355,7 +353,7 @@ def test_put_dynamic_in_the_library_adds_repeated_positions(nb, ishape, rest, dt
     """The bincount route (no np.add.at in Dask) against NumPy's np.add.at route."""
     from wengert.rules.take import put_dynamic
     rng = np.random.default_rng(1)
-    i = rng.integers(0, 3, size=ishape)  # repeats
+    i = rng.integers(-4, 4, size=ishape)  # repeats, and negative positions as NumPy takes them
     g = rng.normal(size=(2,) * nb + ishape + rest).astype(dt)
     if dt is complex:
         g = g + 1j * rng.normal(size=g.shape)

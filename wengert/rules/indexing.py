@@ -31,7 +31,7 @@ from .conversion import astype
 from .elementwise import where
 from .nondiff import _plain, batched, concrete, concrete_or_batched, strip_eager
 from .shape import broadcast_to, reshape, transpose
-from .take import take_dynamic
+from .take import take_dynamic, take_flat
 
 __all__ = ["getitem_basic", "scatter_basic", "gather", "scatter_add", "set_basic", "set_flat",
            "getitem", "setitem",
@@ -671,9 +671,17 @@ def take(a, indices, axis=None, out=None, mode="raise"):
             a, axis = (reshape(a, (-1,)) if isinstance(a, Tracer) else np.ravel(a)), 0
         return take_dynamic(a, indices, axis % ndim_of(a))
     if not isinstance(a, Tracer):
+        if is_foreign(indices) and mode == "raise":  # NumPy's take dispatches on a only: a
+            a = _asarray(a, like=indices)  # in their library (Dask's: an int axis, no mode)
+            return take_flat(np.ravel(a), indices, 0) if axis is None else \
+                take_flat(a, indices, axis % np.ndim(a))
         return np.take(a, indices, axis=axis, mode=mode)
     if isinstance(indices, Tracer):
         raise TypeError(_TRACED_INDEX)
+    if is_foreign(indices) and mode == "raise":  # positions found in a CuPy or Dask library
+        if axis is None:  # (a searchsorted there): taken there
+            a, axis = reshape(a, (-1,)), 0
+        return take_dynamic(a, indices, axis % ndim_of(a))
     pos = positions(a)
     return gather(a, np.take(pos, indices, axis=axis, mode=mode))
 

@@ -13,14 +13,23 @@ from ..arrays import asarray as _asarray, is_foreign
 from ..core import ndim_of, primitive, shape_of
 from .shape import broadcast_to, reshape, transpose
 
-__all__ = ["take_dynamic", "put_dynamic"]
+__all__ = ["take_dynamic", "put_dynamic", "take_flat"]
 
 
 @primitive(nargs=2)
 def take_dynamic(x, i, nb=0):
     """``np.take(x, i, axis=nb)``: the rows of ``x`` after ``nb`` leading axes at positions
     ``i`` (an integer array; not differentiated)."""
-    return np.take(_asarray(x, like=i), i, axis=nb)  # NumPy x moved to a CuPy i's library
+    return take_flat(_asarray(x, like=i), i, nb)  # NumPy x moved to a CuPy i's library
+
+
+def take_flat(x, i, axis):
+    """``np.take(x, i, axis)``; a foreign ``i`` of several axes taken flat, then shaped (Dask
+    indexes by one-dimensional index arrays only)."""
+    if not is_foreign(i) or i.ndim <= 1:
+        return np.take(x, i, axis=axis)
+    s = x.shape
+    return np.take(x, i.reshape(-1), axis=axis).reshape(s[:axis] + i.shape + s[axis + 1:])
 
 
 @primitive(nargs=2)
@@ -44,6 +53,7 @@ def _same_library(a, b):
 def _put_in_library(g, i, n, nb):
     """``put_dynamic`` in ``g``'s library (CuPy, Dask), which may have no ``np.add.at``: a
     ``bincount`` of every entry's flat position, weighted by the entry."""
+    i = i % n  # NumPy's negative positions, for bincount
     lead, k = g.shape[:nb], math.prod(i.shape)
     rest = g.shape[nb + i.ndim:]
     nl, nr = math.prod(lead), math.prod(rest)
