@@ -237,8 +237,9 @@ DASK_LACKS = {"sort": "wnp.sort", "partition": "wnp.partition", "median": "wnp.m
                  "polyfit": "wnp.linalg.lstsq (and wnp.polyfit)",
                  "polyfit_weighted_cov": "wnp.linalg.lstsq (and wnp.polyfit)"}
 # ON_HOST: the output's shape or positions are read off the values on the host (unique values,
-# a mask's count, histogram bins, where the zeros end, q's order statistics): refused with a TypeError naming the function and the library
-# (arrays.host_values), on every library; the user converts where they choose.
+# a mask's count, histogram bins, where the zeros end, q's order statistics): refused with a
+# TypeError naming the function and the library (arrays.host_values), on every library; the
+# user converts where they choose.
 ON_HOST = {
     "setitem_mask": "x[i] (or x[i] = v) with an index array", "quantile_in_q": "wnp.quantile",
     "percentile_in_q": "wnp.percentile", "piecewise": "wnp.piecewise",
