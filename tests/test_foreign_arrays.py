@@ -317,6 +317,22 @@ def test_nan_statistics_of_an_all_nan_slice_in_the_library():
         assert np.isnan(ref[0]) and not np.isnan(ref[1:]).any()
 
 
+@pytest.mark.parametrize("f", [lambda a: wnp.geomspace(a, 8.0, 4),
+                               lambda a: wnp.geomspace(3.0, a, 4),
+                               lambda a: wnp.logspace(a, 2.0, 4),
+                               lambda a: wnp.linspace(a, 2.0, 4)])
+def test_grids_with_one_plain_end_under_cupys_rules(f, monkeypatch):
+    """A plain end beside a CuPy one is moved into its library; the ends put back by
+    index_update stay there (np.asarray of a CuPy end would be a host copy)."""
+    monkeypatch.setitem(F.STRICT, "on", True)
+    a, u = np.array([2.0, 1.0]), np.array([1.0, -0.5])
+    v, t = wg.jvp(f, (F.Foreign(a),), (F.Foreign(u),))
+    v0, t0 = wg.jvp(f, (a,), (u,))
+    assert type(v) is F.Foreign and type(t) is F.Foreign
+    np.testing.assert_allclose(F.to_numpy(v), v0, rtol=1e-14)
+    np.testing.assert_allclose(F.to_numpy(t), t0, rtol=1e-14)
+
+
 def _foreign_args(args, wrap):
     return [wrap(a) if isinstance(a, np.ndarray) else a for a in args]
 

@@ -54,7 +54,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
     div = (num - 1) if endpoint else num
     # Python numbers stay weak, as NumPy's array converter keeps them beside arrays
-    start, stop = (a if type(a) in (int, float) else asarray(a) for a in (start, stop))
+    start, stop = (a if type(a) in (int, float) else _array(a) for a in (start, stop))
     dt = np.result_type(*(a if type(a) in (int, float) else _dtype(a) for a in (start, stop)),
                         1.0)  # at least floating
     integer_dtype = dtype is not None and np.issubdtype(dtype, np.integer)
@@ -84,6 +84,12 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     return (y, step) if retstep else y
 
 
+def _array(a):
+    """``a`` as an array: traced (or a list holding traced values) as wnp.asarray makes it; a
+    CuPy or Dask value as it is (np.asarray would copy it to the host, or compute it)."""
+    return asarray(a) if _traced(a) else _asarray(a)
+
+
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
     """``np.logspace``: ``base ** linspace(start, stop)``, differentiable in all three."""
     if not _traced(start, stop, base):
@@ -91,7 +97,7 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
     if not isinstance(base, (float, int)) and np.ndim(_plain(base)):
         nd = len(np.broadcast_shapes(*(np.shape(a) for a in (start, stop, base))))
         start, stop, base = (reshape(a, (1,) * (nd - ndim_of(a)) + shape_of(a))
-                             for a in (asarray(start), asarray(stop), asarray(base)))
+                             for a in (_array(start), _array(stop), _array(base)))
         base = expand_dims(base, axis)
     y = power(base, linspace(start, stop, num=num, endpoint=endpoint, axis=axis))
     return y if dtype is None else astype(y, dtype)
@@ -102,7 +108,8 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     ends put back exactly, so their derivatives are exactly 1."""
     if not _traced(start, stop):
         return np.geomspace(start, stop, num, endpoint, dtype, axis)
-    start, stop = asarray(start), asarray(stop)
+    start, stop = _array(start), _array(stop)
+    start, stop = _asarray(start, like=stop), _asarray(stop, like=start)  # (CuPy: no mix)
     if not is_foreign(underneath(start)) and not is_foreign(underneath(stop)) and \
             concrete(lambda a, b: bool(np.any(a == 0) or np.any(b == 0)), start, stop):
         raise ValueError("Geometric sequence cannot include zero")  # (CuPy, Dask: not read)

@@ -513,6 +513,8 @@ def index_update(x, idx, v):
             v = astype(v, dt)
         if shape_of(v) != sel:
             v = broadcast_to(v, sel)
+    elif is_foreign(v):  # a CuPy or Dask value stays one
+        v = np.broadcast_to(v if v.dtype == dt else v.astype(dt), sel)
     else:
         v = np.broadcast_to(np.asarray(v, dtype=dt), sel)
     if not adv:
@@ -521,7 +523,10 @@ def index_update(x, idx, v):
     owner[nidx] = np.arange(_prod(sel), dtype=np.intp).reshape(sel)
     written = np.flatnonzero(owner >= 0)
     src = owner.ravel()[written]  # the entry of v that won (the last write, as NumPy)
-    vals = gather(v, src) if isinstance(v, Tracer) else np.asarray(v).ravel()[src]
+    if isinstance(v, Tracer):
+        vals = gather(v, src)
+    else:
+        vals = np.take(v.reshape(-1), src) if is_foreign(v) else np.asarray(v).ravel()[src]
     return set_flat(x, vals, written)
 
 
