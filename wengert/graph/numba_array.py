@@ -1,0 +1,136 @@
+"""A graph as one Numba function on whole arrays (a compiled scan's step and its VJP).
+
+:mod:`.fuse` fuses the elementwise runs of a program and leaves the rest to NumPy calls;
+a compiled scan wants its whole step inside Numba, so that the loop over the steps runs
+there too (wengert/checkpoint/fused.py).  Here every node becomes one whole-array
+statement in the NumPy subset Numba compiles: an elementwise primitive its ufunc (or
+Python operator), as :mod:`.fuse` derives it from the rule record; any other primitive
+its record's ``numba_form`` (matmul as ``np.dot``, which is BLAS; sums, reshapes,
+transposes, broadcasts: rules/shape.py, rules/products.py).  A node with neither, or a
+value Numba would type differently (integers, 0-d arrays, complex), raises
+``NotExpressible`` saying which: the caller keeps its NumPy program.
+
+Scalar operands of a float32 operation are cast to float32 (NumPy treats a Python float
+as weak; Numba would promote to float64).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .codegen import _live, literal
+from .fuse import _scalar_form, _ufunc_ok, numba_or_none
+
+__all__ = ["NotExpressible", "njit_source", "float_kind"]
+
+
+class NotExpressible(Exception):
+    """The graph has a node Numba's NumPy subset cannot run as the NumPy program does."""
+
+
+def float_kind(v):
+    """``("array", shape, dtype)`` or ``("scalar",)`` for a value a loop can carry; else None."""
+    t = type(v)
+    if t is np.ndarray:
+        if v.ndim and v.size and v.dtype in (np.float64, np.float32):
+            return ("array", v.shape, v.dtype)
+        return None
+    if t in (float, np.float64):
+        return ("scalar",)
+    return None
+
+
+def _scalar_const(v):
+    return type(v) in (float, int, bool, np.float64, np.int64) and literal(v) is not None
+
+
+def njit_source(g, name):
+    """The source of ``def name(a0.., k0..)``: the graph's inputs, then the array constants
+    (returned with it); it returns the tuple of the graph's outputs, each a fresh array
+    (so a caller may copy it into a buffer one of the inputs is a view of)."""
+    nb = numba_or_none()
+    if nb is None:
+        raise NotExpressible("Numba is not installed")
+    supported = nb[1]
+    nodes = g.nodes
+    live = _live(g)
+    expr, consts, lines = {}, [], []
+    users = [0] * len(nodes)
+    for i, n in enumerate(nodes):
+        if live[i]:
+            for a in n.args:
+                users[a] += 1
+    for o in g.outputs:
+        users[o] += 2
+    elementwise = [n.kind == "op" and live[i] and n.prim.ufunc is not None and
+                   float_kind(n.value) is not None and _ufunc_ok(n, supported)
+                   for i, n in enumerate(nodes)]
+    for pos, i in enumerate(g.input_nodes):
+        if float_kind(nodes[i].value) is None:
+            raise NotExpressible(f"input {pos} is {type(nodes[i].value).__name__} "
+                                 f"{getattr(nodes[i].value, 'dtype', '')}, not a float (array)")
+        expr[i] = f"a{pos}"
+
+    def arg(a, dt):
+        n = nodes[a]
+        if n.kind == "const" and a not in expr:
+            return f"np.{dt.name}({float(n.value)!r})"
+        if dt == np.float32 and float_kind(n.value) == ("scalar",):
+            return f"np.float32({expr[a]})"
+        return expr[a]
+
+    consumers = {}
+    for i, n in enumerate(nodes):
+        if live[i]:
+            for a in n.args:
+                consumers.setdefault(a, []).append(i)
+    for i, n in enumerate(nodes):
+        if not live[i] or n.kind == "input":
+            continue
+        if n.kind == "const":
+            v = n.value
+            if type(v) is np.ndarray and v.ndim and v.dtype.kind in "fiub":
+                expr[i] = f"k{len(consts)}"
+                consts.append(v)
+            elif not _scalar_const(v):
+                raise NotExpressible(f"constant {type(v).__name__} {v!r:.40}")
+            continue
+        if n.kind != "op":
+            raise NotExpressible(f"a {n.kind} node")
+        kind = float_kind(n.value)
+        if kind is None or n.prim.multiple_results:
+            raise NotExpressible(f"{n.prim.name} gives {type(n.value).__name__} "
+                                 f"{getattr(n.value, 'dtype', '')}{np.shape(n.value)}")
+        dt = np.dtype(n.value.dtype if kind[0] == "array" else np.float64)
+        if elementwise[i]:
+            src = _scalar_form(n.prim, [arg(a, dt) for a in n.args])
+            if users[i] == 1 and all(elementwise[u] for u in consumers.get(i, ())):
+                expr[i] = src  # read once, by an elementwise node: one Numba array expression
+                continue
+        else:
+            form = getattr(n.prim, "numba_form", None)
+            src = None
+            if form is not None and all(nodes[a].kind != "const" or _scalar_const(
+                    nodes[a].value) or a in expr for a in n.args):
+                src = form([arg(a, dt) if nodes[a].kind == "const" and a not in expr
+                            else expr[a] for a in n.args], n.params,
+                           [nodes[a].value for a in n.args], n.value)
+            if src is None:
+                raise NotExpressible(f"{n.prim.name} has no Numba form for these arguments "
+                                     f"(params {n.params!r:.60})")
+        expr[i] = f"t{i}"
+        lines.append(f"t{i} = {src}")
+    outs = []
+    for o in g.outputs:
+        n = nodes[o]
+        if n.kind == "const" and o not in expr:
+            v = n.value
+            raise NotExpressible(f"a constant result {v!r:.40}")
+        fresh = elementwise[o]
+        if float_kind(n.value) == ("scalar",) or fresh:
+            outs.append(expr[o])
+        else:  # an input, a constant or a view of one
+            outs.append(f"np.copy({expr[o]})")
+    sig = ", ".join([f"a{p}" for p in range(len(g.input_nodes))] +
+                    [f"k{j}" for j in range(len(consts))])
+    body = lines + [f"return ({''.join(o + ', ' for o in outs)})"]
+    return f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in body), consts
