@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codegen import _live, literal
+from .codegen import _live
 from .fuse import _scalar_form, _ufunc_ok, numba_or_none
 
 __all__ = ["NotExpressible", "njit_source", "float_kind"]
@@ -40,7 +40,15 @@ def float_kind(v):
 
 
 def _scalar_const(v):
-    return type(v) in (float, int, bool, np.float64, np.int64) and literal(v) is not None
+    return type(v) in (float, int, bool, np.float64, np.float32, np.int64)
+
+
+def _literal(v, dt):
+    """A scalar constant as an operand of a ``dt`` operation (NumPy's weak Python scalar)."""
+    f = float(v)
+    text = repr(f) if np.isfinite(f) else ("np.nan" if f != f else ("-" if f < 0 else "")
+                                           + "np.inf")
+    return f"np.{dt.name}({text})"
 
 
 def njit_source(g, name):
@@ -73,7 +81,7 @@ def njit_source(g, name):
     def arg(a, dt):
         n = nodes[a]
         if n.kind == "const" and a not in expr:
-            return f"np.{dt.name}({float(n.value)!r})"
+            return _literal(n.value, dt)
         if dt == np.float32 and float_kind(n.value) == ("scalar",):
             return f"np.float32({expr[a]})"
         return expr[a]
@@ -118,7 +126,10 @@ def njit_source(g, name):
                 raise NotExpressible(f"{n.prim.name} has no Numba form for these arguments "
                                      f"(params {n.params!r:.60})")
         expr[i] = f"t{i}"
-        lines.append(f"t{i} = {src}")
+        if isinstance(src, list):  # statements assigning to @out
+            lines += [ln.replace("@out", f"t{i}") for ln in src]
+        else:
+            lines.append(f"t{i} = {src}")
     outs = []
     for o in g.outputs:
         n = nodes[o]

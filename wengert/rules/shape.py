@@ -235,5 +235,9 @@ def _nb_transpose(a, p, v, out):
     return f"np.transpose({a[0]}, {_full_axes(p.get('axes'), nd)!r})"
 
 
-reshape.numba_form, sum_.numba_form = _nb_reshape, _nb_sum
+def _nb_as_float(a, p, v, out):
+    return None if type(v[0]) is np.ndarray else f"float({a[0]})"
+
+
+reshape.numba_form, sum_.numba_form, as_float.numba_form = _nb_reshape, _nb_sum, _nb_as_float
 broadcast_to.numba_form, transpose.numba_form = _nb_broadcast_to, _nb_transpose
