@@ -53,8 +53,19 @@ def _literal(v, dt):
 
 def njit_source(g, name):
     """The source of ``def name(a0.., k0..)``: the graph's inputs, then the array constants
-    (returned with it); it returns the tuple of the graph's outputs, each a fresh array
-    (so a caller may copy it into a buffer one of the inputs is a view of)."""
+    (returned with it); it returns the tuple of the graph's outputs."""
+    n_in = len(g.input_nodes)
+    lines, outs, consts = njit_body(g, [f"a{p}" for p in range(n_in)], "")
+    sig = ", ".join([f"a{p}" for p in range(n_in)] + [f"k{j}" for j in range(len(consts))])
+    body = lines + [f"return ({''.join(o + ', ' for o in outs)})"]
+    return f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in body), consts
+
+
+def njit_body(g, inputs, prefix):
+    """Statements computing ``g`` from the sources ``inputs`` (one per input, each read
+    once), with temporaries and array constants named ``{prefix}t..`` and ``{prefix}k..``;
+    returns ``(lines, output sources, constants)``.  Each output is a fresh array (so a
+    caller may copy it into a buffer that one of the inputs is a view of) or a scalar."""
     nb = numba_or_none()
     if nb is None:
         raise NotExpressible("Numba is not installed")
@@ -76,7 +87,9 @@ def njit_source(g, name):
         if float_kind(nodes[i].value) is None:
             raise NotExpressible(f"input {pos} is {type(nodes[i].value).__name__} "
                                  f"{getattr(nodes[i].value, 'dtype', '')}, not a float (array)")
-        expr[i] = f"a{pos}"
+        expr[i] = f"{prefix}a{pos}"
+        if live[i]:
+            lines.append(f"{expr[i]} = {inputs[pos]}")
 
     def arg(a, dt):
         n = nodes[a]
@@ -97,7 +110,7 @@ def njit_source(g, name):
         if n.kind == "const":
             v = n.value
             if type(v) is np.ndarray and v.ndim and v.dtype.kind in "fiub":
-                expr[i] = f"k{len(consts)}"
+                expr[i] = f"{prefix}k{len(consts)}"
                 consts.append(v)
             elif not _scalar_const(v):
                 raise NotExpressible(f"constant {type(v).__name__} {v!r:.40}")
@@ -125,11 +138,11 @@ def njit_source(g, name):
             if src is None:
                 raise NotExpressible(f"{n.prim.name} has no Numba form for these arguments "
                                      f"(params {n.params!r:.60})")
-        expr[i] = f"t{i}"
+        expr[i] = f"{prefix}t{i}"
         if isinstance(src, list):  # statements assigning to @out
-            lines += [ln.replace("@out", f"t{i}") for ln in src]
+            lines += [ln.replace("@out", expr[i]) for ln in src]
         else:
-            lines.append(f"t{i} = {src}")
+            lines.append(f"{expr[i]} = {src}")
     outs = []
     for o in g.outputs:
         n = nodes[o]
@@ -141,7 +154,4 @@ def njit_source(g, name):
             outs.append(expr[o])
         else:  # an input, a constant or a view of one
             outs.append(f"np.copy({expr[o]})")
-    sig = ", ".join([f"a{p}" for p in range(len(g.input_nodes))] +
-                    [f"k{j}" for j in range(len(consts))])
-    body = lines + [f"return ({''.join(o + ', ' for o in outs)})"]
-    return f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in body), consts
+    return lines, outs, consts
