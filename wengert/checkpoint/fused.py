@@ -1,19 +1,20 @@
-"""A compiled scan's loop inside Numba: one function per schedule phase.
+"""A compiled scan's loop inside Numba: one function for every phase of the schedule.
 
 The compiled scan (:mod:`.compiled`) calls its compiled step once per step from a Python
 loop: a few microseconds of calls per step, which on small states is all the time.  With
 fusion on (``wg.compile(fuse=True)``, Numba installed) and a step whose graph and VJP graph
-are all Numba-expressible (wengert/graph/numba_array.py), the whole schedule runs in two
+are all Numba-expressible (wengert/graph/numba_array.py), the whole schedule runs in one
 Numba function instead (one compilation), called for the forward phase, the last step
-and the rest (the reverse sweep with its recomputations).  The step, its VJP and the
-inverse are written into it as statements, once each.  The schedule is passed as an integer array of actions, interpreted in
-the loop, and its snapshots live in preallocated slots -- as many as it ever holds at
-once, so "ctz" and "binomial" keep their O(log N) bound (the action list itself is
-O(N) integers).  The carry is copied into a buffer of its own each step.
+and the rest (the reverse sweep with its recomputations); the step, its VJP and the
+inverse are Numba functions it calls.  The schedule is passed as an integer array of
+actions, interpreted in the loop, and its snapshots live in preallocated slots -- as many
+as it ever holds at once, so "ctz" and "binomial" keep their O(log N) bound in states (the
+action array itself is O(N) integers).  The carry is copied into a buffer of its own each
+step; the cotangents of captured values accumulate in place.
 
 Any leaf that is not a float (array) of at least one dimension, a node without a Numba
-form, cotangents with batch axes, or a Numba compile error: the plan keeps its Python
-loop, and records why in ``plan.fuse_failures``.
+form, or a Numba compile error: the plan keeps its Python loop, and records why in
+``plan.fuse_failures``.  Cotangents with batch axes run the Python loop too.
 """
 from __future__ import annotations
 
@@ -83,9 +84,12 @@ def _jit(src, name, helpers=None, key=""):
 
 
 def _helper(g, name):
-    """A graph as a Numba function of its inputs and then its array constants."""
-    src, consts = njit_source(g, name)
-    return _jit(src, name), consts, src
+    """A graph as a Numba function of its inputs, its array constants and its scratch
+    arrays (allocated once by the loop function: the sources of their allocations)."""
+    buffers = []
+    src, consts = njit_source(g, name, buffers)
+    allocs = [f"np.empty({tuple(sh)!r}, np.{dt.name})" for sh, dt in buffers]
+    return _jit(src, name), consts, src, allocs
 
 
 def _set(target, src, kind, ind):
@@ -149,18 +153,24 @@ class FusedLoop:
         S, Y = [f"S{j}" for j in range(nc)], [f"Y{j}" for j in range(ny)]
         GX, GY = [f"GX{j}" for j in range(nx)], [f"GY{j}" for j in range(ny)]
         gp = [f"gp{j}" for j in range(p.n_cap)]
-        step, self.k_step, s_src = _helper(p.step_graph.simplify(), "step")
-        vjp, self.k_vjp, v_src = _helper(p._vjp_graph(()).simplify(), "vjp")
+        step, self.k_step, s_src, s_buf = _helper(p.step_graph.simplify(), "step")
+        vjp, self.k_vjp, v_src, v_buf = _helper(p._vjp_graph(()).simplify(), "vjp")
         helpers = {"step": step, "vjp": vjp}
         ks = [f"ks{j}" for j in range(len(self.k_step))]
         kv = [f"kv{j}" for j in range(len(self.k_vjp))]
-        self.k_inv, ki, i_src = [], [], ""
+        self.k_inv, ki, i_src, i_buf = [], [], "", []
         if p.inv_graph is not None:
-            helpers["inv"], self.k_inv, i_src = _helper(p.inv_graph.simplify(), "inv")
+            helpers["inv"], self.k_inv, i_src, i_buf = _helper(p.inv_graph.simplify(), "inv")
             ki = [f"ki{j}" for j in range(len(self.k_inv))]
         ck = self.carry_kinds
         call = ", ".join
-        L = ["for a in range(acts.shape[0]):", "    kd = acts[a, 0]", "    i = acts[a, 1]",
+        L = [f"sb{j} = {a}" for j, a in enumerate(s_buf)]
+        L += [f"vb{j} = {a}" for j, a in enumerate(v_buf)]
+        L += [f"ib{j} = {a}" for j, a in enumerate(i_buf)]
+        ks += [f"sb{j}" for j in range(len(s_buf))]
+        kv += [f"vb{j}" for j in range(len(v_buf))]
+        kib = ki + [f"ib{j}" for j in range(len(i_buf))]
+        L += ["for a in range(acts.shape[0]):", "    kd = acts[a, 0]", "    i = acts[a, 1]",
              "    j = acts[a, 2]", "    if kd == 0:", "        for k in range(i, j):",
              f"            r = step({call(u + [f'{v}[k]' for v in x] + cap + ks)})"]
         L += [_set(v, f"r[{j}]", ck[j], "            ") for j, v in enumerate(u)]
@@ -179,11 +189,12 @@ class FusedLoop:
               for j, (v, k) in enumerate(zip(gp, self.cap_kinds))]
         if p.inv_graph is not None:
             L += ["    elif kd == 4:",
-                  f"        ri = inv({call(u + [f'{v}[i]' for v in x] + icap + ki)})"]
+                  f"        ri = inv({call(u + [f'{v}[i]' for v in x] + icap + kib)})"]
             L += [_set(v, f"ri[{j}]", ck[j], "        ") for j, v in enumerate(u)]
         L.append(f"return ({''.join(r + ', ' for r in u + h + gp)})")
-        sig = ", ".join(u + S + Y + h + GX + gp + GY + x + cap + icap + ks + kv + ki +
-                        ["acts", "record"])
+        sig = ", ".join(u + S + Y + h + GX + gp + GY + x + cap + icap +
+                        [f"ks{j}" for j in range(len(self.k_step))] +
+                        [f"kv{j}" for j in range(len(self.k_vjp))] + ki + ["acts", "record"])
         src = f"def loop({sig}):\n" + "".join(f"    {ln}\n" for ln in L)
         return _jit(src, "loop", helpers, "\n".join([s_src, v_src, i_src]))
 

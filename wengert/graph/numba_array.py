@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .codegen import _live
-from .fuse import _scalar_form, _ufunc_ok, numba_or_none
+from .fuse import _load, _scalar_form, _ufunc_ok, numba_or_none
 
 __all__ = ["NotExpressible", "njit_source", "float_kind"]
 
@@ -51,21 +51,30 @@ def _literal(v, dt):
     return f"np.{dt.name}({text})"
 
 
-def njit_source(g, name):
-    """The source of ``def name(a0.., k0..)``: the graph's inputs, then the array constants
-    (returned with it); it returns the tuple of the graph's outputs."""
+def njit_source(g, name, buffers=None):
+    """The source of ``def name(a0.., k0.., b0..)``: the graph's inputs, the array
+    constants (returned with it), and -- when ``buffers`` is a list -- scratch arrays whose
+    ``(shape, dtype)`` it appends there (see ``njit_body``); it returns the tuple of the
+    graph's outputs."""
     n_in = len(g.input_nodes)
-    lines, outs, consts = njit_body(g, [f"a{p}" for p in range(n_in)], "")
-    sig = ", ".join([f"a{p}" for p in range(n_in)] + [f"k{j}" for j in range(len(consts))])
+    lines, outs, consts = njit_body(g, [f"a{p}" for p in range(n_in)], "", buffers)
+    sig = ", ".join([f"a{p}" for p in range(n_in)] + [f"k{j}" for j in range(len(consts))]
+                    + [f"b{j}" for j in range(len(buffers or ()))])
     body = lines + [f"return ({''.join(o + ', ' for o in outs)})"]
     return f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in body), consts
 
 
-def njit_body(g, inputs, prefix):
+def njit_body(g, inputs, prefix, buffers=None):
     """Statements computing ``g`` from the sources ``inputs`` (one per input, each read
     once), with temporaries and array constants named ``{prefix}t..`` and ``{prefix}k..``;
     returns ``(lines, output sources, constants)``.  Each output is a fresh array (so a
-    caller may copy it into a buffer that one of the inputs is a view of) or a scalar."""
+    caller may copy it into a buffer that one of the inputs is a view of) or a scalar.
+
+    ``buffers`` a list: each elementwise tree with an array result becomes one loop nest
+    writing into a scratch array ``{prefix}b..`` the caller allocates once (their shapes and
+    dtypes are appended to the list), instead of an array expression allocating its result
+    on every call -- so then an output may be such a buffer, overwritten by the next call:
+    copy it out before."""
     nb = numba_or_none()
     if nb is None:
         raise NotExpressible("Numba is not installed")
@@ -99,6 +108,37 @@ def njit_body(g, inputs, prefix):
             return f"np.float32({expr[a]})"
         return expr[a]
 
+    inlined = set()
+
+    def _loop_nest(root, buf, shape, prefix):
+        """The elementwise tree at ``root`` element by element into ``buf``."""
+        loops = [f"{prefix}i{d}" for d in range(len(shape))]
+        members, stack = [], [root]
+        while stack:
+            m = stack.pop()
+            members.append(m)
+            stack += [a for a in nodes[m].args if a in inlined]
+        scal = {}
+        for m in sorted(members):
+            n = nodes[m]
+            dt = np.dtype(n.value.dtype if type(n.value) is np.ndarray else np.float64)
+            args = []
+            for a in n.args:
+                v = nodes[a].value
+                if a in scal:
+                    args.append(scal[a])
+                elif type(v) is np.ndarray and a in expr:
+                    args.append(_load(v, shape, expr[a], loops))
+                else:
+                    args.append(arg(a, dt))
+            scal[m] = _scalar_form(n.prim, args)
+        out, ind = [], ""
+        for d, lv in enumerate(loops):
+            out.append(f"{ind}for {lv} in range({shape[d]}):")
+            ind += "    "
+        out.append(f"{ind}{buf}[{', '.join(loops)}] = {scal[root]}")
+        return out
+
     consumers = {}
     for i, n in enumerate(nodes):
         if live[i]:
@@ -126,6 +166,12 @@ def njit_body(g, inputs, prefix):
             src = _scalar_form(n.prim, [arg(a, dt) for a in n.args])
             if users[i] == 1 and all(elementwise[u] for u in consumers.get(i, ())):
                 expr[i] = src  # read once, by an elementwise node: one Numba array expression
+                inlined.add(i)
+                continue
+            if buffers is not None and kind[0] == "array":
+                expr[i] = f"{prefix}b{len(buffers)}"
+                buffers.append((n.value.shape, n.value.dtype))
+                lines += _loop_nest(i, expr[i], n.value.shape, prefix)
                 continue
         else:
             form = getattr(n.prim, "numba_form", None)
