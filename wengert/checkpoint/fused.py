@@ -83,13 +83,14 @@ def _jit(src, name, helpers=None, key=""):
     return fn
 
 
-def _helper(g, name):
-    """A graph as a Numba function of its inputs, its array constants and its scratch
-    arrays (allocated once by the loop function: the sources of their allocations)."""
+def _helper(g, name, accumulate=()):
+    """A graph as a Numba function of its inputs, its array constants, its scratch arrays
+    (allocated once by the loop function: the sources of their allocations) and the
+    accumulators of the outputs ``accumulate`` it adds into (``done``)."""
     buffers = []
-    src, consts = njit_source(g, name, buffers)
+    src, consts, done = njit_source(g, name, buffers, accumulate)
     allocs = [f"np.empty({tuple(sh)!r}, np.{dt.name})" for sh, dt in buffers]
-    return _jit(src, name), consts, src, allocs
+    return _jit(src, name), consts, src, allocs, done
 
 
 def _set(target, src, kind, ind):
@@ -153,14 +154,20 @@ class FusedLoop:
         S, Y = [f"S{j}" for j in range(nc)], [f"Y{j}" for j in range(ny)]
         GX, GY = [f"GX{j}" for j in range(nx)], [f"GY{j}" for j in range(ny)]
         gp = [f"gp{j}" for j in range(p.n_cap)]
-        step, self.k_step, s_src, s_buf = _helper(p.step_graph.simplify(), "step")
-        vjp, self.k_vjp, v_src, v_buf = _helper(p._vjp_graph(()).simplify(), "vjp")
+        step, self.k_step, s_src, s_buf, _ = _helper(p.step_graph.simplify(), "step")
+        # the captured values' cotangents: added into gp inside the VJP where it can
+        acc = [nc + nx + j for j, k in enumerate(self.cap_kinds) if k[0] == "array"]
+        vjp, self.k_vjp, v_src, v_buf, done = _helper(p._vjp_graph(()).simplify(), "vjp",
+                                                      acc)
+        done = set(done)
+        pos = [j for j in range(nc + nx + p.n_cap) if j not in done]  # what vjp returns
         helpers = {"step": step, "vjp": vjp}
         ks = [f"ks{j}" for j in range(len(self.k_step))]
         kv = [f"kv{j}" for j in range(len(self.k_vjp))]
         self.k_inv, ki, i_src, i_buf = [], [], "", []
         if p.inv_graph is not None:
-            helpers["inv"], self.k_inv, i_src, i_buf = _helper(p.inv_graph.simplify(), "inv")
+            helpers["inv"], self.k_inv, i_src, i_buf, _ = _helper(p.inv_graph.simplify(),
+                                                                  "inv")
             ki = [f"ki{j}" for j in range(len(self.k_inv))]
         ck = self.carry_kinds
         call = ", ".join
@@ -181,12 +188,13 @@ class FusedLoop:
         L += ["    elif kd == 2:"] + [_set(v, f"{S[j]}[j]", ck[j], "        ")
                                       for j, v in enumerate(u)]
         L += ["    elif kd == 3:", "        rv = vjp(" + call(
-            u + [f"{v}[i]" for v in x] + cap + h + [f"{v}[i]" for v in GY] + kv) + ")"]
-        L += [_set(v, f"rv[{j}]", ck[j], "        ") for j, v in enumerate(h)]
-        L += [f"        {v}[i] = rv[{nc + j}]" for j, v in enumerate(GX)]
-        L += [(f"        {v} += rv[{nc + nx + j}]" if k[0] == "array" else
-               f"        {v} = {v} + rv[{nc + nx + j}]")
-              for j, (v, k) in enumerate(zip(gp, self.cap_kinds))]
+            u + [f"{v}[i]" for v in x] + cap + h + [f"{v}[i]" for v in GY] + kv +
+            [gp[j - nc - nx] for j in acc if j in done]) + ")"]
+        L += [_set(v, f"rv[{pos.index(j)}]", ck[j], "        ") for j, v in enumerate(h)]
+        L += [f"        {v}[i] = rv[{pos.index(nc + j)}]" for j, v in enumerate(GX)]
+        L += [(f"        {v} += rv[{pos.index(nc + nx + j)}]" if k[0] == "array" else
+               f"        {v} = {v} + rv[{pos.index(nc + nx + j)}]")
+              for j, (v, k) in enumerate(zip(gp, self.cap_kinds)) if nc + nx + j not in done]
         if p.inv_graph is not None:
             L += ["    elif kd == 4:",
                   f"        ri = inv({call(u + [f'{v}[i]' for v in x] + icap + kib)})"]

@@ -51,20 +51,23 @@ def _literal(v, dt):
     return f"np.{dt.name}({text})"
 
 
-def njit_source(g, name, buffers=None):
-    """The source of ``def name(a0.., k0.., b0..)``: the graph's inputs, the array
-    constants (returned with it), and -- when ``buffers`` is a list -- scratch arrays whose
-    ``(shape, dtype)`` it appends there (see ``njit_body``); it returns the tuple of the
-    graph's outputs."""
+def njit_source(g, name, buffers=None, accumulate=()):
+    """The source of ``def name(a0.., k0.., b0.., c0..)``: the graph's inputs, the array
+    constants, -- when ``buffers`` is a list -- scratch arrays whose ``(shape, dtype)`` it
+    appends there, and accumulators for the outputs at the positions ``accumulate`` (see
+    ``njit_body``).  Returns the source, the constants and the positions of the outputs
+    added into their accumulators (the function returns the others, in order)."""
     n_in = len(g.input_nodes)
-    lines, outs, consts = njit_body(g, [f"a{p}" for p in range(n_in)], "", buffers)
+    acc = {p: f"c{j}" for j, p in enumerate(accumulate)}
+    lines, outs, consts = njit_body(g, [f"a{p}" for p in range(n_in)], "", buffers, acc)
     sig = ", ".join([f"a{p}" for p in range(n_in)] + [f"k{j}" for j in range(len(consts))]
-                    + [f"b{j}" for j in range(len(buffers or ()))])
-    body = lines + [f"return ({''.join(o + ', ' for o in outs)})"]
-    return f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in body), consts
+                    + [f"b{j}" for j in range(len(buffers or ()))] + list(acc.values()))
+    body = lines + [f"return ({''.join(o + ', ' for o in outs if o is not None)})"]
+    done = [p for p, o in enumerate(outs) if o is None]
+    return f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in body), consts, done
 
 
-def njit_body(g, inputs, prefix, buffers=None):
+def njit_body(g, inputs, prefix, buffers=None, accumulate=None):
     """Statements computing ``g`` from the sources ``inputs`` (one per input, each read
     once), with temporaries and array constants named ``{prefix}t..`` and ``{prefix}k..``;
     returns ``(lines, output sources, constants)``.  Each output is a fresh array (so a
@@ -74,7 +77,9 @@ def njit_body(g, inputs, prefix, buffers=None):
     writing into a scratch array ``{prefix}b..`` the caller allocates once (their shapes and
     dtypes are appended to the list), instead of an array expression allocating its result
     on every call -- so then an output may be such a buffer, overwritten by the next call:
-    copy it out before."""
+    copy it out before.  ``accumulate``: output position -> an array of its shape; such an
+    output, when it is such a tree read by nothing else, is added into that array element
+    by element instead (its entry in the output sources is then None)."""
     nb = numba_or_none()
     if nb is None:
         raise NotExpressible("Numba is not installed")
@@ -110,7 +115,7 @@ def njit_body(g, inputs, prefix, buffers=None):
 
     inlined = set()
 
-    def _loop_nest(root, buf, shape, prefix):
+    def _loop_nest(root, buf, shape, prefix, op="="):
         """The elementwise tree at ``root`` element by element into ``buf``."""
         loops = [f"{prefix}i{d}" for d in range(len(shape))]
         members, stack = [], [root]
@@ -136,7 +141,7 @@ def njit_body(g, inputs, prefix, buffers=None):
         for d, lv in enumerate(loops):
             out.append(f"{ind}for {lv} in range({shape[d]}):")
             ind += "    "
-        out.append(f"{ind}{buf}[{', '.join(loops)}] = {scal[root]}")
+        out.append(f"{ind}{buf}[{', '.join(loops)}] {op} {scal[root]}")
         return out
 
     consumers = {}
@@ -169,6 +174,11 @@ def njit_body(g, inputs, prefix, buffers=None):
                 inlined.add(i)
                 continue
             if buffers is not None and kind[0] == "array":
+                into = [p for p, o in enumerate(g.outputs) if o == i]
+                if users[i] == 2 and len(into) == 1 and into[0] in (accumulate or {}):
+                    expr[i] = None  # added into its accumulator, no buffer
+                    lines += _loop_nest(i, accumulate[into[0]], n.value.shape, prefix, "+=")
+                    continue
                 expr[i] = f"{prefix}b{len(buffers)}"
                 buffers.append((n.value.shape, n.value.dtype))
                 lines += _loop_nest(i, expr[i], n.value.shape, prefix)
@@ -196,7 +206,9 @@ def njit_body(g, inputs, prefix, buffers=None):
             v = n.value
             raise NotExpressible(f"a constant result {v!r:.40}")
         fresh = elementwise[o]
-        if float_kind(n.value) == ("scalar",) or fresh:
+        if expr[o] is None:
+            outs.append(None)
+        elif float_kind(n.value) == ("scalar",) or fresh:
             outs.append(expr[o])
         else:  # an input, a constant or a view of one
             outs.append(f"np.copy({expr[o]})")
