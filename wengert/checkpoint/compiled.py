@@ -269,9 +269,10 @@ class LoopPlan:
             fn = self._vjp_fns[batch] = build_function(self._vjp_graph(batch).simplify())
         return fn
 
-    def _vjp_graph(self, batch):
+    def _vjp_graph(self, batch, with_results=False):
         """The step's VJP as a graph: (carry, x, captured, cotangents of the float
-        results) -> cotangents of the float arguments."""
+        results) -> cotangents of the float arguments (after the float results themselves,
+        ``with_results``)."""
         k = len(self.in_float)
         fl, outf = self.float_args, [j for j, f in enumerate(self.out_float) if f]
         step = self.step_graph
@@ -285,8 +286,8 @@ class LoopPlan:
                     full[i] = v
                 outs = step.evaluate(full)
                 return [outs[j] for j in outf]
-            _, pb = transforms.vjp(fn, *[prim[i] for i in fl])
-            return list(pb(list(cts)))
+            res, pb = transforms.vjp(fn, *[prim[i] for i in fl])
+            return (list(res) if with_results else []) + list(pb(list(cts)))
         example = list(step.example_args) + [
             np.zeros(batch + shape_of(v), np.result_type(v)) if batch else v
             for v, f in zip(self.carry_ex + self.y_ex, self.out_float) if f]

@@ -23,7 +23,7 @@ import builtins
 import numpy as np
 
 from ..graph.fuse import numba_or_none
-from ..graph.numba_array import NotExpressible, float_kind, njit_source
+from ..graph.numba_array import NotExpressible, float_kind, njit_source, split_sources
 
 __all__ = ["FusedLoop", "NotExpressible"]
 
@@ -154,11 +154,23 @@ class FusedLoop:
         S, Y = [f"S{j}" for j in range(nc)], [f"Y{j}" for j in range(ny)]
         GX, GY = [f"GX{j}" for j in range(nx)], [f"GY{j}" for j in range(ny)]
         gp = [f"gp{j}" for j in range(p.n_cap)]
-        step, self.k_step, s_src, s_buf, _ = _helper(p.step_graph.simplify(), "step")
         # the captured values' cotangents: added into gp inside the VJP where it can
         acc = [nc + nx + j for j, k in enumerate(self.cap_kinds) if k[0] == "array"]
-        vjp, self.k_vjp, v_src, v_buf, done = _helper(p._vjp_graph(()).simplify(), "vjp",
-                                                      acc)
+        self.res_kinds = []
+        if p.strategy == "all":  # every step's residuals kept: no recomputation in reverse
+            s_buf, v_buf = [], []
+            s_src, v_src, self.k_step, self.k_vjp, res, done = split_sources(
+                p._vjp_graph((), True).simplify(), nc + nx + p.n_cap, nc + ny, s_buf, v_buf,
+                acc)
+            step, vjp = _jit(s_src, "fwd"), _jit(v_src, "bwd")
+            s_buf, v_buf = ([f"np.empty({tuple(sh)!r}, np.{dt.name})" for sh, dt in b]
+                            for b in (s_buf, v_buf))
+            self.res_kinds = [("array", sh, dt) if sh else ("scalar",) for sh, dt in res]
+        else:
+            step, self.k_step, s_src, s_buf, _ = _helper(p.step_graph.simplify(), "step")
+            vjp, self.k_vjp, v_src, v_buf, done = _helper(p._vjp_graph(()).simplify(), "vjp",
+                                                          acc)
+        R = [f"R{j}" for j in range(len(self.res_kinds))]
         done = set(done)
         pos = [j for j in range(nc + nx + p.n_cap) if j not in done]  # what vjp returns
         helpers = {"step": step, "vjp": vjp}
@@ -184,11 +196,15 @@ class FusedLoop:
         if ny:
             L += ["            if record:"]
             L += [f"                {v}[k] = r[{nc + j}]" for j, v in enumerate(Y)]
+        if R:
+            L += ["            if record == 2:"]
+            L += [f"                {v}[k] = r[{nc + ny + j}]" for j, v in enumerate(R)]
         L += ["    elif kd == 1:"] + [f"        {S[j]}[j] = {v}" for j, v in enumerate(u)]
         L += ["    elif kd == 2:"] + [_set(v, f"{S[j]}[j]", ck[j], "        ")
                                       for j, v in enumerate(u)]
         L += ["    elif kd == 3:", "        rv = vjp(" + call(
-            u + [f"{v}[i]" for v in x] + cap + h + [f"{v}[i]" for v in GY] + kv +
+            u + [f"{v}[i]" for v in x] + cap + h + [f"{v}[i]" for v in GY] +
+            [f"{v}[i]" for v in R] + kv +
             [gp[j - nc - nx] for j in acc if j in done]) + ")"]
         L += [_set(v, f"rv[{pos.index(j)}]", ck[j], "        ") for j, v in enumerate(h)]
         L += [f"        {v}[i] = rv[{pos.index(nc + j)}]" for j, v in enumerate(GX)]
@@ -200,7 +216,7 @@ class FusedLoop:
                   f"        ri = inv({call(u + [f'{v}[i]' for v in x] + icap + kib)})"]
             L += [_set(v, f"ri[{j}]", ck[j], "        ") for j, v in enumerate(u)]
         L.append(f"return ({''.join(r + ', ' for r in u + h + gp)})")
-        sig = ", ".join(u + S + Y + h + GX + gp + GY + x + cap + icap +
+        sig = ", ".join(u + S + R + Y + h + GX + gp + GY + x + cap + icap +
                         [f"ks{j}" for j in range(len(self.k_step))] +
                         [f"kv{j}" for j in range(len(self.k_vjp))] + ki + ["acts", "record"])
         src = f"def loop({sig}):\n" + "".join(f"    {ln}\n" for ln in L)
@@ -230,13 +246,16 @@ class FusedLoop:
         p = self.plan
         xs, cap, icap = ([_writable(a) for a in v] for v in (xs, cap, icap))
         u = [_writable(a).copy() if type(a) is np.ndarray else float(a) for a in init]
-        S = [_empty(self.nslots if keep else 0, k) for k in self.carry_kinds]
+        # the snapshots' slots, then (checkpoint="all") every step's residuals
+        S = [_empty(self.nslots if keep else 0, k) for k in self.carry_kinds] + \
+            [_empty(p.n if keep else 0, k) for k in self.res_kinds]
         Y = [_empty(p.n, k) for k in self.y_kinds]
         h, GX, gp, GY = self._dummies()
+        record = 2 if keep else 1  # 1: the ys, 2: the residuals too
         u = self._call(u, S, Y, h, GX, gp, GY, xs, cap, icap,
-                       self.fwd_acts if keep else self.run_acts, True)[0]
+                       self.fwd_acts if keep else self.run_acts, record)[0]
         cur = [a.copy() if type(a) is np.ndarray else a for a in u] if keep else None
-        final = self._call(u, S, Y, h, GX, gp, GY, xs, cap, icap, self.last_acts, True)[0]
+        final = self._call(u, S, Y, h, GX, gp, GY, xs, cap, icap, self.last_acts, record)[0]
         st = p.stats
         st["steps"] += self.counts["fwd_steps"] if keep else p.n
         if keep:
@@ -255,7 +274,7 @@ class FusedLoop:
         GY = [_writable(np.asarray(g, dtype=k[2] if k[0] == "array" else np.float64))
               for g, k in zip(g_y, self.y_kinds)]
         Y = [_empty(0, k) for k in self.y_kinds]
-        _, h, gp = self._call(cur, slots, Y, h, GX, gp, GY, xs, cap, icap, self.rev_acts, False)
+        _, h, gp = self._call(cur, slots, Y, h, GX, gp, GY, xs, cap, icap, self.rev_acts, 0)
         st = p.stats
         st["steps"] += self.counts["rev_steps"]
         st["vjps"] += p.n

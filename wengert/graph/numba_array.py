@@ -67,7 +67,7 @@ def njit_source(g, name, buffers=None, accumulate=()):
     return f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in body), consts, done
 
 
-def njit_body(g, inputs, prefix, buffers=None, accumulate=None):
+def njit_body(g, inputs, prefix, buffers=None, accumulate=None, outputs=None, given=None):
     """Statements computing ``g`` from the sources ``inputs`` (one per input, each read
     once), with temporaries and array constants named ``{prefix}t..`` and ``{prefix}k..``;
     returns ``(lines, output sources, constants)``.  Each output is a fresh array (so a
@@ -79,22 +79,33 @@ def njit_body(g, inputs, prefix, buffers=None, accumulate=None):
     on every call -- so then an output may be such a buffer, overwritten by the next call:
     copy it out before.  ``accumulate``: output position -> an array of its shape; such an
     output, when it is such a tree read by nothing else, is added into that array element
-    by element instead (its entry in the output sources is then None)."""
+    by element instead (its entry in the output sources is then None).  ``outputs``: the
+    nodes to compute (default the graph's); ``given``: node -> the source of its value,
+    passed in rather than computed."""
     nb = numba_or_none()
     if nb is None:
         raise NotExpressible("Numba is not installed")
     supported = nb[1]
     nodes = g.nodes
-    live = _live(g)
-    expr, consts, lines = {}, [], []
+    outputs = list(g.outputs) if outputs is None else list(outputs)
+    given = given or {}
+    live = [False] * len(nodes)
+    stack = list(outputs)
+    while stack:
+        i = stack.pop()
+        if not live[i]:
+            live[i] = True
+            if i not in given:
+                stack.extend(nodes[i].args)
+    expr, consts, lines = dict(given), [], []
     users = [0] * len(nodes)
     for i, n in enumerate(nodes):
-        if live[i]:
+        if live[i] and i not in given:
             for a in n.args:
                 users[a] += 1
-    for o in g.outputs:
+    for o in outputs:
         users[o] += 2
-    elementwise = [n.kind == "op" and live[i] and n.prim.ufunc is not None and
+    elementwise = [n.kind == "op" and live[i] and i not in given and n.prim.ufunc is not None and
                    float_kind(n.value) is not None and _ufunc_ok(n, supported)
                    for i, n in enumerate(nodes)]
     for pos, i in enumerate(g.input_nodes):
@@ -102,7 +113,7 @@ def njit_body(g, inputs, prefix, buffers=None, accumulate=None):
             raise NotExpressible(f"input {pos} is {type(nodes[i].value).__name__} "
                                  f"{getattr(nodes[i].value, 'dtype', '')}, not a float (array)")
         expr[i] = f"{prefix}a{pos}"
-        if live[i]:
+        if live[i] and inputs[pos] is not None:
             lines.append(f"{expr[i]} = {inputs[pos]}")
 
     def arg(a, dt):
@@ -146,11 +157,11 @@ def njit_body(g, inputs, prefix, buffers=None, accumulate=None):
 
     consumers = {}
     for i, n in enumerate(nodes):
-        if live[i]:
+        if live[i] and i not in given:
             for a in n.args:
                 consumers.setdefault(a, []).append(i)
     for i, n in enumerate(nodes):
-        if not live[i] or n.kind == "input":
+        if not live[i] or n.kind == "input" or i in given:
             continue
         if n.kind == "const":
             v = n.value
@@ -174,7 +185,7 @@ def njit_body(g, inputs, prefix, buffers=None, accumulate=None):
                 inlined.add(i)
                 continue
             if buffers is not None and kind[0] == "array":
-                into = [p for p, o in enumerate(g.outputs) if o == i]
+                into = [p for p, o in enumerate(outputs) if o == i]
                 if users[i] == 2 and len(into) == 1 and into[0] in (accumulate or {}):
                     expr[i] = None  # added into its accumulator, no buffer
                     lines += _loop_nest(i, accumulate[into[0]], n.value.shape, prefix, "+=")
@@ -200,12 +211,12 @@ def njit_body(g, inputs, prefix, buffers=None, accumulate=None):
         else:
             lines.append(f"{expr[i]} = {src}")
     outs = []
-    for o in g.outputs:
+    for o in outputs:
         n = nodes[o]
         if n.kind == "const" and o not in expr:
             v = n.value
             raise NotExpressible(f"a constant result {v!r:.40}")
-        fresh = elementwise[o]
+        fresh = elementwise[o] or o in given
         if expr[o] is None:
             outs.append(None)
         elif float_kind(n.value) == ("scalar",) or fresh:
@@ -213,3 +224,61 @@ def njit_body(g, inputs, prefix, buffers=None, accumulate=None):
         else:  # an input, a constant or a view of one
             outs.append(f"np.copy({expr[o]})")
     return lines, outs, consts
+
+
+def split_sources(g, n_primal, n_out, buffers_f, buffers_b, accumulate=()):
+    """A step-and-VJP graph (inputs: the step's, then the cotangents from ``n_primal`` on;
+    outputs: the step's ``n_out`` results, then the cotangents) cut in two where the
+    cotangents come in: ``fwd(inputs.., k.., b..)`` returns the step's results and the
+    *residuals* (its values the cotangent part reads), ``bwd(inputs.., residuals.., k..,
+    b.., c..)`` the cotangents (see ``njit_source``).  So a loop that keeps every step's
+    residuals ("all") reverses a step without recomputing it.  Returns the two sources,
+    their constants, the residuals' ``(shape, dtype)`` and the accumulated positions."""
+    nodes = g.nodes
+    n_in = len(g.input_nodes)
+    late = [False] * len(nodes)  # depends on a cotangent
+    for pos, i in enumerate(g.input_nodes):
+        late[i] = pos >= n_primal
+    for i, n in enumerate(nodes):
+        if n.kind not in ("input", "const") and any(late[a] for a in n.args):
+            late[i] = True
+    primal_outs, ct_outs = list(g.outputs[:n_out]), list(g.outputs[n_out:])
+    if any(late[o] for o in primal_outs):
+        raise NotExpressible("a step result depends on a cotangent")
+    # residuals: early computed values the late part (or a cotangent result) reads
+    res = set()
+    stack, seen = list(ct_outs), set()
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        n = nodes[i]
+        if not late[i]:
+            if n.kind == "op":
+                res.add(i)
+            continue
+        stack.extend(n.args)
+    res = sorted(res)
+    for i in res:
+        if float_kind(nodes[i].value) is None:
+            raise NotExpressible(f"a residual {nodes[i].prim.name} is not a float (array)")
+    ins = [f"a{p}" for p in range(n_in)]
+    f_lines, f_outs, f_consts = njit_body(g, ins[:n_primal] + [None] * (n_in - n_primal), "",
+                                          buffers_f, None, primal_outs + res)
+    given = {i: f"r{j}" for j, i in enumerate(res)}
+    acc = {p: f"c{j}" for j, p in enumerate(accumulate)}  # positions among the cotangents
+    b_lines, b_outs, b_consts = njit_body(g, ins, "", buffers_b, acc, ct_outs, given)
+    f_sig = ", ".join(ins[:n_primal] + [f"k{j}" for j in range(len(f_consts))] +
+                      [f"b{j}" for j in range(len(buffers_f))])
+    b_sig = ", ".join(ins + list(given.values()) + [f"k{j}" for j in range(len(b_consts))] +
+                      [f"b{j}" for j in range(len(buffers_b))] + list(acc.values()))
+
+    def text(name, sig, lines, outs):
+        body = lines + [f"return ({''.join(o + ', ' for o in outs if o is not None)})"]
+        return f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in body)
+    done = [p for p, o in enumerate(b_outs) if o is None]
+    return (text("fwd", f_sig, f_lines, f_outs), text("bwd", b_sig, b_lines, b_outs),
+            f_consts, b_consts, [(np.shape(nodes[i].value), np.dtype(
+                nodes[i].value.dtype if type(nodes[i].value) is np.ndarray else np.float64))
+                for i in res], done)
