@@ -10,7 +10,9 @@ inverse are Numba functions it calls.  The schedule is passed as an integer arra
 actions, interpreted in the loop, and its snapshots live in preallocated slots -- as many
 as it ever holds at once, so "ctz" and "binomial" keep their O(log N) bound in states (the
 action array itself is O(N) integers).  The carry is copied into a buffer of its own each
-step; the cotangents of captured values accumulate in place.
+step; the cotangents of captured values accumulate in place.  With "all" the forward loop
+also keeps every step's residuals (``split_sources``), so the reverse loop does not
+recompute the steps.
 
 Any leaf that is not a float (array) of at least one dimension, a node without a Numba
 form, or a Numba compile error: the plan keeps its Python loop, and records why in
@@ -133,9 +135,12 @@ class FusedLoop:
         self.x_kinds = self.kinds[nc:nc + nx]
         self.cap_kinds = self.kinds[nc + nx:nc + nx + ncap]
         self.y_kinds = self.kinds[nc + nx + ncap:]
-        self.fn = self._compile()
         self.fwd_acts, self.rev_acts, self.nslots, self.max_stored, self.counts = \
             encode(plan.schedule())
+        # residuals kept when every step runs once, forwards: the reverse phase reads them
+        self.keep_residuals = plan.strategy == "all" and not bool(
+            np.isin(self.rev_acts[:, 0], (ADVANCE, INVERT)).any())
+        self.fn = self._compile()
         n = plan.n
         self.run_acts = np.array([(ADVANCE, 0, n - 1)] if n > 1 else [], np.int32).reshape(-1, 3)
         self.last_acts = np.array([(ADVANCE, n - 1, n)], np.int32)
@@ -157,7 +162,7 @@ class FusedLoop:
         # the captured values' cotangents: added into gp inside the VJP where it can
         acc = [nc + nx + j for j, k in enumerate(self.cap_kinds) if k[0] == "array"]
         self.res_kinds = []
-        if p.strategy == "all":  # every step's residuals kept: no recomputation in reverse
+        if self.keep_residuals:  # every step's residuals kept: no recomputation in reverse
             s_buf, v_buf = [], []
             s_src, v_src, self.k_step, self.k_vjp, res, done = split_sources(
                 p._vjp_graph((), True).simplify(), nc + nx + p.n_cap, nc + ny, s_buf, v_buf,
