@@ -193,3 +193,120 @@ def test_sgd_on_a_dict_of_parameters_converges():
         g = step(params)
         params = {"w": params["w"] - 0.1 * g["w"]}
     numpy.testing.assert_allclose(params["w"], target, atol=1e-8)
+
+
+# -- found by running autograd's own test files through an adapter (docs/coming-from-jax.md) ----
+def test_einsum_interleaved_sublists():
+    a, b, c = R.standard_normal((2, 3)), R.standard_normal((3, 4)), R.standard_normal((2, 2, 3))
+    f = lambda a, b: np.einsum(a, [0, 1], b, [1, 2], [0, 2])  # noqa: E731
+    numpy.testing.assert_allclose(f(a, b), a @ b)
+    wg.check_grad(f, a, b, order=2)
+    g = lambda c, b: np.einsum(c, [Ellipsis, 0, 1], b, [1, 2], [Ellipsis, 0, 2])  # noqa: E731
+    numpy.testing.assert_allclose(g(c, b), numpy.einsum("...ij,jk->...ik", c, b))
+    wg.check_grad(g, c, b, order=2)
+    t = lambda a: np.einsum(a, [0, 1])  # implicit output: the transpose rule of strings  # noqa
+    numpy.testing.assert_allclose(wg.jacobian(t)(a).reshape(6, 6), numpy.eye(6))
+    with pytest.raises(ValueError, match="int in"):
+        wg.grad(lambda a: np.einsum(a, ["i"]).sum())(a)
+
+
+@pytest.mark.parametrize("width", [0, 3, (3,), (3, 2), ((3, 2),), ((1, 2), (3, 4)),
+                                   ((0, 0), (0, 0)), numpy.array([[1], [2]])])
+def test_pad_widths_as_numpy_reads_them(width):
+    a = R.standard_normal((2, 2))
+    out, jac = wg.vjp(lambda a: np.pad(a, width), a)
+    numpy.testing.assert_array_equal(out, numpy.pad(a, width))
+    # the pullback of a zero-padding picks the original block back out
+    numpy.testing.assert_array_equal(jac(numpy.pad(a, width))[0], a)
+    wg.check_grad(lambda a: np.pad(a, width, "constant", constant_values=1.5), a, order=2)
+
+
+def test_real_of_a_complex_scalar_has_a_complex_cotangent():
+    for z in (0.4 + 0.3j, numpy.array(0.4 + 0.3j)):
+        wg.check_grad(np.real, z, order=2)
+        wg.check_grad(np.imag, z, order=2)
+        g = wg.vjp(np.real, z)[1](1.0)[0]
+        assert numpy.iscomplexobj(g) and g == 1.0
+    assert wg.grad(np.real_if_close)(0.4) == 1.0
+    wg.check_grad(np.real_if_close, 0.4, order=2)
+
+
+def test_tree_ravel_round_trips_and_differentiates():
+    x = (1.0, R.standard_normal((2, 3)), [R.standard_normal((1, 4)), {"x": 2.0, "y": 3 + 1j}])
+    vec, unravel = wg.tree.ravel(x)
+    assert vec.shape == (13,) and vec.dtype == complex and vec[0] == 1.0
+    back = unravel(vec)
+    assert type(back[0]) is float and type(back[2][1]["y"]) is complex
+    numpy.testing.assert_array_equal(wg.tree.ravel(back)[0], vec)
+    y = (1.0, 2.0, [3.0, {"x": 2.0, "y": 4.0}])
+    assert wg.tree.ravel(y)[1](wg.tree.ravel(y)[0]) == y
+    assert wg.tree.ravel(((), []))[0].shape == (0,)
+    # the leaves of a traced pytree, and a pytree rebuilt from a traced vector
+    assert grad(lambda a, b: np.sum(wg.tree.ravel([a, b])[0] ** 2), 1)(1.0, 2.0) == 4.0
+    v, unr = wg.tree.ravel({"w": R.standard_normal((2, 2)), "b": 0.5})
+    wg.check_grad(lambda v: wg.tree.ravel(wg.tree.map(lambda t: np.sin(t) * t, unr(v)))[0], v,
+                  order=2)
+    with pytest.raises(ValueError, match=r"shape \(5,\)"):
+        unr(numpy.zeros(4))
+
+
+def test_grad_of_a_bool_or_int_output_is_an_error():
+    with pytest.raises(TypeError, match="bool has no derivative"):
+        grad(lambda x: np.allclose(x, x * 3.0 / 3.0))(numpy.array([1.0, 2.0]))
+    with pytest.raises(TypeError, match="integer has no derivative"):
+        grad(lambda x: np.argmax(x))(numpy.array([1.0, 2.0]))
+    with pytest.raises(TypeError, match="bool has no derivative"):
+        value_and_grad(lambda x: x > 0.0)(1.0)
+    assert grad(lambda x: 3.0)(1.0) == 0.0  # a float constant has derivative zero
+
+
+def test_check_grad_reverse_only_rules_at_second_order():
+    """modes=("reverse",) checks reverse over reverse: a rule with no frule is checkable."""
+    wrong = {"factor": 6.0}
+
+    @wg.primitive
+    def cube(x):
+        return x ** 3
+
+    @cube.rrule
+    def _(x):
+        return cube(x), lambda g: (g * three_squares(x),)
+
+    @wg.primitive
+    def three_squares(x):
+        return 3.0 * x ** 2
+
+    @three_squares.rrule
+    def _(x):
+        return three_squares(x), lambda h: (wrong["factor"] * x * h,)
+
+    wg.check_grad(cube, 1.5, order=2, modes=("reverse",))
+    wrong["factor"] = 6.1  # a wrong second-order rule is caught by the reverse-over-reverse check
+    with pytest.raises(AssertionError, match="order 1"):
+        wg.check_grad(cube, 1.5, order=2, modes=("reverse",))
+    with pytest.raises(NotImplementedError, match="no forward rule"):
+        wg.check_grad(cube, 1.5, order=1)  # forward mode asked for: the missing frule is named
+
+
+def test_check_grad_differentiates_a_pullback_in_its_cotangent_too():
+    """A rule used only inside another rule's pullback, wrong in the cotangent it is given, is
+    caught at order 2 (the pullback is checked as a function of the inputs and the cotangent)."""
+    @wg.primitive
+    def double(x):
+        return 2.0 * x
+
+    @wg.primitive
+    def ident(g):
+        return g
+
+    @double.rrule
+    def _(x):
+        return double(x), lambda g: (2.0 * ident(g),)
+
+    @ident.rrule
+    def _(g):
+        return ident(g), lambda h: (1.001 * h,)  # wrong: the identity's pullback is h
+
+    wg.check_grad(double, 1.5, order=1, modes=("reverse",))  # first order: right
+    with pytest.raises(AssertionError, match="reverse"):
+        wg.check_grad(double, 1.5, order=2, modes=("reverse",))

@@ -212,8 +212,7 @@ def test_complex_output_needs_holomorphic():
 
 def test_rules_for_real_matrices_refuse_complex():
     M = A @ A.conj().T + 3 * np.eye(3)
-    for f in (lambda m: wnp.linalg.eigh(m)[0], lambda m: wnp.linalg.svd(m)[1],
-              lambda m: wnp.linalg.qr(m)[1], wnp.linalg.cholesky):
+    for f in (lambda m: wnp.linalg.qr(m)[1], wnp.linalg.cholesky):
         with pytest.raises(NotImplementedError, match="real matrices"):
             wg.vjp(f, M)[1](np.ones_like(f(M)))
 
@@ -299,3 +298,48 @@ def test_jacfwd_jacrev_take_holomorphic():
                                    rtol=1e-12, atol=1e-15)
         with pytest.raises(TypeError, match="holomorphic=True"):
             jac(wnp.sin)(Z)
+
+
+# -- eigh, eigvalsh, svd and svdvals of complex matrices --------------------------------------------
+def _gauge_free_svd(k):
+    """What the SVD determines (its vectors only up to a phase shared by u_k and v_k): |u|, s, |vh|
+    and the rank-one part u_k vh_k."""
+    def f(m):
+        u, s, vh = wnp.linalg.svd(m, full_matrices=False)
+        return wnp.abs(u), s, wnp.abs(vh), u[..., :, k:k + 1] * vh[..., k:k + 1, :]
+    return f
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 3, 4)])
+def test_complex_svd(shape):
+    rng = np.random.default_rng(3)
+    m = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    wg.check_grad(_gauge_free_svd(0), m, order=2)
+    wg.check_grad(_gauge_free_svd(1), m, order=2)
+    wg.check_grad(lambda m: wnp.linalg.svd(m, compute_uv=False), m, order=2)
+    # closed form: the steepest ascent of the nuclear norm is the polar factor U V^H
+    u, _, vh = np.linalg.svd(m, full_matrices=False)
+    np.testing.assert_allclose(wg.grad(lambda m: wnp.sum(wnp.linalg.svd(m, compute_uv=False)))(m),
+                               u @ vh, atol=1e-12)
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_complex_eigh_reads_one_triangle(uplo):
+    rng = np.random.default_rng(4)
+    m = rng.standard_normal((2, 4, 4)) + 1j * rng.standard_normal((2, 4, 4))  # not Hermitian
+    projector = lambda m: (lambda w, v: v[..., :, :1] * wnp.conj(v[..., :, :1]).swapaxes(-1, -2))(  # noqa
+        *wnp.linalg.eigh(m, uplo))
+    for f in (lambda m: wnp.linalg.eigvalsh(m, uplo), lambda m: wnp.linalg.eigh(m, uplo)[0],
+              lambda m: wnp.abs(wnp.linalg.eigh(m, uplo)[1]), projector):
+        wg.check_grad(f, m, order=2)
+    # closed form: d w_k = Re(v_k^H dH v_k) for the Hermitian H read from the triangle
+    def hermitian(x):  # what LAPACK reads: one triangle, the real part of the diagonal
+        off = np.tril(x, -1) if uplo == "L" else np.triu(x, 1)
+        return off + off.conj().T + np.diag(x.diagonal().real)
+    w, v = np.linalg.eigh(hermitian(m[0]))
+    dm = rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4))
+    dh = hermitian(dm)
+    jv = wg.jvp(lambda m: wnp.linalg.eigvalsh(m, uplo), (m[0],), (dm,))[1]
+    np.testing.assert_allclose(jv, np.einsum("ik,ij,jk->k", v.conj(), dh, v).real, atol=1e-12)
+    np.testing.assert_allclose(wg.jvp(lambda m: wnp.linalg.eigvalsh(m, uplo), (m[0],),
+                                      (dm,))[0], w, atol=1e-12)

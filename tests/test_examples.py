@@ -124,3 +124,21 @@ def test_bdf_with_a_sparse_jacobian(brusselator):
     # exactly the pattern: each u and v sees its neighbours of its species and the other
     # species at its own point
     np.testing.assert_array_equal(plan.sparsity.toarray(), dense != 0)
+
+
+def test_distributed_lbfgs_fits_lazy_data_on_a_cluster():
+    pytest.importorskip("dask.distributed", reason="Dask is an optional dependency: .[dask]")
+    ex = _load("distributed_lbfgs")
+    # the full-size data is lazy and bigger than the workers' memory together
+    X_big, _, _ = ex.make_data()
+    assert X_big.nbytes > 2 * ex._bytes("300MiB")
+    # in-process workers: main sets no memory limit (it would apply to this whole test
+    # process, whose size after the other tests would pause them: a hang)
+    res, X, y, w_true, _ = ex.main(n=20_000, chunk_rows=2_500, processes=False, verbose=False)
+    assert res.success, res.message
+    Xn, yn = X.compute(scheduler="threads"), y.compute(scheduler="threads")
+    # the same fit on NumPy data: the same weights, a zero gradient
+    assert np.linalg.norm(wg.grad(ex.loss)(res.x, Xn, yn)) < 1e-7
+    ref = ex.fit(Xn, yn)
+    np.testing.assert_allclose(res.x, ref.x, rtol=1e-5, atol=1e-6)
+    assert np.corrcoef(res.x, w_true)[0, 1] > 0.95

@@ -237,3 +237,52 @@ def test_temporaries_are_updated_in_place_never_inputs_or_results():
     again = cf(W, x)
     assert again[0] is not got[0]
     same(got, want, exact=True)
+
+
+def programs(cf):
+    return [fn for entries in cf.cache.values() for _, fn, _ in entries]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("flat, nb", [
+    (np.array([-1, 3, 3, 0, 14, -15, 7]), 0),      # negative and repeated positions
+    (np.array([[4, 0], [-2, 2]]), 1),              # per leading row, a 2-D block of positions
+    (np.arange(15)[::-2], 0),                      # a strided view of positions
+])
+def test_a_gather_of_a_kernel_result_is_folded_into_the_kernel(dtype, flat, nb):
+    """``gather(reshape(kernel result), flat)`` computes the gathered elements in the kernel
+    (one array of the gather's size, no (3, 5) result): bitwise the NumPy program's."""
+    from wengert.rules.indexing import gather
+
+    def f(x, c):
+        y = c * x + c           # a (3, 5) group, x broadcast along the rows
+        return gather(wnp.reshape(y, (3, 5) if nb else (-1,)), flat, nb=nb) * 2.0
+    rng = np.random.default_rng(3)
+    x, c = rng.standard_normal(5).astype(dtype), rng.standard_normal((3, 5)).astype(dtype)
+    cf = wg.compile(f, fuse=True)
+    got = cf(x, c)
+    same(got, wg.compile(f, fuse=False)(x, c), exact=True)
+    same(got, f(x, c), exact=True)
+    assert got.dtype == dtype and got.shape == ((3,) if nb else ()) + flat.shape
+    fn, = programs(cf)
+    assert fn.folded_gathers == 1 and "gather" not in fn.source
+    assert "(3, 5)" not in "".join(fn.kernel_sources)  # the group's result is never made
+
+
+@pytest.mark.parametrize("case", ["read elsewhere", "more positions than elements"])
+def test_a_gather_is_not_folded(case):
+    """Not where the kernel's result is also read elsewhere (it is made anyway), nor where
+    there are more positions than elements (each element would be computed many times)."""
+    from wengert.rules.indexing import gather
+
+    def f(x, c):
+        y = c * x + c
+        if case == "read elsewhere":
+            return gather(wnp.reshape(y, (-1,)), np.array([1, 0, 14])), y
+        return gather(wnp.reshape(y, (-1,)), np.arange(16) % 3)
+    rng = np.random.default_rng(4)
+    x, c = rng.standard_normal(5), rng.standard_normal((3, 5))
+    cf = wg.compile(f, fuse=True)
+    same(cf(x, c), f(x, c), exact=True)
+    fn, = programs(cf)
+    assert fn.folded_gathers == 0 and "gather" in fn.source

@@ -45,8 +45,10 @@ FLOORS = {
 # optional dependencies, which a function may import lazily (and only these)
 OPTIONAL = {"matplotlib", "tqdm", "numba"}  # the "plot", "progress" and "fast" extras
 # runtime dependencies slow enough to load that a function loads them on first use:
-# scipy.special and scipy.linalg take about 0.3 s, as long as ``import wengert`` itself
-HEAVY = {"scipy.special", "scipy.linalg"}
+# scipy.special and scipy.linalg take about 0.3 s, as long as ``import wengert`` itself;
+# scipy.stats and scipy.signal (whose names without rules wengert.scipy.stats and .signal pass
+# through) longer still
+HEAVY = {"scipy.special", "scipy.linalg", "scipy.stats", "scipy.signal"}
 # the imports of wengert modules inside a function, each of one that loads scipy.special
 # (HEAVY): elementwise's rules for np.logaddexp and np.i0 need scipy.special's expit and i1,
 # whose primitives live in special_base (no circle at module level: special_base imports

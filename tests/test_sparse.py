@@ -499,3 +499,47 @@ def test_each_declared_pattern_covers_its_jacobian(name):
         checked += 1
     if not getattr(p, "nondiff", False):
         assert checked, f"{name}: no argument could be checked"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_compiled_fused_passes_equal_the_numpy_programs(dtype):
+    """Under fusion the compressed pass's last kernel computes the stored entries straight
+    from its gather positions (wengert/graph/fuse.py): bitwise the unfused program's, in
+    forward and reverse mode and for a Hessian."""
+    pytest.importorskip("numba", reason="fused kernels need numba (the 'fast' extra)")
+    x = np.random.default_rng(5).standard_normal(40).astype(dtype)
+
+    def hess_f(x):
+        return wnp.sum((x[1:] - x[:-1] ** 2) ** 2) + wnp.sum(wnp.sin(x) * x)
+
+    def stencil_2d(x):  # a broadcast against the colours' rows
+        u = wnp.reshape(x, (5, 8))
+        return (u[1:-1, 1:-1] * 4.0 - u[:-2, 1:-1] * u[2:, 1:-1] - u[1:-1, :-2]
+                + u[1:-1, 2:] ** 2).ravel()
+    cases = [wg.sparse_jacobian(tridiagonal_residual, mode="forward"),
+             wg.sparse_jacobian(tridiagonal_residual, mode="reverse"),
+             wg.sparse_jacobian(pentadiagonal), wg.sparse_jacobian(stencil_2d),
+             wg.sparse_hessian(hess_f)]
+    folded = []
+    for s in cases:
+        fused, plain = wg.compile(s, fuse=True), wg.compile(s, fuse=False)
+        a, b = fused(x), plain(x)
+        assert a.dtype == b.dtype == s(x).dtype
+        np.testing.assert_array_equal(a.indptr, b.indptr)
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_array_equal(a.data, b.data)
+        (run, _), = fused._passes.values()
+        assert not run.fuse_failures
+        folded.append(sum(fn.folded_gathers for entries in run.cache.values()
+                          for _, fn, _ in entries))
+    assert folded[:2] == [1, 1]  # the tridiagonal passes end in one folded gather
+
+
+def test_assembly_keeps_the_pass_result():
+    """The csr_array holds the compressed pass's result itself (no copy), int32 indices."""
+    x = np.random.default_rng(6).standard_normal(30)
+    plan = wg.sparse_jacobian(tridiagonal_residual).plan(x)
+    data = np.random.default_rng(7).standard_normal(plan.indices.size)
+    J = plan.assemble(data)
+    assert J.data is data or np.shares_memory(J.data, data)
+    assert J.indices.dtype == J.indptr.dtype == np.int32

@@ -9,7 +9,9 @@ module names no primitive and imports nothing from wengert: it is the lowest flo
 import numpy as np
 
 __all__ = ["shape_of", "ndim_of", "dtype_of", "zeros_like_value", "broadcast_view", "sum_to",
-           "insert_axes", "unbroadcast", "real_for_real", "fill_tangent", "expand_tangents"]
+           "insert_axes", "unbroadcast", "real_for_real", "fill_tangent", "expand_tangents",
+           "underneath", "is_foreign", "zeros", "ones", "asarray", "copy_of", "reshape",
+           "check_library"]
 
 
 def shape_of(x):
@@ -31,13 +33,98 @@ def dtype_of(x):
 
 
 def zeros_like_value(x):
-    """A zero with ``x``'s shape and dtype (a plain value even if ``x`` is traced)."""
-    v = x
-    while hasattr(v, "_trace"):  # a tracer: look at the plain value underneath
-        v = v.value
+    """A zero with ``x``'s shape and dtype (a plain value even if ``x`` is traced), in
+    ``x``'s array library."""
+    v = underneath(x)
     if isinstance(v, float):
         return 0.0
-    return np.zeros(shape_of(x), dtype=dtype_of(x))
+    return zeros(shape_of(x), dtype_of(x), like=v)
+
+
+# -- arrays of other libraries (CuPy, Dask, ...): values stay in their library -------------
+# An array that is not NumPy's is "foreign". It carries values when its library speaks NumPy's
+# protocols (NEP 13/18: np.sin(x), np.zeros_like(x) and x.reshape(...) come back in its own
+# type). What this module makes for it -- zeros for adjoints, seeds -- is made by its library
+# (np.zeros_like(x, shape=...) dispatches there), never by NumPy and converted: a Dask value
+# stays lazy and chunked, a CuPy value on its device.
+_NUMPY_TYPES = (float, int, complex, bool, np.ndarray, np.generic)
+
+
+def underneath(x):
+    """The plain value under every trace (without importing the tracers: floor 0)."""
+    while hasattr(x, "_trace"):
+        x = x.value
+    return x
+
+
+def is_foreign(v):
+    """``v`` (a plain value) is an array of a library other than NumPy."""
+    return not isinstance(v, _NUMPY_TYPES) and v is not None and hasattr(v, "shape") \
+        and hasattr(v, "dtype")
+
+
+def _like(like):
+    v = underneath(like) if like is not None else None
+    return v if v is not None and is_foreign(v) else None
+
+
+def zeros(shape, dtype=float, like=None):
+    """``np.zeros(shape, dtype)`` in the array library of ``like`` (NumPy if plain)."""
+    v = _like(like)
+    if v is None:
+        return np.zeros(shape, dtype)
+    return np.zeros_like(v, shape=shape, dtype=dtype)
+
+
+def ones(shape, dtype=float, like=None):
+    """``np.ones(shape, dtype)`` in the array library of ``like`` (NumPy if plain)."""
+    v = _like(like)
+    if v is None:
+        return np.ones(shape, dtype)
+    return np.ones_like(v, shape=shape, dtype=dtype)
+
+
+def asarray(a, like=None):
+    """``a`` as an array: a foreign array as it is; NumPy data (a seed, a list) moved into
+    the library of ``like`` when that is foreign (NEP 35 ``like=``), else NumPy's."""
+    if is_foreign(a) or hasattr(a, "_trace"):
+        return a
+    v = _like(like)
+    if v is None:
+        return np.asarray(a)
+    return np.asarray(a, like=v)
+
+
+def copy_of(x):
+    """A copy of ``x`` that owns its data, in its own library (``np.array(x, copy=True)``
+    would convert a foreign array to NumPy)."""
+    return x.copy() if is_foreign(x) else np.array(x, copy=True)
+
+
+def reshape(x, shape, order="C"):
+    """``x.reshape(shape, order=order)``; ``order`` is passed only when it is not "C", as
+    libraries that only know C order (Dask) take no such keyword."""
+    if order == "C":
+        return x.reshape(shape)
+    return x.reshape(shape, order=order)
+
+
+def check_library(x, what):
+    """Raise ``TypeError`` for an array of a library wengert cannot carry: one without
+    NumPy's dispatch protocol (NEP 18, ``__array_function__``), e.g. array-API-only arrays,
+    whose ``np.sin(x)`` would convert to NumPy or fail. ``what`` names the argument."""
+    v = underneath(x)
+    if not is_foreign(v) or hasattr(v, "__array_function__"):
+        return
+    lib = (type(v).__module__ or "?").split(".")[0]
+    if callable(what):
+        what = what()
+    raise TypeError(
+        f"{what} is an array of {lib} ({type(v).__module__}.{type(v).__name__}), which does not "
+        f"implement NumPy's dispatch protocols (NEP 13/18: __array_ufunc__, "
+        f"__array_function__), so wengert cannot keep its values in {lib}. Supported: NumPy "
+        f"arrays and floats, and arrays of libraries implementing NEP 13/18 (CuPy, Dask). "
+        f"Convert it first, e.g. np.asarray(x) (or cupy.asarray / dask.array.asarray).")
 
 
 _SCALARS = (float, np.float64, np.float32)

@@ -29,7 +29,7 @@ import numpy as np
 
 from . import numpy as wnp
 from . import tree
-from .arrays import ndim_of, shape_of
+from .arrays import asarray, copy_of, is_foreign, ndim_of, shape_of
 from .core import Primitive, Trace, Tracer, check_live, new_level
 
 __all__ = ["vmap", "BatchTrace", "BatchTracer", "batching_kind", "BatchedControlFlowError"]
@@ -186,7 +186,8 @@ def _align(vals, batched, cores):
 
 
 def _is_array(v):
-    return isinstance(v, (Tracer, np.ndarray, np.generic, float, int, complex))
+    return isinstance(v, (Tracer, np.ndarray, np.generic, float, int, complex)) \
+        or is_foreign(v)  # a CuPy or Dask array: an array too, not a parameter
 
 
 def _batched_all(vals, batched, size):
@@ -345,7 +346,7 @@ def _batch_size(leaves, axes, axis_size):
 def _to_front(x, a):
     if isinstance(x, Tracer):
         return x if a in (0, -ndim_of(x)) else wnp.moveaxis(x, a, 0)
-    return np.moveaxis(np.asarray(x), a, 0)
+    return np.moveaxis(asarray(x), a, 0)  # a CuPy or Dask array stays one
 
 
 def _output(o, a, trace):
@@ -360,8 +361,8 @@ def _output(o, a, trace):
     elif isinstance(o, Tracer):
         v = wnp.broadcast_to(o, (trace.size,) + shape_of(o))
     else:  # the same for every example (a constant): stacked, as an array of its own
-        o = np.asarray(o)
-        v = np.array(np.broadcast_to(o, (trace.size,) + o.shape))
+        o = asarray(o)  # a CuPy or Dask array stays one
+        v = copy_of(np.broadcast_to(o, (trace.size,) + o.shape))
     nd = ndim_of(v)
     if not -nd <= a < nd:
         raise ValueError(f"wg.vmap: out_axes {a} is out of range for a result with "

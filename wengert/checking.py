@@ -106,16 +106,27 @@ def check_grad(f, *args, order=1, modes=("forward", "reverse"), rtol=1e-5, atol=
                              "derivatives differ from central finite differences:\n"
                              + "\n".join(problems))
     if order > 1:
-        # the derivative of u·f in direction v, as a function of the inputs
-        def directional(*xs):
-            return jvp(f, xs, _like(xs, v))[1]
-        check_grad(directional, *args, order=order - 1, modes=modes, rtol=rtol * 10,
-                   atol=atol * 10, eps=eps, _seed=_seed + 1)
+        # each mode checks its own derivatives' derivatives: a reverse-only rule (no frule) is
+        # checked to any order with modes=("reverse",)
+        if "forward" in modes:
+            def directional(*xs):  # the derivative of f in direction v, of the inputs
+                return jvp(f, xs, _like(xs, v))[1]
+            check_grad(directional, *args, order=order - 1, modes=modes, rtol=rtol * 10,
+                       atol=atol * 10, eps=eps, _seed=_seed + 1)
         if "reverse" in modes:
-            def pulled(*xs):
-                return vjp(f, *xs)[1](unflatten(ct_def, complex_ad.pairing_conj(ct_leaves)))
-            check_grad(pulled, *args, order=order - 1, modes=modes, rtol=rtol * 10,
-                       atol=atol * 10, eps=eps, _seed=_seed + 2)
+            ct = unflatten(ct_def, complex_ad.pairing_conj(ct_leaves))
+            if all(np.dtype(_leaf_dtype(c) or float).kind in "fc" for c in flatten(ct)[0]):
+                # the pullback of the inputs and of the cotangent: a pullback's own rules are
+                # checked in both of their arguments (as autograd's check_grads does)
+                def pulled(*xs_ct):
+                    return vjp(f, *xs_ct[:-1])[1](xs_ct[-1])
+                check_grad(pulled, *args, ct, order=order - 1, modes=modes, rtol=rtol * 10,
+                           atol=atol * 10, eps=eps, _seed=_seed + 2)
+            else:
+                def pulled(*xs):
+                    return vjp(f, *xs)[1](ct)
+                check_grad(pulled, *args, order=order - 1, modes=modes, rtol=rtol * 10,
+                           atol=atol * 10, eps=eps, _seed=_seed + 2)
 
 
 def _report(mode, got, want):

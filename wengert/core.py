@@ -36,8 +36,9 @@ import types
 
 import numpy as np
 
-from .arrays import (expand_tangents as _expand_tangents, fill_tangent as _fill_tangent, ndim_of,
-                     shape_of, unbroadcast as _unbroadcast, zeros_like_value)
+from .arrays import (check_library, expand_tangents as _expand_tangents,
+                     fill_tangent as _fill_tangent, ndim_of, shape_of, unbroadcast as _unbroadcast,
+                     zeros_like_value)
 
 __all__ = ["Primitive", "primitive", "Partials", "Tracer", "Trace", "EscapedTracerError",
            "new_level", "shape_of", "ndim_of", "check_differentiable", "check_live",
@@ -346,6 +347,7 @@ def check_differentiable(x, what):
         return  # the common cases, quickly
     if isinstance(x, Tracer):  # nested transforms: an outer tracer, which must be live
         check_live(x, lambda: f"passed to {what() if callable(what) else what}")
+    check_library(x, what)  # an array wengert cannot keep in its own library
     dt = leaf_dtype(x)
     if dt is None or dt.kind not in "fc":
         if callable(what):

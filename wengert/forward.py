@@ -7,7 +7,7 @@ carry leading batch axes: several directions in one pass (a Jacobian in one go).
 import numpy as np
 
 from ._dispatch import install_fast_paths
-from .arrays import broadcast_view as _broadcast_view, zeros_like_value
+from .arrays import broadcast_view as _broadcast_view, ones, zeros_like_value
 from .core import MINUS_ONE, ONE, Trace, Tracer, scaled, tangent_sum
 
 __all__ = ["Dual", "ForwardTrace"]
@@ -261,7 +261,8 @@ class Dual(Tracer):
         self.value = value
         if _trace is USER_TRACE and type(tangent) in (float, int) and getattr(value, "ndim", 0):
             # a number as the tangent of an array (Dual(x) for a constant): give it x's shape
-            tangent = None if tangent == 0 else np.full(value.shape, tangent, value.dtype)
+            tangent = None if tangent == 0 else \
+                ones(value.shape, value.dtype, like=value) * tangent
         self._tangent = tangent
         self._trace = _trace
 

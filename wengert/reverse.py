@@ -9,7 +9,7 @@ import contextlib
 import numpy as np
 
 from ._dispatch import install_fast_paths
-from .arrays import dtype_of, zeros_like_value
+from .arrays import dtype_of, ones, zeros_like_value
 from .core import DEAD_LEVEL, Trace, Tracer, check_differentiable, new_level
 
 __all__ = ["Tape", "Var", "Grad"]
@@ -301,7 +301,8 @@ class Var(Tracer):
                 raise ValueError(
                     f"grad() of a non-scalar Var (shape {self.shape}) needs a seed "
                     "cotangent of that shape: v.grad(seed)")
-            seed = 1.0 if isinstance(self.value, float) else np.ones((), dtype_of(self.value))
+            seed = 1.0 if isinstance(self.value, float) else \
+                ones((), dtype_of(self.value), like=self.value)
         adj = self._trace.sweep({self.index: seed})
         return Grad(adj, self._trace)
 

@@ -13,7 +13,7 @@ import inspect
 import numpy as np
 
 from . import _progress, complex_ad, numpy as wnp
-from .arrays import ndim_of, shape_of, zeros_like_value
+from .arrays import asarray, ndim_of, ones, shape_of, zeros, zeros_like_value
 from .core import (Tracer, check_differentiable, check_live, leaf_dtype as _leaf_dtype,
                    new_level, plain as _plain, plain_store_errors)
 from .forward import Dual, ForwardTrace
@@ -100,8 +100,14 @@ def _fit(g, like):
         if isinstance(g, Tracer) and type(_plain(g)) is not float and np.ndim(_plain(g)) == 0:
             return as_float(g)  # traced: the same conversion, recorded
         return g
-    if type(like) is complex and isinstance(g, (np.generic, np.ndarray)) and np.ndim(g) == 0:
+    if type(like) is complex and isinstance(g, (np.generic, np.ndarray, float, int)) and \
+            np.ndim(g) == 0:
         return complex(g)
+    if type(g) in (float, int) and isinstance(like, (np.ndarray, np.generic)) and \
+            like.dtype.kind == "c":
+        g = np.asarray(g, like.dtype)  # a rule's real number for a complex input: complex
+        if type(like) is not np.ndarray:
+            g = g[()]
     if isinstance(g, (np.ndarray, np.generic)):
         dt = _leaf_dtype(like)
         if dt is not None and g.dtype != dt:
@@ -128,6 +134,21 @@ def value_and_grad(f, argnums=0, *, has_aux=False, holomorphic=False):
         return _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.value_and_grad",
                                holomorphic)
     return value_and_grad_f
+
+
+def _check_real_output(out, transform):
+    """A bool or an integer (a comparison, a count) has no gradient: asking for one is a
+    mistake a zero would hide (JAX raises too)."""
+    p = _plain(out)
+    if type(p) is float:
+        return
+    kind = np.asarray(p).dtype.kind if isinstance(p, (bool, int, np.generic, np.ndarray)) else ""
+    if kind in "biu" and kind:
+        raise TypeError(
+            f"{transform[3:]} needs a function with a float output, but it returned "
+            f"{type(p).__name__} {p!r}: {'a bool' if kind == 'b' else 'an integer'} has no "
+            f"derivative. Return the float quantity to differentiate (e.g. a loss, not a "
+            f"comparison of it).")
 
 
 def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holomorphic=False):
@@ -171,9 +192,10 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holo
             raise ValueError(
                 f"{transform[3:]} needs a function with a scalar output, but it returned shape {got}. "
                 "Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
+        _check_real_output(out, transform)
         if type(out) is Var and out._trace is tape:
             seed = 1.0 if isinstance(_plain(out.value), float) else \
-                np.array(1.0, _leaf_dtype(out.value))
+                ones((), _leaf_dtype(out.value), like=out.value)  # in its array library
             adj = tape.sweep({out.index: seed})
         else:
             adj = None
@@ -347,13 +369,13 @@ def _split_dual(out, trace, batch_shape=(), transform="the transform"):
             vals.append(o.value)
             t = o._tangent
             if t is None:
-                t = np.zeros(batch_shape + shape_of(o.value), _leaf_dtype(o.value))
+                t = zeros(batch_shape + shape_of(o.value), _leaf_dtype(o.value), like=o.value)
             elif type(t) is np.ndarray and not t.flags.writeable:
                 t = t.copy()  # a broadcast view (x + c): an array of its own, as users expect
             tans.append(t)
         else:
             vals.append(_value_in(o, trace, transform))  # an outer tracer must be live
-            tans.append(np.zeros(batch_shape + shape_of(o), _leaf_dtype(o) or float))
+            tans.append(zeros(batch_shape + shape_of(o), _leaf_dtype(o) or float, like=o))
     return unflatten(d, vals), unflatten(d, tans)
 
 
@@ -386,7 +408,7 @@ def derivative(f, order=1):
             if ndim_of(x) != 0:
                 raise ValueError("derivative takes a function of one scalar; use wg.jacobian "
                                  "or wg.jvp for arrays")
-            one = 1.0 if isinstance(_plain(x), float) else np.ones((), _leaf_dtype(x))
+            one = 1.0 if isinstance(_plain(x), float) else ones((), _leaf_dtype(x), like=x)
         trace = ForwardTrace(new_level())
         try:
             out = f(Dual(x, one, trace), *args, **kwargs)
@@ -526,7 +548,8 @@ def _forward_columns(trace, f, args, kwargs, nums, in_leaves, in_def, one, trans
             a, b = max(lo, off), min(hi, off + k)  # this leaf's columns among lo:hi
             if a < b:
                 seed[np.arange(a - lo, b - lo), np.arange(a - off, b - off)] = 1
-        wrapped.append(Dual(x, seed.reshape((c,) + s), trace))
+        # the identity's columns, in x's array library (a NumPy seed is moved there)
+        wrapped.append(Dual(x, asarray(seed.reshape((c,) + s), like=x), trace))
         off += k
     out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
     out_leaves, out_def = flatten(out)
@@ -539,8 +562,8 @@ def _forward_columns(trace, f, args, kwargs, nums, in_leaves, in_def, one, trans
                 t = wnp.broadcast_to(t, (c,) + os_)
         else:
             _value_in(o, trace, transform)  # an outer tracer must be live
-            t = np.zeros((c,) + os_, _leaf_dtype(o if not isinstance(o, Dual) else o.value)
-                         or float)
+            t = zeros((c,) + os_, _leaf_dtype(o if not isinstance(o, Dual) else o.value)
+                      or float, like=o)
         shapes.append(os_)
         tangents.append(t)
     return shapes, out_def, tangents
@@ -625,6 +648,7 @@ def _reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi, phase=1.0):
             seed = seed.reshape((c,) + os_)
             if phase != 1.0:
                 seed = seed * phase
+            seed = asarray(seed, like=o.value)  # in o's array library
             seeds[o.index] = seed if o.index not in seeds else seeds[o.index] + seed
         off += k
     adj = tape.sweep(seeds) if seeds else [None] * len(tape)
@@ -632,7 +656,7 @@ def _reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi, phase=1.0):
     for x, k in zip(in_leaves, in_index):
         g = adj[k]
         if g is None:
-            g = np.zeros((c,) + shape_of(x), _leaf_dtype(x))
+            g = zeros((c,) + shape_of(x), _leaf_dtype(x), like=x)
         cols.append(g)
     return cols
 

@@ -12,6 +12,7 @@ import itertools
 
 import numpy as np
 
+from ..arrays import zeros
 from .. import _progress
 from ..core import Tracer, ndim_of, shape_of
 from ..reverse import Tape
@@ -448,7 +449,7 @@ def _stack_cts(cts, x):
     for c in cts:
         if c is None:
             if zero is None:
-                zero = np.zeros(shape_of(c0), _dtype(c0))
+                zero = zeros(shape_of(c0), _dtype(c0), like=c0)
             c = zero
         full.append(c)
     return _stack_list(full, axis=nb)

@@ -21,6 +21,7 @@ import warnings
 
 import numpy as np
 
+from ..arrays import is_foreign
 from ..core import Tracer
 from ..tree import flatten, unflatten
 from .codegen import build_function
@@ -62,6 +63,8 @@ def _sig(x):
         return (t,) + tuple(map(_sig, x))
     if isinstance(x, np.generic):
         return (t, x.dtype.str)
+    if is_foreign(x):  # an array of another library (CuPy, Dask): keyed as an array
+        return (t, x.shape, x.dtype.str)
     if isinstance(x, (int, bool, str, bytes, complex)) or x is None:
         return (t, x)
     try:

@@ -14,6 +14,10 @@ non-fused node or a fused node of another shape; the fused nodes of one stage an
 form a kernel, run before that stage's NumPy calls.  So every kernel's inputs exist when
 it runs, whatever the order of the original nodes.
 
+A kernel whose one result is read only by a gather by flat positions (``gather_flat``,
+through ``flat_view`` reshapes: a compressed sparse Jacobian pass's last step) loops over
+those positions instead and writes the gathered elements straight into the gather's result.
+
 Results equal the NumPy program's except for rounding inside transcendental functions:
 Numba calls the C library's ``tanh``, ``exp``... where NumPy may use its own SIMD
 versions, so those may differ in the last place (1 ulp); ``+ - * /``, ``sqrt`` and the
@@ -232,9 +236,11 @@ def build_fused(g):
     for (s, k), ms in groups.items():
         by_stage.setdefault(s, []).append(ms)
     top = max(stage[i] for i in range(len(g.nodes)) if live[i]) if any(live) else 0
+    folds = _gather_folds(g, groups.values(), w.fused, uses)
+    folded = {j for f in folds.values() for j in f[2]}
     calls_at = {}  # stage -> its NumPy calls, in the graph's order
     for i, n in enumerate(g.nodes):
-        if live[i] and key[i] is None and n.kind in ("op", "proj"):
+        if live[i] and key[i] is None and n.kind in ("op", "proj") and i not in folded:
             calls_at.setdefault(stage[i], []).append(i)
     calls = []
     exact = None
@@ -244,7 +250,7 @@ def build_fused(g):
                 _emit_python(g, w, ms, uses)
                 exact = exact or em.bind(build_function(g), f"{g.name}_exact")
             else:
-                calls.append(_emit_kernel(g, w, ms, key, uses, numba))
+                calls.append(_emit_kernel(g, w, ms, key, uses, numba, folds.get(ms[0])))
         for i in calls_at.get(s, ()):
             w.node(i)
     for i in g.input_nodes:
@@ -266,7 +272,66 @@ def build_fused(g):
     fn.source = gen.text
     fn.exact_source = None
     fn.kernel_sources = [c for c in calls]
+    fn.folded_gathers = len(folds)
     return fn
+
+
+# -- a gather by flat positions folded into the kernel whose result it reads -----------------
+# A compressed sparse Jacobian pass ends ``y = kernel(...)`` (k, m), ``gather(reshape(y), flat)``
+# (the nnz stored entries): the kernel then loops over the positions instead, computing each
+# gathered element where it is needed -- one array of nnz instead of (k, m) and its copy.
+
+
+def _gather_folds(g, groups, fused, uses):
+    """{first member: (output node, gather node, [flat views..., gather], positions)} for the
+    groups whose one result is read only by a ``gather_flat`` primitive, through
+    ``flat_view`` ones (reshapes: the same elements in C order)."""
+    nodes = g.nodes
+    folds = {}
+    for ms in groups:
+        mset = set(ms)
+        outs = [i for i in ms if any(u not in mset for u in uses[i])]
+        if len(outs) != 1 or any(i in fused for i in ms) or not np.ndim(nodes[outs[0]].value):
+            continue
+        o = u = outs[0]
+        chain = []
+        while len(uses[u]) == 1:
+            j = next(iter(uses[u]))
+            n = nodes[j] if j >= 0 else None
+            if n is None or n.kind != "op" or len(n.args) != 1 or n.args[0] != u:
+                break
+            chain.append(j)
+            if getattr(n.prim, "flat_view", False):
+                u = j
+                continue
+            if getattr(n.prim, "gather_flat", False):
+                pos = _positions(nodes[u].value, n.params, nodes[o].value, n.value)
+                if pos is not None:
+                    folds[ms[0]] = (o, j, chain, pos)
+            break
+    return folds
+
+
+def _positions(x, params, y, ans):
+    """Each gathered element's flat position in ``y`` (the group's result, of which the
+    gather's operand ``x`` is a C-order view), or None where NumPy's gather would raise."""
+    flat = np.asarray(params["flat"])
+    nb = params.get("nb", 0)
+    if type(x) is not np.ndarray or type(ans) is not np.ndarray or ans.dtype != y.dtype or \
+            x.size != y.size or flat.dtype.kind not in "iu" or not ans.size:
+        return None
+    inner = int(np.prod(x.shape[nb:], dtype=np.int64))
+    if inner == 0 or (flat.size and (flat.min() < -inner or flat.max() >= inner)):
+        return None
+    pos = flat.ravel()
+    if pos.dtype != np.intp or (pos.size and pos.min() < 0):
+        pos = np.where(pos < 0, pos + inner, pos).astype(np.intp)
+    nlead = int(np.prod(x.shape[:nb], dtype=np.int64))
+    if nlead * flat.size > x.size:  # more positions than elements: computing each once is less
+        return None
+    if nlead != 1:
+        pos = (np.arange(nlead, dtype=np.intp)[:, None] * inner + pos[None, :]).ravel()
+    return np.ascontiguousarray(pos)
 
 
 # Numba's compile time grows faster than the number of statements (a Rosenbrock gradient over
@@ -430,8 +495,9 @@ def _cast(src, have, want):
     return f"{'float32' if want == np.float32 else 'float64'}({src})"
 
 
-def _emit_kernel(g, w, members, key, uses, numba):
-    """Write one kernel's source, compile it (cached by source), and its call into ``w``."""
+def _emit_kernel(g, w, members, key, uses, numba, fold=None):
+    """Write one kernel's source, compile it (cached by source), and its call into ``w``;
+    ``fold``: its result's gather (:func:`_gather_folds`) computed instead of the result."""
     nodes, fused, em = g.nodes, w.fused, w.em
     mset = set(members)
     shape = key[members[0]]
@@ -523,7 +589,23 @@ def _emit_kernel(g, w, members, key, uses, numba):
         if any(u not in mset for u in uses[i]):
             outs.append(i)
     store, ret = [], []
-    for k, i in enumerate(outs):
+    head = []  # loop header: the loops over the shape, or over the gathered positions
+    if fold is not None:
+        # each position's loop indices, unsigned (no wraparound test on reading), one row
+        # per axis: no division in the loop
+        ut = np.uint32 if max(shape) < 2 ** 32 else np.uint64
+        at = np.stack(np.unravel_index(fold[3], shape)).astype(ut)
+        ins.append(("positions", fold[1]))
+        in_src.append(em.bind(at, "positions"))
+        pa = f"a{len(ins) - 1}"
+        m = fold[3].size
+        head.append(f"for _q in range({m}):")
+        for d in range(r):
+            head.append(f"    {loops[d]} = {pa}[{d}, _q]")
+        pre.append(f"o0 = np.empty(({m},), np.{nodes[outs[0]].value.dtype.name})")
+        store.append(f"o0[_q] = {local[outs[0]]}")
+        ret.append("o0")
+    for k, i in enumerate(outs if fold is None else ()):
         v = nodes[i].value
         if i in acc_name:
             ret.append(acc_name[i])
@@ -536,9 +618,13 @@ def _emit_kernel(g, w, members, key, uses, numba):
             ret.append(o)
     lines = list(pre)
     ind = ""
-    for d in range(r):
-        lines.append(f"{ind}for {loops[d]} in range({shape[d]}):")
-        ind += "    "
+    if fold is not None:
+        lines += head
+        ind = "    "
+    else:
+        for d in range(r):
+            lines.append(f"{ind}for {loops[d]} in range({shape[d]}):")
+            ind += "    "
     if r and not body:
         lines.append(ind + "pass")
     lines += [ind + b for b in body + store]
@@ -552,6 +638,15 @@ def _emit_kernel(g, w, members, key, uses, numba):
         exec(builtins.compile(src, "<wengert kernel>", "exec"), ns)
         kern = _KERNELS[src] = numba.njit(error_model="numpy")(ns["kernel"])
     kname = em.bind(kern, "kernel")
+    if fold is not None:  # the gather's value: the kernel's positions, in its shape
+        j = fold[1]
+        t = w.expr[j] = w.fresh()
+        w.lines.append(f"{t}, = {kname}({', '.join(in_src)})")
+        if nodes[j].value.ndim != 1:
+            w.lines.append(f"{t} = {t}.reshape({tuple(nodes[j].value.shape)!r})")
+        w.guards(j)
+        w.scratch.add(j)
+        return src
     targets = []
     for i in outs:
         t = w.expr[i] = w.fresh()

@@ -17,6 +17,7 @@ import inspect
 
 import numpy as np
 
+from ..arrays import is_foreign
 from .. import transforms
 from ..core import plain as _plain, Tracer, check_live, plain_store_errors
 from ..reverse import Var
@@ -208,7 +209,7 @@ def _is_input(x):
         return False
     if isinstance(x, (float, complex, np.ndarray, np.generic)):
         return True
-    return False
+    return is_foreign(x)  # an array of another library (CuPy, Dask): an input, not a constant
 
 
 

@@ -108,7 +108,9 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     a = _lift(a)
     if not isinstance(a, _Tracer):
         kw = {} if copy is None else {"copy": copy}
-        return _np.reshape(a, shape, order=order, **kw)
+        if order != "C":  # only when asked: some libraries' reshape (Dask's) takes no order=
+            kw["order"] = order
+        return _np.reshape(a, shape, **kw)
     if order not in ("C", "A"):
         raise NotImplementedError("wnp.reshape with order='F' on traced values")
     shape = (shape,) if isinstance(shape, (int, _np.integer)) else tuple(shape)

@@ -158,7 +158,7 @@ def real_if_close(a, tol=100):
     machine epsilons of zero (decided on the values, as NumPy does), else ``a``."""
     if not isinstance(a, _Tracer):
         return _np.real_if_close(a, tol=tol)
-    v = _dispatch._value(a)
+    v = _np.asarray(_dispatch._value(a))
     if _np.real_if_close(v, tol=tol).dtype == v.dtype:  # real already, or not close
         return a
     return real(a)

@@ -5,7 +5,7 @@ Each public function returns exactly what NumPy returns when no argument is trac
 """
 import numpy as np
 
-from ..arrays import real_for_real as _real_for_real
+from ..arrays import asarray as _asarray, is_foreign, real_for_real as _real_for_real
 from ..core import lift, plain as _plain, Tracer, primitive
 from . import patterns
 
@@ -29,7 +29,7 @@ def _dtype(x):
 
 @primitive(name="astype", nargs=1)
 def _astype(x, dtype):
-    return np.asarray(x).astype(dtype)
+    return _asarray(x).astype(dtype)  # a CuPy or Dask array stays one
 
 
 def _float_kind(dt):
@@ -56,7 +56,7 @@ def _astype_vjp(x, dtype):
 
 @primitive(name="copy")
 def _copy(x):
-    return np.array(x, copy=True)
+    return x.copy() if is_foreign(x) else np.array(x, copy=True)  # np.array would convert
 
 
 @_copy.frule(symbolic_zeros=True)
@@ -75,7 +75,7 @@ _copy.same_shape_identity = True  # graph simplification may drop it
 def astype(x, dtype, order="K", casting="unsafe", subok=True, copy=True):
     """``x.astype(dtype)``: float -> float keeps the derivative (the cotangent is cast back)."""
     if not isinstance(x, Tracer):  # NumPy's scalars stay scalars, as np.astype keeps them
-        a = x if isinstance(x, (np.ndarray, np.generic)) else np.asarray(x)
+        a = x if isinstance(x, (np.ndarray, np.generic)) else _asarray(x)
         return a.astype(dtype, order=order, casting=casting, subok=subok, copy=copy)
     if np.dtype(dtype) == _dtype(x) and not copy:
         return x

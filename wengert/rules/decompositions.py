@@ -11,11 +11,38 @@ import numpy as np
 from ..core import primitive, shape_of
 from ..arrays import dtype_of
 from . import patterns
-from .complex import conj, real
+from .complex import conj, imag, real
 from .matrices import (real_only, _col, _diag_embed, _diag_part, _inv_differences, _mm, _mT, _row,
-                       _sym_cotangent, _sym_tangent, _tril)
+                       _sym_cotangent, _sym_tangent, _tril, _triu_mask)
+from .elementwise import where
 from .shape import sum_
 from .solvers import _solve, inv
+
+
+def _cplx(x):
+    return np.issubdtype(dtype_of(x), np.complexfloating)
+
+
+def _mH(x):
+    return conj(_mT(x))
+
+
+def _herm_tangent(da, lower):
+    """The tangent of the Hermitian matrix read from one triangle of a complex ``a`` (LAPACK
+    ignores the imaginary parts of the diagonal)."""
+    n = shape_of(da)[-1]
+    eye = np.eye(n, dtype=bool)
+    off = _tril(da, -1) if lower else da * _triu_mask(n, 1, da)
+    return off + _mH(off) + where(eye, real(da), 0.0)
+
+
+def _herm_cotangent(p, lower):
+    """The transpose of ``_herm_tangent`` under the pairing Re(sum(g * t))."""
+    n = shape_of(p)[-1]
+    eye = np.eye(n, dtype=bool)
+    q = p + _mH(p)
+    off = _tril(q, -1) if lower else q * _triu_mask(n, 1, q)
+    return off + where(eye, real(p), 0.0)
 
 
 # -- symmetric eigenproblem ----------------------------------------------------------------
@@ -28,11 +55,13 @@ def _eigh(a, UPLO="L"):
 
 @_eigh.frule(symbolic_zeros=True)
 def eigh_jvp(primals, tangents, UPLO="L"):
-    real_only("eigh", primals[0])
     (a,), (da,) = primals, tangents
     w, v = ans = _eigh(a, UPLO=UPLO)
     if da is None:
         return ans, (None, None)
+    if _cplx(a) or _cplx(da):  # Hermitian: the eigenvectors' phases are fixed by dV = V (F o M)
+        vdv = _mm(_mH(v), _mm(_herm_tangent(da, lower=UPLO == "L"), v))
+        return ans, (real(_diag_part(vdv)), _mm(v, _inv_differences(w) * vdv))
     ds = _sym_tangent(da, lower=UPLO == "L")
     vdv = _mm(_mT(v), _mm(ds, v))
     return ans, (_diag_part(vdv), _mm(v, _inv_differences(w) * vdv))
@@ -40,17 +69,19 @@ def eigh_jvp(primals, tangents, UPLO="L"):
 
 @_eigh.rrule
 def eigh_vjp(a, UPLO="L"):
-    real_only("eigh", a)
     w, v = ans = _eigh(a, UPLO=UPLO)
+    c = _cplx(a)
 
     def pullback(g):
         gw, gv = g
-        inner = None if gw is None else _diag_embed(gw)
+        inner = None if gw is None else _diag_embed(real(gw) if c else gw)
         if gv is not None:
             t = _inv_differences(w) * _mm(_mT(v), gv)
             inner = t if inner is None else inner + t
         if inner is None:
             return (None,)
+        if c:
+            return (_herm_cotangent(_mm(conj(v), _mm(inner, _mT(v))), lower=UPLO == "L"),)
         return (_sym_cotangent(_mm(v, _mm(inner, _mT(v))), lower=UPLO == "L"),)
     return ans, pullback
 
@@ -62,21 +93,23 @@ def eigvalsh(a, UPLO="L"):
 
 @eigvalsh.frule(symbolic_zeros=True)
 def eigvalsh_jvp(primals, tangents, UPLO="L"):
-    real_only("eigvalsh", primals[0])
     (a,), (da,) = primals, tangents
     w, v = _eigh(a, UPLO=UPLO)
     if da is None:
         return w, None
+    if _cplx(a) or _cplx(da):
+        return w, real(_diag_part(_mm(_mH(v), _mm(_herm_tangent(da, lower=UPLO == "L"), v))))
     ds = _sym_tangent(da, lower=UPLO == "L")
     return w, _diag_part(_mm(_mT(v), _mm(ds, v)))
 
 
 @eigvalsh.rrule
 def eigvalsh_vjp(a, UPLO="L"):
-    real_only("eigvalsh", a)
     w, v = _eigh(a, UPLO=UPLO)
 
     def pullback(g):
+        if _cplx(a):
+            return (_herm_cotangent(_mm(conj(v) * _row(real(g)), _mT(v)), lower=UPLO == "L"),)
         return (_sym_cotangent(_mm(v * _row(g), _mT(v)), lower=UPLO == "L"),)
     return w, pullback
 
@@ -169,11 +202,12 @@ def _svd(a):
 
 @_svd.frule(symbolic_zeros=True)
 def svd_jvp(primals, tangents):
-    real_only("svd", primals[0])
     (a,), (da,) = primals, tangents
     u, s, vh = ans = _svd(a)
     if da is None:
         return ans, (None, None, None)
+    if _cplx(a) or _cplx(da):
+        return ans, _svd_jvp_complex(a, da, u, s, vh)
     m, n = shape_of(a)[-2:]
     v = _mT(vh)
     ds_mat = _mm(_mT(u), _mm(da, v))
@@ -195,9 +229,10 @@ def svd_jvp(primals, tangents):
 
 @_svd.rrule
 def svd_vjp(a):
-    real_only("svd", a)
     u, s, vh = ans = _svd(a)
     m, n = shape_of(a)[-2:]
+    if _cplx(a):
+        return ans, lambda g: _svd_vjp_complex(g, u, s, vh, m, n)
 
     def pullback(g):
         gu, gs, gvh = g
@@ -225,6 +260,52 @@ def svd_vjp(a):
     return ans, pullback
 
 
+def _svd_jvp_complex(a, da, u, s, vh):
+    """A = U S V^H: with dP = U^H dA V, ds = Re diag(dP); U^H dU = F o (dP S + S dP^H) plus
+    i Im(dP_kk) / s_k on its diagonal (the phases U and V share: V^H dV's diagonal is 0)."""
+    m, n = shape_of(a)[-2:]
+    v = _mH(vh)
+    dp = _mm(_mH(u), _mm(da, v))
+    dpd = _diag_part(dp)
+    f = _inv_differences(s, squared=True)
+    sr, sc = _row(s), _col(s)
+    dps, sdp = dp * sr, sc * dp
+    du = _mm(u, f * (dps + _mH(dps)) + _diag_embed(1j * imag(dpd) / s))
+    dv = _mm(v, f * (sdp + _mH(sdp)))
+    if m > n:
+        dav = _mm(da, v)
+        du = du + (dav - _mm(u, _mm(_mH(u), dav))) / sr
+    if n > m:
+        dahu = _mm(_mH(da), u)
+        dv = dv + (dahu - _mm(v, _mm(vh, dahu))) / sr
+    return du, real(dpd), _mH(dv)
+
+
+def _svd_vjp_complex(g, u, s, vh, m, n):
+    """The transpose of ``_svd_jvp_complex`` under the pairing Re(sum(g * t)): the coefficient
+    K of dP, then dA's from dP = U^H dA V (and the parts outside U's and V's ranges)."""
+    gu, gs, gvh = g
+    if gu is None and gs is None and gvh is None:
+        return (None,)
+    f = _inv_differences(s, squared=True)
+    sr, sc = _row(s), _col(s)
+    k = 0.0 if gs is None else _diag_embed(real(gs) + 0j)
+    if gu is not None:
+        ju = f * _mm(_mT(u), gu)
+        k = k + ju * sr + conj(_mT(sc * ju)) + _diag_embed(1j * imag(_diag_part(
+            _mm(_mT(u), gu))) / s)
+    if gvh is not None:
+        jv = f * conj(_mm(vh, _mT(gvh)))
+        k = k + sc * jv + conj(_mT(jv * sr))
+    ga = conj(_mm(u, _mm(conj(k), vh)))
+    if gu is not None and m > n:
+        gc = conj(gu)
+        ga = ga + conj(_mm((gc - _mm(u, _mm(_mH(u), gc))) / sr, vh))
+    if gvh is not None and n > m:
+        ga = ga + _mm(conj(u) / sr, gvh - _mm(_mm(gvh, _mT(vh)), conj(vh)))
+    return (ga,)
+
+
 @primitive
 def svdvals(a):
     return np.linalg.svd(a, compute_uv=False)
@@ -232,18 +313,20 @@ def svdvals(a):
 
 @svdvals.frule(symbolic_zeros=True)
 def svdvals_jvp(primals, tangents):
-    real_only("svdvals", primals[0])
     (a,), (da,) = primals, tangents
     u, s, vh = _svd(a)
     if da is None:
         return s, None
+    if _cplx(a) or _cplx(da):
+        return s, real(_diag_part(_mm(_mH(u), _mm(da, _mH(vh)))))
     return s, _diag_part(_mm(_mT(u), _mm(da, _mT(vh))))
 
 
 @svdvals.rrule
 def svdvals_vjp(a):
-    real_only("svdvals", a)
     u, s, vh = _svd(a)
+    if _cplx(a):
+        return s, lambda g: (conj(_mm(u * _row(real(g)), vh)),)
     return s, lambda g: (_mm(u * _row(g), vh),)
 
 

@@ -7,6 +7,7 @@ import operator
 
 import numpy as np
 
+from ..arrays import is_foreign
 from ..core import Tracer, ndim_of, shape_of
 from .arithmetic import power
 from .conversion import _dtype, _plain, _traced, astype
@@ -61,7 +62,9 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     y = np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * ndim_of(delta))
     if div > 0:
         step = delta / div
-        if concrete(lambda v: bool(np.any(v == 0)), step):  # NumPy's route, denormal steps
+        # NumPy's route for denormal steps; not asked of a CuPy or Dask step (a host
+        # copy, a compute), which takes the ordinary route
+        if not is_foreign(_plain(step)) and concrete(lambda v: bool(np.any(v == 0)), step):
             y = (y / div) * delta
         else:
             y = y * step

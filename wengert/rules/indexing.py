@@ -23,6 +23,7 @@ import weakref
 
 import numpy as np
 
+from ..arrays import asarray as _asarray, copy_of, dtype_of, is_foreign, zeros
 from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import astype
@@ -118,9 +119,33 @@ def getitem_basic(x, idx):
 @primitive(nargs=1)
 def scatter_basic(g, shape, idx):
     """Zeros of ``shape`` with ``g`` written at ``idx`` (a basic index)."""
-    out = np.zeros(shape, dtype=np.result_type(g))
+    out = zeros(shape, dtype_of(g), like=g)  # in g's array library (CuPy, Dask...)
+    if is_foreign(g):
+        g, idx = _without_newaxes(g, len(shape), idx)
     out[idx] = g
     return out
+
+
+def _without_newaxes(g, nd, idx):
+    """``g`` (shaped as ``out[idx]``, ``out`` of ``nd`` axes) without the unit axes that
+    ``None`` entries of ``idx`` made, and ``idx`` without them: Dask refuses ``None`` in
+    the index of an assignment, which NumPy takes."""
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    if not any(i is None for i in idx):
+        return g, idx
+    used = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    drop, pos = [], 0
+    for i in idx:
+        if i is None:
+            drop.append(pos)
+            pos += 1
+        elif i is Ellipsis:
+            pos += nd - used
+        elif isinstance(i, slice):
+            pos += 1
+    gs = shape_of(g)
+    keep = tuple(d for k, d in enumerate(gs) if k not in drop)
+    return g.reshape(keep), tuple(i for i in idx if i is not None)
 
 
 # generated code may fuse a sum of these into one buffer: gx[idx] += g
@@ -214,19 +239,40 @@ def _scatter_basic_vjp(g, shape, idx):
 @primitive(nargs=1)
 def gather(x, flat, nb=0):
     """``x.reshape(lead + (-1,))[..., flat]`` with ``lead = x.shape[:nb]``."""
-    x = np.asarray(x)
-    return x.reshape(x.shape[:nb] + (-1,))[..., flat]
+    x = _asarray(x)
+    lead = x.shape[:nb]
+    if is_foreign(x):  # a CuPy or Dask array stays one (Dask indexes by one 1-d array)
+        fl = np.asarray(flat)
+        out = np.take(x.reshape(lead + (-1,)), fl.ravel(), axis=nb)
+        return out.reshape(lead + fl.shape)
+    x = x.reshape(lead + (-1,))
+    if type(flat) is np.ndarray and flat.dtype.kind in "iu":
+        return np.take(x, flat, axis=-1)  # the same elements, faster than indexing
+    return x[..., flat]
+
+
+# the fuser's fact: reads ``x``'s elements at the flat positions ``flat`` past ``nb`` axes
+gather.gather_flat = True
 
 
 @primitive(nargs=1)
 def scatter_add(g, flat, shape, nb=0):
     """Zeros of ``g.shape[:nb] + shape``; ``g`` added at the flat positions (repeats add up)."""
-    g = np.asarray(g)
+    g = _asarray(g)
     lead = g.shape[:nb]
     size = _prod(shape)
     nlead = _prod(lead)
     fl = np.asarray(flat).ravel()
     gv = g.reshape((nlead, fl.size))
+    if is_foreign(g):  # in g's library (CuPy, Dask), which may have no np.add.at
+        if fl.size and np.unique(fl).size == fl.size:
+            out = zeros((nlead, size), g.dtype, like=g)
+            out[:, fl] = gv
+        else:  # repeated positions add up: a product with the 0/1 matrix of positions
+            hits = np.zeros((fl.size, size), g.dtype)
+            hits[np.arange(fl.size), fl] = 1
+            out = gv @ _asarray(hits, like=g)
+        return out.reshape(lead + tuple(shape))
     if fl.size and np.unique(fl).size == fl.size:
         out = np.zeros((nlead, size), dtype=g.dtype)
         out[:, fl] = gv
@@ -405,7 +451,7 @@ def getitem(x, idx):
 @primitive(nargs=2)
 def set_basic(x, v, idx):
     """A copy of ``x`` with ``[idx] = v`` (a basic index; ``v`` has the selection's shape)."""
-    out = np.array(x, copy=True)
+    out = copy_of(x)
     out[idx] = v
     return out
 
@@ -442,6 +488,13 @@ def _set_basic_vjp(x, v, needs, idx):
 @primitive(nargs=2)
 def set_flat(x, vals, flat, nb=0):
     """A copy of ``x`` with ``vals`` written at flat positions (after ``nb`` leading axes)."""
+    if is_foreign(x):  # no write-through views (Dask): assign into a flat copy
+        lead, fl = shape_of(x)[:nb], np.asarray(flat).ravel()
+        n = _prod(lead)
+        out = x.reshape((n, -1)).copy()
+        vals = np.broadcast_to(vals, lead + np.shape(flat))
+        out[:, fl] = np.reshape(vals, (n, fl.size))
+        return out.reshape(shape_of(x))
     out = np.array(x, copy=True)
     out.reshape(out.shape[:nb] + (-1,))[..., flat] = vals
     return out
@@ -478,11 +531,11 @@ def index_update(x, idx, v):
     """A new array: ``x`` with ``x[idx] = v`` (the functional form; ``x`` is unchanged)."""
     nidx, adv = normalize_index(idx)
     if not isinstance(x, Tracer) and not isinstance(v, Tracer):
-        out = np.array(x, copy=True)
+        out = copy_of(x)
         out[nidx] = v
         return out
     xs = shape_of(x)
-    dt = np.asarray(_plain(x)).dtype
+    dt = dtype_of(_plain(x))
     sel = np.broadcast_to(np.empty((), dtype=np.int8), xs)[nidx].shape
     if isinstance(v, Tracer):
         if v.dtype != dt:

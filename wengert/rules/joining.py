@@ -6,6 +6,7 @@ Each public function returns exactly what NumPy returns when no argument is trac
 """
 import numpy as np
 
+from ..arrays import asarray as _asarray
 from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import _dtype, _plain, _traced, astype
@@ -64,7 +65,7 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
         arrays = [ravel(a) for a in arrays]
         axis = 0
     arrays = [lift(a) for a in arrays]  # a list holding traced values: stacked
-    arrays = [a if isinstance(a, Tracer) else np.asarray(a) for a in arrays]
+    arrays = [a if isinstance(a, Tracer) else _asarray(a) for a in arrays]  # (CuPy, Dask kept)
     nd = ndim_of(arrays[0])
     if nd == 0:
         raise ValueError("zero-dimensional arrays cannot be concatenated")

@@ -25,7 +25,7 @@ Conventions, where NumPy's function is not smooth or reads only part of its inpu
 import numpy as np
 
 from ..core import plain as _plain, Tracer, ndim_of, primitive, shape_of
-from ..arrays import dtype_of
+from ..arrays import dtype_of, is_foreign
 from . import patterns
 from .arithmetic import absolute, power
 from .complex import conj, imag, real
@@ -203,7 +203,8 @@ def _norm_weights(x, ans, ord, axis, keepdims):
 def _real_norm_weights(x, ans, ord, axis, keepdims):
     ak = reshape(ans, kept_shape(shape_of(x), axis))
     zero = ak == 0
-    plain = not isinstance(zero, Tracer) and not np.any(zero)  # no zero norm: no where
+    # no zero norm: no where (asked of NumPy values only: bool() would compute a Dask one)
+    plain = not isinstance(zero, Tracer) and not is_foreign(zero) and not np.any(zero)
     safe = ak if plain else where(zero, 1.0, ak)
     if ord == 2:
         return x / safe if plain else where(zero, 0.0, x / safe)

@@ -12,6 +12,7 @@ from collections import Counter
 
 import numpy as np
 
+from ..arrays import asarray
 from ..core import holds_tracer, lift, plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .complex import conj
@@ -306,10 +307,33 @@ def _parse_einsum(subscripts, shapes):
     return new_ins, out
 
 
+def _sublist_letter(k):
+    if k is Ellipsis:
+        return "..."
+    if not isinstance(k, (int, np.integer)) or not 0 <= k < 52:
+        raise ValueError(f"einsum: a subscript in the sublist form is an int in [0, 52) or "
+                         f"Ellipsis, got {k!r}")
+    return "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[k]
+
+
+def _sublist_subscripts(args):
+    """NumPy's interleaved form (operand, sublist, ..., [output sublist]) as a subscripts string
+    and the operands: one parser for both forms."""
+    ops, subs = args[0::2], args[1::2]
+    out = None
+    if len(args) % 2:
+        ops, out = ops[:-1], ops[-1]
+    text = ",".join("".join(_sublist_letter(k) for k in sub) for sub in subs)
+    if out is not None:
+        text += "->" + "".join(_sublist_letter(k) for k in out)
+    return text, tuple(ops)
+
+
 def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
-    """``np.einsum`` with string subscripts (explicit, implicit, ``...``)."""
+    """``np.einsum`` with string subscripts (explicit, implicit, ``...``) or NumPy's interleaved
+    form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``."""
     if not isinstance(subscripts, str):
-        raise NotImplementedError("wnp.einsum takes string subscripts on traced values")
+        subscripts, operands = _sublist_subscripts((subscripts,) + operands)
     if not _traced(*operands):
         return np.einsum(subscripts, *operands, out=out, optimize=optimize, **kwargs)
     if out is not None:
@@ -352,7 +376,7 @@ def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
 def _as(x):
     if not isinstance(x, Tracer):
         x = lift(x)  # a list holding traced values: stacked
-    return x if isinstance(x, Tracer) else np.asarray(x)
+    return x if isinstance(x, Tracer) else asarray(x)  # a CuPy or Dask array stays one
 
 
 def tensordot(a, b, axes=2):
@@ -484,7 +508,7 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
         c = [-(a2 * b1), a2 * b0, a0 * b1 - a1 * b0]
     else:
         c = [a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0]
-    c = [ci if isinstance(ci, Tracer) else np.asarray(ci) for ci in c]
+    c = [ci if isinstance(ci, Tracer) else asarray(ci) for ci in c]
     s = np.broadcast_shapes(*(shape_of(ci) for ci in c))
     c = [broadcast_to(ci, s) if shape_of(ci) != s else ci for ci in c]
     r = stack(c, axis=-1)

@@ -189,6 +189,18 @@ def rot90(m, k=1, axes=(0, 1)):
     return gather(m, np.rot90(pos, k, axes))
 
 
+def _pad_pairs(pad_width, nd):
+    """``pad_width`` as ``(before, after)`` for each of ``nd`` axes, read as NumPy reads it: one
+    number for all, one pair for all (``(3,)``, ``(3, 2)``, ``((3, 2),)``), or one pair per axis
+    (a ``(2, 1)`` array being one number per axis)."""
+    pw = np.asarray(pad_width, dtype=np.intp)
+    if pw.ndim < 3 and pw.size == 1:
+        pw = pw.ravel()[[0, 0]]
+    elif pw.ndim < 3 and pw.size == 2 and pw.shape != (2, 1):
+        pw = pw.ravel()
+    return np.broadcast_to(pw, (nd, 2))
+
+
 def pad(array, pad_width, mode="constant", **kwargs):
     """``np.pad``: ``constant`` (traced or plain fill), ``edge``, ``reflect``, ``symmetric``,
     ``wrap`` are differentiable."""
@@ -197,9 +209,7 @@ def pad(array, pad_width, mode="constant", **kwargs):
     array = asarray(array)
     s = shape_of(array)
     nd = len(s)
-    pw = np.broadcast_to(np.asarray(pad_width, dtype=np.intp).reshape(-1, 2)
-                         if np.ndim(pad_width) else np.asarray(pad_width, dtype=np.intp),
-                         (nd, 2))
+    pw = _pad_pairs(pad_width, nd)
     if mode == "constant":
         cv = kwargs.pop("constant_values", 0)
         if kwargs:

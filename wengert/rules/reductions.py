@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ..arrays import asarray as _asarray
 from ..core import lift, plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .arithmetic import multiply
@@ -339,7 +340,7 @@ def _extremum(np_fn, name):
 
 
 def _tie_weights(xv, av, axes):
-    xv = np.asarray(xv)
+    xv = _asarray(xv)  # a CuPy or Dask array stays one
     hit = xv == np.reshape(av, kept_shape(xv.shape, axes))
     cnt = np.sum(hit, axis=axes, keepdims=True)
     return (hit / np.maximum(cnt, 1)).astype(xv.dtype, copy=False)
@@ -531,7 +532,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 
 
 def _lse_shift(av, axis):
-    av = np.asarray(av)
+    av = _asarray(av)  # a CuPy or Dask array stays one
     shift = np.max(av, axis=axis, keepdims=True) if av.size else np.zeros((), av.dtype)
     return np.where(np.isfinite(shift), shift, 0.0).astype(av.dtype)
 

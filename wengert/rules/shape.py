@@ -182,6 +182,7 @@ for _p in (reshape, sum_, broadcast_to, transpose):
 for _p in (reshape, broadcast_to):
     _p.same_shape_identity = True  # the identity when the result has the operand's shape
 transpose.permutation_param = "axes"  # the identity for the identity permutation
+reshape.flat_view = True  # the operand's elements in the same (C) order: the fuser reads through it
 
 
 # sparsity: the moves read off their implementations; sum reduces over its axes

@@ -7,6 +7,7 @@ Here, the reductions over an axis: ``logsumexp`` is a primitive with its own rul
 import numpy as np
 import scipy.special as _sp
 
+from ..arrays import is_foreign
 from ..core import ndim_of, primitive, shape_of
 from . import patterns
 from . import elementwise as _ew
@@ -18,11 +19,26 @@ from .special_base import SPECIAL, _plain, _traced
 
 # reductions ------------------------------------------------------------------------------------
 def _lse_impl(a, axis=None, keepdims=False):
+    if is_foreign(a):
+        return _lse_foreign(a, None, axis, keepdims)
     return _sp.logsumexp(a, axis=axis, keepdims=keepdims)
 
 
 def _lse_b_impl(a, b, axis=None, keepdims=False):
+    if is_foreign(a) or is_foreign(b):
+        return _lse_foreign(a, b, axis, keepdims)
     return _sp.logsumexp(a, axis=axis, b=b, keepdims=keepdims)
+
+
+def _lse_foreign(a, b, axis, keepdims):
+    """SciPy's logsumexp, by NumPy functions that dispatch to ``a``'s library (CuPy, Dask):
+    SciPy itself would convert it to NumPy (a host copy, a ``.compute()``)."""
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)  # all -inf (or an inf): no shift
+    e = np.exp(a - m) if b is None else b * np.exp(a - m)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(e, axis=axis, keepdims=True)) + m
+    return out if keepdims else np.squeeze(out, axis=axis)
 
 
 _logsumexp = primitive(_lse_impl, name="logsumexp")

@@ -1,2 +1,2 @@
-"""``wengert.scipy``: differentiable parts of SciPy (``special``, ``linalg``)."""
-from . import linalg, special  # noqa: F401
+"""``wengert.scipy``: differentiable parts of SciPy (``special``, ``linalg``, ``stats``, ``signal``)."""
+from . import linalg, signal, special, stats  # noqa: F401

@@ -1,0 +1,156 @@
+"""The gradient of a logistic loss over a Dask array on a LocalCluster: memory and time.
+
+* 2·10⁷ × 10 float64 rows (1.6 GB), generated lazily (``dask.array.random``) in 64 MB
+  chunks, never held whole: ``wg.value_and_grad(loss)(w, X, y)`` with NumPy ``w`` is
+  computed by a 2-worker ``LocalCluster`` (processes, one thread each). Peak memory of the
+  client and of each worker process (psutil RSS, sampled every 20 ms, above its idle
+  level), in chunks.
+* Time against the same value and gradient written by hand in Dask (same data, same
+  cluster), and, on data that fits (fewer rows, held in memory), against wengert on NumPy
+  and a hand-written NumPy gradient.
+
+    python benchmarks/bench_dask.py            # 1.6 GB
+    python benchmarks/bench_dask.py --quick    # 160 MB
+"""
+import _util  # noqa: F401  (first: sets BLAS to one thread)
+
+import os  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import wengert as wg  # noqa: E402
+import wengert.numpy as wnp  # noqa: E402
+
+D = 10
+CHUNK_BYTES = 64 * 2 ** 20
+L2 = 1e-3
+
+
+def loss(w, X, y):
+    return wnp.mean(wnp.logaddexp(0.0, -y * (X @ w))) + 0.5 * L2 * wnp.sum(w * w)
+
+
+def by_hand(w, X, y):
+    """The same value and gradient written by hand (Dask or NumPy: the same code)."""
+    m = -y * (X @ w)
+    value = np.mean(np.logaddexp(0.0, m)) + 0.5 * L2 * (w @ w)
+    s = 1.0 / (1.0 + np.exp(-m))
+    grad = -((y * s) @ X) / X.shape[0] + L2 * w
+    return value, grad
+
+
+def lazy_data(n, seed=0):
+    import dask.array as da
+    rows = CHUNK_BYTES // (8 * D)
+    rs = da.random.RandomState(seed)
+    X = rs.standard_normal((n, D), chunks=(rows, D))
+    y = da.where(rs.uniform(size=n, chunks=rows) < 0.5, 1.0, -1.0)
+    return X, y
+
+
+class PeakRSS:
+    """Peak resident memory of some processes above their level at the start."""
+
+    def __init__(self, pids):
+        import psutil
+        self.procs = [psutil.Process(p) for p in pids]
+        self.base = [p.memory_info().rss for p in self.procs]
+        self.peak = list(self.base)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            for i, p in enumerate(self.procs):
+                self.peak[i] = max(self.peak[i], p.memory_info().rss)
+            time.sleep(0.02)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def above_base(self):
+        return [pk - b for pk, b in zip(self.peak, self.base)]
+
+
+def line(label, t, ref, ref_name):
+    print(f"  {label:<28}{t * 1e3:>10.1f} ms   {t / ref:5.2f}x {ref_name}")
+
+
+def timed(fn, repeat):
+    times = []
+    out = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def main(quick=False):
+    from dask.distributed import Client, LocalCluster
+    n = 2_000_000 if quick else 20_000_000
+    n_fit = 200_000 if quick else 2_000_000
+    repeat = 3
+    w = np.linspace(-0.5, 0.5, D)
+    X, y = lazy_data(n)
+    print(f"data: {n:,} x {D} float64 = {X.nbytes / 1e9:.2f} GB, lazily generated in "
+          f"{X.numblocks[0]} chunks of {CHUNK_BYTES / 2 ** 20:.0f} MiB")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None, memory_limit="4GiB") as cluster, \
+            Client(cluster) as client:
+        pids = list(client.run(os.getpid).values())
+        # the graphs are built lazily: time that too
+        t0 = time.perf_counter()
+        v, g = wg.value_and_grad(loss)(w, X, y)
+        t_build = time.perf_counter() - t0
+        hv, hg = by_hand(w, X, y)
+        ntask = len(dict(g.__dask_graph__())), len(dict(hg.__dask_graph__()))
+        client.compute([hv, hg], sync=True)  # warm the workers (imports)
+
+        with PeakRSS(pids + [os.getpid()]) as mem:
+            t_wg, (val, grad) = timed(lambda: client.compute([v, g], sync=True), repeat)
+        worker_peak, client_peak = mem.above_base()[:-1], mem.above_base()[-1]
+        with PeakRSS(pids + [os.getpid()]) as mem_h:
+            t_hand, (hval, hgrad) = timed(lambda: client.compute([hv, hg], sync=True), repeat)
+        rel = np.max(np.abs(grad - hgrad) / np.abs(hgrad))
+        print(f"wengert value_and_grad: graph built in {t_build * 1e3:.1f} ms ({ntask[0]} "
+              f"tasks; by hand {ntask[1]}), |grad - by hand| / |by hand| = {rel:.1e}")
+        print("\npeak memory above idle (MB, and in 64 MiB chunks):")
+        for name, m in [("wengert", mem), ("by hand", mem_h)]:
+            peaks = m.above_base()
+            print(f"  {name:8s} workers: " + ", ".join(
+                f"{b / 1e6:.0f} MB ({b / CHUNK_BYTES:.1f} chunks)" for b in peaks[:-1])
+                + f"; client: {peaks[-1] / 1e6:.0f} MB ({peaks[-1] / CHUNK_BYTES:.1f} chunks)")
+        print(f"\ntime per value and gradient over {X.nbytes / 1e9:.2f} GB on the cluster "
+              f"(median of {repeat}):")
+        line("wengert on Dask", t_wg, t_hand, "by hand")
+        line("by hand in Dask", t_hand, t_hand, "by hand")
+
+        # data that fits: held in memory, by the workers (Dask) and here (NumPy)
+        dX, dy = client.persist(list(lazy_data(n_fit, seed=1)))
+        Xf, yf = client.compute([dX, dy], sync=True)
+        vg = wg.value_and_grad(loss)
+        t_np, _ = timed(lambda: vg(w, Xf, yf), 5)
+        t_np_hand, _ = timed(lambda: by_hand(w, Xf, yf), 5)
+        t_dk, _ = timed(lambda: client.compute(list(vg(w, dX, dy)), sync=True), 5)
+        t_dk_hand, _ = timed(lambda: client.compute(list(by_hand(w, dX, dy)), sync=True), 5)
+        print(f"\ndata that fits: {n_fit:,} x {D} ({Xf.nbytes / 1e6:.0f} MB) in memory "
+              f"(median of 5):")
+        line("wengert on NumPy", t_np, t_np_hand, "NumPy by hand")
+        line("NumPy by hand", t_np_hand, t_np_hand, "NumPy by hand")
+        line("wengert on Dask (cluster)", t_dk, t_dk_hand, "by hand in Dask")
+        line("by hand in Dask (cluster)", t_dk_hand, t_np_hand, "NumPy by hand")
+    return dict(t_wg=t_wg, t_hand=t_hand, worker_peak=worker_peak, client_peak=client_peak)
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)
