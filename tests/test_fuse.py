@@ -286,3 +286,19 @@ def test_a_gather_is_not_folded(case):
     same(cf(x, c), f(x, c), exact=True)
     fn, = programs(cf)
     assert fn.folded_gathers == 0 and "gather" in fn.source
+
+
+def test_a_value_read_by_an_accumulation_in_another_kernel_is_returned():
+    """The differential test's seed 7548: a scalar chain whose last value is scattered into
+    an accumulator that runs in another kernel. The chain returned nothing (``return (,)``,
+    a SyntaxError, then NumPy's program): what a skipped scatter reads is an output."""
+    def f(x):
+        t0 = 3.0
+        for _ in x:
+            t0 = t0 * 0.9 + x[0]
+        a = x[np.array([1, 1])] * np.sum(np.maximum(x, -0.75)) * np.square(np.square(t0))
+        return np.dot(a, a)
+    x = np.array([0.3, -0.2, 0.5])
+    cf = wg.compile(wg.grad(f), fuse=True)
+    np.testing.assert_array_equal(cf(x), wg.grad(f)(x))
+    assert cf.fuse_failures == []

@@ -32,6 +32,7 @@ from ..reverse import Tape
 from ..rules.checkpointing import scan_loop, scan_forward, scan_reverse
 from ..tree import flatten, unflatten
 from .regions import _is_float, _top_trace
+from .fused import FusedLoop
 from .schedules import execute, forward_phase, iter_schedule
 
 __all__ = ["lower_scan", "LoopPlan", "plans_of"]
@@ -179,6 +180,40 @@ class LoopPlan:
         self.inv_fn = build_function(inv_graph.simplify()) if inv_graph is not None else None
         self._vjp_fns = {}  # batch shape of the cotangents -> the compiled VJP
         self.stats = {"max_stored": 0, "steps": 0, "vjps": 0, "inverted": 0}
+        self._fuse = False      # wg.compile(fuse=True) turns it on: the loop inside Numba
+        self._fused = None      # the FusedLoop, built on first use
+        self.fuse_failures = []  # why the loop stayed a Python loop (NotExpressible...)
+
+    def enable_fusion(self):
+        """Run the whole loop in Numba where its step allows (``wg.compile``'s fuse)."""
+        self._fuse = True
+
+    def fused(self):
+        """The plan's FusedLoop, or None (fusion off, or the step is not expressible)."""
+        if self._fused is None and self._fuse:
+            try:
+                self._fused = FusedLoop(self)
+            except Exception as e:  # NotExpressible, or Numba's own refusal
+                self._fuse = False
+                self.fuse_failures.append(e)
+        return self._fused
+
+    def _try_fused(self, method, *args):
+        """``FusedLoop.method(*args)``; on its first failure (Numba compiles on the first
+        call) the fused loop is dropped, the reason recorded, and None returned."""
+        fl = self.fused()
+        if fl is None:
+            return None
+        try:
+            out = getattr(fl, method)(*args)
+        except Exception as e:
+            if fl.calls.get(method):
+                raise
+            self._fused, self._fuse = None, False
+            self.fuse_failures.append(e)
+            return None
+        fl.calls[method] = fl.calls.get(method, 0) + 1
+        return out
 
     def __repr__(self):
         return f"<scan plan: {self.n} steps, checkpoint={self.strategy!r}>"
@@ -206,12 +241,19 @@ class LoopPlan:
     # -- the compiled loop (plain values) -------------------------------------------------------
     def run(self, args):
         init, xs, cap, icap = self.split(args)
+        out = self._try_fused("forward", init, xs, cap, icap, False)
+        if out is not None:
+            return tuple(out[0]) + tuple(out[1])
         ys = []
         state = _Run(self, xs, cap, icap).advance(init, 0, self.n, ys)
         return tuple(state) + tuple(self._stack(ys))
 
     def forward(self, args):
         init, xs, cap, icap = self.split(args)
+        out = self._try_fused("forward", init, xs, cap, icap, True)
+        if out is not None:
+            final, ys, cur, slots = out
+            return tuple(final) + tuple(ys) + (_Residual(cur, slots, "fused"),)
         run = _Run(self, xs, cap, icap)
         cur, stored, ys, rest = forward_phase(self.schedule(), init, run, self.stats, True)
         final, y_last = run(cur, run.x_at(self.n - 1))
@@ -227,9 +269,10 @@ class LoopPlan:
             fn = self._vjp_fns[batch] = build_function(self._vjp_graph(batch).simplify())
         return fn
 
-    def _vjp_graph(self, batch):
+    def _vjp_graph(self, batch, with_results=False):
         """The step's VJP as a graph: (carry, x, captured, cotangents of the float
-        results) -> cotangents of the float arguments."""
+        results) -> cotangents of the float arguments (after the float results themselves,
+        ``with_results``)."""
         k = len(self.in_float)
         fl, outf = self.float_args, [j for j, f in enumerate(self.out_float) if f]
         step = self.step_graph
@@ -243,8 +286,8 @@ class LoopPlan:
                     full[i] = v
                 outs = step.evaluate(full)
                 return [outs[j] for j in outf]
-            _, pb = transforms.vjp(fn, *[prim[i] for i in fl])
-            return list(pb(list(cts)))
+            res, pb = transforms.vjp(fn, *[prim[i] for i in fl])
+            return (list(res) if with_results else []) + list(pb(list(cts)))
         example = list(step.example_args) + [
             np.zeros(batch + shape_of(v), np.result_type(v)) if batch else v
             for v, f in zip(self.carry_ex + self.y_ex, self.out_float) if f]
@@ -272,8 +315,14 @@ class LoopPlan:
         na, nc = self.n_args, self.n_carry
         res, prim, gs = args[0], args[1:1 + na], args[1 + na:]
         init, xs, cap, icap = self.split(prim)
+        if res.rest == "fused":
+            cur, slots, _ = res.take()
+            if self.batch_of(gs) == ():
+                out = self._fused_reverse(cur, slots, xs, cap, icap, gs)
+                if out is not None:
+                    return tuple(out)
         run = _Run(self, xs, cap, icap)
-        if res.rest is not None:
+        if res.rest is not None and res.rest != "fused":
             cur, stored, rest = res.take()
         else:  # called again: rebuild the forward phase's snapshots first
             cur, stored, _, rest = forward_phase(self.schedule(), init, run, self.stats, False)
@@ -322,6 +371,14 @@ class LoopPlan:
                     owned[j] = type(g_cap[j]) is np.ndarray
         del cur, stored
         return tuple(g_c) + tuple(g_xs) + tuple(g_cap)
+
+    def _fused_reverse(self, cur, slots, xs, cap, icap, gs):
+        nc = self.n_carry
+        g_c = [zeros_like_value(self.carry_ex[i]) if gs[i] is None else gs[i]
+               for i in range(nc)]
+        g_y = [np.zeros((self.n,) + shape_of(y), np.result_type(y)) if gs[nc + j] is None
+               else gs[nc + j] for j, y in enumerate(self.y_ex)]
+        return self._try_fused("reverse", cur, slots, xs, cap, icap, g_c, g_y)
 
     # -- rules: the compiled path on plain values and graph tracers, else the eager scan --------
     def eager(self, args):

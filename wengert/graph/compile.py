@@ -210,6 +210,10 @@ class Compiled:
         """The fused program when Numba compiles it (its first run compiles the kernels),
         else the NumPy one; and, when it ran, its result for ``args``."""
         if self.fuse:
+            for n in g.nodes:  # a compiled scan's loop runs inside Numba too, where it can
+                enable = getattr(n.params.get("plan"), "enable_fusion", None)
+                if enable is not None:
+                    enable()
             try:
                 fn = build_fused(g)
             except Exception as e:  # a kernel we cannot write: the NumPy program

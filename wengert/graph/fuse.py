@@ -586,8 +586,12 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
     for i in members:
         if fused.get(i, ("",))[0] == "skip":
             continue
-        if any(u not in mset for u in uses[i]):
+        # a skipped member (a scatter whose accumulation may run in another kernel) reads
+        # its value from outside: what it reads is an output too
+        if any(u not in mset or fused.get(u, ("",))[0] == "skip" for u in uses[i]):
             outs.append(i)
+    if not outs and fold is None:
+        return ""  # every member is dead (read by no live node): nothing to run
     store, ret = [], []
     head = []  # loop header: the loops over the shape, or over the gathered positions
     if fold is not None:

@@ -159,6 +159,40 @@ scatter_basic.scatter_into_zeros = True
 getitem_basic.gather_at_index = True
 
 
+def _index_text(idx):
+    """A static basic index as source (ints, slices, ``...``), or None."""
+    parts = []
+    for e in idx if type(idx) is tuple else (idx,):
+        if type(e) is int:
+            parts.append(str(e))
+        elif e is Ellipsis:
+            parts.append("...")
+        elif type(e) is slice and all(b is None or type(b) is int
+                                      for b in (e.start, e.stop, e.step)):
+            parts.append(":".join("" if b is None else str(b) for b in (e.start, e.stop, e.step)))
+        else:
+            return None
+    return ", ".join(parts) if parts else None
+
+
+# Numba (a compiled scan's loop, wengert/graph/numba_array.py): basic indexing as written;
+# a form of several statements assigns its result to ``@out``
+def _nb_getitem(a, p, v, out):
+    text = _index_text(p["idx"])
+    return None if text is None or not np.ndim(v[0]) else f"{a[0]}[{text}]"
+
+
+def _nb_scatter(a, p, v, out):
+    text = _index_text(p["idx"])
+    if text is None or type(out) is not np.ndarray:
+        return None
+    return [f"@out = np.zeros({tuple(out.shape)!r}, np.{out.dtype.name})",
+            f"@out[{text}] = {a[0]}"]
+
+
+getitem_basic.numba_form, scatter_basic.numba_form = _nb_getitem, _nb_scatter
+
+
 def _prefix(nb, idx):
     return (slice(None),) * nb + idx if nb else idx
 

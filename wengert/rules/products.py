@@ -175,6 +175,19 @@ for _p in (_matmul, _matvec, _vecmat, _dot1):
     _p.sparsity = patterns.Contraction()
 
 
+def _nb_matmul(a, p, v, out):
+    """Numba (a compiled scan's loop): ``np.dot``, which calls BLAS, on 1-D and 2-D operands
+    of one float dtype (Numba's dot has no stacked operands and does not mix dtypes)."""
+    if not all(type(x) is np.ndarray and 1 <= x.ndim <= 2 and x.dtype.kind == "f"
+               for x in v) or v[0].dtype != v[1].dtype:
+        return None
+    return f"np.dot({a[0]}, {a[1]})"
+
+
+for _p in (_matmul, _matvec, _vecmat, _dot1):
+    _p.numba_form = _nb_matmul
+
+
 def matmul(x1, x2, /, out=None, **kwargs):
     if not _traced(x1, x2):
         return np.matmul(x1, x2, out=out, **kwargs)

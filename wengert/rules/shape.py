@@ -201,3 +201,50 @@ sum_.sparsity = patterns.Reduction()
 # identity on values (its pushforward: the batch itself)
 sum_.batch = "axis"
 as_float.batch = "linear"
+
+
+# Numba (a compiled scan's loop, wengert/graph/numba_array.py): each written on whole arrays
+# in the NumPy subset Numba compiles, or None where that subset lacks the case.  ``a``: the
+# arguments' sources, ``p``: the parameters, ``v``: the arguments' traced values.
+def _nb_reshape(a, p, v, out):
+    if not np.ndim(v[0]):
+        return None
+    return f"np.ascontiguousarray({a[0]}).reshape({tuple(np.shape(out))!r})"
+
+
+def _nb_sum(a, p, v, out):
+    nd = np.ndim(v[0])
+    if not nd:
+        return None
+    src = a[0]
+    if len(_norm_axes(p.get("axis"), nd)) == nd:
+        src = f"np.sum({src})"
+    else:
+        for ax in reversed(_norm_axes(p.get("axis"), nd)):
+            src = f"np.sum({src}, axis={ax})"
+    if p.get("keepdims") and np.ndim(out):
+        src = f"np.reshape({src}, {tuple(np.shape(out))!r})" if len(
+            _norm_axes(p.get("axis"), nd)) < nd else f"np.full({tuple(np.shape(out))!r}, {src})"
+    return src
+
+
+def _nb_broadcast_to(a, p, v, out):
+    shape = tuple(np.shape(out))
+    if not np.ndim(v[0]):
+        return f"np.full({shape!r}, {a[0]})"
+    return f"np.broadcast_to({a[0]}, {shape!r})"
+
+
+def _nb_transpose(a, p, v, out):
+    nd = np.ndim(v[0])
+    if not nd:
+        return None
+    return f"np.transpose({a[0]}, {_full_axes(p.get('axes'), nd)!r})"
+
+
+def _nb_as_float(a, p, v, out):
+    return None if type(v[0]) is np.ndarray else f"float({a[0]})"
+
+
+reshape.numba_form, sum_.numba_form, as_float.numba_form = _nb_reshape, _nb_sum, _nb_as_float
+broadcast_to.numba_form, transpose.numba_form = _nb_broadcast_to, _nb_transpose

@@ -1,0 +1,169 @@
+"""A compiled scan's whole loop in Numba (wengert/checkpoint/fused.py): against the eager
+scan and the compiled scan's Python loop, for each schedule, float32, pytree carries; the
+fallbacks (a step without a Numba form, batched cotangents) and the memory bound.
+
+Fused and unfused compute the same operations in the same order except that Numba calls
+the C library's tanh/exp where NumPy may use its SIMD versions (1 ulp): so values are
+compared to a relative 1e-12 (float64) / 1e-5 (float32), not bitwise.
+"""
+import math
+
+import numpy as np
+import pytest
+
+import wengert as wg
+import wengert.numpy as wnp
+from wengert.checkpoint.compiled import plans_of
+
+pytest.importorskip("numba", reason="the fused scan loop needs numba (the 'fast' extra)")
+
+RNG = np.random.default_rng(7)
+X0 = RNG.standard_normal(6)
+W0 = RNG.standard_normal((6, 6)) / np.sqrt(6)
+N = 37
+
+
+def chain_loss(strategy, n=N, dtype=np.float64):
+    def loss(W):
+        def step(x, _):
+            return x + dtype(0.01) * wnp.tanh(W @ x), None
+        inv = None
+        x, _ = wg.scan(step, X0.astype(dtype), length=n, checkpoint=strategy, inverse=inv)
+        return wnp.sum(x * x)
+    return loss
+
+
+def plan(cf, *args):
+    (p,) = plans_of(cf.graph(*args))
+    return p
+
+
+def assert_close(a, b, rtol=1e-12):
+    for u, v in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
+        assert np.shape(u) == np.shape(v)
+        np.testing.assert_allclose(u, v, rtol=rtol, atol=rtol * 1e-2)
+
+
+@pytest.mark.parametrize("strategy", ["all", "ctz", "binomial", "online"])
+def test_fused_loop_equals_eager_and_unfused(strategy):
+    loss = chain_loss(strategy)
+    fused = wg.compile(wg.value_and_grad(loss), fuse=True)
+    unfused = wg.compile(wg.value_and_grad(loss), fuse=False)
+    eager = wg.value_and_grad(loss)(W0)
+    got = fused(W0)
+    p = plan(fused, W0)
+    assert p.fuse_failures == [] and p.fused() is not None  # the loop ran in Numba
+    # "all" keeps each step's residuals (here 1 - tanh^2) and so never recomputes a step
+    assert bool(p.fused().res_kinds) == (strategy == "all")
+    assert plan(unfused, W0).fused() is None
+    assert_close(got, eager)
+    assert_close(got, unfused(W0))
+    assert_close(fused(W0), got, rtol=0)  # again: the residual is rebuilt each call
+
+
+def test_ctz_keeps_its_memory_bound_and_counts():
+    n = 200
+    loss = chain_loss("ctz", n)
+    fused = wg.compile(wg.grad(loss), fuse=True)
+    unfused = wg.compile(wg.grad(loss), fuse=False)
+    assert_close(fused(W0), unfused(W0))
+    pf, pu = plan(fused, W0), plan(unfused, W0)
+    assert pf.fused() is not None
+    assert pf.fused().nslots <= math.floor(math.log2(n)) + 1
+    assert pf.stats == pu.stats  # same schedule: same steps, VJPs and most states held
+    assert pf.stats["max_stored"] <= math.floor(math.log2(n)) + 1
+
+
+def test_float32():
+    loss = chain_loss("all", dtype=np.float32)
+    W = W0.astype(np.float32)
+    fused = wg.compile(wg.grad(loss), fuse=True)
+    got = fused(W)
+    assert plan(fused, W).fused() is not None
+    assert got.dtype == np.float32
+    assert_close(got, wg.grad(loss)(W), rtol=1e-5)
+
+
+def pytree_loss(strategy):
+    def loss(W, b, xs):
+        def step(c, x):
+            h, s = c["h"], c["s"]
+            h2 = wnp.tanh(W @ h + b * x[0]) * 0.5 + h * 0.5
+            s2 = s + wnp.sum(h2) * x[1]
+            return {"h": h2, "s": s2}, (h2 * x[1], s2)
+        c, (ys, ss) = wg.scan(step, {"h": X0, "s": 0.5}, xs, checkpoint=strategy)
+        return wnp.sum(ys * ys) + c["s"] + wnp.sum(ss) + wnp.sum(c["h"])
+    return loss
+
+
+@pytest.mark.parametrize("strategy", ["all", "binomial"])
+def test_pytree_carry_xs_and_ys(strategy):
+    loss = pytree_loss(strategy)
+    b = RNG.standard_normal(6)
+    xs = RNG.standard_normal((15, 2))
+    g = wg.grad(loss, argnums=(0, 1, 2))
+    fused = wg.compile(g, fuse=True)
+    got = fused(W0, b, xs)
+    assert plan(fused, W0, b, xs).fused() is not None
+    assert_close(got, g(W0, b, xs))
+    assert_close(got, wg.compile(g, fuse=False)(W0, b, xs))
+    # the primal alone (no reverse phase): the forward function without snapshots
+    f = wg.compile(loss, fuse=True)
+    assert_close(f(W0, b, xs), loss(W0, b, xs))
+    assert plan(f, W0, b, xs).fused() is not None
+
+
+def test_invert_schedule():
+    def loss(a):
+        def step(x, _):
+            return x * a + 1.0, None
+
+        def back(x, _):
+            return (x - 1.0) / a, None
+        x, _ = wg.scan(step, X0, length=20, checkpoint="invert",
+                       inverse=lambda c, x: back(c, x)[0])
+        return wnp.sum(wnp.sin(x))
+    a = np.full(6, 1.1)
+    fused = wg.compile(wg.grad(loss), fuse=True)
+    got = fused(a)
+    p = plan(fused, a)
+    assert p.fused() is not None and p.stats["inverted"] > 0
+    assert_close(got, wg.grad(loss)(a), rtol=1e-10)
+
+
+def test_step_without_numba_form_falls_back_with_reason():
+    def loss(W):
+        def step(x, _):
+            return wnp.cumsum(wnp.tanh(W @ x)) * 0.1, None
+        x, _ = wg.scan(step, X0, length=9, checkpoint="ctz")
+        return wnp.sum(x)
+    fused = wg.compile(wg.grad(loss), fuse=True)
+    got = fused(W0)
+    p = plan(fused, W0)
+    assert p.fused() is None
+    assert any("cumsum" in str(e) for e in p.fuse_failures), p.fuse_failures
+    assert_close(got, wg.grad(loss)(W0))
+
+
+def test_integer_leaf_falls_back_with_reason():
+    def loss(W):
+        def step(c, _):
+            x, k = c
+            return (x + 0.1 * wnp.tanh(W @ x), k + 1), None
+        (x, k), _ = wg.scan(step, (X0, 0), length=9)
+        return wnp.sum(x)
+    fused = wg.compile(wg.grad(loss), fuse=True)
+    assert_close(fused(W0), wg.grad(loss)(W0))
+    p = plan(fused, W0)
+    assert p.fused() is None and "not a float" in str(p.fuse_failures[0])
+
+
+@pytest.mark.parametrize("strategy", ["all", "ctz"])
+def test_batched_cotangents_use_the_python_loop(strategy):
+    def f(W):
+        def step(x, _):
+            return x + 0.01 * wnp.tanh(W @ x), None
+        x, _ = wg.scan(step, X0, length=12, checkpoint=strategy)
+        return x
+    fused = wg.compile(wg.jacobian(f), fuse=True)
+    assert_close(fused(W0), wg.jacobian(f)(W0))

@@ -1,0 +1,290 @@
+"""A compiled scan's loop inside Numba: one function for every phase of the schedule.
+
+The compiled scan (:mod:`.compiled`) calls its compiled step once per step from a Python
+loop: a few microseconds of calls per step, which on small states is all the time.  With
+fusion on (``wg.compile(fuse=True)``, Numba installed) and a step whose graph and VJP graph
+are all Numba-expressible (wengert/graph/numba_array.py), the whole schedule runs in one
+Numba function instead (one compilation), called for the forward phase, the last step
+and the rest (the reverse sweep with its recomputations); the step, its VJP and the
+inverse are Numba functions it calls.  The schedule is passed as an integer array of
+actions, interpreted in the loop, and its snapshots live in preallocated slots -- as many
+as it ever holds at once, so "ctz" and "binomial" keep their O(log N) bound in states (the
+action array itself is O(N) integers).  The carry is copied into a buffer of its own each
+step; the cotangents of captured values accumulate in place.  With "all" the forward loop
+also keeps every step's residuals (``split_sources``), so the reverse loop does not
+recompute the steps.
+
+Any leaf that is not a float (array) of at least one dimension, a node without a Numba
+form, or a Numba compile error: the plan keeps its Python loop, and records why in
+``plan.fuse_failures``.  Cotangents with batch axes run the Python loop too.
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from ..graph.fuse import numba_or_none
+from ..graph.numba_array import NotExpressible, float_kind, njit_source, split_sources
+
+__all__ = ["FusedLoop", "NotExpressible"]
+
+ADVANCE, STORE, RESTORE, REVERSE, INVERT = range(5)
+_JIT = {}  # full source -> dispatcher
+
+
+def encode(actions):
+    """The actions as rows ``(kind, index, stop or slot)``, split at the first reverse one,
+    with the number of slots, the most states held at once and the counts of steps."""
+    rows, slot_of, free = [], {}, []
+    nslots = max_stored = 0
+    for a in actions:
+        k = a.kind
+        if k == "advance":
+            rows.append((ADVANCE, a.index, a.stop))
+        elif k == "store":
+            s = slot_of.get(a.index)
+            if s is None:
+                if free:
+                    s = free.pop()
+                else:
+                    s, nslots = nslots, nslots + 1
+                slot_of[a.index] = s
+            max_stored = max(max_stored, len(slot_of))
+            rows.append((STORE, a.index, s))
+        elif k == "restore":
+            rows.append((RESTORE, a.index, slot_of[a.index]))
+        elif k == "free":
+            free.append(slot_of.pop(a.index))
+        elif k == "reverse":
+            rows.append((REVERSE, a.index, 0))
+        elif k == "invert":
+            rows.append((INVERT, a.index, 0))
+        else:
+            raise AssertionError(f"unknown action {a!r}")
+    split = next(i for i, r in enumerate(rows) if r[0] == REVERSE)
+    arr = np.array(rows, np.int32).reshape(-1, 3)
+
+    def steps(part):
+        return int(sum(r[2] - r[1] for r in part if r[0] == ADVANCE))
+    counts = {"fwd_steps": steps(rows[:split]) + 1, "rev_steps": steps(rows[split:]),
+              "fwd_inverted": sum(1 for r in rows[:split] if r[0] == INVERT),
+              "rev_inverted": sum(1 for r in rows[split:] if r[0] == INVERT)}
+    return arr[:split], arr[split:], max(nslots, 1), max_stored, counts
+
+
+def _jit(src, name, helpers=None, key=""):
+    """``src``'s function ``name`` compiled by Numba (once per source and the helpers'
+    sources ``key``), with the Numba functions ``helpers`` as its globals."""
+    fn = _JIT.get(key + src)
+    if fn is None:
+        numba = numba_or_none()[0]
+        ns = {"np": np, **(helpers or {})}
+        exec(builtins.compile(src, f"<wengert fused scan {name}>", "exec"), ns)
+        fn = _JIT[key + src] = numba.njit(error_model="numpy")(ns[name])
+    return fn
+
+
+def _helper(g, name, accumulate=()):
+    """A graph as a Numba function of its inputs, its array constants, its scratch arrays
+    (allocated once by the loop function: the sources of their allocations) and the
+    accumulators of the outputs ``accumulate`` it adds into (``done``)."""
+    buffers = []
+    src, consts, done = njit_source(g, name, buffers, accumulate)
+    allocs = [f"np.empty({tuple(sh)!r}, np.{dt.name})" for sh, dt in buffers]
+    return _jit(src, name), consts, src, allocs, done
+
+
+def _set(target, src, kind, ind):
+    """Copy ``src`` into the carry buffer ``target`` (an array) or rebind it (a scalar)."""
+    return f"{ind}{target}[:] = {src}" if kind[0] == "array" else f"{ind}{target} = {src}"
+
+
+def _empty(lead, k):
+    if k[0] == "array":
+        return np.empty((lead,) + tuple(k[1]), k[2])
+    return np.empty(lead, np.float64)
+
+
+def _zero(k):
+    return np.zeros(k[1], k[2]) if k[0] == "array" else 0.0
+
+
+def _writable(a):
+    """An array argument as the loop function's one specialization takes it (C order,
+    writable): a cotangent may be a read-only broadcast."""
+    return np.require(a, requirements=["C", "W"]) if type(a) is np.ndarray else float(a)
+
+
+class FusedLoop:
+    """The plan's loop function (compiled on first call) and the encoded schedule."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.calls = {}  # method -> successful calls (a failure after the first is a bug)
+        nc, nx, ncap = plan.n_carry, plan.n_x, plan.n_cap
+        ex = list(plan.step_graph.example_args)
+        self.kinds = [float_kind(v) for v in ex + plan.y_ex]
+        for pos, k in enumerate(self.kinds):
+            if k is None:
+                v = (ex + plan.y_ex)[pos]
+                raise NotExpressible(f"leaf {pos} of the step is {type(v).__name__} "
+                                     f"{getattr(v, 'dtype', '')}{np.shape(v)}, not a float "
+                                     "(array) of at least one dimension")
+        self.carry_kinds = self.kinds[:nc]
+        self.x_kinds = self.kinds[nc:nc + nx]
+        self.cap_kinds = self.kinds[nc + nx:nc + nx + ncap]
+        self.y_kinds = self.kinds[nc + nx + ncap:]
+        self.fwd_acts, self.rev_acts, self.nslots, self.max_stored, self.counts = \
+            encode(plan.schedule())
+        # residuals kept when every step runs once, forwards: the reverse phase reads them
+        self.keep_residuals = plan.strategy == "all" and not bool(
+            np.isin(self.rev_acts[:, 0], (ADVANCE, INVERT)).any())
+        self.fn = self._compile()
+        n = plan.n
+        self.run_acts = np.array([(ADVANCE, 0, n - 1)] if n > 1 else [], np.int32).reshape(-1, 3)
+        self.last_acts = np.array([(ADVANCE, n - 1, n)], np.int32)
+
+    # -- the source ---------------------------------------------------------------------------
+    def _compile(self):
+        """The loop function: the schedule's actions interpreted, the step, its VJP and
+        the inverse called as Numba functions of their own."""
+        p = self.plan
+        nc, nx, ny = p.n_carry, p.n_x, len(self.y_kinds)
+        u = [f"u{j}" for j in range(nc)]
+        x = [f"x{j}" for j in range(nx)]
+        cap = [f"p{j}" for j in range(p.n_cap)]
+        icap = [f"q{j}" for j in range(p.n_icap)]
+        h = [f"h{j}" for j in range(nc)]
+        S, Y = [f"S{j}" for j in range(nc)], [f"Y{j}" for j in range(ny)]
+        GX, GY = [f"GX{j}" for j in range(nx)], [f"GY{j}" for j in range(ny)]
+        gp = [f"gp{j}" for j in range(p.n_cap)]
+        # the captured values' cotangents: added into gp inside the VJP where it can
+        acc = [nc + nx + j for j, k in enumerate(self.cap_kinds) if k[0] == "array"]
+        self.res_kinds = []
+        if self.keep_residuals:  # every step's residuals kept: no recomputation in reverse
+            s_buf, v_buf = [], []
+            s_src, v_src, self.k_step, self.k_vjp, res, done = split_sources(
+                p._vjp_graph((), True).simplify(), nc + nx + p.n_cap, nc + ny, s_buf, v_buf,
+                acc)
+            step, vjp = _jit(s_src, "fwd"), _jit(v_src, "bwd")
+            s_buf, v_buf = ([f"np.empty({tuple(sh)!r}, np.{dt.name})" for sh, dt in b]
+                            for b in (s_buf, v_buf))
+            self.res_kinds = [("array", sh, dt) if sh else ("scalar",) for sh, dt in res]
+        else:
+            step, self.k_step, s_src, s_buf, _ = _helper(p.step_graph.simplify(), "step")
+            vjp, self.k_vjp, v_src, v_buf, done = _helper(p._vjp_graph(()).simplify(), "vjp",
+                                                          acc)
+        R = [f"R{j}" for j in range(len(self.res_kinds))]
+        done = set(done)
+        pos = [j for j in range(nc + nx + p.n_cap) if j not in done]  # what vjp returns
+        helpers = {"step": step, "vjp": vjp}
+        ks = [f"ks{j}" for j in range(len(self.k_step))]
+        kv = [f"kv{j}" for j in range(len(self.k_vjp))]
+        self.k_inv, ki, i_src, i_buf = [], [], "", []
+        if p.inv_graph is not None:
+            helpers["inv"], self.k_inv, i_src, i_buf, _ = _helper(p.inv_graph.simplify(),
+                                                                  "inv")
+            ki = [f"ki{j}" for j in range(len(self.k_inv))]
+        ck = self.carry_kinds
+        call = ", ".join
+        L = [f"sb{j} = {a}" for j, a in enumerate(s_buf)]
+        L += [f"vb{j} = {a}" for j, a in enumerate(v_buf)]
+        L += [f"ib{j} = {a}" for j, a in enumerate(i_buf)]
+        ks += [f"sb{j}" for j in range(len(s_buf))]
+        kv += [f"vb{j}" for j in range(len(v_buf))]
+        kib = ki + [f"ib{j}" for j in range(len(i_buf))]
+        L += ["for a in range(acts.shape[0]):", "    kd = acts[a, 0]", "    i = acts[a, 1]",
+             "    j = acts[a, 2]", "    if kd == 0:", "        for k in range(i, j):",
+             f"            r = step({call(u + [f'{v}[k]' for v in x] + cap + ks)})"]
+        L += [_set(v, f"r[{j}]", ck[j], "            ") for j, v in enumerate(u)]
+        if ny:
+            L += ["            if record:"]
+            L += [f"                {v}[k] = r[{nc + j}]" for j, v in enumerate(Y)]
+        if R:
+            L += ["            if record == 2:"]
+            L += [f"                {v}[k] = r[{nc + ny + j}]" for j, v in enumerate(R)]
+        L += ["    elif kd == 1:"] + [f"        {S[j]}[j] = {v}" for j, v in enumerate(u)]
+        L += ["    elif kd == 2:"] + [_set(v, f"{S[j]}[j]", ck[j], "        ")
+                                      for j, v in enumerate(u)]
+        L += ["    elif kd == 3:", "        rv = vjp(" + call(
+            u + [f"{v}[i]" for v in x] + cap + h + [f"{v}[i]" for v in GY] +
+            [f"{v}[i]" for v in R] + kv +
+            [gp[j - nc - nx] for j in acc if j in done]) + ")"]
+        L += [_set(v, f"rv[{pos.index(j)}]", ck[j], "        ") for j, v in enumerate(h)]
+        L += [f"        {v}[i] = rv[{pos.index(nc + j)}]" for j, v in enumerate(GX)]
+        L += [(f"        {v} += rv[{pos.index(nc + nx + j)}]" if k[0] == "array" else
+               f"        {v} = {v} + rv[{pos.index(nc + nx + j)}]")
+              for j, (v, k) in enumerate(zip(gp, self.cap_kinds)) if nc + nx + j not in done]
+        if p.inv_graph is not None:
+            L += ["    elif kd == 4:",
+                  f"        ri = inv({call(u + [f'{v}[i]' for v in x] + icap + kib)})"]
+            L += [_set(v, f"ri[{j}]", ck[j], "        ") for j, v in enumerate(u)]
+        L.append(f"return ({''.join(r + ', ' for r in u + h + gp)})")
+        sig = ", ".join(u + S + R + Y + h + GX + gp + GY + x + cap + icap +
+                        [f"ks{j}" for j in range(len(self.k_step))] +
+                        [f"kv{j}" for j in range(len(self.k_vjp))] + ki + ["acts", "record"])
+        src = f"def loop({sig}):\n" + "".join(f"    {ln}\n" for ln in L)
+        return _jit(src, "loop", helpers, "\n".join([s_src, v_src, i_src]))
+
+    # -- running ------------------------------------------------------------------------------
+    def _call(self, u, S, Y, h, GX, gp, GY, xs, cap, icap, acts, record):
+        out = self.fn(*u, *S, *Y, *h, *GX, *gp, *GY, *xs, *cap, *icap, *self.k_step,
+                      *self.k_vjp, *self.k_inv, acts, record)
+        nc = len(u)
+        return list(out[:nc]), list(out[nc:2 * nc]), list(out[2 * nc:])
+
+    def _dummies(self):
+        """The reverse-phase arguments of a forward call: empty, of the types they have."""
+        return ([_zero(k) for k in self.carry_kinds], [_empty(0, k) for k in self.x_kinds],
+                [_zero(k) for k in self.cap_kinds], [_empty(0, k) for k in self.y_kinds])
+
+    @staticmethod
+    def _out(v, kind_of):
+        """A result as the traced program had it (a Python float or NumPy scalar)."""
+        if type(v) is np.ndarray:
+            return v
+        return type(kind_of)(v) if type(kind_of) in (float, np.float64) else v
+
+    def forward(self, init, xs, cap, icap, keep=True):
+        """Final carry, stacked ys, and (when ``keep``) the current state and the slots."""
+        p = self.plan
+        xs, cap, icap = ([_writable(a) for a in v] for v in (xs, cap, icap))
+        u = [_writable(a).copy() if type(a) is np.ndarray else float(a) for a in init]
+        # the snapshots' slots, then (checkpoint="all") every step's residuals
+        S = [_empty(self.nslots if keep else 0, k) for k in self.carry_kinds] + \
+            [_empty(p.n if keep else 0, k) for k in self.res_kinds]
+        Y = [_empty(p.n, k) for k in self.y_kinds]
+        h, GX, gp, GY = self._dummies()
+        record = 2 if keep else 1  # 1: the ys, 2: the residuals too
+        u = self._call(u, S, Y, h, GX, gp, GY, xs, cap, icap,
+                       self.fwd_acts if keep else self.run_acts, record)[0]
+        cur = [a.copy() if type(a) is np.ndarray else a for a in u] if keep else None
+        final = self._call(u, S, Y, h, GX, gp, GY, xs, cap, icap, self.last_acts, record)[0]
+        st = p.stats
+        st["steps"] += self.counts["fwd_steps"] if keep else p.n
+        if keep:
+            st["max_stored"] = max(st["max_stored"], self.max_stored)
+            st["inverted"] += self.counts["fwd_inverted"]
+        return [self._out(v, e) for v, e in zip(final, p.carry_ex)], Y, cur, S
+
+    def reverse(self, cur, slots, xs, cap, icap, g_c, g_y):
+        p = self.plan
+        xs, cap, icap = ([_writable(a) for a in v] for v in (xs, cap, icap))
+        h = [np.array(g, dtype=k[2]) if k[0] == "array" else float(g)
+             for g, k in zip(g_c, self.carry_kinds)]
+        GX = [np.zeros((p.n,) + tuple(k[1]), k[2]) if k[0] == "array" else np.zeros(p.n)
+              for k in self.x_kinds]
+        gp = [_zero(k) for k in self.cap_kinds]
+        GY = [_writable(np.asarray(g, dtype=k[2] if k[0] == "array" else np.float64))
+              for g, k in zip(g_y, self.y_kinds)]
+        Y = [_empty(0, k) for k in self.y_kinds]
+        _, h, gp = self._call(cur, slots, Y, h, GX, gp, GY, xs, cap, icap, self.rev_acts, 0)
+        st = p.stats
+        st["steps"] += self.counts["rev_steps"]
+        st["vjps"] += p.n
+        st["inverted"] += self.counts["rev_inverted"]
+        nc, nx = p.n_carry, p.n_x
+        ex = list(p.step_graph.example_args)
+        return [self._out(v, ex[j]) for j, v in enumerate(h)] + GX + \
+            [self._out(v, ex[nc + nx + j]) for j, v in enumerate(gp)]
