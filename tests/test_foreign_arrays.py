@@ -241,7 +241,7 @@ DASK_LACKS = {"sort": "wnp.sort", "partition": "wnp.partition", "median": "wnp.m
 # TypeError naming the function and the library (arrays.host_values), on every library; the
 # user converts where they choose.
 ON_HOST = {
-    "setitem_mask": "x[i] (or x[i] = v) with an index array", "quantile_in_q": "wnp.quantile",
+    "setitem_mask": "x[i] or x[i] = v by an index array", "quantile_in_q": "wnp.quantile",
     "percentile_in_q": "wnp.percentile", "piecewise": "wnp.piecewise",
     "piecewise_args": "wnp.piecewise", "trim_zeros": "wnp.trim_zeros",
     "trim_zeros_axis": "wnp.trim_zeros", "unique": "wnp.unique", "unique_axis": "wnp.unique",

@@ -31,7 +31,7 @@ from .conversion import astype
 from .elementwise import where
 from .nondiff import _plain, batched, concrete, concrete_or_batched, strip_eager
 from .shape import broadcast_to, reshape, transpose
-from .take import take_dynamic, take_flat
+from .take import take_along_in_library, take_dynamic, take_in_library, take_ordered
 
 __all__ = ["getitem_basic", "scatter_basic", "gather", "scatter_add", "set_basic", "set_flat",
            "getitem", "setitem",
@@ -50,6 +50,7 @@ def _prod(shape):
 _TRACED_INDEX = ("a traced value cannot be used inside an index: indices are not "
                  "differentiable. Use x.value (or wnp.argmax/argsort..., which give plain "
                  "integers) if the index really does not depend on the derivative.")
+_INDEX_ARRAY = ("x[i] or x[i] = v by an index array", "a mask's count is the output's shape")
 
 
 def normalize_index(idx):
@@ -69,16 +70,13 @@ def normalize_index(idx):
         elif isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
             out.append(int(i))
         else:
-            a = np.asarray(host_values(i, "x[i] (or x[i] = v) with an index array", _INDEX_WHY))
+            a = np.asarray(host_values(i, *_INDEX_ARRAY))
             if a.dtype == object or not (a.dtype == bool or np.issubdtype(a.dtype, np.integer)):
                 raise IndexError("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis "
                                  "(`None`) and integer or boolean arrays are valid indices")
             advanced = True
             out.append(a)
     return tuple(out), advanced
-
-
-_INDEX_WHY = "a boolean mask's count, or the positions, are the output's shape"
 
 
 def static_index(i, name=None):
@@ -90,8 +88,7 @@ def static_index(i, name=None):
         if not isinstance(s, Tracer) or not (s.dtype == bool
                                              or np.issubdtype(s.dtype, np.integer)):
             raise TypeError(msg)
-        return concrete(np.asarray, host_values(s, "x[i] (or x[i] = v) with an index array",
-                                                _INDEX_WHY))
+        return concrete(np.asarray, host_values(s, *_INDEX_ARRAY))
     if isinstance(i, (list, tuple)) and _has_tracer(i):
         raise TypeError(msg)
     return i
@@ -547,20 +544,15 @@ def index_update(x, idx, v):
             v = astype(v, dt)
         if shape_of(v) != sel:
             v = broadcast_to(v, sel)
-    elif is_foreign(v):  # a CuPy or Dask value stays one
-        v = np.broadcast_to(v if v.dtype == dt else v.astype(dt), sel)
-    else:
-        v = np.broadcast_to(np.asarray(v, dtype=dt), sel)
+    else:  # (a CuPy or Dask value stays one)
+        v = np.broadcast_to(v.astype(dt) if is_foreign(v) else np.asarray(v, dtype=dt), sel)
     if not adv:
         return set_basic(x, v, nidx)
     owner = np.full(xs, -1, dtype=np.intp)
     owner[nidx] = np.arange(_prod(sel), dtype=np.intp).reshape(sel)
     written = np.flatnonzero(owner >= 0)
     src = owner.ravel()[written]  # the entry of v that won (the last write, as NumPy)
-    if isinstance(v, Tracer):
-        vals = gather(v, src)
-    else:
-        vals = np.take(v.reshape(-1), src) if is_foreign(v) else np.asarray(v).ravel()[src]
+    vals = gather(v, src) if isinstance(v, Tracer) else np.take(v.reshape(-1), src)
     return set_flat(x, vals, written)
 
 
@@ -709,18 +701,12 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         if axis is None:  # each example's own positions (wg.vmap), into the flattened array
             a, axis = (reshape(a, (-1,)) if isinstance(a, Tracer) else np.ravel(a)), 0
         return take_dynamic(a, indices, axis % ndim_of(a))
+    if is_foreign(indices) and mode == "raise":  # positions found in a CuPy or Dask library
+        return take_in_library(a, indices, axis)
     if not isinstance(a, Tracer):
-        if is_foreign(indices) and mode == "raise":  # NumPy's take dispatches on a only: a
-            a = _asarray(a, like=indices)  # in their library (Dask's: an int axis, no mode)
-            return take_flat(np.ravel(a), indices, 0) if axis is None else \
-                take_flat(a, indices, axis % np.ndim(a))
         return np.take(a, indices, axis=axis, mode=mode)
     if isinstance(indices, Tracer):
         raise TypeError(_TRACED_INDEX)
-    if is_foreign(indices) and mode == "raise":  # positions found in a CuPy or Dask library
-        if axis is None:  # (a searchsorted there): taken there
-            a, axis = reshape(a, (-1,)), 0
-        return take_dynamic(a, indices, axis % ndim_of(a))
     pos = positions(a)
     return gather(a, np.take(pos, indices, axis=axis, mode=mode))
 
@@ -734,10 +720,8 @@ def take_along_axis(arr, indices, axis=-1):
     pos = positions(arr)
     if axis is None:
         pos = pos.ravel()
-    if is_foreign(indices):  # positions in a CuPy-like library (an argsort there): kept there
-        implements(indices, np.take_along_axis, "wnp.take_along_axis")
-        flat = np.take_along_axis(_asarray(pos, like=indices), indices, axis=axis)
-        return take_dynamic(reshape(arr, (-1,)), flat)
+    if is_foreign(indices):  # positions in a CuPy-like library (an argsort there)
+        return take_along_in_library(arr, pos, indices, axis)
     return gather(arr, np.take_along_axis(pos, np.asarray(indices), axis=axis))
 
 
@@ -763,11 +747,10 @@ def sort(a, axis=-1, kind=None, order=None, stable=None):
     if not isinstance(a, Tracer):
         return np.sort(a, axis=axis, kind=kind, order=order, stable=stable)
     pos = positions(a)
-    v = a
+    v = implements(a, np.argsort, "wnp.sort")  # (Dask has none: it would compute a)
     if axis is None:
-        v, pos = reshape_any(a, (-1,)), pos.ravel()
+        v, pos = reshape(a, (-1,)), pos.ravel()
         axis = -1
-    implements(a, np.argsort, "wnp.sort")
     perm = concrete_or_batched(np.argsort, v, axis=axis, kind=kind or "stable")
     return _take_order(a, pos, perm, axis)
 
@@ -777,29 +760,20 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
     if not isinstance(a, Tracer):
         return np.partition(a, kth, axis=axis, kind=kind, order=order)
     pos = positions(a)
-    v = a
+    v = implements(a, np.argpartition, "wnp.partition")
     if axis is None:
-        v, pos = reshape_any(a, (-1,)), pos.ravel()
+        v, pos = reshape(a, (-1,)), pos.ravel()
         axis = -1
-    implements(a, np.argpartition, "wnp.partition")
     perm = concrete_or_batched(np.argpartition, v, kth, axis=axis, kind=kind)
     return _take_order(a, pos, perm, axis)
 
 
 def _take_order(a, pos, perm, axis):
     """``a`` gathered at ``take_along_axis(pos, perm, axis)`` (``pos``: ``a``'s positions);
-    a traced ``perm`` (one per example), or one in a CuPy-like library (the order of values
-    that stay there), by flat positions computed from it."""
-    if not isinstance(perm, Tracer) and not is_foreign(perm):
-        return gather(a, np.take_along_axis(pos, perm, axis=axis))
-    k = axis % pos.ndim
-    first = np.take(pos, [0], axis=k)
-    flat = _asarray(first, like=perm) + perm * _prod(pos.shape[k + 1:])
-    return take_dynamic(reshape(a, (-1,)), flat)
-
-
-def reshape_any(x, shape):
-    return reshape(x, shape)
+    a traced ``perm`` (one per example) or a CuPy one, by flat positions computed from it."""
+    if isinstance(perm, Tracer) or is_foreign(perm):
+        return take_ordered(a, pos, perm, axis)
+    return gather(a, np.take_along_axis(pos, perm, axis=axis))
 
 
 def select(condlist, choicelist, default=0):

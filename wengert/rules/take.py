@@ -9,11 +9,11 @@ import math
 
 import numpy as np
 
-from ..arrays import asarray as _asarray, is_foreign
-from ..core import ndim_of, primitive, shape_of
+from ..arrays import asarray as _asarray, implements, is_foreign
+from ..core import Tracer, ndim_of, primitive, shape_of
 from .shape import broadcast_to, reshape, transpose
 
-__all__ = ["take_dynamic", "put_dynamic", "take_flat"]
+__all__ = ["take_dynamic", "put_dynamic"]
 
 
 @primitive(nargs=2)
@@ -21,6 +21,32 @@ def take_dynamic(x, i, nb=0):
     """``np.take(x, i, axis=nb)``: the rows of ``x`` after ``nb`` leading axes at positions
     ``i`` (an integer array; not differentiated)."""
     return take_flat(_asarray(x, like=i), i, nb)  # NumPy x moved to a CuPy i's library
+
+
+def take_in_library(a, i, axis):
+    """``np.take(a, i, axis)`` (``mode="raise"``) with positions ``i`` of a CuPy or Dask
+    library (a searchsorted there): taken there, a traced ``a`` by ``take_dynamic``."""
+    if not isinstance(a, Tracer):  # NumPy's take dispatches on a only: a into i's library
+        a = _asarray(a, like=i)
+        return take_flat(np.ravel(a), i, 0) if axis is None else take_flat(a, i, axis % a.ndim)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    return take_dynamic(a, i, axis % ndim_of(a))
+
+
+def take_along_in_library(arr, pos, i, axis):
+    """``take_along_axis`` of a traced ``arr`` (``pos``: its positions) at positions ``i`` of
+    a CuPy-like library (an argsort there): the flat positions computed there."""
+    implements(i, np.take_along_axis, "wnp.take_along_axis")
+    return take_dynamic(reshape(arr, (-1,)), np.take_along_axis(_asarray(pos, like=i), i, axis))
+
+
+def take_ordered(a, pos, perm, axis):
+    """``a`` (``pos``: its positions) in the order ``perm`` along ``axis``, by flat positions
+    computed from a traced ``perm`` (one per example) or one of a CuPy-like library."""
+    k = axis % pos.ndim
+    first = _asarray(np.take(pos, [0], axis=k), like=perm)
+    return take_dynamic(reshape(a, (-1,)), first + perm * math.prod(pos.shape[k + 1:]))
 
 
 def take_flat(x, i, axis):
