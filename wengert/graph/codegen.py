@@ -504,9 +504,11 @@ def _unpack_tree(expr, d, leaf_names_all, pos, lines, used, em):
     return pos
 
 
-def generate(g, fast=True):
+def preamble(g):
+    """``(emitter, live, leaf names, parameters, unpacking lines, function name)``: what
+    every generated program (plain or fused) starts from. The primitives are bound first,
+    so that argument names never shadow them."""
     em = _Emitter(g)
-    # bind the primitives first so that argument names never shadow them
     live = _live(g)
     for i, n in enumerate(g.nodes):
         if live[i] and n.kind == "op":
@@ -514,7 +516,11 @@ def generate(g, fast=True):
     names = leaf_names(g, reserved=em.used)
     em.used |= set(names)
     params, unpack_lines = _unpack(g, names, em)
-    name = _fresh(g.name, em.used)
+    return em, live, names, params, unpack_lines, _fresh(g.name, em.used)
+
+
+def generate(g, fast=True):
+    em, live, names, params, unpack_lines, name = preamble(g)
 
     def program(fast_):
         body, expr, used_fast = _body(g, em, names, fast_)

@@ -32,8 +32,8 @@ import os
 
 import numpy as np
 
-from .codegen import _INFIX, _UNARY, BodyWriter, Generated, _Emitter, _assemble, _fresh, \
-    _fresh_output, _live, build_function, _out_expr, _unpack, leaf_names, literal
+from .codegen import _INFIX, _UNARY, BodyWriter, Generated, _assemble, _fresh_output, \
+    _out_expr, build_function, literal, preamble
 
 __all__ = ["build_fused", "numba_or_none", "fuse_default"]
 
@@ -214,15 +214,7 @@ def build_fused(g):
     if nb is None:
         return None
     numba, supported = nb
-    em = _Emitter(g)
-    live = _live(g)
-    for i, n in enumerate(g.nodes):
-        if live[i] and n.kind == "op":
-            em.bind(n.prim.impl, n.prim.name)
-    names = leaf_names(g, reserved=em.used)
-    em.used |= set(names)
-    params, unpack_lines = _unpack(g, names, em)
-    name = _fresh(g.name, em.used)
+    em, live, names, params, unpack_lines, name = preamble(g)
     w = BodyWriter(g, em, names, False)
     key, stage, groups = _plan(g, live, w.fused, supported)
     uses = _users(g, live)
