@@ -36,6 +36,8 @@ def _wrap(x):
         return Foreign(x)
     if type(x) in (list, tuple):
         return type(x)(_wrap(v) for v in x)
+    if isinstance(x, tuple) and hasattr(x, "_fields"):  # np.linalg's results (SVDResult...)
+        return type(x)(*(_wrap(v) for v in x))
     return x
 
 

@@ -2,6 +2,9 @@
 CuPy takes, runnable without a GPU) and on Dask arrays (threaded scheduler), equal to NumPy
 on the same data; Dask results stay lazy with the input's chunks; arrays without NEP 18 are
 refused by name."""
+import re
+import warnings
+
 import numpy as np
 import pytest
 
@@ -119,6 +122,40 @@ def test_dask_gradient_of_a_larger_chunked_sum_keeps_its_graph_blockwise():
                                rtol=1e-12)
 
 
+def _layer_names(a):
+    return {k[0] if isinstance(k, tuple) else k for k in dict(a.__dask_graph__())}
+
+
+@needs_dask
+def test_dask_sum_cotangent_is_broadcast_in_the_operands_chunks():
+    """A full sum's cotangent is broadcast in the operand's chunks: not as one chunk the
+    length of the data, then split by a rechunk (bench_dask.py's memory)."""
+    X, y = da.from_array(M.X, chunks=(5, 3)), da.from_array(M.Y, chunks=5)
+    x = da.from_array(M.V, chunks=4)
+    from wengert.scipy.special import logsumexp
+    reductions = (lambda x: wnp.mean(wnp.sin(x)), lambda x: wnp.max(x),
+                  lambda x: wnp.linalg.norm(x), lambda x: logsumexp(x))
+    for g in [wg.grad(M.loss)(M.W, X, y), wg.grad(M.loss, argnums=1)(M.W, X, y)] + [
+            wg.grad(r)(x) for r in reductions]:
+        assert not any("rechunk" in n for n in _layer_names(g)), sorted(_layer_names(g))
+    for r in reductions + (lambda x: wnp.prod(x),):  # (prod's cumprods rechunk: its own)
+        np.testing.assert_allclose(_dnum(wg.grad(r)(x)), wg.grad(r)(M.V), rtol=1e-12)
+    np.testing.assert_allclose(_dnum(wg.grad(M.loss)(M.W, X, y)),
+                               wg.grad(M.loss)(M.W, M.X, M.Y), rtol=1e-12)
+
+
+@needs_dask
+def test_broadcast_view_takes_a_dask_layout_for_new_and_stretched_axes_only():
+    from wengert.arrays import broadcast_view
+    a = da.from_array(np.arange(6.0).reshape(6, 1), chunks=(4, 1))
+    b = broadcast_view(a, (2, 6, 3), chunks=((1, 1), (3, 3), (2, 1)))
+    assert b.chunks == ((1, 1), (4, 2), (2, 1))  # the kept axis keeps a's chunks (Dask's rule)
+    np.testing.assert_array_equal(_dnum(b), np.broadcast_to(np.arange(6.0).reshape(6, 1),
+                                                            (2, 6, 3)))
+    assert broadcast_view(a, (6, 3), chunks=((6,), (1, 1))).chunks == ((4, 2), (3,))  # another
+    assert type(broadcast_view(np.ones(2), (3, 2), chunks=((1, 2), (2,)))) is np.ndarray
+
+
 @needs_dask
 def test_dask_branch_on_a_value_computes_it_as_the_user_asked():
     with dask.config.set(scheduler="threads"):
@@ -176,19 +213,52 @@ def test_zeros_and_seeds_are_made_by_the_inputs_library():
 import test_arrays as TA  # noqa: E402  (the table of array functions, with their arguments)
 
 # Functions whose derivative needs the values themselves to pick positions (a sort, a search,
-# a histogram, nan positions, a boolean mask's count): wengert asks NumPy for those indices,
-# which converts a foreign array (Dask computes it, CuPy copies it to the host). Moving them
-# to the array's own library is open work; this list is what still converts.
-NEEDS_VALUES = {
-    "sort", "partition", "unique", "unique_axis", "setitem_mask", "trim_zeros", "trim_zeros_axis",
-    "median", "median_axes_keep", "nanmedian", "nanmedian_all", "quantile", "quantile_in_q",
-    "percentile_keep", "percentile_in_q", "nanquantile", "nanquantile_in_q",
-    "nanpercentile_keep", "nanmean", "nanvar", "nanstd", "nanstd_ddof", "interp",
-    "interp_left_right", "interp_period", "histogram_weights", "histogram_edges",
-    "histogram_density", "histogram_range", "histogram_bins_array", "histogram_bin_edges",
-    "piecewise", "piecewise_args", "polyfit", "polyfit_weighted_cov", "logspace", "geomspace",
-    "linalg.svdvals",
+# a histogram, nan positions, a boolean mask's count). Two kinds (API.md §10: never a silent
+# host copy or .compute()):
+# IN_LIBRARY: the positions are found by the array's own library (np.argsort dispatched to it,
+# NaNs masked and counted with its own ops, exponents masked with its where), so the values
+# never leave it. Of these, LAZY_ON_DASK stay lazy on Dask too; DASK_LACKS would need
+# np.argsort, np.argpartition or np.linalg.pinv, which Dask lacks (its fallback computes):
+# refused there by name.
+IN_LIBRARY = {
+    "sort", "partition", "median", "median_axes_keep", "quantile", "percentile_keep",
+    "nanmean", "nanvar", "nanstd", "nanstd_ddof", "logspace", "geomspace", "polyfit",
+    "polyfit_weighted_cov", "linalg.svdvals", "nanquantile", "nanpercentile_keep", "nanmedian",
+    "nanmedian_all", "interp", "interp_left_right", "interp_period",
 }
+LAZY_ON_DASK = {"nanmean", "nanvar", "nanstd", "nanstd_ddof", "logspace", "geomspace",
+                "linalg.svdvals", "interp", "interp_left_right", "interp_period"}
+DASK_LACKS = {"sort": "wnp.sort", "partition": "wnp.partition", "median": "wnp.median",
+                 "median_axes_keep": "wnp.median", "quantile": "wnp.quantile",
+                 "percentile_keep": "wnp.percentile", "nanquantile": "wnp.nanquantile",
+                 "nanpercentile_keep": "wnp.nanpercentile", "nanmedian": "wnp.nanmedian",
+                 "nanmedian_all": "wnp.nanmedian",
+                 # lstsq's derivatives need np.linalg.pinv, which Dask lacks
+                 "polyfit": "wnp.linalg.lstsq (and wnp.polyfit)",
+                 "polyfit_weighted_cov": "wnp.linalg.lstsq (and wnp.polyfit)"}
+# ON_HOST: the output's shape or positions are read off the values on the host (unique values,
+# a mask's count, histogram bins, where the zeros end, q's order statistics): refused with a
+# TypeError naming the function and the library (arrays.host_values), on every library; the
+# user converts where they choose.
+ON_HOST = {
+    "setitem_mask": "x[i] or x[i] = v by an index array", "quantile_in_q": "wnp.quantile",
+    "percentile_in_q": "wnp.percentile", "piecewise": "wnp.piecewise",
+    "piecewise_args": "wnp.piecewise", "trim_zeros": "wnp.trim_zeros",
+    "trim_zeros_axis": "wnp.trim_zeros", "unique": "wnp.unique", "unique_axis": "wnp.unique",
+    "histogram_weights": "wnp.histogram", "histogram_edges": "wnp.histogram",
+    "histogram_density": "wnp.histogram", "histogram_range": "wnp.histogram",
+    "histogram_bins_array": "wnp.histogram", "histogram_bin_edges": "wnp.histogram_bin_edges",
+    "nanquantile_in_q": "wnp.nanquantile",
+}
+_BY_NAME = {t[0]: t for t in TA.TABLE}
+
+
+def test_the_lists_name_table_functions():
+    """The lists can fail: every name is a TABLE entry, and none is in both."""
+    for name in IN_LIBRARY | set(ON_HOST):
+        assert name in _BY_NAME, name
+    assert not IN_LIBRARY & set(ON_HOST)
+    assert LAZY_ON_DASK | set(DASK_LACKS) <= IN_LIBRARY
 
 
 def _sum_of_squares(f):
@@ -200,9 +270,8 @@ def _sum_of_squares(f):
 
 
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("name,f,args,order", [
-    pytest.param(*t, marks=pytest.mark.xfail(reason="positions from the values: converted"))
-    if t[0] in NEEDS_VALUES else t for t in TA.TABLE], ids=TA.IDS)
+@pytest.mark.parametrize("name,f,args,order", [t for t in TA.TABLE if t[0] not in ON_HOST],
+                         ids=[i for i in TA.IDS if i not in ON_HOST])
 def test_every_array_function_on_the_double(name, f, args, order):
     """The gradient of each TABLE function on foreign arrays: foreign, equal to NumPy's."""
     loss = _sum_of_squares(f)
@@ -214,3 +283,142 @@ def test_every_array_function_on_the_double(name, f, args, order):
         if isinstance(a, np.ndarray):
             assert type(g) is F.Foreign, type(g)
         np.testing.assert_allclose(F.to_numpy(g), r, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name", sorted(IN_LIBRARY - {"polyfit_weighted_cov"}))
+def test_in_library_positions_under_cupys_rules(name, monkeypatch):
+    """As CuPy: what wengert makes to find the positions (an arange, q's weights) is made in
+    the values' library, never a NumPy operand beside them. (polyfit_weighted_cov's x is a
+    NumPy constant of the user's: a mix CuPy refuses in the user's own code.)"""
+    monkeypatch.setitem(F.STRICT, "on", True)
+    _, f, args, _ = _BY_NAME[name]
+    loss = _sum_of_squares(f)
+    nums = tuple(range(len(args)))
+    got = wg.grad(loss, argnums=nums)(*_foreign_args(args, F.Foreign))
+    for a, r, g in zip(args, wg.grad(loss, argnums=nums)(*args), got):
+        assert type(g) is F.Foreign
+        np.testing.assert_allclose(F.to_numpy(g), r, rtol=1e-10, atol=1e-12)
+
+
+def test_nan_statistics_of_an_all_nan_slice_in_the_library():
+    """A CuPy count is not read: no warning, but the all-NaN slice is NaN, as NumPy's."""
+    x = np.array([[np.nan, 1.0, 2.0], [np.nan, np.nan, 5.0], [np.nan, 3.0, 4.0]])
+    for f in (lambda x: wnp.nanmedian(x, axis=0), lambda x: wnp.nanquantile(x, 0.3, axis=0)):
+        with pytest.warns(RuntimeWarning, match="All-NaN"):
+            ref = f(x)
+        with pytest.warns(RuntimeWarning, match="All-NaN"):
+            ref_t = wg.jvp(f, (x,), (np.ones_like(x),))[1]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            val, got = wg.jvp(f, (F.Foreign(x),), (F.Foreign(np.ones_like(x)),))
+        np.testing.assert_array_equal(F.to_numpy(val), ref)
+        np.testing.assert_array_equal(F.to_numpy(got), ref_t)
+        assert np.isnan(ref[0]) and not np.isnan(ref[1:]).any()
+
+
+@pytest.mark.parametrize("f", [lambda a: wnp.geomspace(a, 8.0, 4),
+                               lambda a: wnp.geomspace(3.0, a, 4),
+                               lambda a: wnp.logspace(a, 2.0, 4),
+                               lambda a: wnp.linspace(a, 2.0, 4)])
+def test_grids_with_one_plain_end_under_cupys_rules(f, monkeypatch):
+    """A plain end beside a CuPy one is moved into its library; the ends put back by
+    index_update stay there (np.asarray of a CuPy end would be a host copy)."""
+    monkeypatch.setitem(F.STRICT, "on", True)
+    a, u = np.array([2.0, 1.0]), np.array([1.0, -0.5])
+    v, t = wg.jvp(f, (F.Foreign(a),), (F.Foreign(u),))
+    v0, t0 = wg.jvp(f, (a,), (u,))
+    assert type(v) is F.Foreign and type(t) is F.Foreign
+    np.testing.assert_allclose(F.to_numpy(v), v0, rtol=1e-14)
+    np.testing.assert_allclose(F.to_numpy(t), t0, rtol=1e-14)
+
+
+def _foreign_args(args, wrap):
+    return [wrap(a) if isinstance(a, np.ndarray) else a for a in args]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name", sorted(ON_HOST))
+def test_positions_read_on_the_host_are_refused_by_name(name):
+    """No conversion (the double raises Converted on any): a TypeError naming the function,
+    the library and what to do."""
+    _, f, args, _ = _BY_NAME[name]
+    loss = _sum_of_squares(f)
+    msg = re.escape(ON_HOST[name]) + r" needs the values .* an array of foreign " \
+        r"\(foreign\.Foreign\).*np\.asarray"
+    with pytest.raises(TypeError, match=msg):
+        wg.grad(loss, argnums=tuple(range(len(args))))(*_foreign_args(args, F.Foreign))
+
+
+def test_sort_of_the_double_has_second_derivatives_in_its_library():
+    """The in-library sort goes through take_dynamic/put_dynamic: hessian and jvp too."""
+    x = np.array([0.3, -1.2, 2.0, 0.7, -0.1])
+
+    def f(x):
+        return wnp.sum(wnp.sort(x) ** 3 * np.arange(1.0, 6.0)) + wnp.median(x) ** 2
+    h = wg.hessian(f)(F.Foreign(x))
+    assert type(h) is F.Foreign
+    np.testing.assert_allclose(F.to_numpy(h), wg.hessian(f)(x), rtol=1e-12)
+    _, t = wg.jvp(lambda x: wnp.sort(x), (F.Foreign(x),), (F.Foreign(np.arange(5.0)),))
+    np.testing.assert_array_equal(F.to_numpy(t), np.arange(5.0)[np.argsort(x)])
+    wg.check_grad(f, x, order=2)
+
+
+@pytest.mark.parametrize("nb,ishape,rest,dt", [(0, (6,), (), float), (1, (2, 3), (2,), float),
+                                               (0, (4,), (3,), complex)])
+def test_put_dynamic_in_the_library_adds_repeated_positions(nb, ishape, rest, dt):
+    """The bincount route (no np.add.at in Dask) against NumPy's np.add.at route."""
+    from wengert.rules.take import put_dynamic
+    rng = np.random.default_rng(1)
+    i = rng.integers(-4, 4, size=ishape)  # repeats, and negative positions as NumPy takes them
+    g = rng.normal(size=(2,) * nb + ishape + rest).astype(dt)
+    if dt is complex:
+        g = g + 1j * rng.normal(size=g.shape)
+    got = put_dynamic(F.Foreign(g), F.Foreign(i), 4, nb)
+    assert type(got) is F.Foreign
+    np.testing.assert_allclose(F.to_numpy(got), put_dynamic(g, i, 4, nb), rtol=1e-14)
+
+
+@needs_dask
+def test_dask_implements_follows_dasks_own_lookup():
+    from wengert.arrays import _dask_has
+    assert not _dask_has(np.argsort) and not _dask_has(np.argpartition)
+    assert _dask_has(np.nanmean) and _dask_has(np.linalg.svd) and _dask_has(np.bincount)
+
+
+def _dask_case(args, name):
+    # tall-and-skinny for Dask's svd (chunked along the rows only)
+    chunks = (lambda a: (2,) + a.shape[1:]) if name == "linalg.svdvals" else (lambda a: 2)
+    return _foreign_args(args, lambda a: da.from_array(a, chunks=chunks(a)))
+
+
+@needs_dask
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name", sorted(LAZY_ON_DASK))
+def test_positions_in_the_library_stay_lazy_on_dask(name):
+    _, f, args, _ = _BY_NAME[name]
+    loss = _sum_of_squares(f)
+    nums = tuple(range(len(args)))
+    with dask.config.set(scheduler=_no_compute):
+        got = wg.grad(loss, argnums=nums)(*_dask_case(args, name))
+    ref = wg.grad(loss, argnums=nums)(*args)
+    for a, r, g in zip(args, ref, got):
+        if isinstance(a, np.ndarray):
+            assert isinstance(g, da.Array), type(g)
+        np.testing.assert_allclose(_dnum(g), r, rtol=1e-10, atol=1e-12)
+
+
+@needs_dask
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name", sorted(ON_HOST) + sorted(DASK_LACKS))
+def test_positions_dask_cannot_find_are_refused_without_computing(name):
+    """Refused by name, with .compute() as the way out; the scheduler raises on any compute,
+    and Dask's FutureWarning for a function it lacks (before its own .compute()) is an error."""
+    _, f, args, _ = _BY_NAME[name]
+    loss = _sum_of_squares(f)
+    what = ON_HOST.get(name) or DASK_LACKS[name]
+    with dask.config.set(scheduler=_no_compute), warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        msg = re.escape(what) + r" needs the values .* an array of dask .*call \.compute\(\)"
+        with pytest.raises(TypeError, match=msg):
+            wg.grad(loss, argnums=tuple(range(len(args))))(*_dask_case(args, name))

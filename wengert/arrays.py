@@ -6,12 +6,14 @@ traced value takes the same calls through NumPy's protocols (its methods ``.sum`
 primitives, so what they compute is recorded and differentiable again. That is why this
 module names no primitive and imports nothing from wengert: it is the lowest floor.
 """
+import sys
+
 import numpy as np
 
 __all__ = ["shape_of", "ndim_of", "dtype_of", "zeros_like_value", "broadcast_view", "sum_to",
            "insert_axes", "unbroadcast", "real_for_real", "fill_tangent", "expand_tangents",
            "underneath", "is_foreign", "zeros", "ones", "asarray", "copy_of", "reshape",
-           "check_library"]
+           "check_library", "host_values", "implements", "chunks_of"]
 
 
 def shape_of(x):
@@ -127,15 +129,76 @@ def check_library(x, what):
         f"Convert it first, e.g. np.asarray(x) (or cupy.asarray / dask.array.asarray).")
 
 
+def _library(v):
+    return (type(v).__module__ or "?").split(".")[0]
+
+
+_TO_HOST = {"dask": "call .compute() on it (or persist it and compute the small part you need)",
+            "cupy": "call .get() (or cupy.asnumpy) on it"}
+
+
+def host_values(x, what, why="to know its output's shape"):
+    """``x`` unchanged when its values are NumPy's (plain or traced); ``TypeError`` when they
+    are a foreign array's. Rules whose positions or output shape come from the values (a
+    mask's count, unique values, histogram bins) call this before reading them: reading a
+    Dask array would ``.compute()`` it, a CuPy array would be copied to the host, both behind
+    the user's back (API.md §10), so the user is told to do it where they choose."""
+    v = underneath(x)
+    if not is_foreign(v):
+        return x
+    lib = _library(v)
+    fix = _TO_HOST.get(lib, "convert it to NumPy first (np.asarray)")
+    raise TypeError(
+        f"{what} needs the values of its argument in memory ({why}), and they are an array of "
+        f"{lib} ({type(v).__module__}.{type(v).__name__}): wengert does not copy them to the "
+        f"host or compute them behind your back. If they fit in memory, {fix} first (and move "
+        f"the result back into {lib} if you need to).")
+
+
+def implements(x, func, what):
+    """``x`` unchanged when its library runs ``func`` itself; else ``host_values``'s
+    TypeError. Dask answers a NumPy function it lacks (np.argsort) by computing its
+    arguments and calling NumPy: a rule that would dispatch there must ask first."""
+    v = underneath(x)
+    if is_foreign(v) and _library(v) == "dask" and not _dask_has(func):
+        name = func.__module__.replace("numpy", "np", 1) + "." + func.__name__
+        host_values(x, what, f"{name}, which Dask does not implement")
+    return x
+
+
+def _dask_has(func):
+    """Dask's own lookup (dask.array.Array.__array_function__): a function of its namespace
+    named as NumPy's, other than NumPy's itself."""
+    module = sys.modules["dask.array"]  # loaded: a Dask array was met
+    for sub in func.__module__.split(".")[1:]:
+        module = getattr(module, sub, None)
+        if module is None:
+            return False
+    f = getattr(module, func.__name__, None)
+    return f is not None and f is not func
+
+
 _SCALARS = (float, np.float64, np.float32)
 
 
-def broadcast_view(x, shape):
+def chunks_of(x):
+    """The chunks of a chunked array (Dask) under ``x``, else None."""
+    v = underneath(x)
+    c = getattr(v, "chunks", None) if is_foreign(v) else None
+    return c if type(c) is tuple else None
+
+
+def broadcast_view(x, shape, chunks=None):
     """``np.broadcast_to(x, shape)``, read-only as NumPy's; a traced ``x`` is dispatched.
 
     np.broadcast_to's checks cost 2 µs; a zero-stride view of a contiguous array
     takes 0.2 µs, and the engines broadcast cotangents and tangents all the time.
+    ``chunks`` (a Dask layout of ``shape``) chunks the new and stretched axes of a Dask ``x``
+    as the array the result will meet: Dask would give each one chunk of its full length,
+    then split it to match (a sum's cotangent over 2·10⁷ rows as one 160 MB chunk).
     """
+    if chunks is not None and chunks_of(x) is not None:
+        return _dask_broadcast(x, shape, chunks)
     if type(x) in _SCALARS:
         x = np.asarray(x)
     if type(x) is np.ndarray and type(shape) is tuple and x.flags.c_contiguous \
@@ -155,6 +218,17 @@ def broadcast_view(x, shape):
                 view.flags.writeable = False
                 return view
     return np.broadcast_to(x, shape)
+
+
+def _dask_broadcast(x, shape, chunks):
+    shape = tuple(shape)
+    k = len(shape) - x.ndim
+    if k < 0 or len(chunks) != len(shape) or any(sum(c) != d for c, d in zip(chunks, shape)):
+        return np.broadcast_to(x, shape)  # a layout of another shape: Dask's own choice
+    own = [c if old == 1 and new != 1 else bd  # kept axes keep x's chunks (Dask requires it)
+           for bd, c, old, new in zip(x.chunks, chunks[k:], x.shape, shape[k:])]
+    dask_array = sys.modules["dask.array"]  # loaded: x is a Dask array
+    return dask_array.broadcast_to(x, shape, chunks=tuple(chunks[:k]) + tuple(own))
 
 
 def sum_to(g, nb, xs):

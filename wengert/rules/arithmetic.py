@@ -5,6 +5,7 @@ import operator
 import numpy as np
 
 from .. import core
+from ..arrays import is_foreign
 from ..core import Tracer, primitive
 from . import patterns
 from .complex import _is_complex, conj, real
@@ -160,6 +161,8 @@ def power_slope(pow_fn, x, y):
         bad = (y == 0) & (x == 0)  # plain booleans, or a recorded node in a graph
     else:
         bad = np.equal(y, 0)
+        if is_foreign(bad):  # a CuPy or Dask exponent: its zeros are not read, but masked
+            return y * pow_fn(where(bad, 1.0, x), y - 1)
         if np.all(bad):
             return None
     if not isinstance(bad, Tracer) and not np.any(bad):

@@ -6,6 +6,7 @@ exactly what NumPy returns when no argument is traced.
 """
 import numpy as np
 
+from ..arrays import asarray as _asarray, implements, is_foreign
 from ..core import Tracer, ndim_of, shape_of
 from .conversion import _dtype, _plain, _traced, astype
 from .creation import asarray
@@ -235,7 +236,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         period = abs(period)
         left = right = None
         x, xp = x % period, xp % period
-        order = concrete_or_batched(np.argsort, xp)
+        order = concrete_or_batched(np.argsort, implements(xp, np.argsort, "wnp.interp"))
         xp, fp = take(xp, order), take(fp, order)
         xp = concatenate([xp[-1:] - period, xp, xp[0:1] + period])
         fp = concatenate([fp[-1:], fp, fp[0:1]])
@@ -249,7 +250,8 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     slope = (f1 - f0) / (x1 - x0)
     r = slope * (x - x0) + f0
     fixes = concrete_or_batched(_interp_fixes, x, x0, x1, f1, slope, f0, r)
-    if batched(fixes) or fixes.any():  # NumPy's special cases, where they change the value
+    if batched(fixes) or is_foreign(fixes) or fixes.any():  # NumPy's special cases, where
+        # they change the value (a CuPy or Dask mask is applied unread)
         r2 = slope * (x - x1) + f1
         r = where(fixes == 1, f0, where(fixes == 2, r2, r))
     return where(recorded(np.isnan, x), x, where(x < xp[0], left, where(
@@ -258,6 +260,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
 
 def _interp_segment(x, xp):
     """The segment ``j`` with ``xp[j] <= x < xp[j + 1]`` (clamped to the first and last)."""
+    xp = _asarray(xp, like=x)  # a NumPy xp for a Dask or CuPy x: searched in x's library
     return np.clip(np.searchsorted(xp, x, side="right") - 1, 0, len(xp) - 2)
 
 

@@ -9,6 +9,7 @@ Counting a sample has no derivative, so unweighted counts stay plain integers.
 """
 import numpy as np
 
+from ..arrays import host_values
 from ..core import Tracer
 from .calculus import diff
 from .conversion import _dtype, _plain, astype
@@ -42,6 +43,7 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
     if not _traced(ar):
         return np.unique(ar, return_index, return_inverse, return_counts, axis,
                          equal_nan=equal_nan, **kw)
+    host_values(ar, "wnp.unique")
     kw = tuple(sorted(kw.items()))  # hashable: a graph node's parameters
     idx = concrete(_first_index, ar, axis=axis, equal_nan=equal_nan, kw=kw)
     values = ravel(ar)[idx] if axis is None else take(ar, idx, axis=axis)
@@ -130,12 +132,19 @@ def _plain_range(range):
     return None if range is None else tuple(_plain(r) for r in range)
 
 
+def _on_host(a, bins, weights, range, what):
+    why = "its bins and each sample's bin are read off the values"
+    for v in (a, bins, weights) + (() if range is None else tuple(range)):
+        host_values(v, what, why)
+
+
 def histogram(a, bins=10, range=None, density=None, weights=None):
     """``np.histogram``: counts of traced samples are plain (counting has no derivative);
     traced weights and bin edges are differentiated, NumPy's values to the bit."""
     rng_traced = range is not None and _traced(*range)
     if not (_traced(a, bins, weights) or rng_traced):
         return np.histogram(a, bins, range, density, weights)
+    _on_host(a, bins, weights, range, "wnp.histogram")
     av = concrete(np.ravel, a) if _traced(a) else np.ravel(a)
     wv = None if weights is None else np.ravel(_plain(weights))
     counts_v, edges_v = np.histogram(av, _plain(bins), _plain_range(range), None, wv)
@@ -157,6 +166,7 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
     rng_traced = range is not None and _traced(*range)
     if not (_traced(a, bins) or rng_traced):
         return np.histogram_bin_edges(a, bins, _plain_range(range), _plain(weights))
+    _on_host(a, bins, weights, range, "wnp.histogram_bin_edges")
     av = concrete(np.ravel, a) if _traced(a) else np.ravel(a)
     edges_v = np.histogram_bin_edges(av, _plain(bins), _plain_range(range), _plain(weights))
     return _edges(ravel(a) if _traced(a) else av, bins, range, av, edges_v)

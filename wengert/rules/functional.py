@@ -7,6 +7,7 @@ differentiated); under graph tracing the conditions are guarded, so other inputs
 """
 import numpy as np
 
+from ..arrays import host_values, is_foreign
 from ..core import Tracer, ndim_of, shape_of
 from .conversion import _dtype
 from .creation import asarray
@@ -24,6 +25,8 @@ def _traced(*xs):
 
 
 def _condition(c):
+    host_values(c, "wnp.piecewise", "each function is applied to the entries its condition "
+                "selects")
     return np.asarray(concrete(np.asarray, c, name="condition") if _traced(c) else c)
 
 
@@ -39,7 +42,8 @@ def piecewise(x, condlist, funclist, *args, **kw):
         condlist = _condition(condlist)
     # NumPy's undocumented promotion of a single condition to a list of one
     if np.isscalar(condlist) or (
-            not isinstance(condlist[0], (list, np.ndarray, Tracer)) and ndim_of(x) != 0):
+            not isinstance(condlist[0], (list, np.ndarray, Tracer))
+            and not is_foreign(condlist[0]) and ndim_of(x) != 0):
         condlist = [condlist]
     condlist = np.asarray([_condition(c) for c in condlist], dtype=bool)
     n = len(condlist)

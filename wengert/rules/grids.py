@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from ..arrays import is_foreign
+from ..arrays import asarray as _asarray, is_foreign, underneath
 from ..core import Tracer, ndim_of, shape_of
 from .arithmetic import power
 from .conversion import _dtype, _plain, _traced, astype
@@ -54,12 +54,13 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
     div = (num - 1) if endpoint else num
     # Python numbers stay weak, as NumPy's array converter keeps them beside arrays
-    start, stop = (a if type(a) in (int, float) else asarray(a) for a in (start, stop))
+    start, stop = (a if type(a) in (int, float) else _array(a) for a in (start, stop))
     dt = np.result_type(*(a if type(a) in (int, float) else _dtype(a) for a in (start, stop)),
                         1.0)  # at least floating
     integer_dtype = dtype is not None and np.issubdtype(dtype, np.integer)
     delta = astype(stop - start, dt)
-    y = np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * ndim_of(delta))
+    y = _asarray(np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * ndim_of(delta)),
+                 like=delta)  # in a CuPy delta's library (CuPy refuses a NumPy operand)
     if div > 0:
         step = delta / div
         # NumPy's route for denormal steps; not asked of a CuPy or Dask step (a host
@@ -83,6 +84,12 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     return (y, step) if retstep else y
 
 
+def _array(a):
+    """``a`` as an array: traced (or a list holding traced values) as wnp.asarray makes it; a
+    CuPy or Dask value as it is (np.asarray would copy it to the host, or compute it)."""
+    return asarray(a) if _traced(a) else _asarray(a)
+
+
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
     """``np.logspace``: ``base ** linspace(start, stop)``, differentiable in all three."""
     if not _traced(start, stop, base):
@@ -90,7 +97,7 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
     if not isinstance(base, (float, int)) and np.ndim(_plain(base)):
         nd = len(np.broadcast_shapes(*(np.shape(a) for a in (start, stop, base))))
         start, stop, base = (reshape(a, (1,) * (nd - ndim_of(a)) + shape_of(a))
-                             for a in (asarray(start), asarray(stop), asarray(base)))
+                             for a in (_array(start), _array(stop), _array(base)))
         base = expand_dims(base, axis)
     y = power(base, linspace(start, stop, num=num, endpoint=endpoint, axis=axis))
     return y if dtype is None else astype(y, dtype)
@@ -101,9 +108,11 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     ends put back exactly, so their derivatives are exactly 1."""
     if not _traced(start, stop):
         return np.geomspace(start, stop, num, endpoint, dtype, axis)
-    start, stop = asarray(start), asarray(stop)
-    if concrete(lambda a, b: bool(np.any(a == 0) or np.any(b == 0)), start, stop):
-        raise ValueError("Geometric sequence cannot include zero")
+    start, stop = _array(start), _array(stop)
+    start, stop = _asarray(start, like=stop), _asarray(stop, like=start)  # (CuPy: no mix)
+    if not is_foreign(underneath(start)) and not is_foreign(underneath(stop)) and \
+            concrete(lambda a, b: bool(np.any(a == 0) or np.any(b == 0)), start, stop):
+        raise ValueError("Geometric sequence cannot include zero")  # (CuPy, Dask: not read)
     dt = np.result_type(_dtype(start), _dtype(stop), float(num),
                         np.zeros((), dtype))
     if dt.kind == "c":

@@ -23,14 +23,15 @@ import weakref
 
 import numpy as np
 
-from ..arrays import asarray as _asarray, copy_of, dtype_of, is_foreign, zeros
+from ..arrays import asarray as _asarray, copy_of, dtype_of, host_values, implements, \
+    is_foreign, zeros
 from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import astype
 from .elementwise import where
 from .nondiff import _plain, batched, concrete, concrete_or_batched, strip_eager
 from .shape import broadcast_to, reshape, transpose
-from .take import take_dynamic
+from .take import take_along_in_library, take_dynamic, take_in_library, take_ordered
 
 __all__ = ["getitem_basic", "scatter_basic", "gather", "scatter_add", "set_basic", "set_flat",
            "getitem", "setitem",
@@ -49,6 +50,7 @@ def _prod(shape):
 _TRACED_INDEX = ("a traced value cannot be used inside an index: indices are not "
                  "differentiable. Use x.value (or wnp.argmax/argsort..., which give plain "
                  "integers) if the index really does not depend on the derivative.")
+_INDEX_ARRAY = ("x[i] or x[i] = v by an index array", "a mask's count is the output's shape")
 
 
 def normalize_index(idx):
@@ -68,7 +70,7 @@ def normalize_index(idx):
         elif isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
             out.append(int(i))
         else:
-            a = np.asarray(i)
+            a = np.asarray(host_values(i, *_INDEX_ARRAY))
             if a.dtype == object or not (a.dtype == bool or np.issubdtype(a.dtype, np.integer)):
                 raise IndexError("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis "
                                  "(`None`) and integer or boolean arrays are valid indices")
@@ -86,7 +88,7 @@ def static_index(i, name=None):
         if not isinstance(s, Tracer) or not (s.dtype == bool
                                              or np.issubdtype(s.dtype, np.integer)):
             raise TypeError(msg)
-        return concrete(np.asarray, s)
+        return concrete(np.asarray, host_values(s, *_INDEX_ARRAY))
     if isinstance(i, (list, tuple)) and _has_tracer(i):
         raise TypeError(msg)
     return i
@@ -542,15 +544,15 @@ def index_update(x, idx, v):
             v = astype(v, dt)
         if shape_of(v) != sel:
             v = broadcast_to(v, sel)
-    else:
-        v = np.broadcast_to(np.asarray(v, dtype=dt), sel)
+    else:  # (a CuPy or Dask value stays one)
+        v = np.broadcast_to(v.astype(dt) if is_foreign(v) else np.asarray(v, dtype=dt), sel)
     if not adv:
         return set_basic(x, v, nidx)
     owner = np.full(xs, -1, dtype=np.intp)
     owner[nidx] = np.arange(_prod(sel), dtype=np.intp).reshape(sel)
     written = np.flatnonzero(owner >= 0)
     src = owner.ravel()[written]  # the entry of v that won (the last write, as NumPy)
-    vals = gather(v, src) if isinstance(v, Tracer) else np.asarray(v).ravel()[src]
+    vals = gather(v, src) if isinstance(v, Tracer) else np.take(v.reshape(-1), src)
     return set_flat(x, vals, written)
 
 
@@ -699,6 +701,8 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         if axis is None:  # each example's own positions (wg.vmap), into the flattened array
             a, axis = (reshape(a, (-1,)) if isinstance(a, Tracer) else np.ravel(a)), 0
         return take_dynamic(a, indices, axis % ndim_of(a))
+    if is_foreign(indices) and mode == "raise":  # positions found in a CuPy or Dask library
+        return take_in_library(a, indices, axis)
     if not isinstance(a, Tracer):
         return np.take(a, indices, axis=axis, mode=mode)
     if isinstance(indices, Tracer):
@@ -716,6 +720,8 @@ def take_along_axis(arr, indices, axis=-1):
     pos = positions(arr)
     if axis is None:
         pos = pos.ravel()
+    if is_foreign(indices):  # positions in a CuPy-like library (an argsort there)
+        return take_along_in_library(arr, pos, indices, axis)
     return gather(arr, np.take_along_axis(pos, np.asarray(indices), axis=axis))
 
 
@@ -741,9 +747,9 @@ def sort(a, axis=-1, kind=None, order=None, stable=None):
     if not isinstance(a, Tracer):
         return np.sort(a, axis=axis, kind=kind, order=order, stable=stable)
     pos = positions(a)
-    v = a
+    v = implements(a, np.argsort, "wnp.sort")  # (Dask has none: it would compute a)
     if axis is None:
-        v, pos = reshape_any(a, (-1,)), pos.ravel()
+        v, pos = reshape(a, (-1,)), pos.ravel()
         axis = -1
     perm = concrete_or_batched(np.argsort, v, axis=axis, kind=kind or "stable")
     return _take_order(a, pos, perm, axis)
@@ -754,9 +760,9 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
     if not isinstance(a, Tracer):
         return np.partition(a, kth, axis=axis, kind=kind, order=order)
     pos = positions(a)
-    v = a
+    v = implements(a, np.argpartition, "wnp.partition")
     if axis is None:
-        v, pos = reshape_any(a, (-1,)), pos.ravel()
+        v, pos = reshape(a, (-1,)), pos.ravel()
         axis = -1
     perm = concrete_or_batched(np.argpartition, v, kth, axis=axis, kind=kind)
     return _take_order(a, pos, perm, axis)
@@ -764,16 +770,10 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
 
 def _take_order(a, pos, perm, axis):
     """``a`` gathered at ``take_along_axis(pos, perm, axis)`` (``pos``: ``a``'s positions);
-    a traced ``perm`` (one per example) by flat positions computed from it."""
-    if not isinstance(perm, Tracer):
-        return gather(a, np.take_along_axis(pos, perm, axis=axis))
-    k = axis % pos.ndim
-    flat = np.take(pos, [0], axis=k) + perm * _prod(pos.shape[k + 1:])
-    return take_dynamic(reshape(a, (-1,)), flat)
-
-
-def reshape_any(x, shape):
-    return reshape(x, shape)
+    a traced ``perm`` (one per example) or a CuPy one, by flat positions computed from it."""
+    if isinstance(perm, Tracer) or is_foreign(perm):
+        return take_ordered(a, pos, perm, axis)
+    return gather(a, np.take_along_axis(pos, perm, axis=axis))
 
 
 def select(condlist, choicelist, default=0):

@@ -25,7 +25,7 @@ Conventions, where NumPy's function is not smooth or reads only part of its inpu
 import numpy as np
 
 from ..core import plain as _plain, Tracer, ndim_of, primitive, shape_of
-from ..arrays import dtype_of, is_foreign
+from ..arrays import chunks_of, dtype_of, implements, is_foreign
 from . import patterns
 from .arithmetic import absolute, power
 from .complex import conj, imag, real
@@ -165,6 +165,8 @@ def lstsq(a, b, rcond=None):
     """``numpy.linalg.lstsq`` on traced values: ``(x, residuals, rank, s)``. ``x`` is the
     ``lstsq`` rule's (NumPy's to the bit); the residuals are recomputed from it, so they
     agree with LAPACK's to rounding; ``rank`` is plain."""
+    for v in (a, b):  # its derivatives take a pseudo-inverse (Dask has none; and no rcond)
+        implements(v, np.linalg.pinv, "wnp.linalg.lstsq (and wnp.polyfit)")
     _, plain_res, rank, _ = np.linalg.lstsq(_plain(a), _plain(b), rcond=rcond)
     sb = shape_of(b)
     b2 = reshape(b, sb + (1,)) if len(sb) == 1 else b
@@ -237,7 +239,8 @@ def vector_norm_vjp(x, ord=2.0, axis=None, keepdims=False):
     xs = shape_of(x)
 
     def pullback(g):
-        return (expand_reduced(g, ans, xs, axis) * _norm_weights(x, ans, ord, axis, keepdims),)
+        return (expand_reduced(g, ans, xs, axis, chunks_of(x))
+                * _norm_weights(x, ans, ord, axis, keepdims),)
     return ans, pullback
 
 

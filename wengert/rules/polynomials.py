@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from ..arrays import is_foreign, underneath
 from ..core import Tracer, ndim_of, primitive, shape_of
 from .complex import real
 from .conversion import astype
@@ -102,7 +103,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     lhs = lhs / scale
     c, resids, rank, s = lstsq(lhs, rhs, rcond=rcond)
     c = c / (scale if ndim_of(c) == 1 else reshape(scale, (order, 1)))  # NumPy's (c.T / s).T
-    if rank != order and not full:
+    if not full and not is_foreign(underneath(rank)) and rank != order:  # (CuPy, Dask: not read)
         warnings.warn("Polyfit may be poorly conditioned", np.exceptions.RankWarning,
                       stacklevel=2)
     if full:

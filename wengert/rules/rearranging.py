@@ -8,6 +8,7 @@ NumPy returns when no argument is traced.
 """
 import numpy as np
 
+from ..arrays import host_values
 from ..core import Tracer, lift, ndim_of, shape_of
 from .conversion import _dtype, _plain, _traced, astype
 from .creation import asarray
@@ -106,6 +107,7 @@ def trim_zeros(filt, trim="fb", axis=None):
         return np.trim_zeros(filt, trim) if axis is None else np.trim_zeros(filt, trim, axis)
     if axis is not None and np.ndim(axis) == 1 and len(axis) == 0:
         return filt
+    host_values(filt, "wnp.trim_zeros", "where the zeros end is the output's shape")
     b = concrete(_trim_bounds, filt, trim=trim, axis=axis, name="trim_zeros")
     return filt[tuple(slice(int(s), int(e)) for s, e in zip(b[0], b[1]))]
 

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..arrays import asarray as _asarray
+from ..arrays import asarray as _asarray, chunks_of, is_foreign
 from ..core import lift, plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .arithmetic import multiply
@@ -294,7 +294,7 @@ def _prod_vjp(x, axis=None, keepdims=False):
     def pullback(g):
         if not axes:
             return (g,)
-        return (_expand(g, ans, xs, axes) * _prod_others(x, axes),)
+        return (_expand(g, ans, xs, axes, chunks_of(x)) * _prod_others(x, axes),)
     return ans, pullback
 
 
@@ -335,7 +335,7 @@ def _extremum(np_fn, name):
         xs = shape_of(x)
         axes = _norm_axes(axis, len(xs))
         w = weights(x, ans, axes)
-        return ans, lambda g: (_expand(g, ans, xs, axes) * w,)
+        return ans, lambda g: (_expand(g, ans, xs, axes, chunks_of(x)) * w,)
     return p
 
 
@@ -404,8 +404,8 @@ def _count(a, axis, where):
         shape = np.broadcast_shapes(shape_of(where), s)
         return sum(broadcast_to(where, shape), axis=axis, keepdims=True)
     if where is not True:
-        w = concrete(np.asarray, where)
-        m = np.broadcast_to(w, np.broadcast_shapes(np.shape(w), s))
+        w = concrete(_asarray, where)  # a CuPy or Dask mask (nanmean's) is counted there
+        m = np.broadcast_to(w, np.broadcast_shapes(shape_of(w), s))
         return np.sum(m, axis=axis, keepdims=True)
     axes = _norm_axes(axis, len(s))
     return math.prod(s[i] for i in axes)
@@ -486,7 +486,7 @@ def _sqrt_of_var(v, n, keepdims):
     if isinstance(n, int):
         return v if n == 1 else sqrt(v)
     one = n == 1
-    if not np.any(one):
+    if not is_foreign(one) and not np.any(one):  # (a CuPy or Dask count is not read)
         return sqrt(v)
     if not keepdims:
         one = np.reshape(one, shape_of(v))

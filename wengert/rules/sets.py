@@ -15,6 +15,7 @@ an exact operation of slope 1.
 """
 import numpy as np
 
+from ..arrays import host_values
 from ..core import Tracer
 from .conversion import _dtype, _plain, _traced, astype
 from .creation import array
@@ -277,6 +278,7 @@ def _unique(x, kind):
     np_fn = getattr(np, kind)
     if not _traced(x):
         return np_fn(x)
+    host_values(x, f"wnp.{kind}")
     values = _build("unique", lambda x, kind: _values(np_fn(x)), (x,), x, kind=kind)
     if kind == "unique_values":
         return values

@@ -6,7 +6,7 @@ the tangent's leading batch axes kept in front.
 import numpy as np
 
 from ..core import ndim_of, primitive, shape_of
-from ..arrays import broadcast_view, sum_to
+from ..arrays import broadcast_view, chunks_of, sum_to
 from . import patterns
 
 
@@ -30,17 +30,22 @@ def sum_tangent(dx, x_ndim, axis, keepdims=False):
     return sum_(dx, axis=tuple(a + nb for a in _norm_axes(axis, x_ndim)), keepdims=keepdims)
 
 
-def expand_reduced(g, ans, xs, axis):
+def expand_reduced(g, ans, xs, axis, chunks=None):
     """A cotangent of a reduction over ``axis`` (batch axes in front), broadcast back
-    to the reduced operand's shape ``xs``."""
+    to the reduced operand's shape ``xs`` (in its ``chunks``, when it is a Dask array)."""
     gs = shape_of(g)
     if not gs:  # 0-d, unbatched (a full reduction's seed): it broadcasts as it is
-        return broadcast_to(g, tuple(xs))
+        return broadcast_to(g, tuple(xs), chunks)
     nb = len(gs) - ndim_of(ans)
     kept = kept_shape(xs, axis)
     if gs[nb:] != kept:
         g = reshape(g, gs[:nb] + kept)
-    return broadcast_to(g, gs[:nb] + tuple(xs))
+    return broadcast_to(g, gs[:nb] + tuple(xs), _lead_chunks(chunks, gs[:nb]))
+
+
+def _lead_chunks(chunks, lead):
+    """``chunks`` with one chunk for each leading (batch) axis."""
+    return None if chunks is None else tuple((d,) for d in lead) + chunks
 
 
 @primitive(nargs=1)
@@ -90,21 +95,22 @@ def sum_jvp(primals, tangents, axis=None, keepdims=False):
 def sum_vjp(x, axis=None, keepdims=False):
     ans = sum_(x, axis=axis, keepdims=keepdims)
     xs = shape_of(x)
+    chunks = chunks_of(x)  # (a Dask operand's: its cotangent in its chunks, no rechunk)
 
     def pullback(g):
-        return (expand_reduced(g, ans, xs, axis),)
+        return (expand_reduced(g, ans, xs, axis, chunks),)
     return ans, pullback
 
 
 @primitive(nargs=1)
-def broadcast_to(x, shape):
-    return broadcast_view(x, shape)
+def broadcast_to(x, shape, chunks=None):
+    return broadcast_view(x, shape, chunks)
 
 
 @broadcast_to.frule(symbolic_zeros=True)
-def broadcast_to_jvp(primals, tangents, shape):
+def broadcast_to_jvp(primals, tangents, shape, chunks=None):
     (x,), (dx,) = primals, tangents
-    ans = broadcast_to(x, shape)
+    ans = broadcast_to(x, shape, chunks)
     if dx is None:
         return ans, None
     nb = ndim_of(dx) - ndim_of(x)
@@ -112,13 +118,13 @@ def broadcast_to_jvp(primals, tangents, shape):
     lift = len(shape) - ndim_of(x)
     if nb and lift:  # batch axes stay in front: the new axes go after them
         dx = reshape(dx, ds[:nb] + (1,) * lift + ds[nb:])
-    return ans, broadcast_to(dx, ds[:nb] + tuple(shape))
+    return ans, broadcast_to(dx, ds[:nb] + tuple(shape), _lead_chunks(chunks, ds[:nb]))
 
 
 @broadcast_to.rrule
-def broadcast_to_vjp(x, shape):
+def broadcast_to_vjp(x, shape, chunks=None):
     xs = shape_of(x)
-    ans = broadcast_to(x, shape)
+    ans = broadcast_to(x, shape, chunks)
 
     def pullback(g):
         nb = ndim_of(g) - len(shape)

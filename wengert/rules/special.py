@@ -7,7 +7,7 @@ Here, the reductions over an axis: ``logsumexp`` is a primitive with its own rul
 import numpy as np
 import scipy.special as _sp
 
-from ..arrays import is_foreign
+from ..arrays import chunks_of, is_foreign
 from ..core import ndim_of, primitive, shape_of
 from . import patterns
 from . import elementwise as _ew
@@ -66,7 +66,7 @@ def logsumexp_vjp(a, axis=None, keepdims=False):
     xs = shape_of(a)
 
     def pullback(g):
-        return (expand_reduced(g, ans, xs, axis) * _weights(a, ans, axis, xs),)
+        return (expand_reduced(g, ans, xs, axis, chunks_of(a)) * _weights(a, ans, axis, xs),)
     return ans, pullback
 
 
@@ -93,7 +93,7 @@ def logsumexp_b_vjp(a, b, needs, axis=None, keepdims=False):
     xs = shape_of(a)
 
     def pullback(g):
-        ge = expand_reduced(g, ans, xs, axis) * _weights(a, ans, axis, xs)
+        ge = expand_reduced(g, ans, xs, axis, chunks_of(a)) * _weights(a, ans, axis, xs)
         return (ge * b if needs[0] else None), (ge if needs[1] else None)
     return ans, pullback
 

@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 
+from ..arrays import asarray as _asarray, host_values, implements, is_foreign
 from ..core import Tracer, ndim_of, shape_of
 from .conversion import astype
 from .diagonals import diagonal
@@ -49,12 +50,21 @@ def _quantile_call(np_fn, scale, skip_nan, a, q, axis, out, overwrite_input, met
         return np_fn(a, q, axis=axis, out=out, overwrite_input=overwrite_input, method=method,
                      keepdims=keepdims, **kw)
     _quantile_options(np_fn.__name__, method, weights, interpolation, out)
+    _in_library(a, q, f"wnp.{np_fn.__name__}")
     if skip_nan and math.prod(shape_of(a)) == 0:
         return nanmean(a, axis=axis, keepdims=keepdims)  # NumPy's answer for no values
     weak = type(q) in (int, float)
     if scale == 100:
         q = q / 100 if isinstance(q, Tracer) else np.true_divide(q, 100)
     return _quantile(a, q, weak, axis, keepdims, scale=scale, skip_nan=skip_nan)
+
+
+def _in_library(a, q, what):
+    """The order statistics are picked in ``a``'s library (CuPy) when it sorts (skipping
+    NaNs, from each slice's count, counted there); their positions also come from ``q``,
+    read on the host: a CuPy or Dask ``q`` is refused rather than copied."""
+    host_values(q, what, "q picks the order statistics")
+    implements(a, np.argsort, what)
 
 
 def _quantile_options(name, method, weights, interpolation, out):
@@ -110,7 +120,7 @@ def _quantile(a, q, weak, axis, keepdims, scale=1, skip_nan=False):
         # Python int is (weak), and every index is one per slice
         count = _count_not_nan(s, axis=0)
         n = count.astype(qv.dtype if qv.dtype.kind == "f" else np.intp)
-        virtual = np.reshape(qv, qcol) * (n - 1)
+        virtual = _asarray(np.reshape(qv, qcol), like=n) * (n - 1)  # (n: CuPy's, maybe)
     else:
         virtual = (n - 1) * qv
     # NumPy's indices and weight, in its own operations: floor((n - 1) q), clamped at the top
@@ -133,7 +143,9 @@ def _quantile(a, q, weak, axis, keepdims, scale=1, skip_nan=False):
     else:
         lo, hi = take(s, prev.ravel(), axis=0), take(s, nxt.ravel(), axis=0)
     lo, hi = reshape(lo, qv.shape + rest), reshape(hi, qv.shape + rest)
-    if weak and np.ndim(gamma) == 0:
+    if np.ndim(gamma) and not isinstance(gamma, Tracer):
+        gamma = _asarray(gamma, like=lo)  # in a CuPy lo's library (it refuses NumPy operands)
+    if weak and np.ndim(gamma) == 0 and not is_foreign(gamma):
         r = _lerp(lo, hi, float(gamma))
     elif weak:
         # NumPy's float(gamma), slice by slice: t and 1 - t in double, then in a's dtype
@@ -143,12 +155,21 @@ def _quantile(a, q, weak, axis, keepdims, scale=1, skip_nan=False):
     else:
         r = _lerp(lo, hi, gamma if skip_nan else reshape(gamma, qcol))
     if skip_nan:
-        if np.any(count == 0):
-            warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=4)
-            r = where(count == 0, np.nan, r)
+        r = _all_nan_slices(count, r, stacklevel=5)
     else:
         r = where(_isnan(getitem_basic(s, (-1,))), np.nan, r)  # a NaN in the slice gives NaN
     return reshape(r, qv.shape + kept) if keepdims else r
+
+
+def _all_nan_slices(count, r, stacklevel):
+    """NaN for a slice of no values, with NumPy's warning; a CuPy count is not read (no
+    warning), its slices are masked all the same."""
+    if is_foreign(count):
+        return where(count == 0, np.nan, r)
+    if np.any(count == 0):
+        warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=stacklevel)
+        r = where(count == 0, np.nan, r)
+    return r
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
@@ -159,6 +180,7 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         return np.median(a, axis=axis, out=out, overwrite_input=overwrite_input,
                          keepdims=keepdims)
     _no_out(out, "median")
+    implements(a, np.argsort, "wnp.median")
     s, kept = _reduced_last(a, axis)
     s = sort(s, axis=-1)
     n = shape_of(s)[-1]
@@ -193,6 +215,7 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         return np.nanmedian(a, axis=axis, out=out, overwrite_input=overwrite_input,
                             keepdims=keepdims)
     _no_out(out, "nanmedian")
+    implements(a, np.argsort, "wnp.nanmedian")
     if math.prod(shape_of(a)) == 0:
         return nanmean(a, axis=axis, keepdims=keepdims)
     s, kept = _reduced_last(a, axis)
@@ -206,9 +229,7 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     r = (lo + hi) / 2
     if axis is None or ndim_of(a) == 1 or n >= 600:
         r = where(odd, hi, r)
-    if np.any(count == 0):
-        warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=2)
-        r = where(count == 0, np.nan, r)
+    r = _all_nan_slices(count, r, stacklevel=3)
     r = reshape(r, shape_of(r)[:-1])
     return reshape(r, kept) if keepdims else r
 

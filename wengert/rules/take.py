@@ -5,9 +5,12 @@ graph being traced).  Under ``wg.vmap`` an index holds one value per example and
 single plain value: ``x[i]`` is then ``take_dynamic(x, i)``, whose positions are an argument,
 and its batching rule takes each example's rows from that example's array.
 """
+import math
+
 import numpy as np
 
-from ..core import ndim_of, primitive, shape_of
+from ..arrays import asarray as _asarray, implements, is_foreign
+from ..core import Tracer, ndim_of, primitive, shape_of
 from .shape import broadcast_to, reshape, transpose
 
 __all__ = ["take_dynamic", "put_dynamic"]
@@ -17,17 +20,77 @@ __all__ = ["take_dynamic", "put_dynamic"]
 def take_dynamic(x, i, nb=0):
     """``np.take(x, i, axis=nb)``: the rows of ``x`` after ``nb`` leading axes at positions
     ``i`` (an integer array; not differentiated)."""
-    return np.take(x, i, axis=nb)
+    return take_flat(_asarray(x, like=i), i, nb)  # NumPy x moved to a CuPy i's library
+
+
+def take_in_library(a, i, axis):
+    """``np.take(a, i, axis)`` (``mode="raise"``) with positions ``i`` of a CuPy or Dask
+    library (a searchsorted there): taken there, a traced ``a`` by ``take_dynamic``."""
+    if not isinstance(a, Tracer):  # NumPy's take dispatches on a only: a into i's library
+        a = _asarray(a, like=i)
+        return take_flat(np.ravel(a), i, 0) if axis is None else take_flat(a, i, axis % a.ndim)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    return take_dynamic(a, i, axis % ndim_of(a))
+
+
+def take_along_in_library(arr, pos, i, axis):
+    """``take_along_axis`` of a traced ``arr`` (``pos``: its positions) at positions ``i`` of
+    a CuPy-like library (an argsort there): the flat positions computed there."""
+    implements(i, np.take_along_axis, "wnp.take_along_axis")
+    return take_dynamic(reshape(arr, (-1,)), np.take_along_axis(_asarray(pos, like=i), i, axis))
+
+
+def take_ordered(a, pos, perm, axis):
+    """``a`` (``pos``: its positions) in the order ``perm`` along ``axis``, by flat positions
+    computed from a traced ``perm`` (one per example) or one of a CuPy-like library."""
+    k = axis % pos.ndim
+    first = _asarray(np.take(pos, [0], axis=k), like=perm)
+    return take_dynamic(reshape(a, (-1,)), first + perm * math.prod(pos.shape[k + 1:]))
+
+
+def take_flat(x, i, axis):
+    """``np.take(x, i, axis)``; a foreign ``i`` of several axes taken flat, then shaped (Dask
+    indexes by one-dimensional index arrays only)."""
+    if not is_foreign(i) or i.ndim <= 1:
+        return np.take(x, i, axis=axis)
+    s = x.shape
+    return np.take(x, i.reshape(-1), axis=axis).reshape(s[:axis] + i.shape + s[axis + 1:])
 
 
 @primitive(nargs=2)
 def put_dynamic(g, i, n, nb=0):
     """Zeros of ``lead + (n,) + rest`` with ``g``'s rows added at positions ``i`` (repeats add
     up): ``take_dynamic``'s transpose."""
+    g, i = _same_library(g, i)
+    if is_foreign(g):
+        return _put_in_library(g, i, n, nb)
     g, i = np.asarray(g), np.asarray(i)
     out = np.zeros(g.shape[:nb] + (n,) + g.shape[nb + i.ndim:], dtype=g.dtype)
     np.add.at(out, (slice(None),) * nb + (i,), g)
     return out
+
+
+def _same_library(a, b):
+    """``a`` and ``b`` in one library: NumPy data moved into the other's (CuPy refuses a mix)."""
+    return _asarray(a, like=b), _asarray(b, like=a)
+
+
+def _put_in_library(g, i, n, nb):
+    """``put_dynamic`` in ``g``'s library (CuPy, Dask), which may have no ``np.add.at``: a
+    ``bincount`` of every entry's flat position, weighted by the entry."""
+    i = i % n  # NumPy's negative positions, for bincount
+    lead, k = g.shape[:nb], math.prod(i.shape)
+    rest = g.shape[nb + i.ndim:]
+    nl, nr = math.prod(lead), math.prod(rest)
+    pos = (_asarray(np.arange(nl).reshape(nl, 1, 1) * n, like=i) + i.reshape(1, k, 1)) * nr \
+        + _asarray(np.arange(nr).reshape(1, 1, nr), like=i)
+    pos, w, size = pos.reshape(-1), g.reshape(-1), nl * n * nr
+    if g.dtype.kind == "c":
+        out = np.bincount(pos, w.real, size) + 1j * np.bincount(pos, w.imag, size)
+    else:
+        out = np.bincount(pos, w, size)
+    return out.astype(g.dtype, copy=False).reshape(lead + (n,) + rest)
 
 
 @take_dynamic.frule(symbolic_zeros=True)
