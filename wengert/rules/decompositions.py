@@ -202,29 +202,35 @@ def _svd(a):
 
 @_svd.frule(symbolic_zeros=True)
 def svd_jvp(primals, tangents):
+    """A = U S V^H: with dP = U^H dA V, ds = Re diag(dP); U^H dU = F o (dP S + S dP^H), plus,
+    for complex values, i Im(dP_kk) / s_k on its diagonal (the phases U and V share: V^H dV's
+    diagonal is 0). Real values: the same with transposes, and no phase."""
     (a,), (da,) = primals, tangents
     u, s, vh = ans = _svd(a)
     if da is None:
         return ans, (None, None, None)
-    if _cplx(a) or _cplx(da):
-        return ans, _svd_jvp_complex(a, da, u, s, vh)
+    c = _cplx(a) or _cplx(da)
+    mh = _mH if c else _mT
     m, n = shape_of(a)[-2:]
-    v = _mT(vh)
-    ds_mat = _mm(_mT(u), _mm(da, v))
-    ds = _diag_part(ds_mat)
+    v = mh(vh)
+    dp = _mm(mh(u), _mm(da, v))
+    dpd = _diag_part(dp)
     f = _inv_differences(s, squared=True)
     sr, sc = _row(s), _col(s)
-    dss = ds_mat * sr   # dS @ diag(s)
-    sds = sc * ds_mat   # diag(s) @ dS
-    du = _mm(u, f * (dss + _mT(dss)))
-    dv = _mm(v, f * (sds + _mT(sds)))
+    dps = dp * sr   # dP @ diag(s)
+    sdp = sc * dp   # diag(s) @ dP
+    inner_u = f * (dps + mh(dps))
+    if c:
+        inner_u = inner_u + _diag_embed(1j * imag(dpd) / s)
+    du = _mm(u, inner_u)
+    dv = _mm(v, f * (sdp + mh(sdp)))
     if m > n:
         dav = _mm(da, v)
-        du = du + (dav - _mm(u, _mm(_mT(u), dav))) / sr
+        du = du + (dav - _mm(u, _mm(mh(u), dav))) / sr
     if n > m:
-        datu = _mm(_mT(da), u)
-        dv = dv + (datu - _mm(v, _mm(vh, datu))) / sr
-    return ans, (du, ds, _mT(dv))
+        dahu = _mm(mh(da), u)
+        dv = dv + (dahu - _mm(v, _mm(vh, dahu))) / sr
+    return ans, (du, real(dpd) if c else dpd, mh(dv))
 
 
 @_svd.rrule
@@ -260,30 +266,10 @@ def svd_vjp(a):
     return ans, pullback
 
 
-def _svd_jvp_complex(a, da, u, s, vh):
-    """A = U S V^H: with dP = U^H dA V, ds = Re diag(dP); U^H dU = F o (dP S + S dP^H) plus
-    i Im(dP_kk) / s_k on its diagonal (the phases U and V share: V^H dV's diagonal is 0)."""
-    m, n = shape_of(a)[-2:]
-    v = _mH(vh)
-    dp = _mm(_mH(u), _mm(da, v))
-    dpd = _diag_part(dp)
-    f = _inv_differences(s, squared=True)
-    sr, sc = _row(s), _col(s)
-    dps, sdp = dp * sr, sc * dp
-    du = _mm(u, f * (dps + _mH(dps)) + _diag_embed(1j * imag(dpd) / s))
-    dv = _mm(v, f * (sdp + _mH(sdp)))
-    if m > n:
-        dav = _mm(da, v)
-        du = du + (dav - _mm(u, _mm(_mH(u), dav))) / sr
-    if n > m:
-        dahu = _mm(_mH(da), u)
-        dv = dv + (dahu - _mm(v, _mm(vh, dahu))) / sr
-    return du, real(dpd), _mH(dv)
-
-
 def _svd_vjp_complex(g, u, s, vh, m, n):
-    """The transpose of ``_svd_jvp_complex`` under the pairing Re(sum(g * t)): the coefficient
-    K of dP, then dA's from dP = U^H dA V (and the parts outside U's and V's ranges)."""
+    """The transpose of ``svd_jvp`` on complex values under the pairing Re(sum(g * t)): the
+    coefficient K of dP, then dA's from dP = U^H dA V (and the parts outside U's and V's
+    ranges)."""
     gu, gs, gvh = g
     if gu is None and gs is None and gvh is None:
         return (None,)
