@@ -13,7 +13,7 @@ import numpy as np
 __all__ = ["shape_of", "ndim_of", "dtype_of", "zeros_like_value", "broadcast_view", "sum_to",
            "insert_axes", "unbroadcast", "real_for_real", "fill_tangent", "expand_tangents",
            "underneath", "is_foreign", "zeros", "ones", "asarray", "copy_of", "reshape",
-           "check_library", "host_values", "implements", "chunks_of"]
+           "check_library", "host_values", "implements", "chunks_of", "add_at_flat"]
 
 
 def shape_of(x):
@@ -101,6 +101,15 @@ def copy_of(x):
     """A copy of ``x`` that owns its data, in its own library (``np.array(x, copy=True)``
     would convert a foreign array to NumPy)."""
     return x.copy() if is_foreign(x) else np.array(x, copy=True)
+
+
+def add_at_flat(pos, weights, size):
+    """Sums of ``weights`` at flat positions ``pos`` in ``size`` slots (repeats add up), in
+    the weights' library: ``bincount``, whose weights are real, so complex ones are summed
+    in two parts."""
+    if dtype_of(weights).kind == "c":
+        return np.bincount(pos, weights.real, size) + 1j * np.bincount(pos, weights.imag, size)
+    return np.bincount(pos, weights, size)
 
 
 def reshape(x, shape, order="C"):

@@ -23,8 +23,8 @@ import weakref
 
 import numpy as np
 
-from ..arrays import asarray as _asarray, copy_of, dtype_of, host_values, implements, \
-    is_foreign, zeros
+from ..arrays import add_at_flat, asarray as _asarray, copy_of, dtype_of, host_values, \
+    implements, is_foreign, zeros
 from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import astype
@@ -280,11 +280,7 @@ def scatter_add(g, flat, shape, nb=0):
         out[:, fl] = gv
     else:
         pos = (np.arange(nlead, dtype=np.intp)[:, None] * size + fl[None, :]).ravel()
-        if np.iscomplexobj(g):
-            out = (np.bincount(pos, gv.real.ravel(), nlead * size)
-                   + 1j * np.bincount(pos, gv.imag.ravel(), nlead * size))
-        else:
-            out = np.bincount(pos, gv.ravel(), nlead * size)
+        out = add_at_flat(pos, gv.ravel(), nlead * size)
         out = out.astype(g.dtype if g.dtype.kind in "fc" else np.float64, copy=False)
     return out.reshape(lead + tuple(shape))
 

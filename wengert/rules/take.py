@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..arrays import asarray as _asarray, implements, is_foreign
+from ..arrays import add_at_flat, asarray as _asarray, implements, is_foreign
 from ..core import Tracer, ndim_of, primitive, shape_of
 from .shape import broadcast_to, reshape, transpose
 
@@ -86,10 +86,7 @@ def _put_in_library(g, i, n, nb):
     pos = (_asarray(np.arange(nl).reshape(nl, 1, 1) * n, like=i) + i.reshape(1, k, 1)) * nr \
         + _asarray(np.arange(nr).reshape(1, 1, nr), like=i)
     pos, w, size = pos.reshape(-1), g.reshape(-1), nl * n * nr
-    if g.dtype.kind == "c":
-        out = np.bincount(pos, w.real, size) + 1j * np.bincount(pos, w.imag, size)
-    else:
-        out = np.bincount(pos, w, size)
+    out = add_at_flat(pos, w, size)
     return out.astype(g.dtype, copy=False).reshape(lead + (n,) + rest)
 
 
