@@ -106,7 +106,11 @@ def copy_of(x):
 def add_at_flat(pos, weights, size):
     """Sums of ``weights`` at flat positions ``pos`` in ``size`` slots (repeats add up), in
     the weights' library: ``bincount``, whose weights are real, so complex ones are summed
-    in two parts."""
+    in two parts. A chunked library (Dask) counts chunk by chunk: the positions take the
+    weights' chunks."""
+    c = chunks_of(weights)
+    if c is not None and chunks_of(pos) != c:
+        pos = pos.rechunk(c)
     if dtype_of(weights).kind == "c":
         return np.bincount(pos, weights.real, size) + 1j * np.bincount(pos, weights.imag, size)
     return np.bincount(pos, weights, size)

@@ -31,7 +31,7 @@ from .conversion import astype
 from .elementwise import where
 from .nondiff import _plain, batched, concrete, concrete_or_batched, strip_eager
 from .shape import broadcast_to, reshape, transpose
-from .take import take_along_in_library, take_dynamic, take_in_library, take_ordered
+from .take import put_in_library, same_library, take_along_in_library, take_dynamic, take_in_library, take_ordered
 
 __all__ = ["getitem_basic", "scatter_basic", "gather", "scatter_add", "set_basic", "set_flat",
            "getitem", "setitem",
@@ -270,10 +270,8 @@ def scatter_add(g, flat, shape, nb=0):
         if fl.size and np.unique(fl).size == fl.size:
             out = zeros((nlead, size), g.dtype, like=g)
             out[:, fl] = gv
-        else:  # repeated positions add up: a product with the 0/1 matrix of positions
-            hits = np.zeros((fl.size, size), g.dtype)
-            hits[np.arange(fl.size), fl] = 1
-            out = gv @ _asarray(hits, like=g)
+        else:  # repeated positions add up: put_dynamic's weighted bincount, in g's library
+            out = put_in_library(*same_library(gv, fl), size, 1)
         return out.reshape(lead + tuple(shape))
     if fl.size and np.unique(fl).size == fl.size:
         out = np.zeros((nlead, size), dtype=g.dtype)

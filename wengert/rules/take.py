@@ -62,21 +62,21 @@ def take_flat(x, i, axis):
 def put_dynamic(g, i, n, nb=0):
     """Zeros of ``lead + (n,) + rest`` with ``g``'s rows added at positions ``i`` (repeats add
     up): ``take_dynamic``'s transpose."""
-    g, i = _same_library(g, i)
+    g, i = same_library(g, i)
     if is_foreign(g):
-        return _put_in_library(g, i, n, nb)
+        return put_in_library(g, i, n, nb)
     g, i = np.asarray(g), np.asarray(i)
     out = np.zeros(g.shape[:nb] + (n,) + g.shape[nb + i.ndim:], dtype=g.dtype)
     np.add.at(out, (slice(None),) * nb + (i,), g)
     return out
 
 
-def _same_library(a, b):
+def same_library(a, b):
     """``a`` and ``b`` in one library: NumPy data moved into the other's (CuPy refuses a mix)."""
     return _asarray(a, like=b), _asarray(b, like=a)
 
 
-def _put_in_library(g, i, n, nb):
+def put_in_library(g, i, n, nb):
     """``put_dynamic`` in ``g``'s library (CuPy, Dask), which may have no ``np.add.at``: a
     ``bincount`` of every entry's flat position, weighted by the entry."""
     i = i % n  # NumPy's negative positions, for bincount
