@@ -422,3 +422,24 @@ def test_positions_dask_cannot_find_are_refused_without_computing(name):
         msg = re.escape(what) + r" needs the values .* an array of dask .*call \.compute\(\)"
         with pytest.raises(TypeError, match=msg):
             wg.grad(loss, argnums=tuple(range(len(args))))(*_dask_case(args, name))
+
+
+def test_repeated_positions_add_up_on_dask_chunks():
+    """x[idx] with repeats, and take with a Dask index, on a Dask array of several chunks:
+    the gradient adds in Dask (a weighted bincount whose positions take the weights'
+    chunks), lazily, and equals NumPy's."""
+    da = pytest.importorskip("dask.array", reason="Dask is optional")
+    xn = np.arange(6.0)
+    idx = np.array([0, 0, 3, 5, 5, 5])
+    ind = np.array([1, 1, 4])
+    for chunks in (2, (1, 5)):
+        x = da.from_array(xn, chunks=chunks)
+        for f in (lambda x: wnp.sum(x[idx] ** 2),
+                  lambda x: wnp.sum(wnp.take(x, da.from_array(ind, chunks=1)) ** 2)):
+            g = wg.grad(f)(x)
+            assert isinstance(g, da.Array)
+            np.testing.assert_allclose(g.compute(), wg.grad(f)(xn), rtol=1e-15)
+        X = da.from_array(np.arange(12.0).reshape(3, 4), chunks=(2, 2))
+        h = lambda x: wnp.sum(x[:, [1, 1, 3]] ** 2)
+        np.testing.assert_allclose(wg.grad(h)(X).compute(), wg.grad(h)(X.compute()),
+                                   rtol=1e-15)
