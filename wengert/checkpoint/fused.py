@@ -20,17 +20,14 @@ form, or a Numba compile error: the plan keeps its Python loop, and records why 
 """
 from __future__ import annotations
 
-import builtins
-
 import numpy as np
 
-from ..graph.fuse import numba_or_none
+from ..graph.kernel_cache import njit_module
 from ..graph.numba_array import NotExpressible, float_kind, njit_source, split_sources
 
 __all__ = ["FusedLoop", "NotExpressible"]
 
 ADVANCE, STORE, RESTORE, REVERSE, INVERT = range(5)
-_JIT = {}  # full source -> dispatcher
 
 
 def encode(actions):
@@ -73,26 +70,15 @@ def encode(actions):
     return arr[:split], arr[split:], max(nslots, 1), max_stored, counts
 
 
-def _jit(src, name, helpers=None, key=""):
-    """``src``'s function ``name`` compiled by Numba (once per source and the helpers'
-    sources ``key``), with the Numba functions ``helpers`` as its globals."""
-    fn = _JIT.get(key + src)
-    if fn is None:
-        numba = numba_or_none()[0]
-        ns = {"np": np, **(helpers or {})}
-        exec(builtins.compile(src, f"<wengert fused scan {name}>", "exec"), ns)
-        fn = _JIT[key + src] = numba.njit(error_model="numpy")(ns[name])
-    return fn
-
-
 def _helper(g, name, accumulate=()):
-    """A graph as a Numba function of its inputs, its array constants, its scratch arrays
-    (allocated once by the loop function: the sources of their allocations) and the
-    accumulators of the outputs ``accumulate`` it adds into (``done``)."""
+    """The source of a graph as a Numba function ``name`` of its inputs, its array
+    constants, its scratch arrays (allocated once by the loop function: the sources of
+    their allocations) and the accumulators of the outputs ``accumulate`` it adds into
+    (``done``)."""
     buffers = []
     src, consts, done = njit_source(g, name, buffers, accumulate)
     allocs = [f"np.empty({tuple(sh)!r}, np.{dt.name})" for sh, dt in buffers]
-    return _jit(src, name), consts, src, allocs, done
+    return consts, src, allocs, done
 
 
 def _set(target, src, kind, ind):
@@ -167,24 +153,24 @@ class FusedLoop:
             s_src, v_src, self.k_step, self.k_vjp, res, done = split_sources(
                 p._vjp_graph((), True).simplify(), nc + nx + p.n_cap, nc + ny, s_buf, v_buf,
                 acc)
-            step, vjp = _jit(s_src, "fwd"), _jit(v_src, "bwd")
+            names = {"step": "fwd", "vjp": "bwd"}
             s_buf, v_buf = ([f"np.empty({tuple(sh)!r}, np.{dt.name})" for sh, dt in b]
                             for b in (s_buf, v_buf))
             self.res_kinds = [("array", sh, dt) if sh else ("scalar",) for sh, dt in res]
         else:
-            step, self.k_step, s_src, s_buf, _ = _helper(p.step_graph.simplify(), "step")
-            vjp, self.k_vjp, v_src, v_buf, done = _helper(p._vjp_graph(()).simplify(), "vjp",
-                                                          acc)
+            names = {"step": "step", "vjp": "vjp"}
+            self.k_step, s_src, s_buf, _ = _helper(p.step_graph.simplify(), "step")
+            self.k_vjp, v_src, v_buf, done = _helper(p._vjp_graph(()).simplify(), "vjp", acc)
         R = [f"R{j}" for j in range(len(self.res_kinds))]
         done = set(done)
         pos = [j for j in range(nc + nx + p.n_cap) if j not in done]  # what vjp returns
-        helpers = {"step": step, "vjp": vjp}
+        functions = [(names["step"], s_src), (names["vjp"], v_src)]
         ks = [f"ks{j}" for j in range(len(self.k_step))]
         kv = [f"kv{j}" for j in range(len(self.k_vjp))]
         self.k_inv, ki, i_src, i_buf = [], [], "", []
         if p.inv_graph is not None:
-            helpers["inv"], self.k_inv, i_src, i_buf, _ = _helper(p.inv_graph.simplify(),
-                                                                  "inv")
+            self.k_inv, i_src, i_buf, _ = _helper(p.inv_graph.simplify(), "inv")
+            functions.append(("inv", i_src))
             ki = [f"ki{j}" for j in range(len(self.k_inv))]
         ck = self.carry_kinds
         call = ", ".join
@@ -225,7 +211,10 @@ class FusedLoop:
                         [f"ks{j}" for j in range(len(self.k_step))] +
                         [f"kv{j}" for j in range(len(self.k_vjp))] + ki + ["acts", "record"])
         src = f"def loop({sig}):\n" + "".join(f"    {ln}\n" for ln in L)
-        return _jit(src, "loop", helpers, "\n".join([s_src, v_src, i_src]))
+        # one module: the loop calls the others as its globals (compiled once per process
+        # and kept in the disk cache, graph/kernel_cache.py)
+        aliases = {a: n for a, n in names.items() if a != n}
+        return njit_module(functions + [("loop", src)], aliases)["loop"]
 
     # -- running ------------------------------------------------------------------------------
     def _call(self, u, S, Y, h, GX, gp, GY, xs, cap, icap, acts, record):
