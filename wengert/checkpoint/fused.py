@@ -82,8 +82,22 @@ def _helper(g, name, accumulate=()):
 
 
 def _set(target, src, kind, ind):
-    """Copy ``src`` into the carry buffer ``target`` (an array) or rebind it (a scalar)."""
-    return f"{ind}{target}[:] = {src}" if kind[0] == "array" else f"{ind}{target} = {src}"
+    """Copy ``src`` into the array ``target`` (``_copy``) or rebind it (a scalar)."""
+    return f"{ind}_copy({target}, {src})" if kind[0] == "array" else f"{ind}{target} = {src}"
+
+
+# Array copies in the loop function go through this flat loop rather than ``a[:] = b``:
+# slice assignment compiles Numba's broadcasting check, whose error message (formatted
+# shapes: Numba's string machinery) took 1.8 s of a 3.7 s cold compile.  The shapes are
+# the traced ones; the check keeps a mismatch an error, not a stray write.
+_COPY = """def _copy(d, s):
+    if d.shape != s.shape:
+        raise ValueError("wengert: a compiled scan's array changed shape")
+    d1 = d.reshape(d.size)
+    s1 = s.reshape(s.size)
+    for e in range(d1.size):
+        d1[e] = s1[e]
+"""
 
 
 def _empty(lead, k):
@@ -186,11 +200,14 @@ class FusedLoop:
         L += [_set(v, f"r[{j}]", ck[j], "            ") for j, v in enumerate(u)]
         if ny:
             L += ["            if record:"]
-            L += [f"                {v}[k] = r[{nc + j}]" for j, v in enumerate(Y)]
+            L += [_set(f"{v}[k]", f"r[{nc + j}]", k, "                ")
+                  for j, (v, k) in enumerate(zip(Y, self.y_kinds))]
         if R:
             L += ["            if record == 2:"]
-            L += [f"                {v}[k] = r[{nc + ny + j}]" for j, v in enumerate(R)]
-        L += ["    elif kd == 1:"] + [f"        {S[j]}[j] = {v}" for j, v in enumerate(u)]
+            L += [_set(f"{v}[k]", f"r[{nc + ny + j}]", k, "                ")
+                  for j, (v, k) in enumerate(zip(R, self.res_kinds))]
+        L += ["    elif kd == 1:"] + [_set(f"{S[j]}[j]", v, ck[j], "        ")
+                                      for j, v in enumerate(u)]
         L += ["    elif kd == 2:"] + [_set(v, f"{S[j]}[j]", ck[j], "        ")
                                       for j, v in enumerate(u)]
         L += ["    elif kd == 3:", "        rv = vjp(" + call(
@@ -198,7 +215,8 @@ class FusedLoop:
             [f"{v}[i]" for v in R] + kv +
             [gp[j - nc - nx] for j in acc if j in done]) + ")"]
         L += [_set(v, f"rv[{pos.index(j)}]", ck[j], "        ") for j, v in enumerate(h)]
-        L += [f"        {v}[i] = rv[{pos.index(nc + j)}]" for j, v in enumerate(GX)]
+        L += [_set(f"{v}[i]", f"rv[{pos.index(nc + j)}]", k, "        ")
+              for j, (v, k) in enumerate(zip(GX, self.x_kinds))]
         L += [(f"        {v} += rv[{pos.index(nc + nx + j)}]" if k[0] == "array" else
                f"        {v} = {v} + rv[{pos.index(nc + nx + j)}]")
               for j, (v, k) in enumerate(zip(gp, self.cap_kinds)) if nc + nx + j not in done]
@@ -214,7 +232,7 @@ class FusedLoop:
         # one module: the loop calls the others as its globals (compiled once per process
         # and kept in the disk cache, graph/kernel_cache.py)
         aliases = {a: n for a, n in names.items() if a != n}
-        return njit_module(functions + [("loop", src)], aliases)["loop"]
+        return njit_module(functions + [("_copy", _COPY), ("loop", src)], aliases)["loop"]
 
     # -- running ------------------------------------------------------------------------------
     def _call(self, u, S, Y, h, GX, gp, GY, xs, cap, icap, acts, record):

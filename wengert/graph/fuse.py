@@ -179,8 +179,9 @@ def _plan(g, live, fused, supported):
         for i in range(len(g.nodes)):
             if key[i] is not None:
                 groups.setdefault((stage[i], key[i]), []).append(i)
-        lonely = [m for ms in groups.values() for m in ms
-                  if sum(1 for j in ms if fused.get(j, ("",))[0] != "skip") < 2]
+        # (counted once per group: per member, it was quadratic -- seconds at 8,000 nodes)
+        lonely = [m for ms in groups.values()
+                  if sum(1 for j in ms if fused.get(j, ("",))[0] != "skip") < 2 for m in ms]
         if not lonely:
             break
         for m in lonely:

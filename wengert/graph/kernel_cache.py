@@ -39,7 +39,7 @@ from .._version import __version__
 __all__ = ["njit_module", "cache_dir", "clear_cache"]
 
 _MODULES = {}  # module text -> {name: dispatcher}: one compilation per process
-_OPTIONS = {"error_model": "numpy", "no_cfunc_wrapper": True}
+_OPTIONS = {"error_model": "numpy"}
 
 
 def cache_dir():
