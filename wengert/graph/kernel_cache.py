@@ -93,6 +93,11 @@ def _module_text(functions, aliases):
     return "\n".join(lines) + "\n"
 
 
+def _file_name(text):
+    """``k<hash>.py``: hexadecimal digits only, whatever the text (no path can be steered)."""
+    return f"k{hashlib.sha256(f'{_tag()}{chr(0)}{text}'.encode()).hexdigest()[:40]}.py"
+
+
 def _write(directory, name, text):
     """``directory/name`` holding ``text``, created atomically (never rewritten once there);
     False where the directory cannot be written."""
@@ -161,14 +166,11 @@ def njit_module(functions, aliases=None):
     mod = None
     d = cache_dir()
     if d is not None:
-        tag = _tag()
-        digest = hashlib.sha256(f"{tag}\0{text}".encode()).hexdigest()[:40]
-        directory = os.path.join(d, tag)
-        name = f"k{digest}.py"
+        directory, name = os.path.join(d, _tag()), _file_name(text)
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
             if _write(directory, name, text):
-                mod = _load(os.path.join(directory, name), f"_wengert_kernels_{digest}")
+                mod = _load(os.path.join(directory, name), f"_wengert_kernels_{name[1:-3]}")
         except OSError:
             mod = None
     cache = mod is not None
