@@ -8,9 +8,10 @@ of the module's text and of the Python, NumPy, Numba and wengert versions -- imp
 module, and jitted with ``cache=True``: a second process running the same program loads the
 machine code instead of compiling (Numba keys its index by the argument types and the CPU).
 
-Only text wengert generated is written and imported: the file name is the hash of the text
-(hexadecimal digits, so nothing can steer the path), an existing file is used only when it
-holds exactly that text, and a file is created by a hard link from a temporary one, so that
+Only text wengert generated is written and run: the file name is the hash of the text
+(hexadecimal digits, so nothing can steer the path), the module is compiled from the text in
+hand (the file gives Numba a name and a time stamp; it is never read back as code), an
+existing file is used only when it holds exactly that text, and a file is created by a hard link from a temporary one, so that
 it appears complete or not at all and is never rewritten (a rewrite would change its time
 stamp and void Numba's index).  Two processes writing the same kernel therefore race
 harmlessly.  Where the directory cannot be written, or the cache is switched off, the
@@ -24,7 +25,6 @@ process every distinct module is compiled once (:data:`_MODULES`).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import platform
 import shutil
@@ -140,12 +140,14 @@ def _write(directory, name, text):
             pass
 
 
-def _load(path, modname):
-    spec = importlib.util.spec_from_file_location(modname, path)
-    mod = importlib.util.module_from_spec(spec)
+def _load(path, modname, text):
+    """A module of ``text`` -- compiled from the text in hand, not read back from the file,
+    which only gives Numba its name and time stamp -- registered under ``modname``."""
+    mod = types.ModuleType(modname)
+    mod.__file__ = path
     sys.modules[modname] = mod  # Numba's cached environments find their module by name
     try:
-        spec.loader.exec_module(mod)
+        exec(compile(text, path, "exec"), mod.__dict__)
     except BaseException:
         sys.modules.pop(modname, None)
         raise
@@ -170,7 +172,8 @@ def njit_module(functions, aliases=None):
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
             if _write(directory, name, text):
-                mod = _load(os.path.join(directory, name), f"_wengert_kernels_{name[1:-3]}")
+                mod = _load(os.path.join(directory, name), f"_wengert_kernels_{name[1:-3]}",
+                            text)
         except OSError:
             mod = None
     cache = mod is not None
