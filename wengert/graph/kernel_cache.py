@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import shutil
 import sys
 import tempfile
@@ -55,6 +56,9 @@ def cache_dir():
     return os.path.join(base, "wengert")
 
 
+_TAG = re.compile(r"py\d+-np[\w.]+-numba[\w.]+-wengert[\w.]+-\w+")
+
+
 def _tag():
     """The versions a cached kernel depends on, as a directory name."""
     import numba
@@ -73,9 +77,8 @@ def clear_cache():
     removed = 0
     for entry in os.listdir(d):
         path = os.path.join(d, entry)
-        # only what this module writes: version directories holding k<hash>.py modules
-        if not os.path.isdir(path) or os.path.islink(path) or not any(
-                f.startswith("k") and f.endswith(".py") for f in os.listdir(path)):
+        # only what this module writes: the version directories (named as _tag names them)
+        if not os.path.isdir(path) or os.path.islink(path) or not _TAG.fullmatch(entry):
             continue
         removed += sum(len(files) for _, _, files in os.walk(path))
         shutil.rmtree(path, ignore_errors=True)
