@@ -27,8 +27,8 @@ from ..tree import flatten, unflatten
 from .codegen import build_function
 from .fuse import build_fused, fuse_default
 from .graph import trace
-from .kernel_cache import cache_dir, clear_cache
 from .ir import GuardFailure
+from .kernel_cache import cache_dir, clear_cache
 from .trace import ForeignTracerError
 
 __all__ = ["compile", "Compiled"]

@@ -2,20 +2,21 @@
 
 Numba's own cache (``cache=True``) needs a function defined in a file: it stores the machine
 code beside that file (``__pycache__/*.nbi`` index, ``*.nbc`` data) and checks the file's
-modification time and size on loading.  Generated kernels live in memory, so each one is
-written once to ``<cache dir>/<version tag>/k<hash>.py`` -- the hash (SHA-256, hexadecimal)
-of the module's text and of the Python, NumPy, Numba and wengert versions -- imported as a
-module, and jitted with ``cache=True``: a second process running the same program loads the
-machine code instead of compiling (Numba keys its index by the argument types and the CPU).
+modification time and size on loading.  Generated kernels live in memory, so each module of
+them is written once to ``<cache dir>/<version tag>/k<hash>.py`` -- the hash (SHA-256,
+hexadecimal) of the module's text and of the Python, NumPy, Numba and wengert versions --
+and its functions are jitted with ``cache=True``: a second process running the same program
+loads the machine code instead of compiling (Numba keys its index by the argument types and
+the CPU).
 
 Only text wengert generated is written and run: the file name is the hash of the text
-(hexadecimal digits, so nothing can steer the path), the module is compiled from the text in
-hand (the file gives Numba a name and a time stamp; it is never read back as code), an
-existing file is used only when it holds exactly that text, and a file is created by a hard link from a temporary one, so that
-it appears complete or not at all and is never rewritten (a rewrite would change its time
-stamp and void Numba's index).  Two processes writing the same kernel therefore race
-harmlessly.  Where the directory cannot be written, or the cache is switched off, the
-functions are compiled in memory as before, without a word.
+(hexadecimal digits, so nothing can steer the path); the module is compiled from the text in
+hand (the file gives Numba a name and a time stamp; it is never read back as code); an
+existing file is used only when it holds exactly that text; and a file is created by a hard
+link from a temporary one, so that it appears complete or not at all and is never rewritten
+(a rewrite would change its time stamp and void Numba's index).  Two processes writing the
+same kernel therefore race harmlessly.  Where the directory cannot be written, or the cache
+is switched off, the functions are compiled in memory as before, without a word.
 
 The directory: ``WENGERT_CACHE_DIR`` when set (empty: no disk cache), else
 ``$XDG_CACHE_HOME/wengert`` or ``~/.cache/wengert`` (``%LOCALAPPDATA%\\wengert`` on
