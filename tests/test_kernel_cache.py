@@ -215,7 +215,8 @@ def test_clear_cache_removes_only_the_kernels(tmp_path, fresh):
     (cache / "py3-other").mkdir()
     (cache / "other" / "data.bin").write_bytes(b"1")
     assert wg.compile.clear_cache() >= 3  # a module, its index and its machine code
-    assert files(cache, r"k.*") == [] and sorted(os.listdir(cache)) == ["notes.txt", "other", "py3-other"]
+    assert files(cache, r"k.*") == []
+    assert sorted(os.listdir(cache)) == ["notes.txt", "other", "py3-other"]
     np.testing.assert_array_equal(cf(x), want)  # compiled functions keep working
     assert wg.compile.clear_cache() == 0
 
