@@ -109,6 +109,21 @@ def test_second_process_loads_the_kernels_from_disk(tmp_path):
     assert not off.exists()
 
 
+def test_a_damaged_numba_index_is_a_miss_and_rewritten(tmp_path):
+    cache = tmp_path / "cache"
+    first = result(run_script(cache))
+    for dirpath, _, fs in os.walk(cache):
+        for f in fs:
+            if f.endswith(".nbi"):
+                with open(os.path.join(dirpath, f), "w") as h:
+                    h.write("garbage")
+    second = result(run_script(cache))  # compiles again (not NumPy's program), same bits
+    assert second["kernel_fuse_failures"] == 0 and second["scan_fused"]
+    assert second["misses"] > 0 and second["bits"] == first["bits"]
+    third = result(run_script(cache))  # the index written anew: loaded again
+    assert third["misses"] == 0 and third["bits"] == first["bits"]
+
+
 def test_two_processes_writing_the_same_kernels_at_once(tmp_path):
     cache = tmp_path / "cache"
     procs = [run_script(cache) for _ in range(2)]

@@ -158,6 +158,37 @@ def _load(path, modname, text):
     return mod
 
 
+_SAFE = []
+
+
+def _safe_cache():
+    """Numba's function cache, made harmless when its files are not: an entry that fails to
+    load (a damaged or foreign index) is a miss -- the index is removed, so the new
+    compilation writes a good one -- and a failure to save (a full disk) leaves the
+    compiled function unsaved rather than failing the call."""
+    if not _SAFE:
+        from numba.core.caching import FunctionCache
+
+        class SafeCache(FunctionCache):
+            def load_overload(self, sig, target_context):
+                try:
+                    return super().load_overload(sig, target_context)
+                except Exception:
+                    try:
+                        os.unlink(self._cache_file._index_path)
+                    except Exception:
+                        pass
+                    return None
+
+            def save_overload(self, sig, data):
+                try:
+                    super().save_overload(sig, data)
+                except Exception:
+                    pass
+        _SAFE.append(SafeCache)
+    return _SAFE[0]
+
+
 def njit_module(functions, aliases=None):
     """``{name: Numba dispatcher}`` for the generated ``functions`` (``(name, source)``
     pairs, each source defining that function), compiled together: each sees the others
@@ -187,10 +218,12 @@ def njit_module(functions, aliases=None):
     out = {}
     for name, _ in functions:
         py = getattr(mod, name)
-        try:
-            disp = numba.njit(cache=cache, **_OPTIONS)(py)
-        except RuntimeError:  # Numba found no cache locator for the file: in memory
-            disp = numba.njit(**_OPTIONS)(py)
+        disp = numba.njit(**_OPTIONS)(py)
+        if cache:
+            try:
+                disp._cache = _safe_cache()(py)  # what Dispatcher.enable_caching sets
+            except Exception:  # Numba found no cache locator for the file: in memory
+                pass
         setattr(mod, name, disp)  # what the other functions call
         out[name] = disp
     for a, t in aliases.items():
