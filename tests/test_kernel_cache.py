@@ -264,3 +264,35 @@ def test_fused_scan_loop_copies_arrays_as_the_python_loop_does():
     want = wg.compile(wg.grad(loss, argnums=(0, 1)), fuse=False)(W, xs)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("index", [(slice(1, None),), (slice(None, None, 2),),
+                                   (slice(None), slice(1, 3)), (Ellipsis, 0)])
+def test_fused_scan_with_slices_assigns_through_the_helper(index):
+    """A step reading ``x[index]``: its VJP scatters into zeros at ``index`` -- an array
+    region through ``_assign`` (any layout, shapes checked), a scalar one as before."""
+    X0 = np.linspace(-1.0, 1.0, 12).reshape(3, 4) if len(index) == 2 else \
+        np.linspace(-1.0, 1.0, 6)
+    W = np.linspace(0.1, 0.4, X0.shape[-1] ** 2).reshape(X0.shape[-1], X0.shape[-1])
+
+    def loss(W):
+        def step(x, _):
+            return wnp.tanh(x @ W) + 0.1 * wnp.sum(x[index] * x[index]), None
+        x, _ = wg.scan(step, X0, length=7, checkpoint="ctz")
+        return wnp.sum(x * x)
+    fused = wg.compile(wg.grad(loss), fuse=True)
+    got = fused(W)
+    (p,) = plans_of(fused.graph(W))
+    assert p.fused() is not None and p.fuse_failures == []
+    want = wg.compile(wg.grad(loss), fuse=False)(W)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(got, wg.grad(loss)(W), rtol=1e-12, atol=1e-15)
+
+
+def test_the_copy_helpers_refuse_different_shapes():
+    h = kernel_cache.njit_module([("f", "def f(d, s):\n    _copy(d, s)\n    _assign(d, s)\n")])
+    d = np.zeros(4)
+    h["f"](d, np.arange(4.0))
+    np.testing.assert_array_equal(d, np.arange(4.0))
+    with pytest.raises(ValueError, match="different shapes"):
+        h["f"](np.zeros(4), np.arange(3.0))

@@ -82,22 +82,9 @@ def _helper(g, name, accumulate=()):
 
 
 def _set(target, src, kind, ind):
-    """Copy ``src`` into the array ``target`` (``_copy``) or rebind it (a scalar)."""
+    """Copy ``src`` into the array ``target`` or rebind it (a scalar): ``_copy`` is
+    kernel_cache's flat copy (slice assignment costs seconds of compilation)."""
     return f"{ind}_copy({target}, {src})" if kind[0] == "array" else f"{ind}{target} = {src}"
-
-
-# Array copies in the loop function go through this flat loop rather than ``a[:] = b``:
-# slice assignment compiles Numba's broadcasting check, whose error message (formatted
-# shapes: Numba's string machinery) took 1.8 s of a 3.7 s cold compile.  The shapes are
-# the traced ones; the check keeps a mismatch an error, not a stray write.
-_COPY = """def _copy(d, s):
-    if d.shape != s.shape:
-        raise ValueError("wengert: a compiled scan's array changed shape")
-    d1 = d.reshape(d.size)
-    s1 = s.reshape(s.size)
-    for e in range(d1.size):
-        d1[e] = s1[e]
-"""
 
 
 def _empty(lead, k):
@@ -213,7 +200,7 @@ class FusedLoop:
         L += ["    elif kd == 3:", "        rv = vjp(" + call(
             u + [f"{v}[i]" for v in x] + cap + h + [f"{v}[i]" for v in GY] +
             [f"{v}[i]" for v in R] + kv +
-            [gp[j - nc - nx] for j in acc if j in done]) + ")"]
+            [gp[j - nc - nx] for j in acc]) + ")"]
         L += [_set(v, f"rv[{pos.index(j)}]", ck[j], "        ") for j, v in enumerate(h)]
         L += [_set(f"{v}[i]", f"rv[{pos.index(nc + j)}]", k, "        ")
               for j, (v, k) in enumerate(zip(GX, self.x_kinds))]
@@ -232,7 +219,7 @@ class FusedLoop:
         # one module: the loop calls the others as its globals (compiled once per process
         # and kept in the disk cache, graph/kernel_cache.py)
         aliases = {a: n for a, n in names.items() if a != n}
-        return njit_module(functions + [("_copy", _COPY), ("loop", src)], aliases)["loop"]
+        return njit_module(functions + [("loop", src)], aliases)["loop"]
 
     # -- running ------------------------------------------------------------------------------
     def _call(self, u, S, Y, h, GX, gp, GY, xs, cap, icap, acts, record):
