@@ -1,22 +1,37 @@
 """The gradient of a logistic loss over a Dask array on a LocalCluster: memory and time.
 
-* 2·10⁷ × 10 float64 rows (1.6 GB), generated lazily (``dask.array.random``) in 64 MB
-  chunks, never held whole: ``wg.value_and_grad(loss)(w, X, y)`` with NumPy ``w`` is
-  computed by a 2-worker ``LocalCluster`` (processes, one thread each). Peak memory of the
-  client and of each worker process (psutil RSS, sampled every 20 ms, above its idle
-  level), in chunks.
+* Data: 2·10⁷ × 10 float64 rows (1.6 GB) and their ±1 labels, as a user with data bigger
+  than memory has them: on disk, one ``.npy`` file per 64 MiB chunk (Dask's npy stack,
+  written once to a temporary directory, removed at the end), read by ``np.load`` into one
+  array per chunk (no temporaries), never held whole. ``wg.value_and_grad(loss)(w, X, y)``
+  with NumPy ``w`` is computed by a 2-worker ``LocalCluster`` (processes, one thread each),
+  restarted after the files are written.
+* Scheduler: ``distributed.scheduler.worker-saturation`` 1.0 (printed), the setting Dask
+  recommends when memory matters: a worker is given a new chunk to read only when it has
+  nothing else to run. Dask's default, 1.1, rounds up to 2 tasks per one-thread worker: a
+  worker then reads chunk k+1 while chunk k waits for pieces computed by the other worker
+  (its labels, its cotangent), and 3-5 chunks pile up, by hand as with wengert.
+  ``--worker-saturation 1.1`` measures that.
+* Memory: resident set size (psutil RSS) of each worker process and of this client
+  process, sampled every 20 ms during the timed computations, minus the same process's RSS
+  just before them (the idle level: a warmed-up worker holding no data), in 64 MiB chunks.
+  Everything the process has resident counts: chunks, temporaries, received data, malloc's
+  free lists. The nanny and scheduler processes are not counted (they hold no data).
 * Time against the same value and gradient written by hand in Dask (same data, same
   cluster), and, on data that fits (fewer rows, held in memory), against wengert on NumPy
   and a hand-written NumPy gradient.
 
     python benchmarks/bench_dask.py            # 1.6 GB
     python benchmarks/bench_dask.py --quick    # 160 MB
+    python benchmarks/bench_dask.py --worker-saturation 1.1   # Dask's default
 """
 import _util  # noqa: F401  (first: sets BLAS to one thread)
 
 import os  # noqa: E402
+import shutil  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
@@ -50,6 +65,21 @@ def lazy_data(n, seed=0):
     X = rs.standard_normal((n, D), chunks=(rows, D))
     y = da.where(rs.uniform(size=n, chunks=rows) < 0.5, 1.0, -1.0)
     return X, y
+
+
+def write_chunks(n, where, seed=0):
+    """Generate the data once and write it as one .npy file per chunk (on the cluster)."""
+    import dask.array as da
+    X, y = lazy_data(n, seed)
+    da.to_npy_stack(os.path.join(where, "X"), X, axis=0)
+    da.to_npy_stack(os.path.join(where, "y"), y, axis=0)
+
+
+def data_on_disk(where):
+    """The data as a user with more than memory has it: each chunk read from its file."""
+    import dask.array as da
+    return tuple(da.from_npy_stack(os.path.join(where, name), mmap_mode=None)
+                 for name in ("X", "y"))
 
 
 class PeakRSS:
@@ -95,62 +125,82 @@ def timed(fn, repeat):
     return statistics.median(times), out
 
 
-def main(quick=False):
+def main(quick=False, saturation=1.0):
+    import dask
     from dask.distributed import Client, LocalCluster
     n = 2_000_000 if quick else 20_000_000
     n_fit = 200_000 if quick else 2_000_000
     repeat = 3
     w = np.linspace(-0.5, 0.5, D)
-    X, y = lazy_data(n)
-    print(f"data: {n:,} x {D} float64 = {X.nbytes / 1e9:.2f} GB, lazily generated in "
-          f"{X.numblocks[0]} chunks of {CHUNK_BYTES / 2 ** 20:.0f} MiB")
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None, memory_limit="4GiB") as cluster, \
-            Client(cluster) as client:
-        pids = list(client.run(os.getpid).values())
-        # the graphs are built lazily: time that too
-        t0 = time.perf_counter()
-        v, g = wg.value_and_grad(loss)(w, X, y)
-        t_build = time.perf_counter() - t0
-        hv, hg = by_hand(w, X, y)
-        ntask = len(dict(g.__dask_graph__())), len(dict(hg.__dask_graph__()))
-        client.compute([hv, hg], sync=True)  # warm the workers (imports)
+    dask.config.set({"distributed.scheduler.worker-saturation": saturation})
+    where = tempfile.mkdtemp(prefix="bench_dask_")
+    try:
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                          dashboard_address=None, memory_limit="4GiB") as cluster, \
+                Client(cluster) as client:
+            write_chunks(n, where)
+            client.restart()  # fresh workers: nothing of the writing stays resident
+            return _measure(client, w, n, n_fit, repeat, where)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
 
-        with PeakRSS(pids + [os.getpid()]) as mem:
-            t_wg, (val, grad) = timed(lambda: client.compute([v, g], sync=True), repeat)
-        worker_peak, client_peak = mem.above_base()[:-1], mem.above_base()[-1]
-        with PeakRSS(pids + [os.getpid()]) as mem_h:
-            t_hand, (hval, hgrad) = timed(lambda: client.compute([hv, hg], sync=True), repeat)
-        rel = np.max(np.abs(grad - hgrad) / np.abs(hgrad))
-        print(f"wengert value_and_grad: graph built in {t_build * 1e3:.1f} ms ({ntask[0]} "
-              f"tasks; by hand {ntask[1]}), |grad - by hand| / |by hand| = {rel:.1e}")
-        print("\npeak memory above idle (MB, and in 64 MiB chunks):")
-        for name, m in [("wengert", mem), ("by hand", mem_h)]:
-            peaks = m.above_base()
-            print(f"  {name:8s} workers: " + ", ".join(
-                f"{b / 1e6:.0f} MB ({b / CHUNK_BYTES:.1f} chunks)" for b in peaks[:-1])
-                + f"; client: {peaks[-1] / 1e6:.0f} MB ({peaks[-1] / CHUNK_BYTES:.1f} chunks)")
-        print(f"\ntime per value and gradient over {X.nbytes / 1e9:.2f} GB on the cluster "
-              f"(median of {repeat}):")
-        line("wengert on Dask", t_wg, t_hand, "by hand")
-        line("by hand in Dask", t_hand, t_hand, "by hand")
 
-        # data that fits: held in memory, by the workers (Dask) and here (NumPy)
-        dX, dy = client.persist(list(lazy_data(n_fit, seed=1)))
-        Xf, yf = client.compute([dX, dy], sync=True)
-        vg = wg.value_and_grad(loss)
-        t_np, _ = timed(lambda: vg(w, Xf, yf), 5)
-        t_np_hand, _ = timed(lambda: by_hand(w, Xf, yf), 5)
-        t_dk, _ = timed(lambda: client.compute(list(vg(w, dX, dy)), sync=True), 5)
-        t_dk_hand, _ = timed(lambda: client.compute(list(by_hand(w, dX, dy)), sync=True), 5)
-        print(f"\ndata that fits: {n_fit:,} x {D} ({Xf.nbytes / 1e6:.0f} MB) in memory "
-              f"(median of 5):")
-        line("wengert on NumPy", t_np, t_np_hand, "NumPy by hand")
-        line("NumPy by hand", t_np_hand, t_np_hand, "NumPy by hand")
-        line("wengert on Dask (cluster)", t_dk, t_dk_hand, "by hand in Dask")
-        line("by hand in Dask (cluster)", t_dk_hand, t_np_hand, "NumPy by hand")
+def _measure(client, w, n, n_fit, repeat, where):
+    import dask
+    X, y = data_on_disk(where)
+    print(f"data: {n:,} x {D} float64 = {X.nbytes / 1e9:.2f} GB (+ labels), in "
+          f"{X.numblocks[0]} chunks of {CHUNK_BYTES / 2 ** 20:.0f} MiB, one .npy file each")
+    print("cluster: 2 worker processes x 1 thread, distributed.scheduler.worker-saturation = "
+          f"{dask.config.get('distributed.scheduler.worker-saturation')}, "
+          f"MALLOC_TRIM_THRESHOLD_ = "
+          f"{client.run(lambda: os.environ.get('MALLOC_TRIM_THRESHOLD_')).popitem()[1]}")
+    pids = list(client.run(os.getpid).values())
+    # the graphs are built lazily: time that too
+    t0 = time.perf_counter()
+    v, g = wg.value_and_grad(loss)(w, X, y)
+    t_build = time.perf_counter() - t0
+    hv, hg = by_hand(w, X, y)
+    ntask = len(dict(g.__dask_graph__())), len(dict(hg.__dask_graph__()))
+    client.compute([v, g, hv, hg], sync=True)  # warm the workers (imports)
+
+    with PeakRSS(pids + [os.getpid()]) as mem:
+        t_wg, (val, grad) = timed(lambda: client.compute([v, g], sync=True), repeat)
+    worker_peak, client_peak = mem.above_base()[:-1], mem.above_base()[-1]
+    with PeakRSS(pids + [os.getpid()]) as mem_h:
+        t_hand, (hval, hgrad) = timed(lambda: client.compute([hv, hg], sync=True), repeat)
+    rel = np.max(np.abs(grad - hgrad) / np.abs(hgrad))
+    print(f"wengert value_and_grad: graph built in {t_build * 1e3:.1f} ms ({ntask[0]} "
+          f"tasks; by hand {ntask[1]}), |grad - by hand| / |by hand| = {rel:.1e}")
+    print("\npeak memory above idle (MB, and in 64 MiB chunks):")
+    for name, m in [("wengert", mem), ("by hand", mem_h)]:
+        peaks = m.above_base()
+        print(f"  {name:8s} workers: " + ", ".join(
+            f"{b / 1e6:.0f} MB ({b / CHUNK_BYTES:.1f} chunks)" for b in peaks[:-1])
+            + f"; client: {peaks[-1] / 1e6:.0f} MB ({peaks[-1] / CHUNK_BYTES:.1f} chunks)")
+    print(f"\ntime per value and gradient over {X.nbytes / 1e9:.2f} GB on the cluster "
+          f"(median of {repeat}):")
+    line("wengert on Dask", t_wg, t_hand, "by hand")
+    line("by hand in Dask", t_hand, t_hand, "by hand")
+
+    # data that fits: held in memory, by the workers (Dask) and here (NumPy)
+    dX, dy = client.persist(list(lazy_data(n_fit, seed=1)))
+    Xf, yf = client.compute([dX, dy], sync=True)
+    vg = wg.value_and_grad(loss)
+    t_np, _ = timed(lambda: vg(w, Xf, yf), 5)
+    t_np_hand, _ = timed(lambda: by_hand(w, Xf, yf), 5)
+    t_dk, _ = timed(lambda: client.compute(list(vg(w, dX, dy)), sync=True), 5)
+    t_dk_hand, _ = timed(lambda: client.compute(list(by_hand(w, dX, dy)), sync=True), 5)
+    print(f"\ndata that fits: {n_fit:,} x {D} ({Xf.nbytes / 1e6:.0f} MB) in memory "
+          f"(median of 5):")
+    line("wengert on NumPy", t_np, t_np_hand, "NumPy by hand")
+    line("NumPy by hand", t_np_hand, t_np_hand, "NumPy by hand")
+    line("wengert on Dask (cluster)", t_dk, t_dk_hand, "by hand in Dask")
+    line("by hand in Dask (cluster)", t_dk_hand, t_np_hand, "NumPy by hand")
     return dict(t_wg=t_wg, t_hand=t_hand, worker_peak=worker_peak, client_peak=client_peak)
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    sat = 1.0
+    if "--worker-saturation" in sys.argv:
+        sat = float(sys.argv[sys.argv.index("--worker-saturation") + 1])
+    main(quick="--quick" in sys.argv, saturation=sat)
