@@ -29,10 +29,10 @@ def _by_hand(w, X, y):
     return value, -((y * s) @ X) / X.shape[0] + 1e-3 * w
 
 
-def _data():
+def _data(n_chunks=N_CHUNKS):
     rng = da.random.default_rng(0)
-    X = rng.standard_normal((N_CHUNKS * ROWS, D), chunks=(ROWS, D))
-    y = da.where(rng.uniform(size=N_CHUNKS * ROWS, chunks=ROWS) < 0.5, 1.0, -1.0)
+    X = rng.standard_normal((n_chunks * ROWS, D), chunks=(ROWS, D))
+    y = da.where(rng.uniform(size=n_chunks * ROWS, chunks=ROWS) < 0.5, 1.0, -1.0)
     return X, y
 
 
@@ -94,3 +94,39 @@ def test_a_backward_that_waits_for_the_forwards_is_caught():
 
     g = waits(w, X, y)
     assert not all(ok for _, ok in _chunk_lifetimes([g], X))
+
+
+def test_no_more_tasks_per_chunk_than_by_hand():
+    """A mean's cotangent is broadcast over the chunks: as ``dask.array.broadcast_to``
+    that was a task per chunk of its own, hanging off the scalar, which the distributed
+    scheduler hands out like a data load, to any worker; the chunk's backward then waited
+    for it (a third chunk in memory per worker in benchmarks/bench_dask.py, and 1.5x the
+    time by hand). As a blockwise map it is fused into the elementwise tasks that read it."""
+    w = np.linspace(-0.5, 0.5, D)
+
+    def per_chunk(f):
+        sizes = []
+        for n in (N_CHUNKS, 2 * N_CHUNKS):
+            X, y = _data(n)
+            sizes.append(len(_graph(list(f(w, X, y)))[0]))
+        return (sizes[1] - sizes[0]) / N_CHUNKS
+
+    mine, hand = per_chunk(wg.value_and_grad(_loss)), per_chunk(_by_hand)
+    assert mine <= hand, f"{mine} tasks per chunk, by hand {hand}"
+
+
+@pytest.mark.parametrize("shape, chunks, to, to_chunks", [
+    ((), (), (10,), ((3, 3, 4),)),                                    # a scalar's cotangent
+    ((3,), ((3,),), (5, 3), ((2, 3), (3,))),                          # new leading axes
+    ((4, 1), ((2, 2), (1,)), (4, 6), ((2, 2), (3, 3))),               # a stretched axis
+    ((1, 4), ((1,), (2, 2)), (2, 5, 4), ((1, 1), (2, 3), (2, 2))),    # both
+    ((2, 1, 1), ((1, 1), (1,), (1,)), (3, 2, 4, 5), ((1, 2), (1, 1), (2, 2), (5,))),
+])
+def test_broadcast_of_a_dask_array_in_the_chunks_asked_for(shape, chunks, to, to_chunks):
+    from wengert.arrays import broadcast_view
+    v = np.arange(float(np.prod(shape))).reshape(shape)
+    x = da.from_array(v, chunks=chunks) if shape else da.from_array(v)
+    out = broadcast_view(x, to, to_chunks)
+    assert isinstance(out, da.Array) and out.chunks == to_chunks
+    assert type(out._meta) is np.ndarray and out._meta.ndim == len(to)
+    np.testing.assert_array_equal(out.compute(), np.broadcast_to(v, to))
