@@ -251,14 +251,14 @@ def _dask_broadcast(x, shape, chunks):
     dask_array = sys.modules["dask.array"]  # loaded: x is a Dask array
     if len(new) > k:  # stretched axes: map_blocks inserts them, as the new ones
         x = dask_array.squeeze(x, axis=tuple(a - k for a in new[k:]))
+    out = tuple(chunks[:k]) + tuple(own)
+
+    def block(b, block_info=None):  # a closure, pickled by value: workers need no wengert
+        return np.broadcast_to(np.expand_dims(b, new), block_info[None]["chunk-shape"])
     return dask_array.map_blocks(
-        _broadcast_block, x, new, chunks=tuple(chunks[:k]) + tuple(own),
-        new_axis=list(new) or None, dtype=x.dtype,
-        meta=np.empty_like(x._meta, shape=(0,) * len(shape)))
-
-
-def _broadcast_block(b, new, block_info=None):
-    return np.broadcast_to(np.expand_dims(b, new), block_info[None]["chunk-shape"])
+        block, x, chunks=out, new_axis=list(new) or None, dtype=x.dtype,
+        meta=np.empty_like(x._meta, shape=(0,) * len(shape)),
+        name="broadcast_to-" + sys.modules["dask.base"].tokenize(x, shape, out))
 
 
 def sum_to(g, nb, xs):
