@@ -14,11 +14,12 @@
   ``--worker-saturation 1.1`` measures that.
 * Memory: resident set size (psutil RSS) of each worker process and of this client
   process, sampled every 20 ms during the timed computations, minus the same process's RSS
-  just before them (the idle level: a warmed-up worker holding no data), in 64 MiB chunks.
-  Everything the process has resident counts: chunks, temporaries, received data, malloc's
-  free lists. The nanny and scheduler processes are not counted (they hold no data).
-* Time against the same value and gradient written by hand in Dask (same data, same
-  cluster), and, on data that fits (fewer rows, held in memory), against wengert on NumPy
+  read once before them (the idle level: a worker warmed up by one computation of each,
+  holding no data), in 64 MiB chunks; the highest of 3 runs. Everything the process has
+  resident counts: chunks, temporaries, received data, malloc's free lists. The nanny and
+  scheduler processes are not counted (they hold no data).
+* Time (median of 3) against the same value and gradient written by hand in Dask (same
+  data, same cluster; the two take turns), and, on data that fits (fewer rows, held in memory), against wengert on NumPy
   and a hand-written NumPy gradient.
 
     python benchmarks/bench_dask.py            # 1.6 GB
@@ -83,12 +84,13 @@ def data_on_disk(where):
 
 
 class PeakRSS:
-    """Peak resident memory of some processes above their level at the start."""
+    """Peak resident memory of some processes above ``base`` (their level at the start)."""
 
-    def __init__(self, pids):
+    def __init__(self, pids, base=None):
         import psutil
         self.procs = [psutil.Process(p) for p in pids]
-        self.base = [p.memory_info().rss for p in self.procs]
+        self.base = list(base) if base is not None else [p.memory_info().rss
+                                                         for p in self.procs]
         self.peak = list(self.base)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -163,20 +165,34 @@ def _measure(client, w, n, n_fit, repeat, where):
     ntask = len(dict(g.__dask_graph__())), len(dict(hg.__dask_graph__()))
     client.compute([v, g, hv, hg], sync=True)  # warm the workers (imports)
 
-    with PeakRSS(pids + [os.getpid()]) as mem:
-        t_wg, (val, grad) = timed(lambda: client.compute([v, g], sync=True), repeat)
-    worker_peak, client_peak = mem.above_base()[:-1], mem.above_base()[-1]
-    with PeakRSS(pids + [os.getpid()]) as mem_h:
-        t_hand, (hval, hgrad) = timed(lambda: client.compute([hv, hg], sync=True), repeat)
+    # wengert and by hand take turns, each peak above the idle level read once here
+    procs = pids + [os.getpid()]
+    idle = PeakRSS(procs).base
+    runs = {"wengert": [v, g], "by hand": [hv, hg]}
+    times = {name: [] for name in runs}
+    peaks = {name: [0] * len(procs) for name in runs}
+    results = {}
+    for _ in range(repeat):
+        for name, outs in runs.items():
+            with PeakRSS(procs, idle) as mem:
+                t0 = time.perf_counter()
+                results[name] = client.compute(outs, sync=True)
+                times[name].append(time.perf_counter() - t0)
+            peaks[name] = [max(a, b) for a, b in zip(peaks[name], mem.above_base())]
+    (val, grad), (hval, hgrad) = results["wengert"], results["by hand"]
+    t_wg, t_hand = statistics.median(times["wengert"]), statistics.median(times["by hand"])
+    worker_peak, client_peak = peaks["wengert"][:-1], peaks["wengert"][-1]
     rel = np.max(np.abs(grad - hgrad) / np.abs(hgrad))
     print(f"wengert value_and_grad: graph built in {t_build * 1e3:.1f} ms ({ntask[0]} "
           f"tasks; by hand {ntask[1]}), |grad - by hand| / |by hand| = {rel:.1e}")
-    print("\npeak memory above idle (MB, and in 64 MiB chunks):")
-    for name, m in [("wengert", mem), ("by hand", mem_h)]:
-        peaks = m.above_base()
+    print(f"\npeak memory above idle (workers idle at "
+          f"{', '.join(f'{b / 1e6:.0f}' for b in idle[:-1])} MB; MB, and in 64 MiB chunks; "
+          f"the highest of {repeat} runs each, taking turns):")
+    for name in ("wengert", "by hand"):
+        pk = peaks[name]
         print(f"  {name:8s} workers: " + ", ".join(
-            f"{b / 1e6:.0f} MB ({b / CHUNK_BYTES:.1f} chunks)" for b in peaks[:-1])
-            + f"; client: {peaks[-1] / 1e6:.0f} MB ({peaks[-1] / CHUNK_BYTES:.1f} chunks)")
+            f"{b / 1e6:.0f} MB ({b / CHUNK_BYTES:.1f} chunks)" for b in pk[:-1])
+            + f"; client: {pk[-1] / 1e6:.0f} MB ({pk[-1] / CHUNK_BYTES:.1f} chunks)")
     print(f"\ntime per value and gradient over {X.nbytes / 1e9:.2f} GB on the cluster "
           f"(median of {repeat}):")
     line("wengert on Dask", t_wg, t_hand, "by hand")
@@ -196,7 +212,8 @@ def _measure(client, w, n, n_fit, repeat, where):
     line("NumPy by hand", t_np_hand, t_np_hand, "NumPy by hand")
     line("wengert on Dask (cluster)", t_dk, t_dk_hand, "by hand in Dask")
     line("by hand in Dask (cluster)", t_dk_hand, t_np_hand, "NumPy by hand")
-    return dict(t_wg=t_wg, t_hand=t_hand, worker_peak=worker_peak, client_peak=client_peak)
+    return dict(t_wg=t_wg, t_hand=t_hand, worker_peak=worker_peak, client_peak=client_peak,
+                hand_worker_peak=peaks["by hand"][:-1])
 
 
 if __name__ == "__main__":
