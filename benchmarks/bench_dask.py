@@ -113,6 +113,17 @@ class PeakRSS:
         return [pk - b for pk, b in zip(self.peak, self.base)]
 
 
+def settle(client, timeout=30.0):
+    """Wait until the scheduler has forgotten the last computation: the next graph shares
+    keys with it (``-y``) made by other tasks, which Dask warns may deadlock."""
+    def left(dask_scheduler):  # results no client holds (persisted data is held)
+        return sum(not ts.who_wants and not ts.dependents
+                   for ts in dask_scheduler.tasks.values())
+    end = time.perf_counter() + timeout
+    while client.run_on_scheduler(left) and time.perf_counter() < end:
+        time.sleep(0.02)
+
+
 def line(label, t, ref, ref_name):
     print(f"  {label:<28}{t * 1e3:>10.1f} ms   {t / ref:5.2f}x {ref_name}")
 
@@ -164,6 +175,7 @@ def _measure(client, w, n, n_fit, repeat, where):
     hv, hg = by_hand(w, X, y)
     ntask = len(dict(g.__dask_graph__())), len(dict(hg.__dask_graph__()))
     client.compute([v, g, hv, hg], sync=True)  # warm the workers (imports)
+    settle(client)
 
     # wengert and by hand take turns, each peak above the idle level read once here
     procs = pids + [os.getpid()]
@@ -178,6 +190,7 @@ def _measure(client, w, n, n_fit, repeat, where):
                 t0 = time.perf_counter()
                 results[name] = client.compute(outs, sync=True)
                 times[name].append(time.perf_counter() - t0)
+            settle(client)
             peaks[name] = [max(a, b) for a, b in zip(peaks[name], mem.above_base())]
     (val, grad), (hval, hgrad) = results["wengert"], results["by hand"]
     t_wg, t_hand = statistics.median(times["wengert"]), statistics.median(times["by hand"])
@@ -205,6 +218,7 @@ def _measure(client, w, n, n_fit, repeat, where):
     t_np, _ = timed(lambda: vg(w, Xf, yf), 5)
     t_np_hand, _ = timed(lambda: by_hand(w, Xf, yf), 5)
     t_dk, _ = timed(lambda: client.compute(list(vg(w, dX, dy)), sync=True), 5)
+    settle(client)
     t_dk_hand, _ = timed(lambda: client.compute(list(by_hand(w, dX, dy)), sync=True), 5)
     print(f"\ndata that fits: {n_fit:,} x {D} ({Xf.nbytes / 1e6:.0f} MB) in memory "
           f"(median of 5):")
