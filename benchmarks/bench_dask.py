@@ -12,9 +12,9 @@
   worker then reads chunk k+1 while chunk k waits for pieces computed by the other worker
   (its labels), and 3.6-4.6 chunks pile up, by hand as with wengert (against 2.5, at times
   3.5, with 1.0). ``--worker-saturation 1.1`` measures that. The 3.5: when a graph
-  arrives, the scheduler starts on each idle worker the first data load it meets while
-  walking the graph, not the first in ``dask.order``; when that is a chunk of ``X`` whose
-  labels are loaded near the end, it stays in memory for the whole computation.
+  arrives, the scheduler can start on an idle worker a load far down ``dask.order``'s
+  priorities (seen: chunk 22 of 24 loaded at once, chunk 23 queued); that chunk of ``X``
+  then waits for its labels, loaded near the end, for the whole computation.
 * Memory: resident set size (psutil RSS) of each worker process and of this client
   process, sampled every 20 ms during the timed computations, minus the same process's RSS
   read once before them (the idle level: a worker warmed up by one computation of each,
