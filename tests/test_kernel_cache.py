@@ -270,7 +270,7 @@ def test_fused_scan_loop_copies_arrays_as_the_python_loop_does():
                                    (slice(None), slice(1, 3)), (Ellipsis, 0)])
 def test_fused_scan_with_slices_assigns_through_the_helper(index):
     """A step reading ``x[index]``: its VJP scatters into zeros at ``index`` -- an array
-    region through ``_assign`` (any layout, shapes checked), a scalar one as before."""
+    region through the copy helper (any view, shapes checked), a scalar one as before."""
     X0 = np.linspace(-1.0, 1.0, 12).reshape(3, 4) if len(index) == 2 else \
         np.linspace(-1.0, 1.0, 6)
     W = np.linspace(0.1, 0.4, X0.shape[-1] ** 2).reshape(X0.shape[-1], X0.shape[-1])
@@ -289,10 +289,15 @@ def test_fused_scan_with_slices_assigns_through_the_helper(index):
     np.testing.assert_allclose(got, wg.grad(loss)(W), rtol=1e-12, atol=1e-15)
 
 
-def test_the_copy_helpers_refuse_different_shapes():
-    h = kernel_cache.njit_module([("f", "def f(d, s):\n    _copy(d, s)\n    _assign(d, s)\n")])
-    d = np.zeros(4)
-    h["f"](d, np.arange(4.0))
+def test_the_copy_helpers_copy_into_views_and_stay_in_bounds():
+    src = "def f(d, s, v, t):\n    _copy1(d, s)\n    _copy2(v[::2, 1:], t)\n    return v\n"
+    f = kernel_cache.njit_module([("f", src)])["f"]
+    d, t = np.zeros(4), np.arange(6.0).reshape(2, 3)
+    v = f(d, np.arange(4.0), np.zeros((3, 4)), t)
     np.testing.assert_array_equal(d, np.arange(4.0))
-    with pytest.raises(ValueError, match="different shapes"):
-        h["f"](np.zeros(4), np.arange(3.0))
+    want = np.zeros((3, 4))
+    want[::2, 1:] = t
+    np.testing.assert_array_equal(v, want)
+    d = np.full(4, 7.0)  # shapes that disagree (never so in generated code): in bounds
+    f(d, np.arange(3.0), np.zeros((3, 4)), t)
+    np.testing.assert_array_equal(d, [0.0, 1.0, 2.0, 7.0])

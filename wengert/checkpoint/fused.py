@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph.kernel_cache import njit_module
+from ..graph.kernel_cache import copy_call, njit_module
 from ..graph.numba_array import NotExpressible, float_kind, njit_source, split_sources
 
 __all__ = ["FusedLoop", "NotExpressible"]
@@ -82,9 +82,11 @@ def _helper(g, name, accumulate=()):
 
 
 def _set(target, src, kind, ind):
-    """Copy ``src`` into the array ``target`` or rebind it (a scalar): ``_copy`` is
-    kernel_cache's flat copy (slice assignment costs seconds of compilation)."""
-    return f"{ind}_copy({target}, {src})" if kind[0] == "array" else f"{ind}{target} = {src}"
+    """Copy ``src`` into the array ``target`` or rebind it (a scalar): kernel_cache's copy
+    helper, as slice assignment costs seconds of compilation."""
+    if kind[0] == "array":
+        return ind + copy_call(len(kind[1]), target, src)
+    return f"{ind}{target} = {src}"
 
 
 def _empty(lead, k):

@@ -38,7 +38,7 @@ import numpy
 
 from .._version import __version__
 
-__all__ = ["njit_module", "cache_dir", "clear_cache"]
+__all__ = ["njit_module", "cache_dir", "clear_cache", "copy_call"]
 
 _MODULES = {}  # module text -> {name: dispatcher}: one compilation per process
 _OPTIONS = {"error_model": "numpy"}
@@ -86,28 +86,30 @@ def clear_cache():
     return removed
 
 
-# Helpers a generated function may call by name (added to its module when it does).  Array
-# copies go through them rather than ``a[...] = b``: Numba's slice assignment compiles its
-# broadcasting check, whose error message (shapes formatted by Numba's string machinery)
-# took 1.8 s of a compiled scan's 3.7 s cold compile.  Both check that the shapes agree.
-HELPERS = {
-    # d and s C-contiguous arrays of one shape: a flat loop
-    "_copy": """def _copy(d, s):
-    if d.shape != s.shape:
-        raise ValueError("wengert: arrays of different shapes in a compiled copy")
-    d1 = d.reshape(d.size)
-    s1 = s.reshape(s.size)
-    for e in range(d1.size):
-        d1[e] = s1[e]
-""",
-    # d any view (a strided slice), s an array of its shape: element by element
-    "_assign": """def _assign(d, s):
-    if d.shape != s.shape:
-        raise ValueError("wengert: arrays of different shapes in a compiled copy")
-    for idx in np.ndindex(d.shape):
-        d[idx] = s[idx]
-""",
-}
+# Helpers a generated function may call by name (added to its module when it does):
+# ``_copy<n>(d, s)`` copies the n-dimensional array ``s`` into ``d`` (an array or any view
+# of one, of the same shape: the traced shapes, fixed when the source is written) element
+# by element.  Array copies go through them rather than ``d[...] = s``: Numba's slice
+# assignment compiles its broadcasting check, whose error message (shapes formatted by
+# Numba's string machinery) took 1.8 s of a compiled scan's 3.7 s cold compile.  Loops over
+# indices, not a flat view, and no raise: a view per call or a shape test that may raise
+# cost 5-15% of the 2,000-step chain's time (its calls are then not inlined); the loops
+# stop at the smaller extent, so no shape can make them read or write out of bounds.
+_HELPER = re.compile(r"\b_copy([1-9]\d?)\(")
+
+
+def _copy_source(nd):
+    loops = [f"i{k}" for k in range(nd)]
+    body = [f"def _copy{nd}(d, s):"]
+    for k, i in enumerate(loops):  # never out of bounds (the shapes agree by construction)
+        body.append("    " * (k + 1) + f"for {i} in range(min(d.shape[{k}], s.shape[{k}])):")
+    body.append("    " * (nd + 1) + f"d[{', '.join(loops)}] = s[{', '.join(loops)}]")
+    return "\n".join(body) + "\n"
+
+
+def copy_call(nd, target, src):
+    """The statement copying the ``nd``-dimensional array ``src`` into ``target``."""
+    return f"_copy{nd}({target}, {src})"
 
 
 def _module_text(functions, aliases):
@@ -217,11 +219,11 @@ def njit_module(functions, aliases=None):
     """``{name: Numba dispatcher}`` for the generated ``functions`` (``(name, source)``
     pairs, each source defining that function), compiled together: each sees the others
     (and ``aliases``: alias -> name) as its globals, and ``np``, ``float32``, ``float64``
-    and the :data:`HELPERS` they call.
+    and the ``_copy<n>`` helpers they call (:func:`copy_call`).
     Compiled lazily by Numba on first call; from the disk cache where it has them."""
     aliases = dict(aliases or {})
-    functions = [(h, src) for h, src in HELPERS.items()
-                 if any(f"{h}(" in f for _, f in functions)] + list(functions)
+    nds = sorted({int(m) for _, f in functions for m in _HELPER.findall(f)})
+    functions = [(f"_copy{nd}", _copy_source(nd)) for nd in nds] + list(functions)
     text = _module_text(functions, aliases)
     done = _MODULES.get(text)
     if done is not None:
