@@ -8,8 +8,9 @@ Numba function instead (one compilation), called for the forward phase, the last
 and the rest (the reverse sweep with its recomputations); the step, its VJP and the
 inverse are Numba functions it calls.  The schedule is passed as an integer array of
 actions, interpreted in the loop, and its snapshots live in preallocated slots -- as many
-as it ever holds at once, so "ctz" and "binomial" keep their O(log N) bound in states (the
-action array itself is O(N) integers).  The carry is copied into a buffer of its own each
+as it ever holds at once, so "ctz" and "binomial" keep their O(log N) bound in states.
+The action array is O(N) integers; for "ctz" there is none: the loop asks a state machine
+of O(log N) integers for its actions a buffer at a time (:mod:`.machine`).  The carry is copied into a buffer of its own each
 step; the cotangents of captured values accumulate in place.  With "all" the forward loop
 also keeps every step's residuals (``split_sources``), so the reverse loop does not
 recompute the steps.
@@ -26,11 +27,13 @@ import numpy as np
 
 from ..graph.fuse import numba_or_none
 from ..graph.numba_array import NotExpressible, float_kind, njit_source, split_sources
+from . import machine
 
 __all__ = ["FusedLoop", "NotExpressible"]
 
 ADVANCE, STORE, RESTORE, REVERSE, INVERT = range(5)
 _JIT = {}  # full source -> dispatcher
+GENERATED = {"ctz"}  # strategies whose actions the loop makes itself (machine.py)
 
 
 def encode(actions):
@@ -110,6 +113,9 @@ def _zero(k):
     return np.zeros(k[1], k[2]) if k[0] == "array" else 0.0
 
 
+_NO_STATE = np.zeros(machine.STATE_SIZE, np.int64)  # the machine's state when acts are rows
+
+
 def _writable(a):
     """An array argument as the loop function's one specialization takes it (C order,
     writable): a cotangent may be a read-only broadcast."""
@@ -131,12 +137,21 @@ class FusedLoop:
                 raise NotExpressible(f"leaf {pos} of the step is {type(v).__name__} "
                                      f"{getattr(v, 'dtype', '')}{np.shape(v)}, not a float "
                                      "(array) of at least one dimension")
+        if plan.n >= 2 ** 31:
+            raise NotExpressible(f"{plan.n} steps: the loop's actions are int32")
         self.carry_kinds = self.kinds[:nc]
         self.x_kinds = self.kinds[nc:nc + nx]
         self.cap_kinds = self.kinds[nc + nx:nc + nx + ncap]
         self.y_kinds = self.kinds[nc + nx + ncap:]
-        self.fwd_acts, self.rev_acts, self.nslots, self.max_stored, self.counts = \
-            encode(plan.schedule())
+        # "ctz": actions made in the loop by machine.ctz_fill (GENERATED), no action array
+        self.generated = plan.strategy in GENERATED
+        if self.generated:
+            self.counts = machine.ctz_counts(plan.n)
+            self.nslots = self.max_stored = self.counts.pop("nslots")
+            self.fwd_acts = self.rev_acts = None
+        else:
+            self.fwd_acts, self.rev_acts, self.nslots, self.max_stored, self.counts = \
+                encode(plan.schedule())
         # residuals kept when every step runs once, forwards: the reverse phase reads them
         self.keep_residuals = plan.strategy == "all" and not bool(
             np.isin(self.rev_acts[:, 0], (ADVANCE, INVERT)).any())
@@ -178,7 +193,7 @@ class FusedLoop:
         R = [f"R{j}" for j in range(len(self.res_kinds))]
         done = set(done)
         pos = [j for j in range(nc + nx + p.n_cap) if j not in done]  # what vjp returns
-        helpers = {"step": step, "vjp": vjp}
+        helpers = {"step": step, "vjp": vjp, "fill": machine.jitted()[0]}
         ks = [f"ks{j}" for j in range(len(self.k_step))]
         kv = [f"kv{j}" for j in range(len(self.k_vjp))]
         self.k_inv, ki, i_src, i_buf = [], [], "", []
@@ -194,8 +209,12 @@ class FusedLoop:
         ks += [f"sb{j}" for j in range(len(s_buf))]
         kv += [f"vb{j}" for j in range(len(v_buf))]
         kib = ki + [f"ib{j}" for j in range(len(i_buf))]
-        L += ["for a in range(acts.shape[0]):", "    kd = acts[a, 0]", "    i = acts[a, 1]",
-             "    j = acts[a, 2]", "    if kd == 0:", "        for k in range(i, j):",
+        # the actions: the rows of acts, or (gen) rows that fill writes into acts in turn
+        L += ["a = 0", "m = 0 if gen else acts.shape[0]", "while True:", "    if a == m:",
+              "        if gen == 0:", "            break", "        m = fill(st, acts)",
+              "        a = 0", "        if m == 0:", "            break",
+              "    kd = acts[a, 0]", "    i = acts[a, 1]", "    j = acts[a, 2]", "    a += 1",
+              "    if kd == 0:", "        for k in range(i, j):",
              f"            r = step({call(u + [f'{v}[k]' for v in x] + cap + ks)})"]
         L += [_set(v, f"r[{j}]", ck[j], "            ") for j, v in enumerate(u)]
         if ny:
@@ -223,14 +242,28 @@ class FusedLoop:
         L.append(f"return ({''.join(r + ', ' for r in u + h + gp)})")
         sig = ", ".join(u + S + R + Y + h + GX + gp + GY + x + cap + icap +
                         [f"ks{j}" for j in range(len(self.k_step))] +
-                        [f"kv{j}" for j in range(len(self.k_vjp))] + ki + ["acts", "record"])
+                        [f"kv{j}" for j in range(len(self.k_vjp))] + ki +
+                        ["acts", "st", "gen", "record"])
         src = f"def loop({sig}):\n" + "".join(f"    {ln}\n" for ln in L)
         return _jit(src, "loop", helpers, "\n".join([s_src, v_src, i_src]))
 
     # -- running ------------------------------------------------------------------------------
+    def _acts(self, phase):
+        """The rows of a phase of the schedule, or the phase when the loop makes them."""
+        if self.generated:
+            return phase
+        return self.fwd_acts if phase == machine.FORWARD else self.rev_acts
+
     def _call(self, u, S, Y, h, GX, gp, GY, xs, cap, icap, acts, record):
+        """The loop over ``acts``: rows, or the phase (machine.FORWARD, REVERSE_PHASE)
+        whose rows the loop makes itself."""
+        if isinstance(acts, int):
+            st, gen = machine.ctz_state(self.plan.n, acts), 1
+            acts = np.empty((machine.BUFFER_ROWS, 3), np.int32)
+        else:
+            st, gen = _NO_STATE, 0
         out = self.fn(*u, *S, *Y, *h, *GX, *gp, *GY, *xs, *cap, *icap, *self.k_step,
-                      *self.k_vjp, *self.k_inv, acts, record)
+                      *self.k_vjp, *self.k_inv, acts, st, gen, record)
         nc = len(u)
         return list(out[:nc]), list(out[nc:2 * nc]), list(out[2 * nc:])
 
@@ -258,7 +291,7 @@ class FusedLoop:
         h, GX, gp, GY = self._dummies()
         record = 2 if keep else 1  # 1: the ys, 2: the residuals too
         u = self._call(u, S, Y, h, GX, gp, GY, xs, cap, icap,
-                       self.fwd_acts if keep else self.run_acts, record)[0]
+                       self._acts(machine.FORWARD) if keep else self.run_acts, record)[0]
         cur = [a.copy() if type(a) is np.ndarray else a for a in u] if keep else None
         final = self._call(u, S, Y, h, GX, gp, GY, xs, cap, icap, self.last_acts, record)[0]
         st = p.stats
@@ -279,7 +312,8 @@ class FusedLoop:
         GY = [_writable(np.asarray(g, dtype=k[2] if k[0] == "array" else np.float64))
               for g, k in zip(g_y, self.y_kinds)]
         Y = [_empty(0, k) for k in self.y_kinds]
-        _, h, gp = self._call(cur, slots, Y, h, GX, gp, GY, xs, cap, icap, self.rev_acts, 0)
+        _, h, gp = self._call(cur, slots, Y, h, GX, gp, GY, xs, cap, icap,
+                              self._acts(machine.REVERSE_PHASE), 0)
         st = p.stats
         st["steps"] += self.counts["rev_steps"]
         st["vjps"] += p.n
