@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..graph.fuse import numba_or_none
+
 __all__ = ["FORWARD", "REVERSE_PHASE", "STATE_SIZE", "BUFFER_ROWS", "ctz_state", "ctz_fill",
            "ctz_rows", "ctz_counts", "jitted"]
 
@@ -134,7 +136,6 @@ _JITTED = []
 def jitted():
     """``(fill, count)`` compiled by Numba, once."""
     if not _JITTED:
-        from ..graph.fuse import numba_or_none
         numba = numba_or_none()[0]
         fill = numba.njit(ctz_fill)
         count = numba.njit(_count)
