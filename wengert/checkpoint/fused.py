@@ -22,6 +22,7 @@ form, or a Numba compile error: the plan keeps its Python loop, and records why 
 from __future__ import annotations
 
 import builtins
+import time
 
 import numpy as np
 
@@ -33,6 +34,9 @@ __all__ = ["FusedLoop", "NotExpressible"]
 
 ADVANCE, STORE, RESTORE, REVERSE, INVERT = range(5)
 _JIT = {}  # full source -> dispatcher
+# False: "all" keeps no residuals, its VJPs recompute their step (the benchmark's probe of
+# what a VJP costs in the other schedules)
+KEEP_RESIDUALS = True
 GENERATED = {"ctz"}  # strategies whose actions the loop makes itself (machine.py)
 
 
@@ -72,7 +76,8 @@ def encode(actions):
         return int(sum(r[2] - r[1] for r in part if r[0] == ADVANCE))
     counts = {"fwd_steps": steps(rows[:split]) + 1, "rev_steps": steps(rows[split:]),
               "fwd_inverted": sum(1 for r in rows[:split] if r[0] == INVERT),
-              "rev_inverted": sum(1 for r in rows[split:] if r[0] == INVERT)}
+              "rev_inverted": sum(1 for r in rows[split:] if r[0] == INVERT),
+              "stores": sum(1 for r in rows if r[0] == STORE)}
     return arr[:split], arr[split:], max(nslots, 1), max_stored, counts
 
 
@@ -128,6 +133,7 @@ class FusedLoop:
     def __init__(self, plan):
         self.plan = plan
         self.calls = {}  # method -> successful calls (a failure after the first is a bug)
+        self.times = {}  # seconds of the last forward phase (with the last step), reverse, run
         nc, nx, ncap = plan.n_carry, plan.n_x, plan.n_cap
         ex = list(plan.step_graph.example_args)
         self.kinds = [float_kind(v) for v in ex + plan.y_ex]
@@ -153,7 +159,7 @@ class FusedLoop:
             self.fwd_acts, self.rev_acts, self.nslots, self.max_stored, self.counts = \
                 encode(plan.schedule())
         # residuals kept when every step runs once, forwards: the reverse phase reads them
-        self.keep_residuals = plan.strategy == "all" and not bool(
+        self.keep_residuals = KEEP_RESIDUALS and plan.strategy == "all" and not bool(
             np.isin(self.rev_acts[:, 0], (ADVANCE, INVERT)).any())
         self.fn = self._compile()
         n = plan.n
@@ -290,10 +296,12 @@ class FusedLoop:
         Y = [_empty(p.n, k) for k in self.y_kinds]
         h, GX, gp, GY = self._dummies()
         record = 2 if keep else 1  # 1: the ys, 2: the residuals too
+        t0 = time.perf_counter()
         u = self._call(u, S, Y, h, GX, gp, GY, xs, cap, icap,
                        self._acts(machine.FORWARD) if keep else self.run_acts, record)[0]
         cur = [a.copy() if type(a) is np.ndarray else a for a in u] if keep else None
         final = self._call(u, S, Y, h, GX, gp, GY, xs, cap, icap, self.last_acts, record)[0]
+        self.times["forward" if keep else "run"] = time.perf_counter() - t0
         st = p.stats
         st["steps"] += self.counts["fwd_steps"] if keep else p.n
         if keep:
@@ -312,8 +320,10 @@ class FusedLoop:
         GY = [_writable(np.asarray(g, dtype=k[2] if k[0] == "array" else np.float64))
               for g, k in zip(g_y, self.y_kinds)]
         Y = [_empty(0, k) for k in self.y_kinds]
+        t0 = time.perf_counter()
         _, h, gp = self._call(cur, slots, Y, h, GX, gp, GY, xs, cap, icap,
                               self._acts(machine.REVERSE_PHASE), 0)
+        self.times["reverse"] = time.perf_counter() - t0
         st = p.stats
         st["steps"] += self.counts["rev_steps"]
         st["vjps"] += p.n

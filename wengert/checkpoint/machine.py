@@ -117,17 +117,19 @@ def ctz_rows(n, phase, fill=ctz_fill):
 
 
 def _count(st, buf, fill):
-    """Steps advanced and the most slots used by the phase that ``st`` starts."""
-    steps = slots = 0
+    """Steps advanced, stores and the most slots used by the phase that ``st`` starts."""
+    steps = slots = stores = 0
     while True:
         m = fill(st, buf)
         if m == 0:
-            return steps, slots
+            return steps, stores, slots
         for r in range(m):
             if buf[r, 0] == _ADVANCE:
                 steps += buf[r, 2] - buf[r, 1]
-            elif buf[r, 0] == _STORE and buf[r, 2] + 1 > slots:
-                slots = buf[r, 2] + 1
+            elif buf[r, 0] == _STORE:
+                stores += 1
+                if buf[r, 2] + 1 > slots:
+                    slots = buf[r, 2] + 1
 
 
 _JITTED = []
@@ -144,11 +146,12 @@ def jitted():
 
 
 def ctz_counts(n, compiled=True):
-    """Steps advanced in each phase and the slots needed, in O(log N) memory: a dict like
+    """Steps advanced in each phase, stores and the slots needed, in O(log N) memory: as
     ``fused.encode``'s counts, with ``nslots`` (the most snapshots held at once)."""
     fill, count = jitted() if compiled else (ctz_fill, _count)
     buf = np.zeros((BUFFER_ROWS, 3), np.int32)
-    fs, f_slots = count(ctz_state(n, FORWARD), buf, fill)
-    rs, r_slots = count(ctz_state(n, REVERSE_PHASE), buf, fill)
+    fs, f_stores, f_slots = count(ctz_state(n, FORWARD), buf, fill)
+    rs, r_stores, r_slots = count(ctz_state(n, REVERSE_PHASE), buf, fill)
     return {"fwd_steps": int(fs) + 1, "rev_steps": int(rs), "fwd_inverted": 0,
-            "rev_inverted": 0, "nslots": max(int(f_slots), int(r_slots), 1)}
+            "rev_inverted": 0, "stores": int(f_stores + r_stores),
+            "nslots": max(int(f_slots), int(r_slots), 1)}
