@@ -9,8 +9,9 @@ and the rest (the reverse sweep with its recomputations); the step, its VJP and 
 inverse are Numba functions it calls.  The schedule is passed as an integer array of
 actions, interpreted in the loop, and its snapshots live in preallocated slots -- as many
 as it ever holds at once, so "ctz" and "binomial" keep their O(log N) bound in states.
-The action array is O(N) integers; for "ctz" there is none: the loop asks a state machine
-of O(log N) integers for its actions a buffer at a time (:mod:`.machine`).  The carry is copied into a buffer of its own each
+The action array is O(N) integers; for "ctz" and "binomial" there is none: the loop asks a
+state machine of O(log N) (O(snapshots)) integers for its actions a buffer at a time
+(:mod:`.machine`).  The carry is copied into a buffer of its own each
 step; the cotangents of captured values accumulate in place.  With "all" the forward loop
 also keeps every step's residuals (``split_sources``), so the reverse loop does not
 recompute the steps.
@@ -29,6 +30,7 @@ import numpy as np
 from ..graph.fuse import numba_or_none
 from ..graph.numba_array import NotExpressible, float_kind, njit_source, split_sources
 from . import machine
+from .schedules import resolved_snapshots
 
 __all__ = ["FusedLoop", "NotExpressible"]
 
@@ -37,7 +39,7 @@ _JIT = {}  # full source -> dispatcher
 # False: "all" keeps no residuals, its VJPs recompute their step (the benchmark's probe of
 # what a VJP costs in the other schedules)
 KEEP_RESIDUALS = True
-GENERATED = {"ctz"}  # strategies whose actions the loop makes itself (machine.py)
+GENERATED = {"ctz", "binomial"}  # strategies whose actions the loop makes (machine.py)
 
 
 def encode(actions):
@@ -118,7 +120,7 @@ def _zero(k):
     return np.zeros(k[1], k[2]) if k[0] == "array" else 0.0
 
 
-_NO_STATE = np.zeros(machine.STATE_SIZE, np.int64)  # the machine's state when acts are rows
+_NO_STATE = np.zeros(1, np.int64)  # the machine's state when acts are rows
 
 
 def _writable(a):
@@ -149,10 +151,11 @@ class FusedLoop:
         self.x_kinds = self.kinds[nc:nc + nx]
         self.cap_kinds = self.kinds[nc + nx:nc + nx + ncap]
         self.y_kinds = self.kinds[nc + nx + ncap:]
-        # "ctz": actions made in the loop by machine.ctz_fill (GENERATED), no action array
+        # "ctz", "binomial": actions made in the loop by machine.fill, no action array
         self.generated = plan.strategy in GENERATED
+        self.snapshots = resolved_snapshots(plan.n, plan.strategy, plan.snapshots)
         if self.generated:
-            self.counts = machine.ctz_counts(plan.n)
+            self.counts = machine.counts(plan.n, plan.strategy, self.snapshots)
             self.nslots = self.max_stored = self.counts.pop("nslots")
             self.fwd_acts = self.rev_acts = None
         else:
@@ -199,7 +202,7 @@ class FusedLoop:
         R = [f"R{j}" for j in range(len(self.res_kinds))]
         done = set(done)
         pos = [j for j in range(nc + nx + p.n_cap) if j not in done]  # what vjp returns
-        helpers = {"step": step, "vjp": vjp, "fill": machine.jitted()[0]}
+        helpers = {"step": step, "vjp": vjp, "fill": machine.jitted().fill}
         ks = [f"ks{j}" for j in range(len(self.k_step))]
         kv = [f"kv{j}" for j in range(len(self.k_vjp))]
         self.k_inv, ki, i_src, i_buf = [], [], "", []
@@ -264,7 +267,7 @@ class FusedLoop:
         """The loop over ``acts``: rows, or the phase (machine.FORWARD, REVERSE_PHASE)
         whose rows the loop makes itself."""
         if isinstance(acts, int):
-            st, gen = machine.ctz_state(self.plan.n, acts), 1
+            st, gen = machine.state(self.plan.n, self.plan.strategy, self.snapshots, acts), 1
             acts = np.empty((machine.BUFFER_ROWS, 3), np.int32)
         else:
             st, gen = _NO_STATE, 0

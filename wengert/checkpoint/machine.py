@@ -1,41 +1,60 @@
-"""The "ctz" schedule as a small state machine, so the compiled loop needs no action array.
+"""The "ctz" and "binomial" schedules as small state machines: no action array in the loop.
 
 The fused scan (:mod:`.fused`) interprets rows ``(kind, index, stop or slot)``.  Encoding
 a whole schedule is O(N) rows (12 bytes each) beside O(log N) stored states; for "ctz"
-the rows come instead from :func:`ctz_fill`, which writes them a few hundred at a time
-into a fixed buffer from a state of ``STATE_SIZE`` integers: the loop length, the next
-step, and the stack of stored states (a state's slot is its place on that stack: the
-schedule frees its snapshots last-in first-out).  The rows are those
-``fused.encode(iter_schedule(n, "ctz"))`` gives (the tests check it row for row), so the
-loop makes the same calls in the same order and its results are bitwise the same.
+and "binomial" the rows come instead from :func:`fill`, which writes them a few hundred at
+a time into a fixed buffer from a state of a few integers (:func:`state`):
 
-:func:`ctz_fill` is plain Python that Numba compiles unchanged (:func:`jitted`); without
-Numba it runs as it is (the tests do both).
+* "ctz": the loop length, the next step and the stack of stored states (a state's slot is
+  its place on that stack: ctz frees its snapshots last in, first out) -- 72 integers;
+* "binomial": revolve's recursion as an explicit stack of tasks (reverse ``n`` steps from
+  state ``a`` with ``s`` snapshots; free a snapshot; reverse one step), at most
+  ``2 s + 8`` of them, 5 integers each; a snapshot's slot is the number held before it.
+
+The rows are those ``fused.encode(iter_schedule(n, strategy, snapshots))`` gives (the
+tests check them row for row), so the loop makes the same calls in the same order and its
+results are bitwise the same.  The functions here are plain Python that Numba compiles
+unchanged (:func:`jitted`); without Numba they run as they are (the tests do both).
 """
 from __future__ import annotations
+
+import types
 
 import numpy as np
 
 from ..graph.fuse import numba_or_none
 
-__all__ = ["FORWARD", "REVERSE_PHASE", "STATE_SIZE", "BUFFER_ROWS", "ctz_state", "ctz_fill",
-           "ctz_rows", "ctz_counts", "jitted"]
+__all__ = ["FORWARD", "REVERSE_PHASE", "BUFFER_ROWS", "STRATEGIES", "state", "fill", "rows",
+           "counts", "jitted"]
 
 FORWARD, REVERSE_PHASE = 0, 1
-_STACK = 8                # st[_STACK:] is the stack of stored states
-STATE_SIZE = _STACK + 64  # a state index has at most 63 bits: at most 64 prefixes
+STRATEGIES = {"ctz": 0, "binomial": 1}  # st[7]: which machine
+_STACK = 8                # st[_STACK:]: the stack (of stored states, or of tasks)
 BUFFER_ROWS = 512         # rows per fill; one unit writes at most 2 * 63 + 2 rows
 _UNIT = 2 * 63 + 2
 # the row kinds of fused.py: ADVANCE, STORE, RESTORE, REVERSE
 _ADVANCE, _STORE, _RESTORE, _REVERSE = 0, 1, 2, 3
+# binomial's tasks: reverse (a, n, s, slot of a), free the last snapshot, sweep (a, next k,
+# -, slot of a: no snapshot left, reverse a+n-1 .. a from state a), reverse one step k
+_REV, _FREE, _SWEEP, _ONE = 0, 1, 2, 3
 
 
-def ctz_state(n, phase):
-    """The machine's start for the forward phase (``FORWARD``: from state 0) or the rest
-    (``REVERSE_PHASE``: the forward phase's snapshots, the prefixes of ``n - 1``)."""
-    st = np.zeros(STATE_SIZE, np.int64)
-    st[0], st[1] = n, phase
-    if phase == REVERSE_PHASE:
+def state(n, strategy, snapshots, phase):
+    """The machine's start for the forward phase (``FORWARD``, from state 0) or for the
+    rest (``REVERSE_PHASE``: the snapshots the forward phase leaves)."""
+    kind = STRATEGIES[strategy]
+    s = int(snapshots or 0)
+    st = np.zeros(_STACK + (64 if kind == 0 else 5 * (2 * s + 8)), np.int64)
+    st[0], st[1], st[5], st[7] = n, phase, s, kind
+    if kind == 1:
+        st[2] = -1  # the current state (-1: none)
+        if phase == REVERSE_PHASE:  # run the forward phase (O(s) rows) and go on from there
+            st[1] = FORWARD
+            buf = np.zeros((BUFFER_ROWS, 3), np.int32)
+            while fill(st, buf):
+                pass
+            st[1] = REVERSE_PHASE
+    elif phase == REVERSE_PHASE:
         i, depth = n - 1, 0
         for b in range(63, -1, -1):  # the prefixes of n - 1, ascending (0 first)
             p = (i >> b) << b
@@ -46,12 +65,19 @@ def ctz_state(n, phase):
     return st
 
 
-def ctz_fill(st, buf):
-    """Write the schedule's next rows into ``buf`` (whole units: one step forwards, or one
-    step reversed with its recomputation); returns how many (0 once the phase is done).
+def fill(st, buf):
+    """Write the schedule's next rows into ``buf``; returns how many (0 once the phase is
+    done: the forward phase ends before the first reverse row)."""
+    if st[7] == 0:
+        return _ctz_fill(st, buf)
+    return _binomial_fill(st, buf)
+
+
+def _ctz_fill(st, buf):
+    """Whole units: one step forwards, or one step reversed with its recomputation.
 
     ``st``: [n, phase, next step, stack depth, current state is the next step (reverse
-    phase), -, -, -, stack...].
+    phase), -, -, kind, stack...].
     """
     n, phase = st[0], st[1]
     k, depth = st[2], st[3]
@@ -104,9 +130,117 @@ def ctz_fill(st, buf):
     return m
 
 
-def ctz_rows(n, phase, fill=ctz_fill):
-    """The rows of one phase, one at a time (for the tests and for counting)."""
-    st = ctz_state(n, phase)
+def _revolve_cost(n, s):
+    """schedules.revolve_cost in integers: r the least with C(s+1+r, r) >= n, then
+    r n - C(s+1+r, r-1) (= C(s+1+r, r) r / (s+2), exactly)."""
+    if n <= 1:
+        return 0
+    r, beta = 0, 1
+    while beta < n:
+        r += 1
+        beta = beta * (s + 1 + r) // r
+    return r * n - beta * r // (s + 2)
+
+
+def _best_split(n, s):
+    """schedules._best_split: the least m minimising m + t(n-m, s-1) + t(m, s)."""
+    lo, hi = 1, n - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        c0 = mid + _revolve_cost(n - mid, s - 1) + _revolve_cost(mid, s)
+        c1 = mid + 1 + _revolve_cost(n - mid - 1, s - 1) + _revolve_cost(mid + 1, s)
+        if c1 >= c0:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _put(st, e, t, a, x, y, slot):
+    st[e], st[e + 1], st[e + 2], st[e + 3], st[e + 4] = t, a, x, y, slot
+
+
+def _binomial_fill(st, buf):
+    """One task at a time (at most 3 rows each).
+
+    ``st``: [n, phase, current state (-1: none), tasks, snapshots held, s, started, kind,
+    tasks (5 integers each: kind, a, n or next k, s, slot of a)...].
+    """
+    cur, top, held = st[2], st[3], st[4]
+    m = 0
+    cap = buf.shape[0] - 3
+    most = (st.shape[0] - _STACK) // 5
+    if st[6] == 0:  # store state 0, then reverse all n steps with s snapshots
+        st[6] = 1
+        buf[0, 0], buf[0, 1], buf[0, 2] = _STORE, 0, 0
+        m, held, cur = 1, 1, 0
+        _put(st, _STACK, _REV, 0, st[0], st[5], 0)
+        top = 1
+    while top > 0 and m <= cap:
+        e = _STACK + 5 * (top - 1)
+        t, a, x, y, slot = st[e], st[e + 1], st[e + 2], st[e + 3], st[e + 4]
+        if t == _ONE:
+            if st[1] == FORWARD:
+                break  # the forward phase ends before its first reverse row
+            buf[m, 0], buf[m, 1], buf[m, 2] = _REVERSE, a, 0
+            m += 1
+            cur = -1
+            top -= 1
+        elif t == _FREE:
+            held -= 1
+            top -= 1
+        elif t == _SWEEP:
+            if x < a:
+                top -= 1
+                continue
+            if cur != a:
+                buf[m, 0], buf[m, 1], buf[m, 2] = _RESTORE, a, slot
+                m += 1
+            if x > a:
+                buf[m, 0], buf[m, 1], buf[m, 2] = _ADVANCE, a, x
+                m += 1
+            cur = x
+            st[e + 2] = x - 1
+            if top >= most:
+                raise ValueError("binomial machine: task stack overflow")
+            e += 5
+            st[e], st[e + 1] = _ONE, x
+            top += 1
+        else:  # reverse x steps from state a with y snapshots
+            top -= 1
+            if x == 1:
+                if cur != a:
+                    buf[m, 0], buf[m, 1], buf[m, 2] = _RESTORE, a, slot
+                    m += 1
+                st[e], st[e + 1] = _ONE, a
+                top += 1
+            elif y == 0:
+                st[e], st[e + 2] = _SWEEP, a + x - 1
+                top += 1
+            else:
+                h = _best_split(x, y)
+                if cur != a:
+                    buf[m, 0], buf[m, 1], buf[m, 2] = _RESTORE, a, slot
+                    m += 1
+                buf[m, 0], buf[m, 1], buf[m, 2] = _ADVANCE, a, a + h
+                buf[m + 1, 0], buf[m + 1, 1], buf[m + 1, 2] = _STORE, a + h, held
+                m += 2
+                cur = a + h
+                if top + 3 > most:
+                    raise ValueError("binomial machine: task stack overflow")
+                # done in the order: the right part, free its snapshot, the left part
+                _put(st, e, _REV, a, h, y, slot)
+                _put(st, e + 5, _FREE, 0, 0, 0, 0)
+                _put(st, e + 10, _REV, a + h, x - h, y - 1, held)
+                top += 3
+                held += 1
+    st[2], st[3], st[4] = cur, top, held
+    return m
+
+
+def rows(n, strategy, snapshots, phase):
+    """The rows of one phase, one at a time (for the tests)."""
+    st = state(n, strategy, snapshots, phase)
     buf = np.zeros((BUFFER_ROWS, 3), np.int32)
     while True:
         m = fill(st, buf)
@@ -116,7 +250,7 @@ def ctz_rows(n, phase, fill=ctz_fill):
             yield tuple(int(v) for v in buf[r])
 
 
-def _count(st, buf, fill):
+def _count(st, buf):
     """Steps advanced, stores and the most slots used by the phase that ``st`` starts."""
     steps = slots = stores = 0
     while True:
@@ -136,22 +270,26 @@ _JITTED = []
 
 
 def jitted():
-    """``(fill, count)`` compiled by Numba, once."""
+    """``fill`` and ``_count`` compiled by Numba (once), as a namespace: each function is
+    recompiled with globals in which the others are their compiled versions."""
     if not _JITTED:
         numba = numba_or_none()[0]
-        fill = numba.njit(ctz_fill)
-        count = numba.njit(_count)
-        _JITTED.append((fill, count))
+        ns = dict(globals())
+        for name in ("fill", "_ctz_fill", "_binomial_fill", "_revolve_cost", "_best_split",
+                     "_put", "_count"):
+            fn = globals()[name]
+            ns[name] = numba.njit(types.FunctionType(fn.__code__, ns, name))
+        _JITTED.append(types.SimpleNamespace(fill=ns["fill"], count=ns["_count"]))
     return _JITTED[0]
 
 
-def ctz_counts(n, compiled=True):
-    """Steps advanced in each phase, stores and the slots needed, in O(log N) memory: as
+def counts(n, strategy, snapshots, compiled=True):
+    """Steps advanced in each phase, stores and the slots needed, in O(snapshots) memory:
     ``fused.encode``'s counts, with ``nslots`` (the most snapshots held at once)."""
-    fill, count = jitted() if compiled else (ctz_fill, _count)
+    count = jitted().count if compiled else _count
     buf = np.zeros((BUFFER_ROWS, 3), np.int32)
-    fs, f_stores, f_slots = count(ctz_state(n, FORWARD), buf, fill)
-    rs, r_stores, r_slots = count(ctz_state(n, REVERSE_PHASE), buf, fill)
+    fs, f_stores, f_slots = count(state(n, strategy, snapshots, FORWARD), buf)
+    rs, r_stores, r_slots = count(state(n, strategy, snapshots, REVERSE_PHASE), buf)
     return {"fwd_steps": int(fs) + 1, "rev_steps": int(rs), "fwd_inverted": 0,
             "rev_inverted": 0, "stores": int(f_stores + r_stores),
             "nslots": max(int(f_slots), int(r_slots), 1)}
