@@ -9,8 +9,8 @@ and the rest (the reverse sweep with its recomputations); the step, its VJP and 
 inverse are Numba functions it calls.  The schedule is passed as an integer array of
 actions, interpreted in the loop, and its snapshots live in preallocated slots -- as many
 as it ever holds at once, so "ctz" and "binomial" keep their O(log N) bound in states.
-The action array is O(N) integers; for "ctz" and "binomial" there is none: the loop asks a
-state machine of O(log N) (O(snapshots)) integers for its actions a buffer at a time
+The action array is O(N) integers; for "ctz", "binomial" and "invert" there is none: the
+loop asks a state machine of O(log N) (O(snapshots), O(1)) integers for its actions a buffer at a time
 (:mod:`.machine`).  The carry is copied into a buffer of its own each
 step; the cotangents of captured values accumulate in place.  With "all" the forward loop
 also keeps every step's residuals (``split_sources``), so the reverse loop does not
@@ -39,7 +39,7 @@ _JIT = {}  # full source -> dispatcher
 # False: "all" keeps no residuals, its VJPs recompute their step (the benchmark's probe of
 # what a VJP costs in the other schedules)
 KEEP_RESIDUALS = True
-GENERATED = {"ctz", "binomial"}  # strategies whose actions the loop makes (machine.py)
+GENERATED = {"ctz", "binomial", "invert"}  # strategies whose actions the loop makes (machine.py)
 
 
 def encode(actions):
@@ -151,12 +151,13 @@ class FusedLoop:
         self.x_kinds = self.kinds[nc:nc + nx]
         self.cap_kinds = self.kinds[nc + nx:nc + nx + ncap]
         self.y_kinds = self.kinds[nc + nx + ncap:]
-        # "ctz", "binomial": actions made in the loop by machine.fill, no action array
+        # "ctz", "binomial", "invert": actions made in the loop by machine.fill, no array
         self.generated = plan.strategy in GENERATED
         self.snapshots = resolved_snapshots(plan.n, plan.strategy, plan.snapshots)
         if self.generated:
             self.counts = machine.counts(plan.n, plan.strategy, self.snapshots)
-            self.nslots = self.max_stored = self.counts.pop("nslots")
+            self.max_stored = self.counts.pop("max_stored")
+            self.nslots = max(self.max_stored, 1)
             self.fwd_acts = self.rev_acts = None
         else:
             self.fwd_acts, self.rev_acts, self.nslots, self.max_stored, self.counts = \

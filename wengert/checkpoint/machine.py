@@ -1,15 +1,16 @@
-"""The "ctz" and "binomial" schedules as small state machines: no action array in the loop.
+"""The "ctz", "binomial" and "invert" schedules as small state machines: no action array.
 
 The fused scan (:mod:`.fused`) interprets rows ``(kind, index, stop or slot)``.  Encoding
-a whole schedule is O(N) rows (12 bytes each) beside O(log N) stored states; for "ctz"
-and "binomial" the rows come instead from :func:`fill`, which writes them a few hundred at
+a whole schedule is O(N) rows (12 bytes each) beside O(log N) stored states; for "ctz",
+"binomial" and "invert" the rows come instead from :func:`fill`, which writes them a few hundred at
 a time into a fixed buffer from a state of a few integers (:func:`state`):
 
 * "ctz": the loop length, the next step and the stack of stored states (a state's slot is
   its place on that stack: ctz frees its snapshots last in, first out) -- 72 integers;
 * "binomial": revolve's recursion as an explicit stack of tasks (reverse ``n`` steps from
   state ``a`` with ``s`` snapshots; free a snapshot; reverse one step), at most
-  ``2 s + 8`` of them, 5 integers each; a snapshot's slot is the number held before it.
+  ``2 s + 8`` of them, 5 integers each; a snapshot's slot is the number held before it;
+* "invert": the next step to reverse.
 
 The rows are those ``fused.encode(iter_schedule(n, strategy, snapshots))`` gives (the
 tests check them row for row), so the loop makes the same calls in the same order and its
@@ -28,12 +29,12 @@ __all__ = ["FORWARD", "REVERSE_PHASE", "BUFFER_ROWS", "STRATEGIES", "state", "fi
            "counts", "jitted"]
 
 FORWARD, REVERSE_PHASE = 0, 1
-STRATEGIES = {"ctz": 0, "binomial": 1}  # st[7]: which machine
+STRATEGIES = {"ctz": 0, "binomial": 1, "invert": 2}  # st[7]: which machine
 _STACK = 8                # st[_STACK:]: the stack (of stored states, or of tasks)
 BUFFER_ROWS = 512         # rows per fill; one unit writes at most 2 * 63 + 2 rows
 _UNIT = 2 * 63 + 2
-# the row kinds of fused.py: ADVANCE, STORE, RESTORE, REVERSE
-_ADVANCE, _STORE, _RESTORE, _REVERSE = 0, 1, 2, 3
+# the row kinds of fused.py: ADVANCE, STORE, RESTORE, REVERSE, INVERT
+_ADVANCE, _STORE, _RESTORE, _REVERSE, _INVERT = 0, 1, 2, 3, 4
 # binomial's tasks: reverse (a, n, s, slot of a), free the last snapshot, sweep (a, next k,
 # -, slot of a: no snapshot left, reverse a+n-1 .. a from state a), reverse one step k
 _REV, _FREE, _SWEEP, _ONE = 0, 1, 2, 3
@@ -46,7 +47,9 @@ def state(n, strategy, snapshots, phase):
     s = int(snapshots or 0)
     st = np.zeros(_STACK + (64 if kind == 0 else 5 * (2 * s + 8)), np.int64)
     st[0], st[1], st[5], st[7] = n, phase, s, kind
-    if kind == 1:
+    if kind == 2:
+        st[2] = n - 1  # the next step to reverse
+    elif kind == 1:
         st[2] = -1  # the current state (-1: none)
         if phase == REVERSE_PHASE:  # run the forward phase (O(s) rows) and go on from there
             st[1] = FORWARD
@@ -70,7 +73,33 @@ def fill(st, buf):
     done: the forward phase ends before the first reverse row)."""
     if st[7] == 0:
         return _ctz_fill(st, buf)
-    return _binomial_fill(st, buf)
+    if st[7] == 1:
+        return _binomial_fill(st, buf)
+    return _invert_fill(st, buf)
+
+
+def _invert_fill(st, buf):
+    """Forwards, steps 0 .. n-2 in one row; then reverse n-1, and for each earlier step
+    invert it (from the state after it) and reverse it.
+
+    ``st``: [n, phase, next step to reverse, -, -, -, started, kind].
+    """
+    if st[1] == FORWARD:
+        if st[6] or st[0] == 1:
+            return 0
+        st[6] = 1
+        buf[0, 0], buf[0, 1], buf[0, 2] = _ADVANCE, 0, st[0] - 1
+        return 1
+    k, m = st[2], 0
+    while k >= 0 and m <= buf.shape[0] - 2:
+        if k < st[0] - 1:
+            buf[m, 0], buf[m, 1], buf[m, 2] = _INVERT, k, 0
+            m += 1
+        buf[m, 0], buf[m, 1], buf[m, 2] = _REVERSE, k, 0
+        m += 1
+        k -= 1
+    st[2] = k
+    return m
 
 
 def _ctz_fill(st, buf):
@@ -251,14 +280,17 @@ def rows(n, strategy, snapshots, phase):
 
 
 def _count(st, buf):
-    """Steps advanced, stores and the most slots used by the phase that ``st`` starts."""
-    steps = slots = stores = 0
+    """Steps advanced, stores, steps inverted and the most slots used by the phase that
+    ``st`` starts."""
+    steps = slots = stores = inverted = 0
     while True:
         m = fill(st, buf)
         if m == 0:
-            return steps, stores, slots
+            return steps, stores, inverted, slots
         for r in range(m):
-            if buf[r, 0] == _ADVANCE:
+            if buf[r, 0] == _INVERT:
+                inverted += 1
+            elif buf[r, 0] == _ADVANCE:
                 steps += buf[r, 2] - buf[r, 1]
             elif buf[r, 0] == _STORE:
                 stores += 1
@@ -275,8 +307,8 @@ def jitted():
     if not _JITTED:
         numba = numba_or_none()[0]
         ns = dict(globals())
-        for name in ("fill", "_ctz_fill", "_binomial_fill", "_revolve_cost", "_best_split",
-                     "_put", "_count"):
+        for name in ("fill", "_ctz_fill", "_binomial_fill", "_invert_fill", "_revolve_cost",
+                     "_best_split", "_put", "_count"):
             fn = globals()[name]
             ns[name] = numba.njit(types.FunctionType(fn.__code__, ns, name))
         _JITTED.append(types.SimpleNamespace(fill=ns["fill"], count=ns["_count"]))
@@ -285,11 +317,11 @@ def jitted():
 
 def counts(n, strategy, snapshots, compiled=True):
     """Steps advanced in each phase, stores and the slots needed, in O(snapshots) memory:
-    ``fused.encode``'s counts, with ``nslots`` (the most snapshots held at once)."""
+    ``fused.encode``'s counts, with ``max_stored`` (the most snapshots held at once)."""
     count = jitted().count if compiled else _count
     buf = np.zeros((BUFFER_ROWS, 3), np.int32)
-    fs, f_stores, f_slots = count(state(n, strategy, snapshots, FORWARD), buf)
-    rs, r_stores, r_slots = count(state(n, strategy, snapshots, REVERSE_PHASE), buf)
-    return {"fwd_steps": int(fs) + 1, "rev_steps": int(rs), "fwd_inverted": 0,
-            "rev_inverted": 0, "stores": int(f_stores + r_stores),
-            "nslots": max(int(f_slots), int(r_slots), 1)}
+    fs, f_stores, f_inv, f_slots = count(state(n, strategy, snapshots, FORWARD), buf)
+    rs, r_stores, r_inv, r_slots = count(state(n, strategy, snapshots, REVERSE_PHASE), buf)
+    return {"fwd_steps": int(fs) + 1, "rev_steps": int(rs), "fwd_inverted": int(f_inv),
+            "rev_inverted": int(r_inv), "stores": int(f_stores + r_stores),
+            "max_stored": max(int(f_slots), int(r_slots))}
