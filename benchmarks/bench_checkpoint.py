@@ -252,17 +252,21 @@ def work_table(n, hows, fns, best, phases, revolve_cost):
         return (revolve_cost(n, states - 1) + 1) * s + n * v_full
     row(f"revolve, {k} states", k, revolve_cost(n, k - 1) + 1, n, None, bound(k),
         "<- the least any schedule storing as many states as ctz can do")
-    need = next(j for j in range(2, n + 1) if bound(j) <= 2 * t_all or j == n)
-    row(f"revolve, {need} states", need, revolve_cost(n, need - 1) + 1, n, None, bound(need),
-        "<- the fewest states for 2x")
+    need = next((j for j in range(2, n + 1) if bound(j) <= 2 * t_all), None)
+    if need is None:
+        print("no schedule fits in 2x of all: even storing every state, its VJPs recompute")
+    else:
+        row(f"revolve, {need} states", need, revolve_cost(n, need - 1) + 1, n, None,
+            bound(need), "<- the fewest states for 2x")
     most = (2 * t_all - n * v_full) / s
+    least = revolve_cost(n, k - 1) + 1
     ctz = ""
     if "ctz" in fns:
         c = _plan_of(fns["ctz"]).fused().counts
         ctz = f"; ctz runs {c['fwd_steps'] + c['rev_steps']}"
     print(f"within 2x of all ({2 * t_all * 1e3:.1f} ms) a schedule may run at most {most:.0f} "
           f"steps ({most / n:.2f} N) beside its {n} VJPs{ctz}; storing {k} states, none "
-          f"runs fewer than {revolve_cost(n, k - 1) + 1} ({(revolve_cost(n, k - 1) + 1) / n:.2f} N)")
+          f"runs fewer than {least} ({least / n:.2f} N)")
 
 
 def main(argv=None):
@@ -276,7 +280,8 @@ def main(argv=None):
     ap.add_argument("--compiled", action="store_true",
                     help="compare the schedules under wg.compile (defaults: --steps 2000 "
                     "--size 100 --strategies all,ctz,binomial,invert)")
-    ap.add_argument("--repeat", type=int, default=7, help="timed rounds over the strategies (--compiled)")
+    ap.add_argument("--repeat", type=int, default=7,
+                    help="timed rounds over the strategies (--compiled)")
     ap.add_argument("--eager", action="store_true",
                     help="with --compiled: time the eager gradients too, once each")
     args = ap.parse_args(argv)

@@ -10,8 +10,8 @@ inverse are Numba functions it calls.  The schedule is passed as an integer arra
 actions, interpreted in the loop, and its snapshots live in preallocated slots -- as many
 as it ever holds at once, so "ctz" and "binomial" keep their O(log N) bound in states.
 The action array is O(N) integers; for "ctz", "binomial" and "invert" there is none: the
-loop asks a state machine of O(log N) (O(snapshots), O(1)) integers for its actions a buffer at a time
-(:mod:`.machine`).  The carry is copied into a buffer of its own each
+loop asks a state machine of O(log N) (O(snapshots), O(1)) integers for its actions, a
+buffer at a time (:mod:`.machine`).  The carry is copied into a buffer of its own each
 step; the cotangents of captured values accumulate in place.  With "all" the forward loop
 also keeps every step's residuals (``split_sources``), so the reverse loop does not
 recompute the steps.
