@@ -83,9 +83,9 @@ def test_state_and_buffer_do_not_grow_with_n():
 
 def test_jitted_rows_equal_the_python_ones():
     pytest.importorskip("numba", reason="the compiled machine needs numba")
-    fill = machine.jitted().fill
     for strategy, s in (("ctz", None), ("binomial", 0), ("binomial", 3), ("binomial", 12),
                         ("invert", None)):
+        fill = machine.jitted(strategy).fill
         for n in (1, 2, 5, 64, 300, 4097):
             for phase in (machine.FORWARD, machine.REVERSE_PHASE):
                 st = machine.state(n, strategy, s, phase)
@@ -163,3 +163,19 @@ def test_fused_loop_holds_nothing_that_grows_with_n(strategy, snapshots, bound):
         held[n] = sum(v.nbytes for v in vars(fl).values() if isinstance(v, np.ndarray))
         assert fl.max_stored == p.stats["max_stored"] <= bound(n)
     assert held[20_000] == held[100] < 100
+
+
+def test_same_step_under_each_machine_gets_its_own_loop():
+    # one step source, three schedules: the compiled loop is cached per step source and
+    # per machine, never shared across machines (their rows differ)
+    pytest.importorskip("numba", reason="the fused scan loop needs numba (the 'fast' extra)")
+    rng = np.random.default_rng(3)
+    x0, W = rng.standard_normal(3), rng.standard_normal((3, 3)) / 3
+    ref = wg.grad(lambda W: _eager(50, x0, W))(W)
+    fns = set()
+    for strategy, snapshots in (("ctz", None), ("binomial", 2), ("invert", None), ("all", None)):
+        got, cf = _grad(50, x0, W, strategy, snapshots)
+        (p,) = plans_of(cf.graphs[0])
+        np.testing.assert_allclose(got, ref, rtol=1e-10)
+        fns.add(id(p.fused().fn))
+    assert len(fns) == 4

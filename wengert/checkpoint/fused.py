@@ -203,7 +203,8 @@ class FusedLoop:
         R = [f"R{j}" for j in range(len(self.res_kinds))]
         done = set(done)
         pos = [j for j in range(nc + nx + p.n_cap) if j not in done]  # what vjp returns
-        helpers = {"step": step, "vjp": vjp, "fill": machine.jitted().fill}
+        strategy = p.strategy if self.generated else "none"
+        helpers = {"step": step, "vjp": vjp, "fill": machine.jitted(strategy).fill}
         ks = [f"ks{j}" for j in range(len(self.k_step))]
         kv = [f"kv{j}" for j in range(len(self.k_vjp))]
         self.k_inv, ki, i_src, i_buf = [], [], "", []
@@ -255,7 +256,7 @@ class FusedLoop:
                         [f"kv{j}" for j in range(len(self.k_vjp))] + ki +
                         ["acts", "st", "gen", "record"])
         src = f"def loop({sig}):\n" + "".join(f"    {ln}\n" for ln in L)
-        return _jit(src, "loop", helpers, "\n".join([s_src, v_src, i_src]))
+        return _jit(src, "loop", helpers, "\n".join([s_src, v_src, i_src, strategy]))
 
     # -- running ------------------------------------------------------------------------------
     def _acts(self, phase):

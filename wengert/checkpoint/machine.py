@@ -298,27 +298,36 @@ def _count(st, buf):
                     slots = buf[r, 2] + 1
 
 
-_JITTED = []
+def _no_fill(st, buf):
+    return 0
 
 
-def jitted():
-    """``fill`` and ``_count`` compiled by Numba (once), as a namespace: each function is
-    recompiled with globals in which the others are their compiled versions."""
-    if not _JITTED:
+_FILLS = {"ctz": "_ctz_fill", "binomial": "_binomial_fill", "invert": "_invert_fill"}
+_JITTED = {}
+
+
+def jitted(strategy):
+    """The strategy's ``fill`` and ``count`` compiled by Numba (once; a strategy without a
+    machine gets a ``fill`` that makes no rows): each function recompiled with globals in
+    which the others are their compiled versions, and ``fill`` the strategy's own (Numba
+    compiles only what that machine calls)."""
+    got = _JITTED.get(strategy)
+    if got is None:
         numba = numba_or_none()[0]
         ns = dict(globals())
-        for name in ("fill", "_ctz_fill", "_binomial_fill", "_invert_fill", "_revolve_cost",
-                     "_best_split", "_put", "_count"):
+        for name in ("_ctz_fill", "_binomial_fill", "_invert_fill", "_no_fill",
+                     "_revolve_cost", "_best_split", "_put", "_count"):
             fn = globals()[name]
             ns[name] = numba.njit(types.FunctionType(fn.__code__, ns, name))
-        _JITTED.append(types.SimpleNamespace(fill=ns["fill"], count=ns["_count"]))
-    return _JITTED[0]
+        ns["fill"] = ns[_FILLS.get(strategy, "_no_fill")]
+        got = _JITTED[strategy] = types.SimpleNamespace(fill=ns["fill"], count=ns["_count"])
+    return got
 
 
 def counts(n, strategy, snapshots, compiled=True):
     """Steps advanced in each phase, stores and the slots needed, in O(snapshots) memory:
     ``fused.encode``'s counts, with ``max_stored`` (the most snapshots held at once)."""
-    count = jitted().count if compiled else _count
+    count = jitted(strategy).count if compiled else _count
     buf = np.zeros((BUFFER_ROWS, 3), np.int32)
     fs, f_stores, f_inv, f_slots = count(state(n, strategy, snapshots, FORWARD), buf)
     rs, r_stores, r_inv, r_slots = count(state(n, strategy, snapshots, REVERSE_PHASE), buf)
