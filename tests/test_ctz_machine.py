@@ -77,8 +77,11 @@ def test_state_and_buffer_do_not_grow_with_n():
         buf = np.zeros((machine.BUFFER_ROWS, 3), np.int32)
         assert 0 < machine.fill(st, buf) <= machine.BUFFER_ROWS
         st = machine.state(n, "binomial", 7, machine.REVERSE_PHASE)
-        assert st.shape == (8 + 5 * (2 * 7 + 8),)
+        assert st.shape == (8 + 5 * (2 * min(7, n) + 8),)
         assert 0 < machine.fill(st, buf) <= machine.BUFFER_ROWS
+    # more snapshots than steps: the task stack is bounded by the steps
+    assert machine.state(10, "binomial", 10 ** 6, machine.FORWARD).shape == (8 + 5 * 28,)
+    assert _check_rows(10, "binomial", 10 ** 6) == 10
 
 
 def test_jitted_rows_equal_the_python_ones():

@@ -9,7 +9,7 @@ a time into a fixed buffer from a state of a few integers (:func:`state`):
   its place on that stack: ctz frees its snapshots last in, first out) -- 72 integers;
 * "binomial": revolve's recursion as an explicit stack of tasks (reverse ``n`` steps from
   state ``a`` with ``s`` snapshots; free a snapshot; reverse one step), at most
-  ``2 s + 8`` of them, 5 integers each; a snapshot's slot is the number held before it;
+  ``2 min(s, N) + 8`` of them, 5 integers each; a snapshot's slot is the number held before it;
 * "invert": the next step to reverse.
 
 The rows are those ``fused.encode(iter_schedule(n, strategy, snapshots))`` gives (the
@@ -45,7 +45,8 @@ def state(n, strategy, snapshots, phase):
     rest (``REVERSE_PHASE``: the snapshots the forward phase leaves)."""
     kind = STRATEGIES[strategy]
     s = int(snapshots or 0)
-    st = np.zeros(_STACK + (64 if kind == 0 else 5 * (2 * s + 8)), np.int64)
+    # binomial's tasks: the pending left parts have ever fewer snapshots and steps
+    st = np.zeros(_STACK + (64 if kind == 0 else 5 * (2 * min(s, n) + 8)), np.int64)
     st[0], st[1], st[5], st[7] = n, phase, s, kind
     if kind == 2:
         st[2] = n - 1  # the next step to reverse
