@@ -1,7 +1,7 @@
-"""The "ctz", "binomial" and "invert" schedules made inside the compiled loop
+"""The "ctz", "binomial", "online" and "invert" schedules made inside the compiled loop
 (wengert/checkpoint/machine.py): the same rows as encoding ``iter_schedule`` (so the same
-calls in the same order), for every N up to 300 (binomial: 129, with several snapshots)
-and some large ones, in O(log N) (O(snapshots)) memory; with Numba, the fused loop that
+calls in the same order), for every N up to 300 (binomial: 129, online: 89, with several
+snapshots) and some large ones, in O(log N) (O(snapshots)) memory; with Numba, the fused loop that
 uses them gives bitwise the gradient of the loop that reads the encoded array, and holds
 no array that grows with N."""
 import math
@@ -50,6 +50,15 @@ def test_ctz_rows_are_the_encoded_schedule(n):
     assert _check_rows(n, "ctz", None) <= n.bit_length()
 
 
+ONLINE = [(n, s) for n in list(range(1, 90)) + [500, 1000] for s in (0, 1, 2, 3, 5, None)]
+
+
+@pytest.mark.parametrize("n,snapshots", ONLINE)
+def test_online_rows_are_the_encoded_schedule(n, snapshots):
+    s = resolved_snapshots(n, "online", snapshots)
+    assert _check_rows(n, "online", snapshots) <= s + 1
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 17, 300, 1000])
 def test_invert_rows_are_the_encoded_schedule(n):
     assert _check_rows(n, "invert", None) == 0
@@ -87,7 +96,7 @@ def test_state_and_buffer_do_not_grow_with_n():
 def test_jitted_rows_equal_the_python_ones():
     pytest.importorskip("numba", reason="the compiled machine needs numba")
     for strategy, s in (("ctz", None), ("binomial", 0), ("binomial", 3), ("binomial", 12),
-                        ("invert", None)):
+                        ("invert", None), ("online", 0), ("online", 4)):
         fill = machine.jitted(strategy).fill
         for n in (1, 2, 5, 64, 300, 4097):
             for phase in (machine.FORWARD, machine.REVERSE_PHASE):
@@ -126,7 +135,8 @@ def _grad(n, x0, W, strategy="ctz", snapshots=None):
     (1, "ctz", None), (2, "ctz", None), (3, "ctz", None), (17, "ctz", None),
     (64, "ctz", None), (300, "ctz", None), (1, "binomial", None), (2, "binomial", 0),
     (40, "binomial", 0), (40, "binomial", 1), (300, "binomial", None), (300, "binomial", 4),
-    (1, "invert", None), (2, "invert", None), (300, "invert", None)])
+    (1, "invert", None), (2, "invert", None), (300, "invert", None), (1, "online", 3),
+    (300, "online", 0), (300, "online", 5), (300, "online", None)])
 def test_fused_gradient_bitwise_equal_to_the_encoded_loop(n, strategy, snapshots, monkeypatch):
     pytest.importorskip("numba", reason="the fused scan loop needs numba (the 'fast' extra)")
     rng = np.random.default_rng(n)
@@ -153,7 +163,7 @@ def _eager(n, x0, W):
 
 @pytest.mark.parametrize("strategy,snapshots,bound", [
     ("ctz", None, lambda n: math.floor(math.log2(n)) + 1), ("binomial", 6, lambda n: 7),
-    ("invert", None, lambda n: 0)])
+    ("invert", None, lambda n: 0), ("online", 5, lambda n: 6)])
 def test_fused_loop_holds_nothing_that_grows_with_n(strategy, snapshots, bound):
     pytest.importorskip("numba", reason="the fused scan loop needs numba (the 'fast' extra)")
     held = {}
@@ -176,9 +186,10 @@ def test_same_step_under_each_machine_gets_its_own_loop():
     x0, W = rng.standard_normal(3), rng.standard_normal((3, 3)) / 3
     ref = wg.grad(lambda W: _eager(50, x0, W))(W)
     fns = set()
-    for strategy, snapshots in (("ctz", None), ("binomial", 2), ("invert", None), ("all", None)):
+    for strategy, snapshots in (("ctz", None), ("binomial", 2), ("invert", None), ("all", None),
+                                ("online", 3)):
         got, cf = _grad(50, x0, W, strategy, snapshots)
         (p,) = plans_of(cf.graphs[0])
         np.testing.assert_allclose(got, ref, rtol=1e-10)
         fns.add(id(p.fused().fn))
-    assert len(fns) == 4
+    assert len(fns) == 5

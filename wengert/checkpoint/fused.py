@@ -9,10 +9,10 @@ and the rest (the reverse sweep with its recomputations); the step, its VJP and 
 inverse are Numba functions it calls.  The schedule is passed as an integer array of
 actions, interpreted in the loop, and its snapshots live in preallocated slots -- as many
 as it ever holds at once, so "ctz" and "binomial" keep their O(log N) bound in states.
-The action array is O(N) integers; for "ctz", "binomial" and "invert" there is none: the
-loop asks a state machine of O(log N) (O(snapshots), O(1)) integers for its actions, a
-buffer at a time (:mod:`.machine`).  The carry is copied into a buffer of its own each
-step; the cotangents of captured values accumulate in place.  With "all" the forward loop
+Only "all" (O(N) states anyway) holds its O(N) action array: the other schedules' loops
+ask a state machine of O(log N) ("ctz"), O(snapshots) ("binomial", "online") or O(1)
+("invert") integers for their actions, a buffer at a time (:mod:`.machine`).  The carry
+is copied into a buffer of its own each step; the cotangents of captured values accumulate in place.  With "all" the forward loop
 also keeps every step's residuals (``split_sources``), so the reverse loop does not
 recompute the steps.
 
@@ -39,7 +39,8 @@ _JIT = {}  # full source -> dispatcher
 # False: "all" keeps no residuals, its VJPs recompute their step (the benchmark's probe of
 # what a VJP costs in the other schedules)
 KEEP_RESIDUALS = True
-GENERATED = {"ctz", "binomial", "invert"}  # strategies whose actions the loop makes (machine.py)
+# the strategies whose actions the loop makes itself (machine.py)
+GENERATED = {"ctz", "binomial", "invert", "online"}
 
 
 def encode(actions):
@@ -151,7 +152,7 @@ class FusedLoop:
         self.x_kinds = self.kinds[nc:nc + nx]
         self.cap_kinds = self.kinds[nc + nx:nc + nx + ncap]
         self.y_kinds = self.kinds[nc + nx + ncap:]
-        # "ctz", "binomial", "invert": actions made in the loop by machine.fill, no array
+        # all but "all": actions made in the loop by machine.fill, no array
         self.generated = plan.strategy in GENERATED
         self.snapshots = resolved_snapshots(plan.n, plan.strategy, plan.snapshots)
         if self.generated:
@@ -269,7 +270,10 @@ class FusedLoop:
         """The loop over ``acts``: rows, or the phase (machine.FORWARD, REVERSE_PHASE)
         whose rows the loop makes itself."""
         if isinstance(acts, int):
-            st, gen = machine.state(self.plan.n, self.plan.strategy, self.snapshots, acts), 1
+            p = self.plan
+            st = machine.state(p.n, p.strategy, self.snapshots, acts,
+                               machine.jitted(p.strategy).fill)
+            gen = 1
             acts = np.empty((machine.BUFFER_ROWS, 3), np.int32)
         else:
             st, gen = _NO_STATE, 0

@@ -1,15 +1,20 @@
-"""The "ctz", "binomial" and "invert" schedules as small state machines: no action array.
+"""The checkpoint schedules but "all" as small state machines: no action array in the loop.
 
 The fused scan (:mod:`.fused`) interprets rows ``(kind, index, stop or slot)``.  Encoding
 a whole schedule is O(N) rows (12 bytes each) beside O(log N) stored states; for "ctz",
-"binomial" and "invert" the rows come instead from :func:`fill`, which writes them a few hundred at
-a time into a fixed buffer from a state of a few integers (:func:`state`):
+"binomial", "online" and "invert" the rows come instead from :func:`fill`, which writes
+them a few hundred at a time into a fixed buffer from a state of a few integers
+(:func:`state`):
 
 * "ctz": the loop length, the next step and the stack of stored states (a state's slot is
   its place on that stack: ctz frees its snapshots last in, first out) -- 72 integers;
 * "binomial": revolve's recursion as an explicit stack of tasks (reverse ``n`` steps from
   state ``a`` with ``s`` snapshots; free a snapshot; reverse one step), at most
-  ``2 min(s, N) + 8`` of them, 5 integers each; a snapshot's slot is the number held before it;
+  ``2 min(s, N) + 8`` of them, 5 integers each; a snapshot's slot is the number held
+  before it;
+* "online": the snapshots held, in order, with their levels and slots, and the slots
+  freed (schedules._online_add's rule on arrays) -- 4 s + 11 integers; its forward phase is
+  run again, without steps, to start the reverse one (O(N s) integer work);
 * "invert": the next step to reverse.
 
 The rows are those ``fused.encode(iter_schedule(n, strategy, snapshots))`` gives (the
@@ -29,7 +34,7 @@ __all__ = ["FORWARD", "REVERSE_PHASE", "BUFFER_ROWS", "STRATEGIES", "state", "fi
            "counts", "jitted"]
 
 FORWARD, REVERSE_PHASE = 0, 1
-STRATEGIES = {"ctz": 0, "binomial": 1, "invert": 2}  # st[7]: which machine
+STRATEGIES = {"ctz": 0, "binomial": 1, "invert": 2, "online": 3}  # st[7]: which machine
 _STACK = 8                # st[_STACK:]: the stack (of stored states, or of tasks)
 BUFFER_ROWS = 512         # rows per fill; one unit writes at most 2 * 63 + 2 rows
 _UNIT = 2 * 63 + 2
@@ -40,15 +45,28 @@ _ADVANCE, _STORE, _RESTORE, _REVERSE, _INVERT = 0, 1, 2, 3, 4
 _REV, _FREE, _SWEEP, _ONE = 0, 1, 2, 3
 
 
-def state(n, strategy, snapshots, phase):
+def state(n, strategy, snapshots, phase, fill=None):
     """The machine's start for the forward phase (``FORWARD``, from state 0) or for the
-    rest (``REVERSE_PHASE``: the snapshots the forward phase leaves)."""
+    rest (``REVERSE_PHASE``: the snapshots the forward phase leaves; "binomial" and
+    "online" run their forward phase without steps to get there, by ``fill``)."""
+    fill = fill or globals()["fill"]
     kind = STRATEGIES[strategy]
     s = int(snapshots or 0)
+    if kind == 3 and s == 0:
+        kind = 1  # online without snapshots is binomial's schedule
     # binomial's tasks: the pending left parts have ever fewer snapshots and steps
-    st = np.zeros(_STACK + (64 if kind == 0 else 5 * (2 * min(s, n) + 8)), np.int64)
+    size = (64, 5 * (2 * min(s, n) + 8), 0, 4 * s + 3)[kind]
+    st = np.zeros(_STACK + size, np.int64)
     st[0], st[1], st[5], st[7] = n, phase, s, kind
-    if kind == 2:
+    if kind == 3:
+        st[_STACK] = -1  # the current state
+        if phase == REVERSE_PHASE:
+            st[1] = FORWARD
+            buf = np.zeros((BUFFER_ROWS, 3), np.int32)
+            while fill(st, buf):
+                pass
+            st[1], st[2], st[_STACK] = REVERSE_PHASE, n - 1, n - 1
+    elif kind == 2:
         st[2] = n - 1  # the next step to reverse
     elif kind == 1:
         st[2] = -1  # the current state (-1: none)
@@ -76,7 +94,97 @@ def fill(st, buf):
         return _ctz_fill(st, buf)
     if st[7] == 1:
         return _binomial_fill(st, buf)
-    return _invert_fill(st, buf)
+    if st[7] == 2:
+        return _invert_fill(st, buf)
+    return _online_fill(st, buf)
+
+
+def _online_add(st, buf, m, k):
+    """schedules._online_add: store state ``k`` in a free slot or in the place of the
+    snapshot the rule drops; returns the rows written (one store)."""
+    s, count, nfree = st[5], st[3], st[_STACK + 1]
+    idx, lev, slot, free = _STACK + 2, _STACK + 2 + s, _STACK + 2 + 2 * s, _STACK + 2 + 3 * s
+    if count < s:
+        if nfree > 0:
+            nfree -= 1
+            sl = st[free + nfree]
+        else:
+            sl = st[4]
+            st[4] += 1
+        level = 0
+    else:
+        victim, high = -1, -1
+        for p in range(count - 1, -1, -1):  # the latest with a later one of higher level
+            if st[lev + p] < high:
+                victim = p
+                break
+            if st[lev + p] > high:
+                high = st[lev + p]
+        level = 0
+        if victim < 0:  # none: the latest makes room, one level up
+            victim = count - 1
+            level = st[lev + victim] + 1
+        sl = st[slot + victim]  # its slot is freed and taken at once
+        for p in range(victim, count - 1):
+            st[idx + p], st[lev + p], st[slot + p] = (st[idx + p + 1], st[lev + p + 1],
+                                                      st[slot + p + 1])
+        count -= 1
+    st[idx + count], st[lev + count], st[slot + count] = k, level, sl
+    st[3], st[_STACK + 1] = count + 1, nfree
+    buf[m, 0], buf[m, 1], buf[m, 2] = _STORE, k, sl
+    return 1
+
+
+def _online_fill(st, buf):
+    """Forwards one step and its store at a time; backwards one recomputed step, or one
+    step reversed, at a time.
+
+    ``st``: [n, phase, next step, snapshots held, slots used, s, started, kind, current
+    state, free slots held, their indices (s), levels (s), slots (s), free slots (s+1)].
+    """
+    n, s, k = st[0], st[5], st[2]
+    idx, slot, free = _STACK + 2, _STACK + 2 + 2 * s, _STACK + 2 + 3 * s
+    m = 0
+    cap = buf.shape[0] - 3
+    if st[1] == FORWARD:
+        if st[6] == 0:
+            st[6], st[4] = 1, 1
+            buf[0, 0], buf[0, 1], buf[0, 2] = _STORE, 0, 0
+            m, k = 1, 1
+        while k < n and m <= cap:
+            buf[m, 0], buf[m, 1], buf[m, 2] = _ADVANCE, k - 1, k
+            m += 1
+            m += _online_add(st, buf, m, k)
+            k += 1
+        st[2] = k
+        return m
+    cur = st[_STACK]
+    while k >= 0 and m <= cap:
+        count = st[3]
+        last = st[idx + count - 1] if count > 0 else 0
+        ls = st[slot + count - 1] if count > 0 else 0
+        if last < k:  # recompute one step from the latest snapshot, storing by the rule
+            if cur != last:
+                buf[m, 0], buf[m, 1], buf[m, 2] = _RESTORE, last, ls
+                m += 1
+            buf[m, 0], buf[m, 1], buf[m, 2] = _ADVANCE, last, last + 1
+            m += 1
+            cur = last + 1
+            m += _online_add(st, buf, m, last + 1)
+            continue
+        if cur != k:  # k is the latest snapshot (or state 0)
+            buf[m, 0], buf[m, 1], buf[m, 2] = _RESTORE, k, ls
+            m += 1
+        buf[m, 0], buf[m, 1], buf[m, 2] = _REVERSE, k, 0
+        m += 1
+        cur = -1
+        if k > 0:  # free it
+            st[free + st[_STACK + 1]] = ls
+            st[_STACK + 1] += 1
+            st[3] = count - 1
+        k -= 1
+    st[2], st[_STACK] = k, cur
+    return m
 
 
 def _invert_fill(st, buf):
@@ -303,7 +411,9 @@ def _no_fill(st, buf):
     return 0
 
 
-_FILLS = {"ctz": "_ctz_fill", "binomial": "_binomial_fill", "invert": "_invert_fill"}
+# online without snapshots runs binomial's machine: it takes the dispatching fill
+_FILLS = {"ctz": "_ctz_fill", "binomial": "_binomial_fill", "invert": "_invert_fill",
+          "online": "fill"}
 _JITTED = {}
 
 
@@ -316,8 +426,9 @@ def jitted(strategy):
     if got is None:
         numba = numba_or_none()[0]
         ns = dict(globals())
-        for name in ("_ctz_fill", "_binomial_fill", "_invert_fill", "_no_fill",
-                     "_revolve_cost", "_best_split", "_put", "_count"):
+        names = ("fill", "_ctz_fill", "_binomial_fill", "_invert_fill", "_online_fill",
+                 "_online_add", "_no_fill", "_revolve_cost", "_best_split", "_put", "_count")
+        for name in names:
             fn = globals()[name]
             ns[name] = numba.njit(types.FunctionType(fn.__code__, ns, name))
         ns["fill"] = ns[_FILLS.get(strategy, "_no_fill")]
@@ -328,10 +439,12 @@ def jitted(strategy):
 def counts(n, strategy, snapshots, compiled=True):
     """Steps advanced in each phase, stores and the slots needed, in O(snapshots) memory:
     ``fused.encode``'s counts, with ``max_stored`` (the most snapshots held at once)."""
-    count = jitted(strategy).count if compiled else _count
+    count, fill_ = (jitted(strategy).count, jitted(strategy).fill) if compiled else \
+        (_count, None)
     buf = np.zeros((BUFFER_ROWS, 3), np.int32)
     fs, f_stores, f_inv, f_slots = count(state(n, strategy, snapshots, FORWARD), buf)
-    rs, r_stores, r_inv, r_slots = count(state(n, strategy, snapshots, REVERSE_PHASE), buf)
+    rs, r_stores, r_inv, r_slots = count(state(n, strategy, snapshots, REVERSE_PHASE, fill_),
+                                         buf)
     return {"fwd_steps": int(fs) + 1, "rev_steps": int(rs), "fwd_inverted": int(f_inv),
             "rev_inverted": int(r_inv), "stores": int(f_stores + r_stores),
             "max_stored": max(int(f_slots), int(r_slots))}
