@@ -12,9 +12,9 @@ as it ever holds at once, so "ctz" and "binomial" keep their O(log N) bound in s
 Only "all" (O(N) states anyway) holds its O(N) action array: the other schedules' loops
 ask a state machine of O(log N) ("ctz"), O(snapshots) ("binomial", "online") or O(1)
 ("invert") integers for their actions, a buffer at a time (:mod:`.machine`).  The carry
-is copied into a buffer of its own each step; the cotangents of captured values accumulate in place.  With "all" the forward loop
-also keeps every step's residuals (``split_sources``), so the reverse loop does not
-recompute the steps.
+is copied into a buffer of its own each step; the cotangents of captured values
+accumulate in place.  With "all" the forward loop also keeps every step's residuals
+(``split_sources``), so the reverse loop does not recompute the steps.
 
 Any leaf that is not a float (array) of at least one dimension, a node without a Numba
 form, or a Numba compile error: the plan keeps its Python loop, and records why in
