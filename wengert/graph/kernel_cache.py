@@ -215,23 +215,28 @@ def _safe_cache():
     return _SAFE[0]
 
 
-def njit_module(functions, aliases=None):
+def njit_module(functions, aliases=None, extern=None, key=""):
     """``{name: Numba dispatcher}`` for the generated ``functions`` (``(name, source)``
     pairs, each source defining that function), compiled together: each sees the others
     (and ``aliases``: alias -> name) as its globals, and ``np``, ``float32``, ``float64``
-    and the ``_copy<n>`` helpers they call (:func:`copy_call`).
-    Compiled lazily by Numba on first call; from the disk cache where it has them."""
-    aliases = dict(aliases or {})
+    and the ``_copy<n>`` helpers they call (:func:`copy_call`).  ``extern``: further
+    globals, Numba functions from elsewhere, which ``key`` (a line of text) names: the
+    cache keys on it, not on their code; None: what they stand for cannot be named, so the
+    module is not cached on disk.  Compiled lazily by Numba on first call; from the disk
+    cache where it has them."""
+    aliases, extern = dict(aliases or {}), dict(extern or {})
     nds = sorted({int(m) for _, f in functions for m in _HELPER.findall(f)})
     functions = [(f"_copy{nd}", _copy_source(nd)) for nd in nds] + list(functions)
     text = _module_text(functions, aliases)
+    if extern:
+        text = f"# {' '.join(sorted(extern))}: {key}\n" + text
     done = _MODULES.get(text)
     if done is not None:
         return done
     import numba
     mod = None
     d = cache_dir()
-    if d is not None:
+    if d is not None and (key is not None or not extern):
         directory, name = os.path.join(d, _tag()), _file_name(text)
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
@@ -244,6 +249,7 @@ def njit_module(functions, aliases=None):
     if mod is None:  # in memory: no file for Numba's cache
         mod = types.ModuleType("_wengert_kernels")
         exec(compile(text, "<wengert kernels>", "exec"), mod.__dict__)
+    mod.__dict__.update(extern)
     out = {}
     for name, _ in functions:
         py = getattr(mod, name)
