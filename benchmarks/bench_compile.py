@@ -11,7 +11,12 @@ reference (the median of per-round ratios) for:
 * ``jax``: ``jax.jit`` of JAX's transform, when JAX is importable (float64).
 
 The first call of each (trace + generate + compile kernels; for JAX tracing + XLA) is
-printed as compile time.  The workloads:
+printed as compile time: for the plain-NumPy program, for the fused one in a new process
+with an empty kernel cache (``1st cold``: Numba compiles every kernel) and in another new
+process with the cache the first one filled (``1st warm``: Numba loads the machine code;
+the number of kernels it still compiled follows ``/``), and JAX's.  Both new processes
+have imported Numba before timing (as JAX is imported before its first call); the cache is
+a temporary directory (``WENGERT_CACHE_DIR``), never the user's.  The workloads:
 
 1. 301 elementwise ops (100 × tanh, multiply, add, then a sum) on 10 elements, grad
    (÷ the NumPy function; bench_core.py's chain);
@@ -24,6 +29,12 @@ printed as compile time.  The workloads:
 """
 from _util import fmt, optional, paired_time, row  # first: sets BLAS to one thread
 
+import json  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -185,14 +196,8 @@ def check(a, b, rtol=1e-9, atol=1e-12):
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=rtol, atol=atol)
 
 
-def main():
-    jax = optional("jax")
-    peers = {}
-    if jax is not None:
-        jax.config.update("jax_enable_x64", True)
-        jax.config.update("jax_platforms", "cpu")
-        peers = jax_versions(jax)
-    cases = [
+def cases():
+    return [
         ("chain", "301 elementwise ops, 10 elements, grad", "NumPy f",
          lambda: wg.grad(chain(wnp)), chain(np), (X1,)),
         ("rosenbrock", "Rosenbrock n=300, loop over x[i], grad", "NumPy f",
@@ -204,12 +209,60 @@ def main():
         ("scan", "2,000-step chain (scan 'all'), grad", "hand",
          lambda: wg.grad(chain_loss), chain_hand, (W5,)),
     ]
+
+
+def first_call_child(key):
+    """In a new process: the fused program's first call, and how many kernel signatures
+    Numba compiled (misses) or loaded from the disk cache (hits)."""
+    import numba  # noqa: F401  (imported before timing, like JAX)
+    from wengert.graph import kernel_cache
+    make, args = next((c[3], c[5]) for c in cases() if c[0] == key)
+    fn = wg.compile(make(), fuse=True)
+    _, t = first_call(fn, *args)
+    hits = misses = 0
+    for funcs in kernel_cache._MODULES.values():
+        for d in set(funcs.values()):
+            hits += sum(d.stats.cache_hits.values())
+            misses += sum(d.stats.cache_misses.values())
+    print(json.dumps({"t": t, "hits": hits, "misses": misses}))
+
+
+def first_call_process(key, cache):
+    """``(seconds, kernels compiled)`` of the fused first call in a new process."""
+    env = dict(os.environ, WENGERT_CACHE_DIR=cache, WENGERT_FUSE="1")
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))] +
+        [p for p in [os.environ.get("PYTHONPATH")] if p])
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--first-call", key],
+                         env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(out.stderr)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return r["t"], r["misses"]
+
+
+def main():
+    cache_root = tempfile.mkdtemp(prefix="wengert-bench-cache-")
+    os.environ["WENGERT_CACHE_DIR"] = os.path.join(cache_root, "this")
+    try:
+        run(cache_root)
+    finally:
+        shutil.rmtree(cache_root, ignore_errors=True)
+
+
+def run(cache_root):
+    jax = optional("jax")
+    peers = {}
+    if jax is not None:
+        jax.config.update("jax_enable_x64", True)
+        jax.config.update("jax_platforms", "cpu")
+        peers = jax_versions(jax)
     print("time ÷ reference (median of per-round ratios, each engine timed in alternation "
           "with its reference); first call = trace + generate + compile")
-    row("workload", "ref", "numpy ×", "fused ×", "jax ×", "1st numpy", "1st fused", "1st jax",
-        width=40)
+    row("workload", "ref", "numpy ×", "fused ×", "jax ×", "1st numpy", "1st cold",
+        "1st warm", "1st jax", width=40)
     summary = []
-    for key, label, ref_name, make, ref, args in cases:
+    for key, label, ref_name, make, ref, args in cases():
         want = make()(*args)
         ratios, firsts = [], []
         for fuse in (False, True):
@@ -226,8 +279,11 @@ def main():
             check([np.asarray(o) for o in (out if isinstance(out, (tuple, list)) else (out,))],
                   want, rtol=1e-7, atol=1e-10)
             jr = paired_time(jfn, ref, *jargs)[2]
-        row(label, ref_name, fmt(ratios[0]), fmt(ratios[1]), fmt(jr), ms(firsts[0]), ms(firsts[1]),
-            ms(jf), width=40)
+        cache = os.path.join(cache_root, key)  # a new, empty kernel cache for this row
+        cold, _ = first_call_process(key, cache)
+        warm, compiled_warm = first_call_process(key, cache)
+        row(label, ref_name, fmt(ratios[0]), fmt(ratios[1]), fmt(jr), ms(firsts[0]), ms(cold),
+            f"{ms(warm)} /{compiled_warm}", ms(jf), width=40)
         summary.append((label, ratios[1], jr))
     if peers:
         ok = sum(1 for _, r, j in summary if j is not None and r <= j)
@@ -235,4 +291,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--first-call"]:
+        first_call_child(sys.argv[2])
+    else:
+        main()

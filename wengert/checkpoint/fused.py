@@ -22,12 +22,12 @@ form, or a Numba compile error: the plan keeps its Python loop, and records why 
 """
 from __future__ import annotations
 
-import builtins
+import hashlib
 import time
 
 import numpy as np
 
-from ..graph.fuse import numba_or_none
+from ..graph.kernel_cache import copy_call, njit_module
 from ..graph.numba_array import NotExpressible, float_kind, njit_source, split_sources
 from . import machine
 from .schedules import resolved_snapshots
@@ -35,7 +35,6 @@ from .schedules import resolved_snapshots
 __all__ = ["FusedLoop", "NotExpressible"]
 
 ADVANCE, STORE, RESTORE, REVERSE, INVERT = range(5)
-_JIT = {}  # full source -> dispatcher
 # False: "all" keeps no residuals, its VJPs recompute their step (the benchmark's probe of
 # what a VJP costs in the other schedules)
 KEEP_RESIDUALS = True
@@ -84,31 +83,38 @@ def encode(actions):
     return arr[:split], arr[split:], max(nslots, 1), max_stored, counts
 
 
-def _jit(src, name, helpers=None, key=""):
-    """``src``'s function ``name`` compiled by Numba (once per source and the helpers'
-    sources ``key``), with the Numba functions ``helpers`` as its globals."""
-    fn = _JIT.get(key + src)
-    if fn is None:
-        numba = numba_or_none()[0]
-        ns = {"np": np, **(helpers or {})}
-        exec(builtins.compile(src, f"<wengert fused scan {name}>", "exec"), ns)
-        fn = _JIT[key + src] = numba.njit(error_model="numpy")(ns[name])
-    return fn
-
-
 def _helper(g, name, accumulate=()):
-    """A graph as a Numba function of its inputs, its array constants, its scratch arrays
-    (allocated once by the loop function: the sources of their allocations) and the
-    accumulators of the outputs ``accumulate`` it adds into (``done``)."""
+    """The source of a graph as a Numba function ``name`` of its inputs, its array
+    constants, its scratch arrays (allocated once by the loop function: the sources of
+    their allocations) and the accumulators of the outputs ``accumulate`` it adds into
+    (``done``)."""
     buffers = []
     src, consts, done = njit_source(g, name, buffers, accumulate)
     allocs = [f"np.empty({tuple(sh)!r}, np.{dt.name})" for sh, dt in buffers]
-    return _jit(src, name), consts, src, allocs, done
+    return consts, src, allocs, done
 
 
 def _set(target, src, kind, ind):
-    """Copy ``src`` into the carry buffer ``target`` (an array) or rebind it (a scalar)."""
-    return f"{ind}{target}[:] = {src}" if kind[0] == "array" else f"{ind}{target} = {src}"
+    """Copy ``src`` into the array ``target`` or rebind it (a scalar): kernel_cache's copy
+    helper, as slice assignment costs seconds of compilation."""
+    if kind[0] == "array":
+        return ind + copy_call(len(kind[1]), target, src)
+    return f"{ind}{target} = {src}"
+
+
+_MACHINE = []
+
+
+def _machine_key(strategy):
+    """What the loop's ``fill`` (machine.py's, compiled) stands for in the kernel cache's
+    key: the strategy and machine.py's text, so an edited machine is not loaded stale."""
+    if not _MACHINE:
+        try:
+            with open(machine.__file__, "rb") as f:
+                _MACHINE.append(hashlib.sha256(f.read()).hexdigest()[:16])
+        except (OSError, TypeError, AttributeError):
+            _MACHINE.append(None)
+    return None if _MACHINE[0] is None else f"fill = machine {_MACHINE[0]} {strategy}"
 
 
 def _empty(lead, k):
@@ -193,25 +199,25 @@ class FusedLoop:
             s_src, v_src, self.k_step, self.k_vjp, res, done = split_sources(
                 p._vjp_graph((), True).simplify(), nc + nx + p.n_cap, nc + ny, s_buf, v_buf,
                 acc)
-            step, vjp = _jit(s_src, "fwd"), _jit(v_src, "bwd")
+            names = {"step": "fwd", "vjp": "bwd"}
             s_buf, v_buf = ([f"np.empty({tuple(sh)!r}, np.{dt.name})" for sh, dt in b]
                             for b in (s_buf, v_buf))
             self.res_kinds = [("array", sh, dt) if sh else ("scalar",) for sh, dt in res]
         else:
-            step, self.k_step, s_src, s_buf, _ = _helper(p.step_graph.simplify(), "step")
-            vjp, self.k_vjp, v_src, v_buf, done = _helper(p._vjp_graph(()).simplify(), "vjp",
-                                                          acc)
+            names = {"step": "step", "vjp": "vjp"}
+            self.k_step, s_src, s_buf, _ = _helper(p.step_graph.simplify(), "step")
+            self.k_vjp, v_src, v_buf, done = _helper(p._vjp_graph(()).simplify(), "vjp", acc)
         R = [f"R{j}" for j in range(len(self.res_kinds))]
         done = set(done)
         pos = [j for j in range(nc + nx + p.n_cap) if j not in done]  # what vjp returns
         strategy = p.strategy if self.generated else "none"
-        helpers = {"step": step, "vjp": vjp, "fill": machine.jitted(strategy).fill}
+        functions = [(names["step"], s_src), (names["vjp"], v_src)]
         ks = [f"ks{j}" for j in range(len(self.k_step))]
         kv = [f"kv{j}" for j in range(len(self.k_vjp))]
         self.k_inv, ki, i_src, i_buf = [], [], "", []
         if p.inv_graph is not None:
-            helpers["inv"], self.k_inv, i_src, i_buf, _ = _helper(p.inv_graph.simplify(),
-                                                                  "inv")
+            self.k_inv, i_src, i_buf, _ = _helper(p.inv_graph.simplify(), "inv")
+            functions.append(("inv", i_src))
             ki = [f"ki{j}" for j in range(len(self.k_inv))]
         ck = self.carry_kinds
         call = ", ".join
@@ -231,19 +237,23 @@ class FusedLoop:
         L += [_set(v, f"r[{j}]", ck[j], "            ") for j, v in enumerate(u)]
         if ny:
             L += ["            if record:"]
-            L += [f"                {v}[k] = r[{nc + j}]" for j, v in enumerate(Y)]
+            L += [_set(f"{v}[k]", f"r[{nc + j}]", k, "                ")
+                  for j, (v, k) in enumerate(zip(Y, self.y_kinds))]
         if R:
             L += ["            if record == 2:"]
-            L += [f"                {v}[k] = r[{nc + ny + j}]" for j, v in enumerate(R)]
-        L += ["    elif kd == 1:"] + [f"        {S[j]}[j] = {v}" for j, v in enumerate(u)]
+            L += [_set(f"{v}[k]", f"r[{nc + ny + j}]", k, "                ")
+                  for j, (v, k) in enumerate(zip(R, self.res_kinds))]
+        L += ["    elif kd == 1:"] + [_set(f"{S[j]}[j]", v, ck[j], "        ")
+                                      for j, v in enumerate(u)]
         L += ["    elif kd == 2:"] + [_set(v, f"{S[j]}[j]", ck[j], "        ")
                                       for j, v in enumerate(u)]
         L += ["    elif kd == 3:", "        rv = vjp(" + call(
             u + [f"{v}[i]" for v in x] + cap + h + [f"{v}[i]" for v in GY] +
             [f"{v}[i]" for v in R] + kv +
-            [gp[j - nc - nx] for j in acc if j in done]) + ")"]
+            [gp[j - nc - nx] for j in acc]) + ")"]
         L += [_set(v, f"rv[{pos.index(j)}]", ck[j], "        ") for j, v in enumerate(h)]
-        L += [f"        {v}[i] = rv[{pos.index(nc + j)}]" for j, v in enumerate(GX)]
+        L += [_set(f"{v}[i]", f"rv[{pos.index(nc + j)}]", k, "        ")
+              for j, (v, k) in enumerate(zip(GX, self.x_kinds))]
         L += [(f"        {v} += rv[{pos.index(nc + nx + j)}]" if k[0] == "array" else
                f"        {v} = {v} + rv[{pos.index(nc + nx + j)}]")
               for j, (v, k) in enumerate(zip(gp, self.cap_kinds)) if nc + nx + j not in done]
@@ -257,7 +267,12 @@ class FusedLoop:
                         [f"kv{j}" for j in range(len(self.k_vjp))] + ki +
                         ["acts", "st", "gen", "record"])
         src = f"def loop({sig}):\n" + "".join(f"    {ln}\n" for ln in L)
-        return _jit(src, "loop", helpers, "\n".join([s_src, v_src, i_src, strategy]))
+        # one module: the loop calls the others as its globals (compiled once per process
+        # and kept in the disk cache, graph/kernel_cache.py), and machine.py's fill
+        aliases = {a: n for a, n in names.items() if a != n}
+        return njit_module(functions + [("loop", src)], aliases,
+                           {"fill": machine.jitted(strategy).fill}, _machine_key(strategy))[
+                               "loop"]
 
     # -- running ------------------------------------------------------------------------------
     def _acts(self, phase):

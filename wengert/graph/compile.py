@@ -28,6 +28,7 @@ from .codegen import build_function
 from .fuse import build_fused, fuse_default
 from .graph import trace
 from .ir import GuardFailure
+from .kernel_cache import cache_dir, clear_cache
 from .trace import ForeignTracerError
 
 __all__ = ["compile", "Compiled"]
@@ -276,4 +277,7 @@ def compile(f=None, *, max_traces=16, simplify=True, fuse=None):
     return Compiled(f, max_traces, simplify, fuse)
 
 
+# the fused kernels' disk cache (graph/kernel_cache.py): where it is, and emptying it
+compile.cache_dir = cache_dir
+compile.clear_cache = clear_cache
 del builtins

@@ -34,6 +34,7 @@ import numpy as np
 
 from .codegen import _INFIX, _UNARY, BodyWriter, Generated, _assemble, _fresh_output, \
     _out_expr, build_function, literal, preamble
+from .kernel_cache import njit_module
 
 __all__ = ["build_fused", "numba_or_none", "fuse_default"]
 
@@ -178,8 +179,9 @@ def _plan(g, live, fused, supported):
         for i in range(len(g.nodes)):
             if key[i] is not None:
                 groups.setdefault((stage[i], key[i]), []).append(i)
-        lonely = [m for ms in groups.values() for m in ms
-                  if sum(1 for j in ms if fused.get(j, ("",))[0] != "skip") < 2]
+        # (counted once per group: per member, it was quadratic -- seconds at 8,000 nodes)
+        lonely = [m for ms in groups.values()
+                  if sum(1 for j in ms if fused.get(j, ("",))[0] != "skip") < 2 for m in ms]
         if not lonely:
             break
         for m in lonely:
@@ -629,10 +631,8 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
     src = "def kernel(" + ", ".join(f"a{j}" for j in range(len(ins))) + "):\n" + \
         "".join(f"    {ln}\n" for ln in lines)
     kern = _KERNELS.get(src)
-    if kern is None:
-        ns = {"np": np, "float32": np.float32, "float64": np.float64}
-        exec(builtins.compile(src, "<wengert kernel>", "exec"), ns)
-        kern = _KERNELS[src] = numba.njit(error_model="numpy")(ns["kernel"])
+    if kern is None:  # compiled once per process, and kept on disk (kernel_cache)
+        kern = _KERNELS[src] = njit_module([("kernel", src)])["kernel"]
     kname = em.bind(kern, "kernel")
     if fold is not None:  # the gather's value: the kernel's positions, in its shape
         j = fold[1]

@@ -183,8 +183,12 @@ def _nb_scatter(a, p, v, out):
     text = _index_text(p["idx"])
     if text is None or type(out) is not np.ndarray:
         return None
-    return [f"@out = np.zeros({tuple(out.shape)!r}, np.{out.dtype.name})",
-            f"@out[{text}] = {a[0]}"]
+    region = np.broadcast_to(np.empty((), out.dtype), out.shape)[p["idx"]]
+    # an array region: the generated module's copy helper _copy<ndim> (wengert/graph/
+    # kernel_cache.py), as slice assignment compiles seconds of Numba's error formatting
+    put = (f"_copy{np.ndim(region)}(@out[{text}], {a[0]})" if np.ndim(region) and
+           np.shape(v[0]) == np.shape(region) else f"@out[{text}] = {a[0]}")
+    return [f"@out = np.zeros({tuple(out.shape)!r}, np.{out.dtype.name})", put]
 
 
 getitem_basic.numba_form, scatter_basic.numba_form = _nb_getitem, _nb_scatter
