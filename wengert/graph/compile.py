@@ -26,6 +26,7 @@ from ..core import Tracer
 from ..tree import flatten, unflatten
 from .codegen import build_function
 from .fuse import build_fused, fuse_default
+from .pool import reuse_default
 from .graph import trace
 from .ir import GuardFailure
 from .trace import ForeignTracerError
@@ -116,9 +117,10 @@ def _plain(tree):
 class Compiled:
     """The callable ``wg.compile(f)`` returns; ``.graphs`` lists what it traced."""
 
-    def __init__(self, f, max_traces=16, simplify=True, fuse=None):
+    def __init__(self, f, max_traces=16, simplify=True, fuse=None, reuse_buffers=None):
         self.f = f
         self.fuse = fuse_default() if fuse is None else bool(fuse)
+        self.reuse_buffers = reuse_default() if reuse_buffers is None else bool(reuse_buffers)
         self.fuse_failures = []  # why a fused program fell back to NumPy (for tests)
         self.max_traces = max_traces
         self.simplify = simplify
@@ -195,7 +197,8 @@ class Compiled:
             return self.f(*args, **kwargs)
         self.num_traces += 1
         g = raw.simplify() if self.simplify else raw
-        fn, result = self._build(g, args) if not traced else (build_function(g), None)
+        fn, result = self._build(g, args) if not traced else \
+            (build_function(g, self.reuse_buffers), None)
         entries = self.cache.setdefault(key, [])
         entries.append((g, fn, raw))
         if len(entries) == 1:
@@ -215,7 +218,7 @@ class Compiled:
                 if enable is not None:
                     enable()
             try:
-                fn = build_fused(g)
+                fn = build_fused(g, self.reuse_buffers)
             except Exception as e:  # a kernel we cannot write: the NumPy program
                 self.fuse_failures.append(e)
                 fn = None
@@ -226,7 +229,7 @@ class Compiled:
                     return fn, None
                 except Exception as e:  # Numba could not compile a kernel (an unsupported
                     self.fuse_failures.append(e)  # type), or f raised: NumPy's program
-        return build_function(g), None
+        return build_function(g, self.reuse_buffers), None
 
     def source(self, *args, **kwargs):
         """The generated program for these arguments (tracing if needed)."""
@@ -248,12 +251,15 @@ class Compiled:
         raise ValueError("no graph traced for these arguments (max_traces reached?)")
 
 
-def compile(f=None, *, max_traces=16, simplify=True, fuse=None):
+def compile(f=None, *, max_traces=16, simplify=True, fuse=None, reuse_buffers=None):
     """Trace ``f`` once per input signature and run generated code afterwards.
 
     ``fuse``: elementwise nodes as Numba loop kernels (``True``, where Numba is installed),
     the NumPy program (``False``), or ``None``: fused unless ``WENGERT_FUSE=0``
-    (docs/graph.md, "Fused kernels").
+    (docs/graph.md, "Fused kernels").  ``reuse_buffers``: the program's internal
+    temporaries written into buffers it keeps between calls (``True``), allocated on every
+    call (``False``), or ``None``: reused unless ``WENGERT_REUSE_BUFFERS=0`` (docs/graph.md,
+    "Buffers reused across calls").
 
     >>> import wengert as wg, wengert.numpy as wnp
     >>> def f(x):
@@ -268,12 +274,13 @@ def compile(f=None, *, max_traces=16, simplify=True, fuse=None):
     True
     """
     if f is None:
-        return lambda fn: compile(fn, max_traces=max_traces, simplify=simplify, fuse=fuse)
+        return lambda fn: compile(fn, max_traces=max_traces, simplify=simplify, fuse=fuse,
+                                  reuse_buffers=reuse_buffers)
     own = getattr(f, "__wg_compile__", None)
     if own is not None:  # a transform with a compiled form of its own (wg.sparse_jacobian)
         return own(functools.partial(compile, max_traces=max_traces, simplify=simplify,
-                                     fuse=fuse))
-    return Compiled(f, max_traces, simplify, fuse)
+                                     fuse=fuse, reuse_buffers=reuse_buffers))
+    return Compiled(f, max_traces, simplify, fuse, reuse_buffers)
 
 
 del builtins

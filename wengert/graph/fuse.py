@@ -32,8 +32,8 @@ import os
 
 import numpy as np
 
-from .codegen import _INFIX, _UNARY, BodyWriter, Generated, _assemble, _fresh_output, \
-    _out_expr, build_function, literal, preamble
+from .codegen import _INFIX, _UNARY, BodyWriter, Generated, _fresh_output, _out_expr, \
+    build_function, compile_generated, literal, preamble, program_text, with_pool
 
 __all__ = ["build_fused", "numba_or_none", "fuse_default"]
 
@@ -208,8 +208,9 @@ def _reconcile(key, fused):
     return key
 
 
-def build_fused(g):
-    """A function for ``g`` with fused kernels and in-place temporaries, or None (no Numba)."""
+def build_fused(g, reuse_buffers=False):
+    """A function for ``g`` with fused kernels and in-place temporaries, or None (no Numba);
+    ``reuse_buffers``: its NumPy calls' temporaries kept between calls (pool.py)."""
     nb = numba_or_none()
     if nb is None:
         return None
@@ -249,20 +250,11 @@ def build_fused(g):
         w.guards(i)
     ret = _out_expr(g.out_def, iter(_fresh_output(g, o, w.expr) for o in g.outputs), em)
     sig = ", ".join(params)
-    if exact is None:
-        text = _assemble(name, sig, unpack_lines, w.lines, ret)
-    else:  # Python floats raise where NumPy gives inf or nan: then NumPy's program
-        inner = ["try:"] + ["    " + ln for ln in unpack_lines + w.lines] + \
-            [f"    return {ret}", "except (ZeroDivisionError, OverflowError):",
-             f"    return {exact}({sig})"]
-        text = f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in inner)
-    gen = Generated(text, em.ns, name)
-    ns = dict(gen.namespace)
-    ns["__builtins__"] = builtins
-    exec(builtins.compile(gen.text, f"<wengert fused graph {gen.name}>", "exec"), ns)
-    fn = ns[gen.name]
-    fn.source = gen.text
-    fn.exact_source = None
+    # Python floats raise where NumPy gives inf or nan: then NumPy's program (``exact``)
+    gen = Generated(program_text(name, sig, unpack_lines, w.lines, ret, exact), em.ns, name)
+    if reuse_buffers:
+        with_pool(gen, g, w, live, names, sig, unpack_lines, ret, exact)
+    fn = compile_generated(gen, "wengert fused graph")
     fn.kernel_sources = [c for c in calls]
     fn.folded_gathers = len(folds)
     return fn
@@ -642,6 +634,7 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
             w.lines.append(f"{t} = {t}.reshape({tuple(nodes[j].value.shape)!r})")
         w.guards(j)
         w.scratch.add(j)
+        w.allocates.add(j)
         return src
     targets = []
     for i in outs:
@@ -656,4 +649,5 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
         w.guards(i)
         if type(nodes[i].value) is np.ndarray and i not in acc_name:
             w.scratch.add(i)
+            w.allocates.add(i)  # the kernel's new array (an accumulator is its input's)
     return src

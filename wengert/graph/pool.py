@@ -1,0 +1,171 @@
+"""Buffer reuse across calls: a compiled program's internal temporaries written with ``out=``.
+
+A generated program allocates one array per NumPy call.  Where a call is a ufunc (``tanh``,
+``matmul``, or a Python operator on arrays, which NumPy runs as the ufunc) and its result
+provably never leaves the call, ``wg.compile`` keeps one buffer for it per program (so per
+input signature and branch) and writes into it with ``out=`` on every call.
+
+What "never leaves" means, proved on the program's data flow (:func:`plan`): each node gets
+the set of pool buffers its value may share memory with -- its own buffer for a pooled call,
+none for a call that allocates (an unpooled ufunc, a kernel's fresh result, a reduction), and
+for every other node (reshapes, transposes, indexing, in-place updates ``a += b``, kernels'
+accumulators, anything unknown) the union over its arguments: it may be a view of any of them.
+A buffer in the set of an output (any leaf of the returned pytree) escapes; so does one passed
+to a primitive that may run user code (a ``custom_vjp`` body, a primitive outside
+``wengert.rules``, a parameter that is a function), which could keep it.  Escaping buffers are
+not pooled: those calls allocate as before.
+
+Re-entrancy: each program's pool has a lock taken without waiting.  A call that finds it taken
+-- another thread's call in flight, or a recursive call from inside the program (a callback
+calling the compiled function) -- runs the unpooled program, so no two calls in flight ever
+share a buffer.  The pooled program gives the unpooled program's bits: the same ufunc loops
+write the same values, into a buffer laid out as the traced result was (C order); a call whose
+array arguments are laid out otherwise than the traced ones (a transposed input: other layouts
+downstream, so other summation orders) runs the unpooled program too.
+"""
+from __future__ import annotations
+
+import operator
+import os
+import threading
+
+import numpy as np
+
+__all__ = ["reuse_default", "out_ufunc", "plan", "POOL_MIN_SIZE", "POOL_MAX_BYTES"]
+
+POOL_MIN_SIZE = 1024       # smaller arrays are allocated: NumPy's allocator caches them anyway
+POOL_MAX_BYTES = 1 << 28   # the most one program keeps between calls (256 MiB)
+
+# Python's operators on an ndarray operand are these ufuncs (``**`` is not: NumPy's
+# ``__pow__`` takes shortcuts for scalar exponents, ``square``, ``sqrt``...)
+_OPERATOR_UFUNC = {operator.add: np.add, operator.sub: np.subtract, operator.mul: np.multiply,
+                   operator.truediv: np.divide, operator.floordiv: np.floor_divide,
+                   operator.mod: np.remainder, operator.matmul: np.matmul,
+                   operator.neg: np.negative, operator.pos: np.positive, abs: np.absolute,
+                   operator.lt: np.less, operator.le: np.less_equal, operator.gt: np.greater,
+                   operator.ge: np.greater_equal, operator.eq: np.equal,
+                   operator.ne: np.not_equal}
+_OTHER_OPERATORS = (operator.pow, operator.invert, operator.and_, operator.or_, operator.xor)
+_NUMBERS = (float, int, bool, complex, np.number, np.bool_)
+
+
+def reuse_default():
+    """Reuse buffers unless ``WENGERT_REUSE_BUFFERS=0``."""
+    return os.environ.get("WENGERT_REUSE_BUFFERS", "1") != "0"
+
+
+def out_ufunc(n, arg_values):
+    """The ufunc that computes node ``n`` exactly as its generated statement does, taking
+    ``out=``; or None.  Only array results of ufunc calls without keywords qualify."""
+    v = n.value
+    if n.kind != "op" or n.params or type(v) is not np.ndarray or not v.ndim or \
+            v.dtype.kind not in "biufc" or n.prim.multiple_results:
+        return None
+    impl = n.prim.impl
+    if isinstance(impl, np.ufunc):
+        u = impl
+    else:
+        u = _OPERATOR_UFUNC.get(getattr(impl, "python_operator", impl))
+        if u is None or not any(type(a) is np.ndarray for a in arg_values) or \
+                not all(type(a) is np.ndarray or isinstance(a, _NUMBERS) for a in arg_values):
+            return None  # a Python operator is NumPy's ufunc only with an ndarray operand
+    if u.nout != 1 or u.nin != len(arg_values):
+        return None
+    return u
+
+
+def _fresh_impls():
+    """Implementations known to return new arrays, never views of their arguments."""
+    from ..rules.shape import sum_
+    return (sum_.impl,)
+
+
+def _trusted(n):
+    """False for a node that may run user code (which could keep a reference to an argument):
+    only wengert's own rules, NumPy's functions and Python's operators are trusted, and none
+    given a function as a parameter."""
+    impl = n.prim.impl
+    op = getattr(impl, "python_operator", impl)
+    if not (isinstance(impl, np.ufunc) or op in _OPERATOR_UFUNC or op in _OTHER_OPERATORS):
+        mod = getattr(impl, "__module__", None) or ""
+        if not (mod.startswith("wengert.rules.") or mod == "numpy" or mod.startswith("numpy.")):
+            return False
+    for p in n.params.values():
+        for q in (p if type(p) in (tuple, list) else (p,)):
+            if callable(q) and not isinstance(q, (type, np.ufunc, np.dtype)):
+                return False
+    return True
+
+
+def plan(g, w, live):
+    """``{node: buffer}``: the candidate calls ``w`` (a BodyWriter after writing) recorded whose
+    results provably stay inside the program (module docstring), within ``POOL_MAX_BYTES``."""
+    nodes = g.nodes
+    cands = [i for i in sorted(w.pool_alt)
+             if nodes[i].value.size >= POOL_MIN_SIZE and nodes[i].value.flags.c_contiguous]
+    if not cands:
+        return {}
+    cset = set(cands)
+    fresh = _fresh_impls()
+    empty = frozenset()
+    bases = {}
+    escaped = set()
+    for i, n in enumerate(nodes):
+        if not live[i] or n.kind in ("input", "const"):
+            continue
+        if i in cset:
+            bases[i] = frozenset((i,))
+            continue
+        if i in w.allocates:
+            continue
+        srcs = list(n.args)
+        step = w.fused.get(i)
+        if step is not None:  # an accumulation writes into its chain's buffer
+            srcs += [s for s in step[1:] if type(s) is int]
+        b = empty.union(*(bases.get(a, empty) for a in srcs))
+        if n.kind == "op":
+            if not _trusted(n):
+                escaped |= b
+            elif n.prim.impl in fresh:
+                b = empty
+        if b:
+            bases[i] = b
+    for o in g.outputs:
+        escaped |= bases.get(o, empty)
+    out, total = {}, 0
+    for i in cands:
+        v = nodes[i].value
+        if i in escaped or total + v.nbytes > POOL_MAX_BYTES:
+            continue
+        total += v.nbytes
+        out[i] = np.empty(v.shape, v.dtype)
+    return out
+
+
+def pooled_text(g, w, pooled, names, functions, sig, unpack_lines, ret, exact, assemble):
+    """Source of the program writing into the buffers and of the entry calling it when its
+    lock is free, else the plain program: ``functions`` names (entry, pooled, plain);
+    ``assemble`` writes a program from its parts (codegen.program_text)."""
+    name, pname, plain = functions
+    em = w.em
+    lines = list(w.lines)
+    for i, buf in pooled.items():
+        k, head, tail = w.pool_alt[i]
+        lines[k] = f"{head}{em.bind(buf, f'buf{i}')}{tail}"
+    values = [g.nodes[i].value for i in g.input_nodes]
+    checks = [f"{names[k]}.strides != {v.strides!r}" for k, v in enumerate(values)
+              if type(v) is np.ndarray and v.ndim]
+    check = [f"if {' or '.join(checks)}: return {plain}({sig})  # other layouts: "
+             "other summation orders downstream"] if checks else []
+    text = assemble(pname, sig, unpack_lines + check, lines, ret, exact)
+    lock = threading.Lock()
+    acquire, release = em.bind(lock.acquire, "pool_acquire"), em.bind(lock.release, "pool_release")
+    text += (f"def {name}({sig}):\n"
+             f"    if {acquire}(False):  # no call in flight holds the buffers\n"
+             f"        try:\n"
+             f"            return {pname}({sig})\n"
+             f"        finally:\n"
+             f"            {release}()\n"
+             f"    return {plain}({sig})\n")
+    return text
+
