@@ -39,7 +39,9 @@ _IN_PLACE = (operator.add, operator.sub, operator.mul, operator.truediv)
 def _fallback_operator(impl):
     """The Python operator a 'try the operator, else NumPy' implementation wraps."""
     cells = getattr(impl, "__closure__", None) or ()
-    ops = [c.cell_contents for c in cells if c.cell_contents in _INFIX]
+    # (a closure may hold unhashable values: only builtins can be the operators)
+    ops = [c.cell_contents for c in cells
+           if type(c.cell_contents) is type(operator.add) and c.cell_contents in _INFIX]
     ufuncs = [c.cell_contents for c in cells if isinstance(c.cell_contents, np.ufunc)]
     if len(ops) == 1 and len(ufuncs) == 1:
         return ops[0]

@@ -1,0 +1,261 @@
+"""wg.compile's buffers reused across calls (wengert/graph/pool.py).
+
+A compiled program writes its internal ufunc temporaries into buffers it keeps between calls.
+These tests check what must hold: results bitwise equal to the unpooled program's, never a
+returned array (or a view of one, or anything user code was given) in a buffer, and no buffer
+shared between two calls in flight (threads, re-entrant calls).
+"""
+import threading
+
+import numpy as np
+import pytest
+
+import wengert as wg
+import wengert.numpy as wnp
+from wengert.graph import pool
+from wengert.tree import flatten
+
+RNG = np.random.default_rng(7)
+X = RNG.standard_normal((64, 32))     # 2,048 elements: above POOL_MIN_SIZE
+W = RNG.standard_normal((32, 48)) * 0.1
+
+
+def mlp_loss(p, x):
+    W1, b1 = p
+    h = wnp.tanh(x @ W1 + b1)
+    r = h * h - 0.5
+    return wnp.mean(r * r)
+
+
+P = (W, RNG.standard_normal(48) * 0.1)
+
+
+def program(cf, *args):
+    """The generated function wg.compile runs for these arguments (traced if needed)."""
+    cf(*args)
+    (fn,) = cf._fast.values()
+    return fn
+
+
+def leaves(tree):
+    return [np.asarray(v) for v in flatten(tree)[0]]
+
+
+def assert_identical(a, b):
+    la, lb = leaves(a), leaves(b)
+    assert len(la) == len(lb)
+    for u, v in zip(la, lb):
+        assert u.dtype == v.dtype and u.shape == v.shape
+        assert np.array_equal(u, v, equal_nan=True), np.max(np.abs(u - v))
+
+
+def assert_no_pool_memory(fn, result):
+    for leaf in flatten(result)[0]:
+        for buf in fn.pool.values():
+            assert not np.shares_memory(np.asarray(leaf), buf)
+
+
+@pytest.mark.parametrize("fuse", [False, True])
+def test_repeated_calls_identical_and_never_aliased(fuse):
+    if fuse:
+        pytest.importorskip("numba", reason="fused kernels need Numba")
+    f = wg.grad(mlp_loss)
+    cf = wg.compile(f, fuse=fuse)
+    plain = wg.compile(f, fuse=fuse, reuse_buffers=False)
+    fn = program(cf, P, X)
+    assert fn.pool, "the program should have pooled temporaries"
+    assert program(plain, P, X).pool == {}
+    want = plain(P, X)
+    first = cf(P, X)
+    kept = [leaf.copy() for leaf in leaves(first)]
+    for leaf in leaves(first):
+        leaf[...] = np.nan  # a caller writing into one result must not change the next
+    second = cf(P, X)
+    assert_identical(second, want)
+    assert_identical(second, tuple(kept))
+    assert_no_pool_memory(fn, second)
+    # a new point: the results handed out before keep their values
+    P2 = (P[0] * 1.5, P[1] - 0.25)
+    third = cf(P2, X * 0.5)
+    assert_identical(third, plain(P2, X * 0.5))
+    assert_identical(second, tuple(kept))
+    if not fuse:
+        assert_identical(cf(P, X), f(P, X))  # the NumPy program: the eager bits too
+
+
+def views_out(x):
+    t = wnp.tanh(x) * 2.0          # a temporary whose views are returned
+    u = x * x + 1.0                # one returned whole
+    v = wnp.sin(x) * 3.0           # one read only inside
+    s = (v * v).sum()
+    return {"t": t.T, "rows": [t[1:5], u], "flat": wnp.reshape(t, (-1,))[:7], "s": s}
+
+
+def test_views_of_temporaries_and_pytree_outputs_are_never_pooled():
+    cf = wg.compile(views_out)
+    fn = program(cf, X)
+    g = cf.graph(X)
+    pooled_values = [g.nodes[i].value for i in fn.pool]
+    assert fn.pool and len(pooled_values) < 6
+    first = cf(X)
+    keep = [leaf.copy() for leaf in leaves(first)]
+    assert_no_pool_memory(fn, first)
+    second = cf(X + 1.0)
+    assert_no_pool_memory(fn, second)
+    for a, b in zip(leaves(first), keep):
+        assert np.array_equal(a, b)
+    assert_identical(second, views_out(X + 1.0))
+    assert_identical(second, wg.compile(views_out, reuse_buffers=False)(X + 1.0))
+
+
+def test_in_place_update_of_a_temporary_that_is_returned():
+    def f(x):
+        a = x * 2.0
+        b = a + 1.0
+        b = b * a           # a candidate for in-place reuse in the fused program
+        return b[::2], wnp.sum(a)
+    for fuse in ([False, True] if pytest.importorskip("numba") else [False]):
+        cf = wg.compile(f, fuse=fuse)
+        first = cf(X)
+        keep = [leaf.copy() for leaf in leaves(first)]
+        second = cf(X - 3.0)
+        for a, b in zip(leaves(first), keep):
+            assert np.array_equal(a, b)
+        assert_identical(second, f(X - 3.0))
+        assert_no_pool_memory(program(cf, X), second)
+
+
+KEPT = []
+
+
+@wg.primitive
+def keep_it(t):
+    """User code that keeps a reference to its argument."""
+    KEPT.append(t)
+    return float(np.sum(t))
+
+
+def test_a_value_handed_to_user_code_is_never_pooled():
+    def f(x):
+        t = x * 3.0
+        return keep_it(t) + wnp.sum(wnp.tanh(x) * 2.0)
+    KEPT.clear()
+    cf = wg.compile(f)
+    fn = program(cf, X)
+    assert fn.pool  # the tanh temporary
+    KEPT.clear()
+    cf(X)
+    first = KEPT[-1].copy()
+    cf(X + 1.0)
+    assert np.array_equal(KEPT[0], first)
+    assert not any(np.shares_memory(KEPT[0], b) for b in fn.pool.values())
+
+
+def test_threads_with_different_inputs_get_their_own_results():
+    f = wg.grad(mlp_loss)
+    cf = wg.compile(f)
+    plain = wg.compile(f, reuse_buffers=False)
+    inputs = [((P[0] * (1 + k / 8), P[1] + k), X * (k + 1) / 4) for k in range(4)]
+    wants = [plain(p, x) for p, x in inputs]
+    assert program(cf, *inputs[0]).pool
+    errors = []
+    start = threading.Barrier(len(inputs))
+
+    def work(k):
+        start.wait()
+        try:
+            for _ in range(150):
+                assert_identical(cf(*inputs[k]), wants[k])
+        except Exception as e:  # reported from the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_a_recursive_call_does_not_share_the_buffers_of_the_call_in_flight():
+    depth = [1]  # while tracing: no recursion
+
+    @wg.primitive
+    def callback(x):
+        if depth[0] >= 1:
+            return np.zeros_like(x)
+        depth[0] += 1
+        try:
+            return cf(x + 1.0)  # the same program, its buffers held by the outer call
+        finally:
+            depth[0] -= 1
+
+    def f(x):
+        a = x * 3.0          # pooled, alive across the callback
+        b = callback(x)
+        return a + b
+
+    cf = wg.compile(f)
+    fn = program(cf, X)
+    assert fn.pool
+    depth[0] = 0
+    got = cf(X)
+    assert_identical(got, X * 3.0 + (X + 1.0) * 3.0)
+    assert depth[0] == 0
+
+
+def column_sums(x):
+    return wnp.sum(wnp.tanh(x) * 2.0 + 1.0, axis=0)
+
+
+def test_transposed_inputs_run_the_plain_program_bit_for_bit():
+    # a Fortran-ordered input makes the unpooled temporaries Fortran-ordered, so the column
+    # sums add contiguous elements (pairwise); a C-ordered buffer would add them row by row
+    x = np.asfortranarray(RNG.standard_normal((512, 4)))
+    cf = wg.compile(column_sums)
+    assert program(cf, np.ascontiguousarray(x)).pool
+    assert_identical(cf(x), wg.compile(column_sums, reuse_buffers=False)(x))
+    assert_identical(cf(x), column_sums(x))
+
+
+def test_transposed_inputs_of_a_gradient():
+    f = wg.grad(mlp_loss, 1)
+    cf = wg.compile(f)
+    plain = wg.compile(f, reuse_buffers=False)
+    assert program(cf, P, X).pool
+    xf = np.asfortranarray(X)
+    assert_identical(cf(P, xf), plain(P, xf))
+    assert_identical(cf(P, X), plain(P, X))
+
+
+def test_switches(monkeypatch):
+    f = wg.grad(mlp_loss)
+    assert wg.compile(f).reuse_buffers
+    assert program(wg.compile(f, reuse_buffers=False), P, X).pool == {}
+    monkeypatch.setenv("WENGERT_REUSE_BUFFERS", "0")
+    cf = wg.compile(f)
+    assert not cf.reuse_buffers and program(cf, P, X).pool == {}
+    assert program(wg.compile(f, reuse_buffers=True), P, X).pool
+
+
+def test_small_arrays_and_memory_bound(monkeypatch):
+    small = program(wg.compile(wg.grad(mlp_loss, 1)), P, RNG.standard_normal((2, 32)))
+    assert small.pool == {}  # every temporary below POOL_MIN_SIZE: the plain program as it was
+    monkeypatch.setattr(pool, "POOL_MAX_BYTES", X.nbytes)
+    fn = program(wg.compile(lambda v: wnp.sum(wnp.tanh(v * 2.0) + 1.0)), X)
+    assert fn.pool and sum(b.nbytes for b in fn.pool.values()) <= X.nbytes
+
+
+def test_pooled_calls_allocate_less():
+    """The point of the pool, checked by count: tracemalloc sees fewer bytes per call."""
+    import tracemalloc
+    f = wg.grad(mlp_loss)
+    peaks = []
+    for reuse in (False, True):
+        cf = wg.compile(f, reuse_buffers=reuse)
+        cf(P, X)
+        tracemalloc.start()
+        cf(P, X)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert peaks[1] < peaks[0] - 4 * X.nbytes
