@@ -13,6 +13,9 @@ reference (the median of per-round ratios) for:
 The first call of each (trace + generate + compile kernels; for JAX tracing + XLA) is
 printed as compile time.  The workloads:
 
+A second table runs each program with ``reuse_buffers`` off and on (time ratios, the peak
+memory one call holds, how many temporaries the NumPy / fused program pools).
+
 1. 301 elementwise ops (100 × tanh, multiply, add, then a sum) on 10 elements, grad
    (÷ the NumPy function; bench_core.py's chain);
 2. the extended Rosenbrock function, n = 300, a Python loop over ``x[i]``, grad
@@ -232,6 +235,49 @@ def main():
     if peers:
         ok = sum(1 for _, r, j in summary if j is not None and r <= j)
         print(f"fused compiled at or below JAX jit on {ok} of {len(summary)} rows")
+    buffers(cases)
+
+
+def peak_bytes(fn, *args):
+    """The most memory one call holds at once beyond what it started with (tracemalloc sees
+    NumPy's array data, and Python's objects)."""
+    import tracemalloc
+    fn(*args)
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    fn(*args)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    return peak
+
+
+def pool_size(fn, args):
+    progs = list(getattr(fn, "_fast", {}).values())
+    return sum(len(getattr(p, "pool", None) or ()) for p in progs)
+
+
+def buffers(cases):
+    """Buffers reused across calls (``reuse_buffers``, docs/graph.md): each engine with the
+    pool off and on, timed in alternation against the same reference, and its peak memory
+    per call."""
+    print("\nbuffers reused across calls: time ÷ reference with reuse_buffers off / on, "
+          "peak traced memory per call (kB), temporaries pooled")
+    row("workload", "numpy off", "numpy on", "fused off", "fused on", "kB numpy",
+        "kB fused", "pooled", width=40)
+    for key, label, ref_name, make, ref, args in cases:
+        cells, kb, pooled = [], [], []
+        for fuse in (False, True):
+            peaks = []
+            for reuse in (False, True):
+                fn = wg.compile(make(), fuse=fuse, reuse_buffers=reuse)
+                fn(*args)
+                cells.append(fmt(paired_time(fn, ref, *args)[2]))
+                peaks.append(f"{peak_bytes(fn, *args) / 1024:.0f}")
+                if reuse:
+                    pooled.append(str(pool_size(fn, args)))
+            kb.append("/".join(peaks))
+        row(label, *cells, *kb, "/".join(pooled), width=40)
 
 
 if __name__ == "__main__":

@@ -32,9 +32,7 @@ P = (W, RNG.standard_normal(48) * 0.1)
 
 def program(cf, *args):
     """The generated function wg.compile runs for these arguments (traced if needed)."""
-    cf(*args)
-    (fn,) = cf._fast.values()
-    return fn
+    return cf.program(*args)
 
 
 def leaves(tree):

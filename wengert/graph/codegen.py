@@ -278,7 +278,7 @@ class BodyWriter:
                 u = out_ufunc(n, [g.nodes[a].value for a in n.args])
                 if u is not None:
                     self.allocates.add(i)
-                    self.pool_alt[i] = (len(lines), f"{v} = {em.bind(u, u.__name__)}("
+                    self.pool_alt[i] = (len(lines), f"{v} = {em.bind(u, 'np_' + u.__name__)}("
                                         f"{', '.join(args)}, out=", ")")
             lines.append(f"{v} = {rhs}")
             expr[i] = v

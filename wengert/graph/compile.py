@@ -235,6 +235,19 @@ class Compiled:
         """The generated program for these arguments (tracing if needed)."""
         return self.graph(*args, **kwargs).source()
 
+    def program(self, *args, **kwargs):
+        """The generated function these arguments run (tracing if needed): its ``source``,
+        and with buffers reused, ``pooled_source`` and ``pool`` ({node index: buffer})."""
+        self(*args, **kwargs)
+        key = _key(args, kwargs, _sig)
+        for g, fn, _ in reversed(self.cache.get(key, [])):
+            try:
+                g.evaluate(g._input_leaves(_plain(args)))
+                return fn
+            except GuardFailure:
+                pass
+        raise ValueError("no program generated for these arguments (max_traces reached?)")
+
     def graph(self, *args, **kwargs):
         """The graph for these arguments (the first one whose guards they pass)."""
         self(*args, **kwargs)

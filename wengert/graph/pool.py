@@ -155,8 +155,8 @@ def pooled_text(g, w, pooled, names, functions, sig, unpack_lines, ret, exact, a
     values = [g.nodes[i].value for i in g.input_nodes]
     checks = [f"{names[k]}.strides != {v.strides!r}" for k, v in enumerate(values)
               if type(v) is np.ndarray and v.ndim]
-    check = [f"if {' or '.join(checks)}: return {plain}({sig})  # other layouts: "
-             "other summation orders downstream"] if checks else []
+    check = [f"if {' or '.join(checks)}: return {plain}({sig})  # another layout"] \
+        if checks else []
     text = assemble(pname, sig, unpack_lines + check, lines, ret, exact)
     lock = threading.Lock()
     acquire, release = em.bind(lock.acquire, "pool_acquire"), em.bind(lock.release, "pool_release")
