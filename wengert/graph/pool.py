@@ -7,8 +7,8 @@ input signature and branch) and writes into it with ``out=`` on every call.
 
 What "never leaves" means, proved on the program's data flow (:func:`plan`): each node gets
 the set of pool buffers its value may share memory with -- its own buffer for a pooled call,
-none for a call that allocates (an unpooled ufunc, a kernel's fresh result, a reduction), and
-for every other node (reshapes, transposes, indexing, in-place updates ``a += b``, kernels'
+none for a call that allocates (an unpooled ufunc call, a fused kernel's new array), and for
+every other node (reshapes, transposes, indexing, in-place updates ``a += b``, kernels'
 accumulators, anything unknown) the union over its arguments: it may be a view of any of them.
 A buffer in the set of an output (any leaf of the returned pytree) escapes; so does one passed
 to a primitive that may run user code (a ``custom_vjp`` body, a primitive outside
@@ -74,12 +74,6 @@ def out_ufunc(n, arg_values):
     return u
 
 
-def _fresh_impls():
-    """Implementations known to return new arrays, never views of their arguments."""
-    from ..rules.shape import sum_
-    return (sum_.impl,)
-
-
 def _trusted(n):
     """False for a node that may run user code (which could keep a reference to an argument):
     only wengert's own rules, NumPy's functions and Python's operators are trusted, and none
@@ -106,7 +100,6 @@ def plan(g, w, live):
     if not cands:
         return {}
     cset = set(cands)
-    fresh = _fresh_impls()
     empty = frozenset()
     bases = {}
     escaped = set()
@@ -123,11 +116,8 @@ def plan(g, w, live):
         if step is not None:  # an accumulation writes into its chain's buffer
             srcs += [s for s in step[1:] if type(s) is int]
         b = empty.union(*(bases.get(a, empty) for a in srcs))
-        if n.kind == "op":
-            if not _trusted(n):
-                escaped |= b
-            elif n.prim.impl in fresh:
-                b = empty
+        if n.kind == "op" and not _trusted(n):
+            escaped |= b
         if b:
             bases[i] = b
     for o in g.outputs:
