@@ -241,7 +241,18 @@ def test_small_arrays_and_memory_bound(monkeypatch):
     assert small.pool == {}  # every temporary below POOL_MIN_SIZE: the plain program as it was
     monkeypatch.setattr(pool, "POOL_MAX_BYTES", X.nbytes)
     fn = program(wg.compile(lambda v: wnp.sum(wnp.tanh(v * 2.0) + 1.0)), X)
-    assert fn.pool and sum(b.nbytes for b in fn.pool.values()) <= X.nbytes
+    distinct = {id(b): b for b in fn.pool.values()}.values()
+    assert fn.pool and sum(b.nbytes for b in distinct) <= X.nbytes
+
+
+def test_temporaries_whose_lifetimes_do_not_overlap_share_a_buffer():
+    """tanh(x @ W) and what follows it: a chain of elementwise calls each writing over the
+    value it reads last (NumPy computes overlapping operands as if copied first)."""
+    f = wg.grad(mlp_loss)
+    fn = program(wg.compile(f, fuse=False), P, X)
+    distinct = {id(b) for b in fn.pool.values()}
+    assert 1 < len(distinct) < len(fn.pool)
+    assert_identical(fn(P, X), wg.compile(f, fuse=False, reuse_buffers=False)(P, X))
 
 
 def test_pooled_calls_allocate_less():

@@ -190,6 +190,7 @@ class BodyWriter:
         # buffer's name) for ufunc calls; the nodes whose statement allocates a new array
         self.pool_alt = {}
         self.allocates = set()
+        self.at = {}  # node -> index of the last line written for it (where it reads)
         self.fused, self.chain_end, _ = _accumulations(g, self.live)
         self.expr = {}  # node index -> source of its value
         for k, i in enumerate(g.input_nodes):
@@ -233,6 +234,10 @@ class BodyWriter:
                               f"  # traced with {self.expr[i]} {'true' if b else 'false'}")
 
     def node(self, i):
+        self._node(i)
+        self.at[i] = len(self.lines) - 1
+
+    def _node(self, i):
         g, em, lines, expr = self.g, self.em, self.lines, self.expr
         n = g.nodes[i]
         if n.kind == "const":
@@ -279,7 +284,7 @@ class BodyWriter:
                 if u is not None:
                     self.allocates.add(i)
                     self.pool_alt[i] = (len(lines), f"{v} = {em.bind(u, 'np_' + u.__name__)}("
-                                        f"{', '.join(args)}, out=", ")")
+                                        f"{', '.join(args)}, out=", ")", u)
             lines.append(f"{v} = {rhs}")
             expr[i] = v
         self.guards(i)

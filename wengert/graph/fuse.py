@@ -244,6 +244,8 @@ def build_fused(g, reuse_buffers=False):
                 exact = exact or em.bind(build_function(g), f"{g.name}_exact")
             else:
                 calls.append(_emit_kernel(g, w, ms, key, uses, numba, folds.get(ms[0])))
+            for i in ms + (folds[ms[0]][2] if ms[0] in folds else []):
+                w.at[i] = len(w.lines) - 1  # where the group reads its inputs (pool.py)
         for i in calls_at.get(s, ()):
             w.node(i)
     for i in g.input_nodes:

@@ -122,13 +122,42 @@ def plan(g, w, live):
             bases[i] = b
     for o in g.outputs:
         escaped |= bases.get(o, empty)
-    out, total = {}, 0
-    for i in cands:
-        v = nodes[i].value
-        if i in escaped or total + v.nbytes > POOL_MAX_BYTES:
-            continue
-        total += v.nbytes
-        out[i] = np.empty(v.shape, v.dtype)
+    return _share(g, w, live, [c for c in cands if c not in escaped], bases)
+
+
+def _share(g, w, live, keep, bases):
+    """Buffers for the ``keep`` calls, one shared by calls whose lifetimes do not overlap.
+
+    A buffer's lifetime runs from its call's line to the last line reading a value that may
+    share its memory (a node whose position is unknown reads at the end).  A call may take a
+    buffer whose last reading is its own statement when it is an elementwise ufunc (NumPy
+    computes overlapping operands as if copied first): ``np.add(v1, b, out=v1's buffer)``."""
+    nodes, at, inf = g.nodes, w.at, float("inf")
+    last = {c: w.pool_alt[c][0] for c in keep}
+    reads = [(j, a) for j, n in enumerate(nodes) if live[j] and n.kind in ("op", "proj")
+             for a in list(n.args) + [s for s in w.fused.get(j, ())[1:] if type(s) is int]]
+    reads += [(i, i) for i, _ in g.guards]
+    for j, a in reads:
+        pos = at.get(j, inf)
+        for c in bases.get(a, ()):
+            if c in last and pos > last[c]:
+                last[c] = pos
+    slots, out, total = [], {}, 0  # slots: [buffer, last reading]
+    for c in sorted(keep, key=lambda c: w.pool_alt[c][0]):
+        line, v, u = w.pool_alt[c][0], nodes[c].value, w.pool_alt[c][3]
+        for s in slots:
+            b = s[0]
+            if b.shape == v.shape and b.dtype == v.dtype and \
+                    (s[1] < line or (s[1] == line and u is not np.matmul)):
+                break
+        else:
+            if total + v.nbytes > POOL_MAX_BYTES:
+                continue
+            total += v.nbytes
+            s = [np.empty(v.shape, v.dtype), None]
+            slots.append(s)
+        s[1] = last[c]
+        out[c] = s[0]
     return out
 
 
@@ -140,7 +169,7 @@ def pooled_text(g, w, pooled, names, functions, sig, unpack_lines, ret, exact, a
     em = w.em
     lines = list(w.lines)
     for i, buf in pooled.items():
-        k, head, tail = w.pool_alt[i]
+        k, head, tail, _ = w.pool_alt[i]
         lines[k] = f"{head}{em.bind(buf, f'buf{i}')}{tail}"
     values = [g.nodes[i].value for i in g.input_nodes]
     checks = [f"{names[k]}.strides != {v.strides!r}" for k, v in enumerate(values)
