@@ -14,7 +14,8 @@ The first call of each (trace + generate + compile kernels; for JAX tracing + XL
 printed as compile time.  The workloads:
 
 A second table runs each program with ``reuse_buffers`` off and on (time ratios, the peak
-memory one call holds, how many temporaries the NumPy / fused program pools).
+memory one call holds as tracemalloc sees it, how many temporaries the NumPy / fused program
+pools into how many buffers).
 
 1. 301 elementwise ops (100 × tanh, multiply, add, then a sum) on 10 elements, grad
    (÷ the NumPy function; bench_core.py's chain);
@@ -253,8 +254,9 @@ def peak_bytes(fn, *args):
 
 
 def pool_size(fn, args):
-    progs = list(getattr(fn, "_fast", {}).values())
-    return sum(len(getattr(p, "pool", None) or ()) for p in progs)
+    """``"temporaries>buffers"`` pooled by the program these arguments run."""
+    pool = getattr(fn.program(*args), "pool", None) or {}
+    return f"{len(pool)}>{len({id(b) for b in pool.values()})}"
 
 
 def buffers(cases):
@@ -262,7 +264,7 @@ def buffers(cases):
     pool off and on, timed in alternation against the same reference, and its peak memory
     per call."""
     print("\nbuffers reused across calls: time ÷ reference with reuse_buffers off / on, "
-          "peak traced memory per call (kB), temporaries pooled")
+          "peak traced memory per call (kB) off/on, temporaries>buffers pooled (numpy / fused)")
     row("workload", "numpy off", "numpy on", "fused off", "fused on", "kB numpy",
         "kB fused", "pooled", width=40)
     for key, label, ref_name, make, ref, args in cases:
