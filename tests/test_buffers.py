@@ -268,3 +268,47 @@ def test_pooled_calls_allocate_less():
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
     assert peaks[1] < peaks[0] - 4 * X.nbytes
+
+
+def updated_in_place(x):
+    d = x * 2.0                       # a temporary written in place below
+    d[3] = 7.0
+    wnp.put(d, [0, 5, 11], wnp.tanh(x[0, :3]))
+    e = d + 1.0
+    e += x                            # augmented assignment on a traced array
+    return e[:, 1], wnp.sum(d * e)
+
+
+def test_in_place_updates_of_temporaries():
+    cf = wg.compile(updated_in_place)
+    fn = program(cf, X)
+    assert fn.pool
+    first = cf(X)
+    keep = [leaf.copy() for leaf in leaves(first)]
+    second = cf(X * -0.5)
+    for a, b in zip(leaves(first), keep):
+        assert np.array_equal(a, b)
+    assert_no_pool_memory(fn, second)
+    assert_identical(second, updated_in_place(X * -0.5))
+    assert_identical(second, wg.compile(updated_in_place, reuse_buffers=False)(X * -0.5))
+    g = wg.compile(wg.grad(lambda x: updated_in_place(x)[1]))
+    assert_identical(g(X), wg.grad(lambda x: updated_in_place(x)[1])(X))
+
+
+def test_a_guard_failing_inside_the_pooled_program_releases_the_pool():
+    def f(x):
+        t = wnp.tanh(x) * 2.0         # pooled, computed before the guard
+        if wnp.sum(t) > 0:
+            return wnp.sum(t * t)
+        return wnp.sum(t * 3.0)
+    cf = wg.compile(f)
+    xp = np.abs(X)
+    fn = program(cf, xp)
+    bufs = {id(b): b for b in fn.pool.values()}.values()
+    assert bufs
+    assert cf(-xp) == f(-xp)          # the guard fails in the pooled program: traced again
+    assert cf.num_traces == 2
+    before = [b.copy() for b in bufs]
+    assert cf(xp * 0.5) == f(xp * 0.5)
+    # the first program took its pool again: its buffers hold this call's temporaries
+    assert any(not np.array_equal(b, c) for b, c in zip(bufs, before))
