@@ -15,7 +15,8 @@ printed as compile time.  The workloads:
 
 A second table runs each program with ``reuse_buffers`` off and on (time ratios, the peak
 memory one call holds as tracemalloc sees it, how many temporaries the NumPy / fused program
-pools into how many buffers).
+pools into how many buffers), and a sixth workload with many temporaries of a medium size: 20
+steps of the elementwise chain on 32,768 elements, grad.
 
 1. 301 elementwise ops (100 × tanh, multiply, add, then a sum) on 10 elements, grad
    (÷ the NumPy function; bench_core.py's chain);
@@ -39,9 +40,9 @@ rng = np.random.default_rng(0)
 
 
 # 1. elementwise chain --------------------------------------------------------------------
-def chain(m):
+def chain(m, steps=100):
     def f(x):
-        for _ in range(100):
+        for _ in range(steps):
             x = m.tanh(x) * 0.9 + 0.1
         return m.sum(x)
     return f
@@ -267,6 +268,10 @@ def buffers(cases):
           "peak traced memory per call (kB) off/on, temporaries>buffers pooled (numpy / fused)")
     row("workload", "numpy off", "numpy on", "fused off", "fused on", "kB numpy",
         "kB fused", "pooled", width=40)
+    X6 = np.linspace(0.1, 1.0, 32768)
+    cases = cases + [  # beyond the five: many temporaries of a medium size
+        ("chain32k", "20 x (tanh, *, +) on 32,768 elements, grad", "NumPy f",
+         lambda: wg.grad(chain(wnp, 20)), chain(np, 20), (X6,))]
     for key, label, ref_name, make, ref, args in cases:
         cells, kb, pooled = [], [], []
         for fuse in (False, True):
