@@ -186,9 +186,12 @@ class BodyWriter:
         for i, b in g.guards:
             self.guard_of.setdefault(i, []).append(b)
         self.counter = 0
-        # buffer reuse (pool.py): node -> (line index, statement with ``out=`` around the
-        # buffer's name) for ufunc calls; the nodes whose statement allocates a new array
+        # buffer reuse (pool.py): node -> (line index, its ufunc or None for a kernel) for
+        # calls that can write into a given buffer; line index -> (the line with a token
+        # "\0node\0" where each buffer goes, {node: what the plain line has there, or None:
+        # keep the plain line unless pooled}); the nodes whose statement allocates an array
         self.pool_alt = {}
+        self.pool_lines = {}
         self.allocates = set()
         self.at = {}  # node -> index of the last line written for it (where it reads)
         self.fused, self.chain_end, _ = _accumulations(g, self.live)
@@ -283,8 +286,9 @@ class BodyWriter:
                 u = out_ufunc(n, [g.nodes[a].value for a in n.args])
                 if u is not None:
                     self.allocates.add(i)
-                    self.pool_alt[i] = (len(lines), f"{v} = {em.bind(u, 'np_' + u.__name__)}("
-                                        f"{', '.join(args)}, out=", ")", u)
+                    self.pool_alt[i] = (len(lines), u)
+                    self.pool_lines[len(lines)] = (f"{v} = {em.bind(u, 'np_' + u.__name__)}("
+                                                   f"{', '.join(args)}, out=\0{i}\0)", {i: None})
             lines.append(f"{v} = {rhs}")
             expr[i] = v
         self.guards(i)

@@ -131,9 +131,12 @@ def _share(g, w, live, keep, bases):
     A buffer's lifetime runs from its call's line to the last line reading a value that may
     share its memory (a node whose position is unknown reads at the end).  A call may take a
     buffer whose last reading is its own statement when it is an elementwise ufunc (NumPy
-    computes overlapping operands as if copied first): ``np.add(v1, b, out=v1's buffer)``."""
+    computes overlapping operands as if copied first): ``np.add(v1, b, out=v1's buffer)``;
+    never a kernel (it may read an operand at other positions than it writes)."""
     nodes, at, inf = g.nodes, w.at, float("inf")
     last = {c: w.pool_alt[c][0] for c in keep}
+    in_place = {c for c in keep if isinstance(w.pool_alt[c][1], np.ufunc)
+                and w.pool_alt[c][1].signature is None}  # elementwise: not matmul, kernels
     reads = [(j, a) for j, n in enumerate(nodes) if live[j] and n.kind in ("op", "proj")
              for a in list(n.args) + [s for s in w.fused.get(j, ())[1:] if type(s) is int]]
     reads += [(i, i) for i, _ in g.guards]
@@ -144,11 +147,11 @@ def _share(g, w, live, keep, bases):
                 last[c] = pos
     slots, out, total = [], {}, 0  # slots: [buffer, last reading]
     for c in sorted(keep, key=lambda c: w.pool_alt[c][0]):
-        line, v, u = w.pool_alt[c][0], nodes[c].value, w.pool_alt[c][3]
+        line, v = w.pool_alt[c][0], nodes[c].value
         for s in slots:
             b = s[0]
             if b.shape == v.shape and b.dtype == v.dtype and \
-                    (s[1] < line or (s[1] == line and u is not np.matmul)):
+                    (s[1] < line or (s[1] == line and c in in_place)):
                 break
         else:
             if total + v.nbytes > POOL_MAX_BYTES:
@@ -168,9 +171,13 @@ def pooled_text(g, w, pooled, names, functions, sig, unpack_lines, ret, exact, a
     name, pname, plain = functions
     em = w.em
     lines = list(w.lines)
-    for i, buf in pooled.items():
-        k, head, tail, _ = w.pool_alt[i]
-        lines[k] = f"{head}{em.bind(buf, f'buf{i}')}{tail}"
+    for k, (template, plain_src) in w.pool_lines.items():
+        if not any(i in pooled for i in plain_src):
+            continue
+        for i, src in plain_src.items():
+            template = template.replace(f"\0{i}\0", em.bind(pooled[i], f"buf{i}")
+                                        if i in pooled else src)
+        lines[k] = template
     values = [g.nodes[i].value for i in g.input_nodes]
     checks = [f"{names[k]}.strides != {v.strides!r}" for k, v in enumerate(values)
               if type(v) is np.ndarray and v.ndim]
