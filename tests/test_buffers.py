@@ -312,3 +312,27 @@ def test_a_guard_failing_inside_the_pooled_program_releases_the_pool():
     assert cf(xp * 0.5) == f(xp * 0.5)
     # the first program took its pool again: its buffers hold this call's temporaries
     assert any(not np.array_equal(b, c) for b, c in zip(bufs, before))
+
+
+def tanh_chain(x):
+    for _ in range(3):
+        x = wnp.tanh(x) * 0.9 + 0.1
+    return wnp.sum(x)
+
+
+def test_fused_kernels_write_their_results_into_reused_buffers():
+    pytest.importorskip("numba", reason="fused kernels need Numba")
+    x = np.linspace(0.1, 1.0, 8192)   # above SIMD_SIZE: tanh stays NumPy's, between kernels
+    f = wg.grad(tanh_chain)
+    cf = wg.compile(f, fuse=True)
+    fn = program(cf, x)
+    assert not cf.fuse_failures
+    kernel_lines = [ln for ln in fn.pooled_source.splitlines() if "kernel" in ln]
+    assert any("buf" in ln for ln in kernel_lines), fn.pooled_source
+    plain = wg.compile(f, fuse=True, reuse_buffers=False)
+    first = cf(x)
+    keep = first.copy()
+    second = cf(x[::-1].copy())
+    assert np.array_equal(first, keep)
+    assert_identical(second, plain(x[::-1].copy()))
+    assert_no_pool_memory(fn, second)

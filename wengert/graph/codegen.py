@@ -192,6 +192,7 @@ class BodyWriter:
         # keep the plain line unless pooled}); the nodes whose statement allocates an array
         self.pool_alt = {}
         self.pool_lines = {}
+        self.in_place_of = {}
         self.allocates = set()
         self.at = {}  # node -> index of the last line written for it (where it reads)
         self.fused, self.chain_end, _ = _accumulations(g, self.live)
@@ -223,6 +224,7 @@ class BodyWriter:
                 self.lines.append(f"{self.expr[a]} {_INFIX[op]}= {self.expr[b]}")
                 self.expr[i] = self.expr[a]
                 self.scratch.add(i)
+                self.in_place_of[i] = a  # i is a's memory; b is only read
                 return True
         return False
 

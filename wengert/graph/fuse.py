@@ -578,7 +578,7 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
             outs.append(i)
     if not outs and fold is None:
         return ""  # every member is dead (read by no live node): nothing to run
-    store, ret = [], []
+    store, ret, given = [], [], []
     head = []  # loop header: the loops over the shape, or over the gathered positions
     if fold is not None:
         # each position's loop indices, unsigned (no wraparound test on reading), one row
@@ -601,9 +601,12 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
             ret.append(acc_name[i])
         elif r == 0:
             ret.append(local[i])
-        else:
-            o = f"o{k}"
-            pre.append(f"{o} = np.empty({tuple(shape)!r}, np.{v.dtype.name})")
+        else:  # given by the caller: a new array, or a buffer reused across calls (pool.py)
+            o = f"a{len(ins)}"
+            ins.append(("out", i))
+            in_src.append(f"{em.bind(np.empty, 'empty')}({tuple(shape)!r}, "
+                          f"{em.bind(v.dtype, 'dtype')})")
+            given.append((i, len(in_src) - 1))
             store.append(f"{o}[{', '.join(loops)}] = {local[i]}")
             ret.append(o)
     lines = list(pre)
@@ -643,6 +646,13 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
         t = w.expr[i] = w.fresh()
         targets.append(t)
     w.lines.append(f"{', '.join(targets)}, = {kname}({', '.join(in_src)})")
+    if given:  # the same call writing into buffers (Numba returns the arrays it was given)
+        tsrc = list(in_src)
+        for i, p in given:
+            tsrc[p] = f"\0{i}\0"
+            w.pool_alt[i] = (len(w.lines) - 1, None)
+        w.pool_lines[len(w.lines) - 1] = (f"{', '.join(targets)}, = {kname}({', '.join(tsrc)})",
+                                          {i: in_src[p] for i, p in given})
     for i in outs:
         v = nodes[i].value
         if type(v) in (np.float64, np.float32):  # NumPy scalars stay NumPy scalars

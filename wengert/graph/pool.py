@@ -1,14 +1,15 @@
 """Buffer reuse across calls: a compiled program's internal temporaries written with ``out=``.
 
 A generated program allocates one array per NumPy call.  Where a call is a ufunc (``tanh``,
-``matmul``, or a Python operator on arrays, which NumPy runs as the ufunc) and its result
-provably never leaves the call, ``wg.compile`` keeps one buffer for it per program (so per
-input signature and branch) and writes into it with ``out=`` on every call.
+``matmul``, or a Python operator on arrays, which NumPy runs as the ufunc) or a fused kernel
+(given its result arrays) and its result provably never leaves the call, ``wg.compile`` keeps
+a buffer for it per program (so per input signature and branch) and writes into it with
+``out=`` on every call; calls whose lifetimes do not overlap share one (:func:`_share`).
 
 What "never leaves" means, proved on the program's data flow (:func:`plan`): each node gets
 the set of pool buffers its value may share memory with -- its own buffer for a pooled call,
-none for a call that allocates (an unpooled ufunc call, a fused kernel's new array), and for
-every other node (reshapes, transposes, indexing, in-place updates ``a += b``, kernels'
+none for a call that allocates (an unpooled ufunc call, a fused kernel's new array), ``a``'s
+for ``a += b``, and for every other node (reshapes, transposes, indexing, sums, kernels'
 accumulators, anything unknown) the union over its arguments: it may be a view of any of them.
 A buffer in the set of an output (any leaf of the returned pytree) escapes; so does one passed
 to a primitive that may run user code (a ``custom_vjp`` body, a primitive outside
@@ -110,6 +111,11 @@ def plan(g, w, live):
             bases[i] = frozenset((i,))
             continue
         if i in w.allocates:
+            continue
+        if i in w.in_place_of:  # ``a += b``: a's memory, b only read
+            b = bases.get(w.in_place_of[i], empty)
+            if b:
+                bases[i] = b
             continue
         srcs = list(n.args)
         step = w.fused.get(i)
