@@ -32,6 +32,7 @@ import os
 
 import numpy as np
 
+from . import pool
 from .codegen import _INFIX, _UNARY, BodyWriter, Generated, _fresh_output, _out_expr, \
     build_function, compile_generated, literal, preamble, program_text, with_pool
 
@@ -601,6 +602,11 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
             ret.append(acc_name[i])
         elif r == 0:
             ret.append(local[i])
+        elif v.size < pool.POOL_MIN_SIZE:  # small: Numba's allocation is the cheaper
+            o = f"o{k}"
+            pre.append(f"{o} = np.empty({tuple(shape)!r}, np.{v.dtype.name})")
+            store.append(f"{o}[{', '.join(loops)}] = {local[i]}")
+            ret.append(o)
         else:  # given by the caller: a new array, or a buffer reused across calls (pool.py)
             o = f"a{len(ins)}"
             ins.append(("out", i))
