@@ -61,13 +61,17 @@ def fit(X, y, client=None, tol=1e-9):
 
 def main(n=10_000_000, d=10, chunk_rows=400_000, worker_memory="300MiB", processes=True,
          verbose=True):
+    import dask
     from dask.distributed import Client, LocalCluster
     X, y, w_true = make_data(n, d, chunk_rows)
     budget = 2 * _bytes(worker_memory)
-    # in-process workers (processes=False) would apply the limit to this whole process
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
-                      memory_limit=worker_memory if processes else 0,
-                      dashboard_address=None) as cluster, \
+    # in-process workers (processes=False) would apply the limit to this whole process;
+    # worker-saturation 1.0: a worker loads a new chunk only when it has nothing else to
+    # run (Dask's 1.1 gives a one-thread worker two, docs/beyond-one-machine.md)
+    with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
+                         memory_limit=worker_memory if processes else 0,
+                         dashboard_address=None) as cluster, \
             Client(cluster) as client:
         res = fit(X, y, client)
     if verbose:

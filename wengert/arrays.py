@@ -234,14 +234,31 @@ def broadcast_view(x, shape, chunks=None):
 
 
 def _dask_broadcast(x, shape, chunks):
+    """Dask's broadcast as a blockwise map, which Dask fuses into the elementwise tasks
+    that read it (a cotangent's ``g / n * s``). ``dask.array.broadcast_to`` makes a task
+    per chunk hanging off the one block of ``x``: the distributed scheduler hands such
+    tasks out like data loads, to any worker, so a chunk's backward waited for a piece
+    made elsewhere (benchmarks/bench_dask.py: 70 transfers per gradient against 40 by
+    hand, and a third chunk per worker in memory)."""
     shape = tuple(shape)
     k = len(shape) - x.ndim
     if k < 0 or len(chunks) != len(shape) or any(sum(c) != d for c, d in zip(chunks, shape)):
         return np.broadcast_to(x, shape)  # a layout of another shape: Dask's own choice
     own = [c if old == 1 and new != 1 else bd  # kept axes keep x's chunks (Dask requires it)
            for bd, c, old, new in zip(x.chunks, chunks[k:], x.shape, shape[k:])]
+    new = tuple(range(k)) + tuple(k + i for i, (old, n) in enumerate(zip(x.shape, shape[k:]))
+                                  if old == 1 and n != 1)
     dask_array = sys.modules["dask.array"]  # loaded: x is a Dask array
-    return dask_array.broadcast_to(x, shape, chunks=tuple(chunks[:k]) + tuple(own))
+    if len(new) > k:  # stretched axes: map_blocks inserts them, as the new ones
+        x = dask_array.squeeze(x, axis=tuple(a - k for a in new[k:]))
+    out = tuple(chunks[:k]) + tuple(own)
+
+    def block(b, block_info=None):  # a closure, pickled by value: workers need no wengert
+        return np.broadcast_to(np.expand_dims(b, new), block_info[None]["chunk-shape"])
+    return dask_array.map_blocks(
+        block, x, chunks=out, new_axis=list(new) or None, dtype=x.dtype,
+        meta=np.empty_like(x._meta, shape=(0,) * len(shape)),
+        name="broadcast_to-" + sys.modules["dask.base"].tokenize(x, shape, out))
 
 
 def sum_to(g, nb, xs):
