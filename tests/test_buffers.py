@@ -1,7 +1,8 @@
 """wg.compile's buffers reused across calls (wengert/graph/pool.py).
 
 A compiled program writes its internal ufunc temporaries into buffers it keeps between calls.
-These tests check what must hold: results bitwise equal to the unpooled program's, never a
+The NumPy programs are asked for by name (``fuse=False``: compared with eager code to the bit),
+the fused ones where Numba is installed.  These tests check what must hold: results bitwise equal to the unpooled program's, never a
 returned array (or a view of one, or anything user code was given) in a buffer, and no buffer
 shared between two calls in flight (threads, re-entrant calls).
 """
@@ -14,6 +15,12 @@ import wengert as wg
 import wengert.numpy as wnp
 from wengert.graph import pool
 from wengert.tree import flatten
+
+try:
+    import numba  # noqa: F401
+    FUSE_MODES = (False, True)
+except ImportError:  # the NumPy programs only
+    FUSE_MODES = (False,)
 
 RNG = np.random.default_rng(7)
 X = RNG.standard_normal((64, 32))     # 2,048 elements: above POOL_MIN_SIZE
@@ -90,7 +97,7 @@ def views_out(x):
 
 
 def test_views_of_temporaries_and_pytree_outputs_are_never_pooled():
-    cf = wg.compile(views_out)
+    cf = wg.compile(views_out, fuse=False)
     fn = program(cf, X)
     g = cf.graph(X)
     pooled_values = [g.nodes[i].value for i in fn.pool]
@@ -103,7 +110,7 @@ def test_views_of_temporaries_and_pytree_outputs_are_never_pooled():
     for a, b in zip(leaves(first), keep):
         assert np.array_equal(a, b)
     assert_identical(second, views_out(X + 1.0))
-    assert_identical(second, wg.compile(views_out, reuse_buffers=False)(X + 1.0))
+    assert_identical(second, wg.compile(views_out, reuse_buffers=False, fuse=False)(X + 1.0))
 
 
 def test_in_place_update_of_a_temporary_that_is_returned():
@@ -112,7 +119,7 @@ def test_in_place_update_of_a_temporary_that_is_returned():
         b = a + 1.0
         b = b * a           # a candidate for in-place reuse in the fused program
         return b[::2], wnp.sum(a)
-    for fuse in ([False, True] if pytest.importorskip("numba") else [False]):
+    for fuse in FUSE_MODES:
         cf = wg.compile(f, fuse=fuse)
         first = cf(X)
         keep = [leaf.copy() for leaf in leaves(first)]
@@ -138,7 +145,7 @@ def test_a_value_handed_to_user_code_is_never_pooled():
         t = x * 3.0
         return keep_it(t) + wnp.sum(wnp.tanh(x) * 2.0)
     KEPT.clear()
-    cf = wg.compile(f)
+    cf = wg.compile(f, fuse=False)
     fn = program(cf, X)
     assert fn.pool  # the tanh temporary
     KEPT.clear()
@@ -151,8 +158,8 @@ def test_a_value_handed_to_user_code_is_never_pooled():
 
 def test_threads_with_different_inputs_get_their_own_results():
     f = wg.grad(mlp_loss)
-    cf = wg.compile(f)
-    plain = wg.compile(f, reuse_buffers=False)
+    cf = wg.compile(f, fuse=False)
+    plain = wg.compile(f, reuse_buffers=False, fuse=False)
     inputs = [((P[0] * (1 + k / 8), P[1] + k), X * (k + 1) / 4) for k in range(4)]
     wants = [plain(p, x) for p, x in inputs]
     assert program(cf, *inputs[0]).pool
@@ -193,7 +200,7 @@ def test_a_recursive_call_does_not_share_the_buffers_of_the_call_in_flight():
         b = callback(x)
         return a + b
 
-    cf = wg.compile(f)
+    cf = wg.compile(f, fuse=False)
     fn = program(cf, X)
     assert fn.pool
     depth[0] = 0
@@ -210,16 +217,16 @@ def test_transposed_inputs_run_the_plain_program_bit_for_bit():
     # a Fortran-ordered input makes the unpooled temporaries Fortran-ordered, so the column
     # sums add contiguous elements (pairwise); a C-ordered buffer would add them row by row
     x = np.asfortranarray(RNG.standard_normal((512, 4)))
-    cf = wg.compile(column_sums)
+    cf = wg.compile(column_sums, fuse=False)
     assert program(cf, np.ascontiguousarray(x)).pool
-    assert_identical(cf(x), wg.compile(column_sums, reuse_buffers=False)(x))
+    assert_identical(cf(x), wg.compile(column_sums, reuse_buffers=False, fuse=False)(x))
     assert_identical(cf(x), column_sums(x))
 
 
 def test_transposed_inputs_of_a_gradient():
     f = wg.grad(mlp_loss, 1)
-    cf = wg.compile(f)
-    plain = wg.compile(f, reuse_buffers=False)
+    cf = wg.compile(f, fuse=False)
+    plain = wg.compile(f, reuse_buffers=False, fuse=False)
     assert program(cf, P, X).pool
     xf = np.asfortranarray(X)
     assert_identical(cf(P, xf), plain(P, xf))
@@ -228,19 +235,19 @@ def test_transposed_inputs_of_a_gradient():
 
 def test_switches(monkeypatch):
     f = wg.grad(mlp_loss)
-    assert wg.compile(f).reuse_buffers
+    assert wg.compile(f, fuse=False).reuse_buffers
     assert program(wg.compile(f, reuse_buffers=False), P, X).pool == {}
     monkeypatch.setenv("WENGERT_REUSE_BUFFERS", "0")
-    cf = wg.compile(f)
+    cf = wg.compile(f, fuse=False)
     assert not cf.reuse_buffers and program(cf, P, X).pool == {}
-    assert program(wg.compile(f, reuse_buffers=True), P, X).pool
+    assert program(wg.compile(f, reuse_buffers=True, fuse=False), P, X).pool
 
 
 def test_small_arrays_and_memory_bound(monkeypatch):
-    small = program(wg.compile(wg.grad(mlp_loss, 1)), P, RNG.standard_normal((2, 32)))
+    small = program(wg.compile(wg.grad(mlp_loss, 1), fuse=False), P, RNG.standard_normal((2, 32)))
     assert small.pool == {}  # every temporary below POOL_MIN_SIZE: the plain program as it was
     monkeypatch.setattr(pool, "POOL_MAX_BYTES", X.nbytes)
-    fn = program(wg.compile(lambda v: wnp.sum(wnp.tanh(v * 2.0) + 1.0)), X)
+    fn = program(wg.compile(lambda v: wnp.sum(wnp.tanh(v * 2.0) + 1.0), fuse=False), X)
     distinct = {id(b): b for b in fn.pool.values()}.values()
     assert fn.pool and sum(b.nbytes for b in distinct) <= X.nbytes
 
@@ -261,7 +268,7 @@ def test_pooled_calls_allocate_less():
     f = wg.grad(mlp_loss)
     peaks = []
     for reuse in (False, True):
-        cf = wg.compile(f, reuse_buffers=reuse)
+        cf = wg.compile(f, reuse_buffers=reuse, fuse=False)
         cf(P, X)
         tracemalloc.start()
         cf(P, X)
@@ -280,7 +287,7 @@ def updated_in_place(x):
 
 
 def test_in_place_updates_of_temporaries():
-    cf = wg.compile(updated_in_place)
+    cf = wg.compile(updated_in_place, fuse=False)
     fn = program(cf, X)
     assert fn.pool
     first = cf(X)
@@ -290,8 +297,8 @@ def test_in_place_updates_of_temporaries():
         assert np.array_equal(a, b)
     assert_no_pool_memory(fn, second)
     assert_identical(second, updated_in_place(X * -0.5))
-    assert_identical(second, wg.compile(updated_in_place, reuse_buffers=False)(X * -0.5))
-    g = wg.compile(wg.grad(lambda x: updated_in_place(x)[1]))
+    assert_identical(second, wg.compile(updated_in_place, reuse_buffers=False, fuse=False)(X * -0.5))
+    g = wg.compile(wg.grad(lambda x: updated_in_place(x)[1]), fuse=False)
     assert_identical(g(X), wg.grad(lambda x: updated_in_place(x)[1])(X))
 
 
@@ -301,7 +308,7 @@ def test_a_guard_failing_inside_the_pooled_program_releases_the_pool():
         if wnp.sum(t) > 0:
             return wnp.sum(t * t)
         return wnp.sum(t * 3.0)
-    cf = wg.compile(f)
+    cf = wg.compile(f, fuse=False)
     xp = np.abs(X)
     fn = program(cf, xp)
     bufs = {id(b): b for b in fn.pool.values()}.values()
