@@ -1,10 +1,11 @@
 """wg.compile's buffers reused across calls (wengert/graph/pool.py).
 
 A compiled program writes its internal ufunc temporaries into buffers it keeps between calls.
-The NumPy programs are asked for by name (``fuse=False``: compared with eager code to the bit),
-the fused ones where Numba is installed.  These tests check what must hold: results bitwise equal to the unpooled program's, never a
+These tests check what must hold: results bitwise equal to the unpooled program's, never a
 returned array (or a view of one, or anything user code was given) in a buffer, and no buffer
-shared between two calls in flight (threads, re-entrant calls).
+shared between two calls in flight (threads, re-entrant calls).  The NumPy programs are asked
+for by name (``fuse=False``: compared with eager code to the bit), the fused ones where Numba
+is installed.
 """
 import threading
 
@@ -297,7 +298,8 @@ def test_in_place_updates_of_temporaries():
         assert np.array_equal(a, b)
     assert_no_pool_memory(fn, second)
     assert_identical(second, updated_in_place(X * -0.5))
-    assert_identical(second, wg.compile(updated_in_place, reuse_buffers=False, fuse=False)(X * -0.5))
+    plain = wg.compile(updated_in_place, reuse_buffers=False, fuse=False)
+    assert_identical(second, plain(X * -0.5))
     g = wg.compile(wg.grad(lambda x: updated_in_place(x)[1]), fuse=False)
     assert_identical(g(X), wg.grad(lambda x: updated_in_place(x)[1])(X))
 
