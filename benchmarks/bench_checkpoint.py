@@ -24,8 +24,17 @@ generated program, running the compiled step and its VJP in a loop that follows 
 schedule.  The step is an invertible coupling ``p <- p + h tanh(W q); q <- q + h tanh(W p)``
 (so "invert" runs the same chain); printed per strategy: the first call (trace and
 compile), the best of ``--repeat`` rounds (each times every strategy once), the most
-states stored at once (counted by the compiled loop) and the peak memory of a call in states (tracemalloc).  Targets: ctz
-within 2x of "all" in time, with at most floor(log2 N) + 1 stored states.
+states stored at once (counted by the compiled loop) and the peak memory of a call in
+states (tracemalloc).  Targets: ctz within 2x of "all" in time, with at most
+floor(log2 N) + 1 stored states.
+
+With Numba (the fused loop), a second table says whether that target is reachable: the
+measured cost of a step (s, or s_r keeping its residuals), of a VJP from residuals (v,
+what "all" runs) and of a VJP that recomputes its step (v_full, what every other schedule
+runs), timed inside the compiled loop on the real trajectory; per schedule the counted
+work (steps run, VJPs, states stored) and the time it predicts; and the least time any
+schedule storing as many states as ctz can take (revolve's optimal count of steps,
+``revolve_cost``), with the fewest stored states for which revolve's count fits in 2x.
 """
 import argparse
 import math
@@ -103,8 +112,27 @@ def make_coupled_loss(n_steps, p0, q0, how, snapshots, h=0.01):
     return loss
 
 
-def compiled_main(args):
+def _plan_of(cf):
     plans_of = sys.modules["wengert.checkpoint.compiled"].plans_of
+    (plan,) = [p for gr in cf.graphs for p in plans_of(gr)]
+    return plan
+
+
+def _probe_without_residuals(n, p0, q0, W):
+    """"all" whose VJPs recompute their step (no residuals kept): its reverse phase times
+    the VJP the other schedules run, on the same trajectory."""
+    fused = sys.modules["wengert.checkpoint.fused"]
+    old, fused.KEEP_RESIDUALS = fused.KEEP_RESIDUALS, False
+    try:
+        cf = wg.compile(wg.grad(make_coupled_loss(n, p0, q0, "all", None)))
+        cf(W)
+    finally:
+        fused.KEEP_RESIDUALS = old
+    return cf
+
+
+def compiled_main(args):
+    revolve_cost = sys.modules["wengert.checkpoint.schedules"].revolve_cost
     n, m = args.steps, args.size
     rng = np.random.default_rng(0)
     W = rng.standard_normal((m, m)) / math.sqrt(m)
@@ -113,24 +141,34 @@ def compiled_main(args):
     print(f"wg.compile(wg.grad(loss)) of a {n}-step scan, state of 2 x {m} floats, "
           f"numpy {np.__version__}")
     hows = args.strategies.split(",")
-    fns, first, best = {}, {}, {}
+    fns, first, best, phases = {}, {}, {}, {}
     for how in hows:
         snaps = args.snapshots if how in ("binomial", "online") else None
         t0 = time.perf_counter()
         fns[how] = wg.compile(wg.grad(make_coupled_loss(n, p0, q0, how, snaps)))
         fns[how](W)
         first[how] = time.perf_counter() - t0
+    fused_ok = all(_plan_of(cf).fused() is not None for cf in fns.values())
+    if fused_ok:  # the split of a step's cost: see split_of
+        fns["probe"] = _probe_without_residuals(n, p0, q0, W)
+        fns["value"] = wg.compile(make_coupled_loss(n, p0, q0, "ctz", None))
+        fns["value"](W)
     # rounds over the strategies, best of each: the machine's load drifts alike for all
     for _ in range(args.repeat):
-        for how in hows:
+        for how, cf in fns.items():
             t0 = time.perf_counter()
-            fns[how](W)
-            best[how] = min(best.get(how, math.inf), time.perf_counter() - t0)
-    rows, ref = {}, None
+            cf(W)
+            dt = time.perf_counter() - t0
+            if dt < best.get(how, math.inf):
+                best[how] = dt
+                fl = _plan_of(cf).fused()
+                phases[how] = dict(fl.times) if fl is not None else {}
+    rows = {}
+    ref = None
     for how in hows:
         snaps = args.snapshots if how in ("binomial", "online") else None
         cf = fns[how]
-        (plan,) = [p for gr in cf.graphs for p in plans_of(gr)]
+        plan = _plan_of(cf)
         plan.stats["max_stored"] = 0
         tracemalloc.start()
         tracemalloc.reset_peak()
@@ -159,6 +197,76 @@ def compiled_main(args):
               f"{'ok' if ratio <= 2 else 'MISSED'}; stored {rows['ctz'][1]} states "
               f"(target <= floor(log2 N) + 1 = {bound}): "
               f"{'ok' if rows['ctz'][1] <= bound else 'MISSED'}")
+        if fused_ok:
+            work_table(n, hows, fns, best, phases, revolve_cost)
+        else:
+            print("(no Numba: the split of the time into steps and VJPs is not measured)")
+
+
+def split_of(n, phases):
+    """Per-step costs, in seconds, from the phases of the best rounds: ``s`` a step
+    without residuals (the value-only ctz run), ``s_r`` with them ("all"'s forward),
+    ``v`` a VJP from residuals ("all"'s reverse), ``v_full`` a VJP that recomputes its
+    step (the probe's reverse: "all" without residuals), ``copy`` storing one state (the
+    probe's forward minus the run)."""
+    s = phases["value"]["run"] / n
+    return {"s": s, "s_r": phases["all"]["forward"] / n, "v": phases["all"]["reverse"] / n,
+            "v_full": phases["probe"]["reverse"] / n,
+            "copy": max(0.0, phases["probe"]["forward"] / n - s)}
+
+
+def work_table(n, hows, fns, best, phases, revolve_cost):
+    """The counted work of each schedule, the time it predicts from the measured split,
+    and the least any schedule storing as many states as ctz can do (revolve's count)."""
+    sp = split_of(n, phases)
+    s, v_full, t_all = sp["s"], sp["v_full"], best["all"]
+    us = {k: f"{v * 1e6:.2f}" for k, v in sp.items()}
+    print(f"\nmeasured per step (us): step s = {us['s']}, step keeping residuals s_r = "
+          f"{us['s_r']}, VJP from residuals v = {us['v']}, VJP recomputing its step v_full = "
+          f"{us['v_full']}, storing a state = {us['copy']}")
+    print("predicted = steps run x s + VJPs x v_full (+ stores; 'all': N x (s_r + v))")
+    print(f"{'schedule':24s} {'stored':>7s} {'steps run':>10s} {'VJPs':>6s} {'measured':>14s} "
+          f"{'predicted':>15s}")
+
+    def row(label, stored, steps, vjps, measured, predicted, note=""):
+        mt = f"{measured * 1e3:6.1f} ms {measured / t_all:4.2f}x" if measured else "-"
+        pt = f"{predicted * 1e3:6.1f} ms {predicted / t_all:4.2f}x"
+        print(f"{label:24s} {stored:7d} {steps:10d} {vjps:6d} {mt:>14s} {pt:>15s} {note}")
+    for how in hows:
+        fl = _plan_of(fns[how]).fused()
+        c = fl.counts
+        inv = c["fwd_inverted"] + c["rev_inverted"]  # an inverse step counted as a step
+        steps = c["fwd_steps"] + c["rev_steps"] + inv
+        if how == "all":
+            pred = n * (sp["s_r"] + sp["v"])
+        else:
+            pred = steps * s + n * v_full + c["stores"] * sp["copy"]
+        row(how if how not in ("binomial", "online") else f"{how}(s={fl.max_stored - 1})",
+            fl.max_stored, steps, n, best[how], pred,
+            f"({inv} of them inverse steps)" if inv else "")
+    probe = _plan_of(fns["probe"]).fused()
+    row("all, no residuals", probe.max_stored, n, n, best["probe"], n * (s + v_full + sp["copy"]))
+    k = _plan_of(fns["ctz"]).fused().max_stored if "ctz" in fns else n.bit_length()
+
+    def bound(states):
+        return (revolve_cost(n, states - 1) + 1) * s + n * v_full
+    row(f"revolve, {k} states", k, revolve_cost(n, k - 1) + 1, n, None, bound(k),
+        "<- the least any schedule storing as many states as ctz can do")
+    need = next((j for j in range(2, n + 1) if bound(j) <= 2 * t_all), None)
+    if need is None:
+        print("no schedule fits in 2x of all: even storing every state, its VJPs recompute")
+    else:
+        row(f"revolve, {need} states", need, revolve_cost(n, need - 1) + 1, n, None,
+            bound(need), "<- the fewest states for 2x")
+    most = (2 * t_all - n * v_full) / s
+    least = revolve_cost(n, k - 1) + 1
+    ctz = ""
+    if "ctz" in fns:
+        c = _plan_of(fns["ctz"]).fused().counts
+        ctz = f"; ctz runs {c['fwd_steps'] + c['rev_steps']}"
+    print(f"within 2x of all ({2 * t_all * 1e3:.1f} ms) a schedule may run at most {most:.0f} "
+          f"steps ({most / n:.2f} N) beside its {n} VJPs{ctz}; storing {k} states, none "
+          f"runs fewer than {least} ({least / n:.2f} N)")
 
 
 def main(argv=None):
@@ -172,7 +280,8 @@ def main(argv=None):
     ap.add_argument("--compiled", action="store_true",
                     help="compare the schedules under wg.compile (defaults: --steps 2000 "
                     "--size 100 --strategies all,ctz,binomial,invert)")
-    ap.add_argument("--repeat", type=int, default=7, help="timed rounds over the strategies (--compiled)")
+    ap.add_argument("--repeat", type=int, default=7,
+                    help="timed rounds over the strategies (--compiled)")
     ap.add_argument("--eager", action="store_true",
                     help="with --compiled: time the eager gradients too, once each")
     args = ap.parse_args(argv)

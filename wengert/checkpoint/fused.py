@@ -8,11 +8,13 @@ Numba function instead (one compilation), called for the forward phase, the last
 and the rest (the reverse sweep with its recomputations); the step, its VJP and the
 inverse are Numba functions it calls.  The schedule is passed as an integer array of
 actions, interpreted in the loop, and its snapshots live in preallocated slots -- as many
-as it ever holds at once, so "ctz" and "binomial" keep their O(log N) bound in states (the
-action array itself is O(N) integers).  The carry is copied into a buffer of its own each
-step; the cotangents of captured values accumulate in place.  With "all" the forward loop
-also keeps every step's residuals (``split_sources``), so the reverse loop does not
-recompute the steps.
+as it ever holds at once, so "ctz" and "binomial" keep their O(log N) bound in states.
+Only "all" (O(N) states anyway) holds its O(N) action array: the other schedules' loops
+ask a state machine of O(log N) ("ctz"), O(snapshots) ("binomial", "online") or O(1)
+("invert") integers for their actions, a buffer at a time (:mod:`.machine`).  The carry
+is copied into a buffer of its own each step; the cotangents of captured values
+accumulate in place.  With "all" the forward loop also keeps every step's residuals
+(``split_sources``), so the reverse loop does not recompute the steps.
 
 Any leaf that is not a float (array) of at least one dimension, a node without a Numba
 form, or a Numba compile error: the plan keeps its Python loop, and records why in
@@ -21,16 +23,24 @@ form, or a Numba compile error: the plan keeps its Python loop, and records why 
 from __future__ import annotations
 
 import builtins
+import time
 
 import numpy as np
 
 from ..graph.fuse import numba_or_none
 from ..graph.numba_array import NotExpressible, float_kind, njit_source, split_sources
+from . import machine
+from .schedules import resolved_snapshots
 
 __all__ = ["FusedLoop", "NotExpressible"]
 
 ADVANCE, STORE, RESTORE, REVERSE, INVERT = range(5)
 _JIT = {}  # full source -> dispatcher
+# False: "all" keeps no residuals, its VJPs recompute their step (the benchmark's probe of
+# what a VJP costs in the other schedules)
+KEEP_RESIDUALS = True
+# the strategies whose actions the loop makes itself (machine.py)
+GENERATED = {"ctz", "binomial", "invert", "online"}
 
 
 def encode(actions):
@@ -69,7 +79,8 @@ def encode(actions):
         return int(sum(r[2] - r[1] for r in part if r[0] == ADVANCE))
     counts = {"fwd_steps": steps(rows[:split]) + 1, "rev_steps": steps(rows[split:]),
               "fwd_inverted": sum(1 for r in rows[:split] if r[0] == INVERT),
-              "rev_inverted": sum(1 for r in rows[split:] if r[0] == INVERT)}
+              "rev_inverted": sum(1 for r in rows[split:] if r[0] == INVERT),
+              "stores": sum(1 for r in rows if r[0] == STORE)}
     return arr[:split], arr[split:], max(nslots, 1), max_stored, counts
 
 
@@ -110,6 +121,9 @@ def _zero(k):
     return np.zeros(k[1], k[2]) if k[0] == "array" else 0.0
 
 
+_NO_STATE = np.zeros(1, np.int64)  # the machine's state when acts are rows
+
+
 def _writable(a):
     """An array argument as the loop function's one specialization takes it (C order,
     writable): a cotangent may be a read-only broadcast."""
@@ -122,6 +136,7 @@ class FusedLoop:
     def __init__(self, plan):
         self.plan = plan
         self.calls = {}  # method -> successful calls (a failure after the first is a bug)
+        self.times = {}  # seconds of the last forward phase (with the last step), reverse, run
         nc, nx, ncap = plan.n_carry, plan.n_x, plan.n_cap
         ex = list(plan.step_graph.example_args)
         self.kinds = [float_kind(v) for v in ex + plan.y_ex]
@@ -131,14 +146,25 @@ class FusedLoop:
                 raise NotExpressible(f"leaf {pos} of the step is {type(v).__name__} "
                                      f"{getattr(v, 'dtype', '')}{np.shape(v)}, not a float "
                                      "(array) of at least one dimension")
+        if plan.n >= 2 ** 31:
+            raise NotExpressible(f"{plan.n} steps: the loop's actions are int32")
         self.carry_kinds = self.kinds[:nc]
         self.x_kinds = self.kinds[nc:nc + nx]
         self.cap_kinds = self.kinds[nc + nx:nc + nx + ncap]
         self.y_kinds = self.kinds[nc + nx + ncap:]
-        self.fwd_acts, self.rev_acts, self.nslots, self.max_stored, self.counts = \
-            encode(plan.schedule())
+        # all but "all": actions made in the loop by machine.fill, no array
+        self.generated = plan.strategy in GENERATED
+        self.snapshots = resolved_snapshots(plan.n, plan.strategy, plan.snapshots)
+        if self.generated:
+            self.counts = machine.counts(plan.n, plan.strategy, self.snapshots)
+            self.max_stored = self.counts.pop("max_stored")
+            self.nslots = max(self.max_stored, 1)
+            self.fwd_acts = self.rev_acts = None
+        else:
+            self.fwd_acts, self.rev_acts, self.nslots, self.max_stored, self.counts = \
+                encode(plan.schedule())
         # residuals kept when every step runs once, forwards: the reverse phase reads them
-        self.keep_residuals = plan.strategy == "all" and not bool(
+        self.keep_residuals = KEEP_RESIDUALS and plan.strategy == "all" and not bool(
             np.isin(self.rev_acts[:, 0], (ADVANCE, INVERT)).any())
         self.fn = self._compile()
         n = plan.n
@@ -178,7 +204,8 @@ class FusedLoop:
         R = [f"R{j}" for j in range(len(self.res_kinds))]
         done = set(done)
         pos = [j for j in range(nc + nx + p.n_cap) if j not in done]  # what vjp returns
-        helpers = {"step": step, "vjp": vjp}
+        strategy = p.strategy if self.generated else "none"
+        helpers = {"step": step, "vjp": vjp, "fill": machine.jitted(strategy).fill}
         ks = [f"ks{j}" for j in range(len(self.k_step))]
         kv = [f"kv{j}" for j in range(len(self.k_vjp))]
         self.k_inv, ki, i_src, i_buf = [], [], "", []
@@ -194,8 +221,12 @@ class FusedLoop:
         ks += [f"sb{j}" for j in range(len(s_buf))]
         kv += [f"vb{j}" for j in range(len(v_buf))]
         kib = ki + [f"ib{j}" for j in range(len(i_buf))]
-        L += ["for a in range(acts.shape[0]):", "    kd = acts[a, 0]", "    i = acts[a, 1]",
-             "    j = acts[a, 2]", "    if kd == 0:", "        for k in range(i, j):",
+        # the actions: the rows of acts, or (gen) rows that fill writes into acts in turn
+        L += ["a = 0", "m = 0 if gen else acts.shape[0]", "while True:", "    if a == m:",
+              "        if gen == 0:", "            break", "        m = fill(st, acts)",
+              "        a = 0", "        if m == 0:", "            break",
+              "    kd = acts[a, 0]", "    i = acts[a, 1]", "    j = acts[a, 2]", "    a += 1",
+              "    if kd == 0:", "        for k in range(i, j):",
              f"            r = step({call(u + [f'{v}[k]' for v in x] + cap + ks)})"]
         L += [_set(v, f"r[{j}]", ck[j], "            ") for j, v in enumerate(u)]
         if ny:
@@ -223,14 +254,31 @@ class FusedLoop:
         L.append(f"return ({''.join(r + ', ' for r in u + h + gp)})")
         sig = ", ".join(u + S + R + Y + h + GX + gp + GY + x + cap + icap +
                         [f"ks{j}" for j in range(len(self.k_step))] +
-                        [f"kv{j}" for j in range(len(self.k_vjp))] + ki + ["acts", "record"])
+                        [f"kv{j}" for j in range(len(self.k_vjp))] + ki +
+                        ["acts", "st", "gen", "record"])
         src = f"def loop({sig}):\n" + "".join(f"    {ln}\n" for ln in L)
-        return _jit(src, "loop", helpers, "\n".join([s_src, v_src, i_src]))
+        return _jit(src, "loop", helpers, "\n".join([s_src, v_src, i_src, strategy]))
 
     # -- running ------------------------------------------------------------------------------
+    def _acts(self, phase):
+        """The rows of a phase of the schedule, or the phase when the loop makes them."""
+        if self.generated:
+            return phase
+        return self.fwd_acts if phase == machine.FORWARD else self.rev_acts
+
     def _call(self, u, S, Y, h, GX, gp, GY, xs, cap, icap, acts, record):
+        """The loop over ``acts``: rows, or the phase (machine.FORWARD, REVERSE_PHASE)
+        whose rows the loop makes itself."""
+        if isinstance(acts, int):
+            p = self.plan
+            st = machine.state(p.n, p.strategy, self.snapshots, acts,
+                               machine.jitted(p.strategy).fill)
+            gen = 1
+            acts = np.empty((machine.BUFFER_ROWS, 3), np.int32)
+        else:
+            st, gen = _NO_STATE, 0
         out = self.fn(*u, *S, *Y, *h, *GX, *gp, *GY, *xs, *cap, *icap, *self.k_step,
-                      *self.k_vjp, *self.k_inv, acts, record)
+                      *self.k_vjp, *self.k_inv, acts, st, gen, record)
         nc = len(u)
         return list(out[:nc]), list(out[nc:2 * nc]), list(out[2 * nc:])
 
@@ -257,10 +305,12 @@ class FusedLoop:
         Y = [_empty(p.n, k) for k in self.y_kinds]
         h, GX, gp, GY = self._dummies()
         record = 2 if keep else 1  # 1: the ys, 2: the residuals too
+        t0 = time.perf_counter()
         u = self._call(u, S, Y, h, GX, gp, GY, xs, cap, icap,
-                       self.fwd_acts if keep else self.run_acts, record)[0]
+                       self._acts(machine.FORWARD) if keep else self.run_acts, record)[0]
         cur = [a.copy() if type(a) is np.ndarray else a for a in u] if keep else None
         final = self._call(u, S, Y, h, GX, gp, GY, xs, cap, icap, self.last_acts, record)[0]
+        self.times["forward" if keep else "run"] = time.perf_counter() - t0
         st = p.stats
         st["steps"] += self.counts["fwd_steps"] if keep else p.n
         if keep:
@@ -279,7 +329,10 @@ class FusedLoop:
         GY = [_writable(np.asarray(g, dtype=k[2] if k[0] == "array" else np.float64))
               for g, k in zip(g_y, self.y_kinds)]
         Y = [_empty(0, k) for k in self.y_kinds]
-        _, h, gp = self._call(cur, slots, Y, h, GX, gp, GY, xs, cap, icap, self.rev_acts, 0)
+        t0 = time.perf_counter()
+        _, h, gp = self._call(cur, slots, Y, h, GX, gp, GY, xs, cap, icap,
+                              self._acts(machine.REVERSE_PHASE), 0)
+        self.times["reverse"] = time.perf_counter() - t0
         st = p.stats
         st["steps"] += self.counts["rev_steps"]
         st["vjps"] += p.n

@@ -29,7 +29,7 @@ import itertools
 import math
 
 __all__ = ["checkpoint_schedule", "iter_schedule", "Action", "Schedule", "revolve_cost",
-           "STRATEGIES", "execute", "forward_phase"]
+           "STRATEGIES", "execute", "forward_phase", "resolved_snapshots"]
 
 STRATEGIES = ("all", "ctz", "binomial", "online", "invert")
 
@@ -411,6 +411,12 @@ def checkpoint_schedule(length, strategy="ctz", snapshots=None):
     """
     n, snapshots = _check(length, strategy, snapshots)
     return Schedule(iter_schedule(n, strategy, snapshots), n, strategy, snapshots)
+
+
+def resolved_snapshots(length, strategy, snapshots=None):
+    """The snapshots a schedule uses ("binomial" and "online": the default filled in;
+    None for the others)."""
+    return _check(length, strategy, snapshots)[1]
 
 
 def _check(length, strategy, snapshots):
