@@ -18,6 +18,11 @@ the number of kernels it still compiled follows ``/``), and JAX's.  Both new pro
 have imported Numba before timing (as JAX is imported before its first call); the cache is
 a temporary directory (``WENGERT_CACHE_DIR``), never the user's.  The workloads:
 
+A second table runs each program with ``reuse_buffers`` off and on (time ratios, the peak
+memory one call holds as tracemalloc sees it, how many temporaries the NumPy / fused program
+pools into how many buffers), and a sixth workload with many temporaries of a medium size: 20
+steps of the elementwise chain on 32,768 elements, grad.
+
 1. 301 elementwise ops (100 × tanh, multiply, add, then a sum) on 10 elements, grad
    (÷ the NumPy function; bench_core.py's chain);
 2. the extended Rosenbrock function, n = 300, a Python loop over ``x[i]``, grad
@@ -46,9 +51,9 @@ rng = np.random.default_rng(0)
 
 
 # 1. elementwise chain --------------------------------------------------------------------
-def chain(m):
+def chain(m, steps=100):
     def f(x):
-        for _ in range(100):
+        for _ in range(steps):
             x = m.tanh(x) * 0.9 + 0.1
         return m.sum(x)
     return f
@@ -288,6 +293,54 @@ def run(cache_root):
     if peers:
         ok = sum(1 for _, r, j in summary if j is not None and r <= j)
         print(f"fused compiled at or below JAX jit on {ok} of {len(summary)} rows")
+    buffers(cases)
+
+
+def peak_bytes(fn, *args):
+    """The most memory one call holds at once beyond what it started with (tracemalloc sees
+    NumPy's array data, and Python's objects)."""
+    import tracemalloc
+    fn(*args)
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    fn(*args)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    return peak
+
+
+def pool_size(fn, args):
+    """``"temporaries>buffers"`` pooled by the program these arguments run."""
+    pool = getattr(fn.program(*args), "pool", None) or {}
+    return f"{len(pool)}>{len({id(b) for b in pool.values()})}"
+
+
+def buffers(cases):
+    """Buffers reused across calls (``reuse_buffers``, docs/graph.md): each engine with the
+    pool off and on, timed in alternation against the same reference, and its peak memory
+    per call."""
+    print("\nbuffers reused across calls: time ÷ reference with reuse_buffers off / on, "
+          "peak traced memory per call (kB) off/on, temporaries>buffers pooled (numpy / fused)")
+    row("workload", "numpy off", "numpy on", "fused off", "fused on", "kB numpy",
+        "kB fused", "pooled", width=40)
+    X6 = np.linspace(0.1, 1.0, 32768)
+    cases = cases + [  # beyond the five: many temporaries of a medium size
+        ("chain32k", "20 x (tanh, *, +) on 32,768 elements, grad", "NumPy f",
+         lambda: wg.grad(chain(wnp, 20)), chain(np, 20), (X6,))]
+    for key, label, ref_name, make, ref, args in cases:
+        cells, kb, pooled = [], [], []
+        for fuse in (False, True):
+            peaks = []
+            for reuse in (False, True):
+                fn = wg.compile(make(), fuse=fuse, reuse_buffers=reuse)
+                fn(*args)
+                cells.append(fmt(paired_time(fn, ref, *args)[2]))
+                peaks.append(f"{peak_bytes(fn, *args) / 1024:.0f}")
+                if reuse:
+                    pooled.append(str(pool_size(fn, args)))
+            kb.append("/".join(peaks))
+        row(label, *cells, *kb, "/".join(pooled), width=40)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ kink, these must agree:
   ``wg.jvp`` with a random tangent, ``wg.trace`` -> ``Graph.grad`` and ``Graph.jvp``,
   the simplified graphs, ``wg.compile(wg.grad(f))`` (twice at the point, then at a
   second point, which may take other branches: compile re-traces) and
-  ``wg.source.grad`` (which may instead raise its named ``SourceError``);
+  ``wg.source.grad`` (which may instead raise its named ``SourceError``); the compiled
+  gradients reusing buffers across calls give the bits of those allocating on every call;
 * on a quarter of the programs, Hessians: ``wg.hessian``, the forward Jacobian of
   ``wg.grad``, ``Graph.hessian``, ``wg.compile(wg.hessian(f))`` and Taylor mode's
   second coefficient, against finite differences of ``wg.grad``.
@@ -118,6 +119,18 @@ def compare(got, want, rtol, scale=None, what="", slack=None):
         if np.any(err > rtol * (scale + np.abs(b)) + sk):
             raise Mismatch(f"{what}[{k}]: max error {float(np.max(err)):.3g} "
                            f"(scale {scale:.3g}):\n{a!r}\nexpected\n{b!r}")
+
+
+def identical(got, want, what=""):
+    """Raise ``Mismatch`` unless ``got`` and ``want`` are the same bits (NaNs included): a
+    program reusing buffers against the one allocating (wengert/graph/pool.py)."""
+    g, w = _leaves(got), _leaves(want)
+    if len(g) != len(w):
+        raise Mismatch(f"{what}: {len(g)} results, expected {len(w)}")
+    for k, (a, b) in enumerate(zip(g, w)):
+        if type(a) is not type(b) or np.shape(a) != np.shape(b) or \
+                not np.array_equal(a, b, equal_nan=True):
+            raise Mismatch(f"{what}[{k}]: not the same bits:\n{a!r}\nexpected\n{b!r}")
 
 
 # -- finite differences ---------------------------------------------------------------------
@@ -296,6 +309,10 @@ def check_program(prog, f, a, b, hessian, fused=False):
         compare(second, grad, tight, what="wg.compile(wg.grad(f)), called again")
         # a generated program must not reuse the arrays it returned as scratch
         compare(first, grad, tight, what="wg.compile(wg.grad(f))'s first result, later")
+        # buffers reused across calls (every array temporary here: pool_every_array) change
+        # no bit
+        identical(second, wg.compile(wg.grad(f, argnums), fuse=False, reuse_buffers=False)(
+            *args), what="wg.compile(wg.grad(f)) against reuse_buffers=False")
     run("compile", compile_)
 
     if b is None or results["compile"][0] != "agree":
@@ -329,6 +346,8 @@ def check_program(prog, f, a, b, hessian, fused=False):
         compare(first, grad, tight, what="wg.compile(wg.grad(f), fuse=True)")
         compare(cg(*args), grad, tight, what="wg.compile(wg.grad(f), fuse=True), again")
         compare(first, grad, tight, what="the fused gradient's first result, later")
+        identical(cg(*args), wg.compile(wg.grad(f, argnums), fuse=True, reuse_buffers=False)(
+            *args), what="the fused gradient against reuse_buffers=False")
         for c in (cf, cg):
             if c.fuse_failures:
                 raise Mismatch(f"the fused program fell back to NumPy's: {c.fuse_failures!r}")
@@ -417,6 +436,16 @@ def report(prog, a, b, results, only_bad=True):
 
 
 # -- the default run: hypothesis, a few hundred programs --------------------------------------
+@pytest.fixture(scope="module", autouse=True)
+def pool_every_array():
+    """wg.compile reuses the buffer of every array temporary here, not only of large ones
+    (wengert/graph/pool.py), so that the random programs exercise it."""
+    from wengert.graph import pool
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(pool, "POOL_MIN_SIZE", 1)
+        yield
+
+
 @pytest.fixture(scope="module")
 def program_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("programs")

@@ -108,7 +108,7 @@ def _cost(tree, dims):
         if isinstance(t, int):
             out.append((dims[t], dims[t - 1]))
         elif expanded:
-            (r2, c2), (r1, c1) = out.pop(), out.pop()
+            (_, c2), (r1, c1) = out.pop(), out.pop()
             total += r1 * c1 * c2
             out.append((r1, c2))
         else:

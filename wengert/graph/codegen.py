@@ -22,6 +22,7 @@ import operator
 import numpy as np
 
 from .ir import GuardFailure
+from .pool import out_ufunc, plan as pool_plan, pooled_text
 from .. import tree as _tree
 
 __all__ = ["generate", "build_function", "leaf_names"]
@@ -38,7 +39,9 @@ _IN_PLACE = (operator.add, operator.sub, operator.mul, operator.truediv)
 def _fallback_operator(impl):
     """The Python operator a 'try the operator, else NumPy' implementation wraps."""
     cells = getattr(impl, "__closure__", None) or ()
-    ops = [c.cell_contents for c in cells if c.cell_contents in _INFIX]
+    # (a closure may hold unhashable values: only builtins can be the operators)
+    ops = [c.cell_contents for c in cells
+           if type(c.cell_contents) is type(operator.add) and c.cell_contents in _INFIX]
     ufuncs = [c.cell_contents for c in cells if isinstance(c.cell_contents, np.ufunc)]
     if len(ops) == 1 and len(ufuncs) == 1:
         return ops[0]
@@ -117,6 +120,9 @@ def leaf_names(g, reserved=()):
 
 
 class Generated:
+    pool_text = entry = None
+    pool = {}
+
     def __init__(self, text, namespace, name, exact_text=None):
         self.text, self.namespace, self.name, self.exact_text = text, namespace, name, exact_text
 
@@ -165,7 +171,7 @@ def _body(g, em, names, fast):
     for i in range(len(g.nodes)):
         if w.live[i]:
             w.node(i)
-    return w.lines, w.expr, w.used_fast
+    return w
 
 
 class BodyWriter:
@@ -180,6 +186,15 @@ class BodyWriter:
         for i, b in g.guards:
             self.guard_of.setdefault(i, []).append(b)
         self.counter = 0
+        # buffer reuse (pool.py): node -> (line index, its ufunc or None for a kernel) for
+        # calls that can write into a given buffer; line index -> (the line with a token
+        # "\0node\0" where each buffer goes, {node: what the plain line has there, or None:
+        # keep the plain line unless pooled}); the nodes whose statement allocates an array
+        self.pool_alt = {}
+        self.pool_lines = {}
+        self.in_place_of = {}
+        self.allocates = set()
+        self.at = {}  # node -> index of the last line written for it (where it reads)
         self.fused, self.chain_end, _ = _accumulations(g, self.live)
         self.expr = {}  # node index -> source of its value
         for k, i in enumerate(g.input_nodes):
@@ -209,6 +224,7 @@ class BodyWriter:
                 self.lines.append(f"{self.expr[a]} {_INFIX[op]}= {self.expr[b]}")
                 self.expr[i] = self.expr[a]
                 self.scratch.add(i)
+                self.in_place_of[i] = a  # i is a's memory; b is only read
                 return True
         return False
 
@@ -223,6 +239,10 @@ class BodyWriter:
                               f"  # traced with {self.expr[i]} {'true' if b else 'false'}")
 
     def node(self, i):
+        self._node(i)
+        self.at[i] = len(self.lines) - 1
+
+    def _node(self, i):
         g, em, lines, expr = self.g, self.em, self.lines, self.expr
         n = g.nodes[i]
         if n.kind == "const":
@@ -264,6 +284,13 @@ class BodyWriter:
                 rhs, inline = _call(n, [expr[a] for a in n.args], em, self.fast,
                                     [g.nodes[a].value for a in n.args])
                 self.used_fast |= inline
+                args = [expr[a] for a in n.args]
+                u = out_ufunc(n, [g.nodes[a].value for a in n.args])
+                if u is not None:
+                    self.allocates.add(i)
+                    self.pool_alt[i] = (len(lines), u)
+                    self.pool_lines[len(lines)] = (f"{v} = {em.bind(u, 'np_' + u.__name__)}("
+                                                   f"{', '.join(args)}, out=\0{i}\0)", {i: None})
             lines.append(f"{v} = {rhs}")
             expr[i] = v
         self.guards(i)
@@ -519,27 +546,38 @@ def preamble(g):
     return em, live, names, params, unpack_lines, _fresh(g.name, em.used)
 
 
-def generate(g, fast=True):
+def generate(g, fast=True, pool=False):
+    """The program's source; with ``pool``, also a program reusing buffers (pool.py)."""
     em, live, names, params, unpack_lines, name = preamble(g)
 
     def program(fast_):
-        body, expr, used_fast = _body(g, em, names, fast_)
-        ret = _out_expr(g.out_def, iter(_fresh_output(g, o, expr) for o in g.outputs), em)
-        return body, ret, used_fast
+        w = _body(g, em, names, fast_)
+        ret = _out_expr(g.out_def, iter(_fresh_output(g, o, w.expr) for o in g.outputs), em)
+        return w, ret
 
-    body, ret, used_fast = program(fast)
+    w, ret = program(fast)
     sig = ", ".join(params)
-    if not used_fast:
-        text = _assemble(name, sig, unpack_lines, body, ret)
-        return Generated(text, em.ns, name)
-    exact_name = _fresh(f"{name}_exact", em.used)
-    ebody, eret, _ = program(False)
-    exact_text = _assemble(exact_name, sig, unpack_lines, ebody, eret)
-    inner = ["try:"] + ["    " + ln for ln in unpack_lines + body] + [f"    return {ret}"]
-    inner += ["except (ZeroDivisionError, OverflowError):  # Python numbers: NumPy's answer",
-              f"    return {exact_name}({sig})"]
-    text = f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in inner)
-    return Generated(text, em.ns, name, exact_text)
+    exact_name = exact_text = None
+    if w.used_fast:
+        exact_name = _fresh(f"{name}_exact", em.used)
+        ew, eret = program(False)
+        exact_text = program_text(exact_name, sig, unpack_lines, ew.lines, eret)
+    text = program_text(name, sig, unpack_lines, w.lines, ret, exact_name)
+    gen = Generated(text, em.ns, name, exact_text)
+    if pool:
+        with_pool(gen, g, w, live, names, sig, unpack_lines, ret, exact_name)
+    return gen
+
+
+def with_pool(gen, g, w, live, names, sig, unpack_lines, ret, exact):
+    """Add to ``gen`` the program writing into reused buffers, and its entry (pool.py)."""
+    pooled = pool_plan(g, w, live)
+    if pooled:
+        gen.entry = _fresh(f"{gen.name}_entry", w.em.used)
+        names2 = (gen.entry, _fresh(f"{gen.name}_pooled", w.em.used), gen.name)
+        gen.pool_text = pooled_text(g, w, pooled, names, names2, sig, unpack_lines, ret, exact,
+                                    program_text)
+        gen.pool = pooled
 
 
 def _fresh_output(g, o, expr):
@@ -555,16 +593,39 @@ def _assemble(name, sig, unpack_lines, body, ret):
     return f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in lines)
 
 
-def build_function(g):
-    """Compile the generated source (text we wrote, never user text) to a function."""
-    gen = generate(g)
+def program_text(name, sig, unpack_lines, body, ret, exact=None):
+    """``def name(sig)``: unpack, body, return; with ``exact`` (a function's name), run that
+    where Python's operators on Python numbers raise (NumPy gives inf or nan)."""
+    if exact is None:
+        return _assemble(name, sig, unpack_lines, body, ret)
+    inner = ["try:"] + ["    " + ln for ln in unpack_lines + body] + [f"    return {ret}"]
+    inner += ["except (ZeroDivisionError, OverflowError):  # Python numbers: NumPy's answer",
+              f"    return {exact}({sig})"]
+    return f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in inner)
+
+
+def compile_generated(gen, label):
+    """The function ``gen`` defines (text we wrote, never user text): its entry reusing
+    buffers when it has one, with ``source`` (the plain program), ``pooled_source`` and
+    ``pool`` ({node: buffer}) attached."""
     ns = dict(gen.namespace)
     ns["__builtins__"] = builtins
     if gen.exact_text is not None:
-        exec(builtins.compile(gen.exact_text, f"<wengert graph {gen.name}, exact>", "exec"), ns)
-    code = builtins.compile(gen.text, f"<wengert graph {gen.name}>", "exec")
-    exec(code, ns)
+        exec(builtins.compile(gen.exact_text, f"<{label} {gen.name}, exact>", "exec"), ns)
+    exec(builtins.compile(gen.text, f"<{label} {gen.name}>", "exec"), ns)
     fn = ns[gen.name]
+    if gen.pool_text is not None:
+        exec(builtins.compile(gen.pool_text, f"<{label} {gen.name}, buffers reused>", "exec"),
+             ns)
+        fn = ns[gen.entry]
     fn.source = gen.text
     fn.exact_source = gen.exact_text
+    fn.pooled_source = gen.pool_text
+    fn.pool = gen.pool
     return fn
+
+
+def build_function(g, reuse_buffers=False):
+    """Compile the generated source to a function; ``reuse_buffers``: its internal
+    temporaries written into buffers kept between calls (pool.py)."""
+    return compile_generated(generate(g, pool=reuse_buffers), "wengert graph")

@@ -26,6 +26,7 @@ from ..core import Tracer
 from ..tree import flatten, unflatten
 from .codegen import build_function
 from .fuse import build_fused, fuse_default
+from .pool import reuse_default
 from .graph import trace
 from .ir import GuardFailure
 from .kernel_cache import cache_dir, clear_cache
@@ -117,9 +118,10 @@ def _plain(tree):
 class Compiled:
     """The callable ``wg.compile(f)`` returns; ``.graphs`` lists what it traced."""
 
-    def __init__(self, f, max_traces=16, simplify=True, fuse=None):
+    def __init__(self, f, max_traces=16, simplify=True, fuse=None, reuse_buffers=None):
         self.f = f
         self.fuse = fuse_default() if fuse is None else bool(fuse)
+        self.reuse_buffers = reuse_default() if reuse_buffers is None else bool(reuse_buffers)
         self.fuse_failures = []  # why a fused program fell back to NumPy (for tests)
         self.max_traces = max_traces
         self.simplify = simplify
@@ -196,7 +198,8 @@ class Compiled:
             return self.f(*args, **kwargs)
         self.num_traces += 1
         g = raw.simplify() if self.simplify else raw
-        fn, result = self._build(g, args) if not traced else (build_function(g), None)
+        fn, result = self._build(g, args) if not traced else \
+            (build_function(g, self.reuse_buffers), None)
         entries = self.cache.setdefault(key, [])
         entries.append((g, fn, raw))
         if len(entries) == 1:
@@ -216,7 +219,7 @@ class Compiled:
                 if enable is not None:
                     enable()
             try:
-                fn = build_fused(g)
+                fn = build_fused(g, self.reuse_buffers)
             except Exception as e:  # a kernel we cannot write: the NumPy program
                 self.fuse_failures.append(e)
                 fn = None
@@ -227,11 +230,24 @@ class Compiled:
                     return fn, None
                 except Exception as e:  # Numba could not compile a kernel (an unsupported
                     self.fuse_failures.append(e)  # type), or f raised: NumPy's program
-        return build_function(g), None
+        return build_function(g, self.reuse_buffers), None
 
     def source(self, *args, **kwargs):
         """The generated program for these arguments (tracing if needed)."""
         return self.graph(*args, **kwargs).source()
+
+    def program(self, *args, **kwargs):
+        """The generated function these arguments run (tracing if needed): its ``source``,
+        and with buffers reused, ``pooled_source`` and ``pool`` ({node index: buffer})."""
+        self(*args, **kwargs)
+        key = _key(args, kwargs, _sig)
+        for g, fn, _ in reversed(self.cache.get(key, [])):
+            try:
+                g.evaluate(g._input_leaves(_plain(args)))
+                return fn
+            except GuardFailure:
+                pass
+        raise ValueError("no program generated for these arguments (max_traces reached?)")
 
     def graph(self, *args, **kwargs):
         """The graph for these arguments (the first one whose guards they pass)."""
@@ -249,12 +265,15 @@ class Compiled:
         raise ValueError("no graph traced for these arguments (max_traces reached?)")
 
 
-def compile(f=None, *, max_traces=16, simplify=True, fuse=None):
+def compile(f=None, *, max_traces=16, simplify=True, fuse=None, reuse_buffers=None):
     """Trace ``f`` once per input signature and run generated code afterwards.
 
     ``fuse``: elementwise nodes as Numba loop kernels (``True``, where Numba is installed),
     the NumPy program (``False``), or ``None``: fused unless ``WENGERT_FUSE=0``
-    (docs/graph.md, "Fused kernels").
+    (docs/graph.md, "Fused kernels").  ``reuse_buffers``: the program's internal
+    temporaries written into buffers it keeps between calls (``True``), allocated on every
+    call (``False``), or ``None``: reused unless ``WENGERT_REUSE_BUFFERS=0`` (docs/graph.md,
+    "Buffers reused across calls").
 
     >>> import wengert as wg, wengert.numpy as wnp
     >>> def f(x):
@@ -269,12 +288,13 @@ def compile(f=None, *, max_traces=16, simplify=True, fuse=None):
     True
     """
     if f is None:
-        return lambda fn: compile(fn, max_traces=max_traces, simplify=simplify, fuse=fuse)
+        return lambda fn: compile(fn, max_traces=max_traces, simplify=simplify, fuse=fuse,
+                                  reuse_buffers=reuse_buffers)
     own = getattr(f, "__wg_compile__", None)
     if own is not None:  # a transform with a compiled form of its own (wg.sparse_jacobian)
         return own(functools.partial(compile, max_traces=max_traces, simplify=simplify,
-                                     fuse=fuse))
-    return Compiled(f, max_traces, simplify, fuse)
+                                     fuse=fuse, reuse_buffers=reuse_buffers))
+    return Compiled(f, max_traces, simplify, fuse, reuse_buffers)
 
 
 # the fused kernels' disk cache (graph/kernel_cache.py): where it is, and emptying it

@@ -26,14 +26,14 @@ casts are the same IEEE operations.  Division by zero gives NumPy's ``inf``/``na
 """
 from __future__ import annotations
 
-import builtins
 import operator
 import os
 
 import numpy as np
 
-from .codegen import _INFIX, _UNARY, BodyWriter, Generated, _assemble, _fresh_output, \
-    _out_expr, build_function, literal, preamble
+from . import pool
+from .codegen import _INFIX, _UNARY, BodyWriter, Generated, _fresh_output, _out_expr, \
+    build_function, compile_generated, literal, preamble, program_text, with_pool
 from .kernel_cache import njit_module
 
 __all__ = ["build_fused", "numba_or_none", "fuse_default"]
@@ -210,8 +210,9 @@ def _reconcile(key, fused):
     return key
 
 
-def build_fused(g):
-    """A function for ``g`` with fused kernels and in-place temporaries, or None (no Numba)."""
+def build_fused(g, reuse_buffers=False):
+    """A function for ``g`` with fused kernels and in-place temporaries, or None (no Numba);
+    ``reuse_buffers``: its NumPy calls' temporaries kept between calls (pool.py)."""
     nb = numba_or_none()
     if nb is None:
         return None
@@ -245,26 +246,19 @@ def build_fused(g):
                 exact = exact or em.bind(build_function(g), f"{g.name}_exact")
             else:
                 calls.append(_emit_kernel(g, w, ms, key, uses, numba, folds.get(ms[0])))
+            for i in ms + (folds[ms[0]][2] if ms[0] in folds else []):
+                w.at[i] = len(w.lines) - 1  # where the group reads its inputs (pool.py)
         for i in calls_at.get(s, ()):
             w.node(i)
     for i in g.input_nodes:
         w.guards(i)
     ret = _out_expr(g.out_def, iter(_fresh_output(g, o, w.expr) for o in g.outputs), em)
     sig = ", ".join(params)
-    if exact is None:
-        text = _assemble(name, sig, unpack_lines, w.lines, ret)
-    else:  # Python floats raise where NumPy gives inf or nan: then NumPy's program
-        inner = ["try:"] + ["    " + ln for ln in unpack_lines + w.lines] + \
-            [f"    return {ret}", "except (ZeroDivisionError, OverflowError):",
-             f"    return {exact}({sig})"]
-        text = f"def {name}({sig}):\n" + "".join(f"    {ln}\n" for ln in inner)
-    gen = Generated(text, em.ns, name)
-    ns = dict(gen.namespace)
-    ns["__builtins__"] = builtins
-    exec(builtins.compile(gen.text, f"<wengert fused graph {gen.name}>", "exec"), ns)
-    fn = ns[gen.name]
-    fn.source = gen.text
-    fn.exact_source = None
+    # Python floats raise where NumPy gives inf or nan: then NumPy's program (``exact``)
+    gen = Generated(program_text(name, sig, unpack_lines, w.lines, ret, exact), em.ns, name)
+    if reuse_buffers:
+        with_pool(gen, g, w, live, names, sig, unpack_lines, ret, exact)
+    fn = compile_generated(gen, "wengert fused graph")
     fn.kernel_sources = [c for c in calls]
     fn.folded_gathers = len(folds)
     return fn
@@ -586,7 +580,7 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
             outs.append(i)
     if not outs and fold is None:
         return ""  # every member is dead (read by no live node): nothing to run
-    store, ret = [], []
+    store, ret, given = [], [], []
     head = []  # loop header: the loops over the shape, or over the gathered positions
     if fold is not None:
         # each position's loop indices, unsigned (no wraparound test on reading), one row
@@ -609,9 +603,17 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
             ret.append(acc_name[i])
         elif r == 0:
             ret.append(local[i])
-        else:
+        elif v.size < pool.POOL_MIN_SIZE:  # small: Numba's allocation is the cheaper
             o = f"o{k}"
             pre.append(f"{o} = np.empty({tuple(shape)!r}, np.{v.dtype.name})")
+            store.append(f"{o}[{', '.join(loops)}] = {local[i]}")
+            ret.append(o)
+        else:  # given by the caller: a new array, or a buffer reused across calls (pool.py)
+            o = f"a{len(ins)}"
+            ins.append(("out", i))
+            in_src.append(f"{em.bind(np.empty, 'empty')}({tuple(shape)!r}, "
+                          f"{em.bind(v.dtype, 'dtype')})")
+            given.append((i, len(in_src) - 1))
             store.append(f"{o}[{', '.join(loops)}] = {local[i]}")
             ret.append(o)
     lines = list(pre)
@@ -642,12 +644,20 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
             w.lines.append(f"{t} = {t}.reshape({tuple(nodes[j].value.shape)!r})")
         w.guards(j)
         w.scratch.add(j)
+        w.allocates.add(j)
         return src
     targets = []
     for i in outs:
         t = w.expr[i] = w.fresh()
         targets.append(t)
     w.lines.append(f"{', '.join(targets)}, = {kname}({', '.join(in_src)})")
+    if given:  # the same call writing into buffers (Numba returns the arrays it was given)
+        tsrc = list(in_src)
+        for i, p in given:
+            tsrc[p] = f"\0{i}\0"
+            w.pool_alt[i] = (len(w.lines) - 1, None)
+        w.pool_lines[len(w.lines) - 1] = (f"{', '.join(targets)}, = {kname}({', '.join(tsrc)})",
+                                          {i: in_src[p] for i, p in given})
     for i in outs:
         v = nodes[i].value
         if type(v) in (np.float64, np.float32):  # NumPy scalars stay NumPy scalars
@@ -656,4 +666,5 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
         w.guards(i)
         if type(nodes[i].value) is np.ndarray and i not in acc_name:
             w.scratch.add(i)
+            w.allocates.add(i)  # the kernel's new array (an accumulator is its input's)
     return src

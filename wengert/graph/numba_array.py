@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codegen import _live
 from .fuse import _load, _scalar_form, _ufunc_ok, numba_or_none
 
 __all__ = ["NotExpressible", "njit_source", "float_kind"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dispatch, numpy as _wnp
-from ..core import Tracer, check_live, new_level, Trace
+from ..core import Tracer, new_level, Trace
 from ..rules.logic import LOGIC as _LOGIC, SAME_VALUE as _SAME_VALUE, invert as _INVERT, \
     nondiff_for as _nondiff_for
 from .ir import Node
