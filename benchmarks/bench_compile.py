@@ -293,7 +293,7 @@ def run(cache_root):
     if peers:
         ok = sum(1 for _, r, j in summary if j is not None and r <= j)
         print(f"fused compiled at or below JAX jit on {ok} of {len(summary)} rows")
-    buffers(cases)
+    buffers(cases())
 
 
 def peak_bytes(fn, *args):
