@@ -239,18 +239,14 @@ class Compiled:
     def program(self, *args, **kwargs):
         """The generated function these arguments run (tracing if needed): its ``source``,
         and with buffers reused, ``pooled_source`` and ``pool`` ({node index: buffer})."""
-        self(*args, **kwargs)
-        key = _key(args, kwargs, _sig)
-        for g, fn, _ in reversed(self.cache.get(key, [])):
-            try:
-                g.evaluate(g._input_leaves(_plain(args)))
-                return fn
-            except GuardFailure:
-                pass
-        raise ValueError("no program generated for these arguments (max_traces reached?)")
+        return self._entry(args, kwargs, "no program generated")[1]
 
     def graph(self, *args, **kwargs):
         """The graph for these arguments (the first one whose guards they pass)."""
+        return self._entry(args, kwargs, "no graph traced")[0]
+
+    def _entry(self, args, kwargs, missing):
+        """``(graph, function)`` of the newest trace whose guards these arguments pass."""
         self(*args, **kwargs)
         try:
             key = _key(args, kwargs, _sig)
@@ -259,11 +255,10 @@ class Compiled:
         for g, fn, _ in reversed(self.cache.get(key, [])):
             try:
                 g.evaluate(g._input_leaves(_plain(args)))
-                return g
+                return g, fn
             except GuardFailure:
                 pass
-        raise ValueError("no graph traced for these arguments (max_traces reached?)")
-
+        raise ValueError(f"{missing} for these arguments (max_traces reached?)")
 
 def compile(f=None, *, max_traces=16, simplify=True, fuse=None, reuse_buffers=None):
     """Trace ``f`` once per input signature and run generated code afterwards.
