@@ -28,6 +28,8 @@ import functools
 import itertools
 import math
 
+from .machine import _revolve_cost
+
 __all__ = ["checkpoint_schedule", "iter_schedule", "Action", "Schedule", "revolve_cost",
            "STRATEGIES", "execute", "forward_phase", "resolved_snapshots"]
 
@@ -255,25 +257,16 @@ def _invert_schedule(n):
 
 
 @functools.lru_cache(maxsize=None)
-def _beta(s, r):
-    return math.comb(s + r, s)
-
-
-@functools.lru_cache(maxsize=None)
 def revolve_cost(n, s):
     """Fewest advanced steps to reverse ``n`` steps with ``s`` snapshots besides state 0.
 
     The minimum of ``t(n, s) = min_{1<=m<n} m + t(n-m, s-1) + t(m, s)``,
     ``t(1, s) = 0``, ``t(n, 0) = n(n-1)/2``, in closed form (Griewank): with ``r``
     the least integer such that ``β(s+1, r) = C(s+1+r, r) >= n``,
-    ``t(n, s) = r·n − C(s+1+r, r−1)``.
+    ``t(n, s) = r·n − C(s+1+r, r−1)`` -- computed in integers by the function the compiled
+    loop's binomial machine runs too (machine._revolve_cost), cached here.
     """
-    if n <= 1:
-        return 0
-    r = 0
-    while _beta(s + 1, r) < n:
-        r += 1
-    return r * n - math.comb(s + 1 + r, r - 1)
+    return _revolve_cost(n, s)
 
 
 def _best_split(n, s):
