@@ -22,6 +22,7 @@ form, or a Numba compile error: the plan keeps its Python loop, and records why 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 
@@ -102,19 +103,21 @@ def _set(target, src, kind, ind):
     return f"{ind}{target} = {src}"
 
 
-_MACHINE = []
+@functools.cache
+def _machine_hash():
+    """machine.py's text, hashed once per process (None where it cannot be read)."""
+    try:
+        with open(machine.__file__, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()[:16]
+    except (OSError, TypeError, AttributeError):
+        return None
 
 
 def _machine_key(strategy):
     """What the loop's ``fill`` (machine.py's, compiled) stands for in the kernel cache's
     key: the strategy and machine.py's text, so an edited machine is not loaded stale."""
-    if not _MACHINE:
-        try:
-            with open(machine.__file__, "rb") as f:
-                _MACHINE.append(hashlib.sha256(f.read()).hexdigest()[:16])
-        except (OSError, TypeError, AttributeError):
-            _MACHINE.append(None)
-    return None if _MACHINE[0] is None else f"fill = machine {_MACHINE[0]} {strategy}"
+    h = _machine_hash()
+    return None if h is None else f"fill = machine {h} {strategy}"
 
 
 def _empty(lead, k):

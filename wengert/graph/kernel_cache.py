@@ -25,6 +25,7 @@ process every distinct module is compiled once (:data:`_MODULES`).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -184,35 +185,31 @@ def _load(path, modname, text):
     return mod
 
 
-_SAFE = []
-
-
+@functools.cache
 def _safe_cache():
     """Numba's function cache, made harmless when its files are not: an entry that fails to
     load (a damaged or foreign index) is a miss -- the index is removed, so the new
     compilation writes a good one -- and a failure to save (a full disk) leaves the
     compiled function unsaved rather than failing the call."""
-    if not _SAFE:
-        from numba.core.caching import FunctionCache
+    from numba.core.caching import FunctionCache
 
-        class SafeCache(FunctionCache):
-            def load_overload(self, sig, target_context):
+    class SafeCache(FunctionCache):
+        def load_overload(self, sig, target_context):
+            try:
+                return super().load_overload(sig, target_context)
+            except Exception:
                 try:
-                    return super().load_overload(sig, target_context)
-                except Exception:
-                    try:
-                        os.unlink(self._cache_file._index_path)
-                    except Exception:
-                        pass
-                    return None
-
-            def save_overload(self, sig, data):
-                try:
-                    super().save_overload(sig, data)
+                    os.unlink(self._cache_file._index_path)
                 except Exception:
                     pass
-        _SAFE.append(SafeCache)
-    return _SAFE[0]
+                return None
+
+        def save_overload(self, sig, data):
+            try:
+                super().save_overload(sig, data)
+            except Exception:
+                pass
+    return SafeCache
 
 
 def njit_module(functions, aliases=None, extern=None, key=""):
