@@ -15,7 +15,7 @@ import importlib
 
 # the floors, bottom up: each module imports only those below it
 from . import _allocator
-from .core import EscapedTracerError, Primitive, primitive
+from .core import EscapedTracerError, Primitive, SolverWarning, primitive
 from . import rules  # noqa: F401  (registers the built-in rules)
 from . import numpy  # noqa: F401  (installs NumPy's protocols on tracers: wengert._dispatch)
 from .forward import Dual
@@ -33,7 +33,7 @@ _allocator.settle()  # glibc's steady state for arrays of a few hundred kB; see 
 
 from ._version import __version__  # noqa: E402,F401
 
-__all__ = ["Primitive", "primitive", "EscapedTracerError", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
+__all__ = ["Primitive", "primitive", "EscapedTracerError", "SolverWarning", "Dual", "Tape", "Var", "Grad", "grad", "value_and_grad",
            "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp", "taylor", "check_grad",
            "jacfwd", "jacrev", "stop_gradient", "custom_vjp", "custom_jvp", "vmap",
            "trace", "Graph", "compile", "to_dot", "source", "checkpoint", "scan",

@@ -60,6 +60,11 @@ class EscapedTracerError(RuntimeError):
     """
 
 
+class SolverWarning(RuntimeWarning):
+    """SciPy reported that a solver failed (``success=False``, a nonzero status); the derivative
+    was still taken at the point it returned, which may not be a solution."""
+
+
 # The level of a finished trace: above every live one, so ``Primitive.__call__`` sends any
 # operation that touches one of its tracers to its ``process``, which raises. A dead
 # tracer is therefore never taken for an outer transform's constant, and the dispatch
