@@ -41,7 +41,7 @@ from .arrays import (check_library, expand_tangents as _expand_tangents,
                      zeros_like_value)
 
 __all__ = ["Primitive", "primitive", "Partials", "Tracer", "Trace", "EscapedTracerError",
-           "new_level", "shape_of", "ndim_of", "check_differentiable", "check_live",
+           "SolverWarning", "new_level", "shape_of", "ndim_of", "check_differentiable", "check_live",
            "leaf_dtype", "NoDerivative"]
 
 _levels = itertools.count(1)
@@ -56,13 +56,11 @@ class EscapedTracerError(RuntimeError):
     """A tracer was used after the transform that made it had finished.
 
     It escaped the function (a global, a list, a closure): its derivative belongs to a
-    computation that is over, so any answer computed from it would be wrong.
-    """
+    computation that is over, so any answer computed from it would be wrong."""
 
 
 class SolverWarning(RuntimeWarning):
-    """SciPy reported that a solver failed (``success=False``, a nonzero status); the derivative
-    was still taken at the point it returned, which may not be a solution."""
+    """SciPy reported failure; the derivative was taken at the point it returned anyway."""
 
 
 # The level of a finished trace: above every live one, so ``Primitive.__call__`` sends any
