@@ -28,7 +28,7 @@ from wengert.reverse import active_tapes
 WAIT = 20.0  # seconds any thread waits for another before the test gives up
 
 
-def _run_threads(*targets):
+def _run_threads(*targets, timeout=4 * WAIT):
     """Run each target in its own thread; re-raise the first failure of any."""
     errors = []
 
@@ -43,7 +43,7 @@ def _run_threads(*targets):
     for t in ts:
         t.start()
     for t in ts:
-        t.join(4 * WAIT)
+        t.join(timeout)
         assert not t.is_alive(), "a thread hung"
     if errors:
         raise errors[0]
@@ -276,10 +276,31 @@ def _same(got, want):
                                     for a, b in zip(g, w))
 
 
+def _answers(fused_scan=False):
+    """Each transform's value from one thread, checked where two transforms must agree."""
+    want = {name: call() for name, call in _tasks(fused_scan).items()}
+    g = want["grad"]
+    assert np.all(g != 0)
+    for name in ("value_and_grad", "trace", "compile fuse=False", "compile fuse=True"):
+        np.testing.assert_allclose(_leaves(want[name])[-1], g, rtol=1e-12)
+    np.testing.assert_allclose(want["jvp"][1], np.sum(g), rtol=1e-12)
+    h = want["hessian"]
+    np.testing.assert_allclose(h @ np.ones(3), wg.jvp(wg.grad(_f), (X3,), (np.ones(3),))[1],
+                               rtol=1e-12)
+    np.testing.assert_allclose(want["taylor"][2], np.sum(h) / 2, rtol=1e-12)  # c2 = v'Hv / 2
+    s = want["scan all"]
+    assert np.all(s != 0)
+    for name in [f"scan {how}" for how in SCHEDULES] + ["compile scan fuse=False"] + \
+            (["compile scan fuse=True"] if fused_scan else []):
+        np.testing.assert_allclose(want[name], s, rtol=1e-9)
+    np.testing.assert_allclose(want["jvp of grad of scan"][0], s, rtol=1e-12)
+    return want
+
+
 def _stress(calls_per_thread, fused_scan=False):
     """Each of 8 threads makes ``calls_per_thread`` calls, cycling through the transforms
     from its own offset; returns the wrong values and exceptions, by transform."""
-    want = {name: call() for name, call in _tasks(fused_scan).items()}  # one thread's answers
+    want = _answers(fused_scan)
     tasks = _tasks(fused_scan)
     names = sorted(tasks)
     wrong, raised = [], []
@@ -300,7 +321,7 @@ def _stress(calls_per_thread, fused_scan=False):
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # switch threads as often as CPython will
     try:
-        _run_threads(*[lambda i=i: worker(i) for i in range(THREADS)])
+        _run_threads(*[lambda i=i: worker(i) for i in range(THREADS)], timeout=3600)
     finally:
         sys.setswitchinterval(old)
     return wrong, raised
@@ -351,7 +372,7 @@ def test_a_compiled_function_called_from_many_threads_at_once():
 
 def test_every_transform_inside_dask_threaded_scheduler():
     dask = pytest.importorskip("dask")
-    want = {name: call() for name, call in _tasks().items()}
+    want = _answers()
     tasks = _tasks()
     names = sorted(tasks)
     # 96 Dask tasks of 4 transforms each (as the stress test's threads, from their own offsets)
