@@ -5,6 +5,7 @@ it is built (``install``): the operators from the rules' table, NumPy's methods 
 NEP 13/18 hooks.  Engines give their tracers the operators' shortcuts through
 ``install_fast_paths``.
 """
+import contextvars
 import importlib
 import operator
 import sys
@@ -285,7 +286,9 @@ def _home(ufunc):
     return "numpy", "wnp"
 
 
-_RUNNING = []  # (numpy function, args, kwargs) of the rules now running, innermost last
+# (numpy function, args, kwargs) of the rules now running in this thread (this contextvars
+# context), innermost last
+_RUNNING = contextvars.ContextVar("wengert_running_rules", default=())
 
 
 def _traced_ids(args, kwargs):
@@ -314,18 +317,19 @@ def array_function(func, args, kwargs):
     # A rule whose differentiated arguments are all plain hands the call back to NumPy; if a
     # traced value sits in another argument (an index, a count, a shape), NumPy dispatches
     # the same call to the rule again. Say so, instead of recursing until Python gives up.
-    for f, a, k in _RUNNING:
+    running = _RUNNING.get()
+    for f, a, k in running:
         if f is func and _traced_ids(a, k) == _traced_ids(args, kwargs):
             raise TypeError(
                 f"{_public_name(func)}: a traced value was passed as an argument wengert does "
                 "not differentiate (an index, a count, a shape or positions). Indices are not "
                 "differentiable: pass a plain value (x.value if it really does not depend on "
                 "the derivative).")
-    _RUNNING.append((func, args, kwargs))
+    _RUNNING.set(running + ((func, args, kwargs),))
     try:
         return fn(*args, **kwargs)
     finally:
-        _RUNNING.pop()
+        _RUNNING.set(running)
 
 
 # -- SciPy's Python functions ---------------------------------------------------------------

@@ -5,6 +5,7 @@ rule needs); adjoints live outside the tape, in the ``Grad`` a sweep returns, so
 one tape serves any number of outputs.  The sweep is a loop: no recursion.
 """
 import contextlib
+import contextvars
 
 import numpy as np
 
@@ -24,26 +25,31 @@ class _Output:
         self.j, self.n = j, n
 
 
-_ACTIVE = []  # tapes whose transform (grad, vjp, ...) is running f, innermost last
+# The tapes whose transform (grad, vjp, ...) is running f, innermost last: one tuple per
+# thread and per asyncio task (a contextvars context), so that a scan in one thread never
+# records on, or pauses, another thread's tape.
+_ACTIVE = contextvars.ContextVar("wengert_active_tapes", default=())
 
 
 class _Active:
-    __slots__ = ("tape",)
+    __slots__ = ("tape", "_outer")
 
     def __init__(self, tape):
         self.tape = tape
 
     def __enter__(self):
-        _ACTIVE.append(self.tape)
+        outer = self._outer = _ACTIVE.get()
+        _ACTIVE.set(outer + (self.tape,))
         return self.tape
 
     def __exit__(self, *exc):
-        _ACTIVE.pop()
+        _ACTIVE.set(self._outer)
 
 
 def active_tapes():
-    """The tapes of the transforms now running, innermost last (read by wg.scan)."""
-    return tuple(_ACTIVE)
+    """The tapes of the transforms now running in this thread (this context), innermost
+    last (read by wg.scan)."""
+    return _ACTIVE.get()
 
 
 _FINISHED = object()  # the ``_paused`` of a finished tape; see ``Tape.finish``

@@ -262,8 +262,8 @@ class _Sparse:
         plan = self._plans.get(key) if key is not None else None
         if plan is None:
             plan = self._make_plan(args, kwargs)
-            if key is not None:
-                self._plans[key] = plan
+            if key is not None:  # (threads racing here all use the first plan kept)
+                plan = self._plans.setdefault(key, plan)
         return plan
 
     def _data(self, plan, args, kwargs):
@@ -438,7 +438,7 @@ class _CompiledSparse:
             def compressed(*a, **kw):
                 return sparse._data(plan, a, kw)
             compressed.__name__ = f"compressed_{getattr(sparse.f, '__name__', 'f')}"
-            run = self._passes[id(plan)] = (self.compile(compressed), plan)
+            run = self._passes.setdefault(id(plan), (self.compile(compressed), plan))
         return plan.assemble(run[0](*args, **kwargs))
 
     def plan(self, *args, **kwargs):

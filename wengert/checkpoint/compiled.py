@@ -266,7 +266,7 @@ class LoopPlan:
         Jacobian pulls back every row at once)."""
         fn = self._vjp_fns.get(batch)
         if fn is None:
-            fn = self._vjp_fns[batch] = build_function(self._vjp_graph(batch).simplify())
+            fn = self._vjp_fns.setdefault(batch, build_function(self._vjp_graph(batch).simplify()))
         return fn
 
     def _vjp_graph(self, batch, with_results=False):

@@ -432,7 +432,9 @@ def jitted(strategy):
             fn = globals()[name]
             ns[name] = numba.njit(types.FunctionType(fn.__code__, ns, name))
         ns["fill"] = ns[_FILLS.get(strategy, "_no_fill")]
-        got = _JITTED[strategy] = types.SimpleNamespace(fill=ns["fill"], count=ns["_count"])
+        # (threads that race here compile twice; all keep the first)
+        got = _JITTED.setdefault(strategy, types.SimpleNamespace(fill=ns["fill"],
+                                                                 count=ns["_count"]))
     return got
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import threading
 import warnings
 
 import numpy as np
@@ -35,6 +36,12 @@ from .trace import ForeignTracerError
 __all__ = ["compile", "Compiled"]
 
 _traced = object()
+
+# One compiled function may be called from many threads: its trace count and its table of
+# programs change together, under this lock (held for the bookkeeping only, never while
+# tracing: a trace runs user code, which may call other compiled functions). Threads whose
+# first calls race may each trace; every program they make is a correct one.
+_BOOKKEEPING = threading.Lock()
 
 
 class _Unkeyable(Exception):
@@ -196,16 +203,18 @@ class Compiled:
         except ForeignTracerError:
             # f closes over a value of an outer transform: no graph of it exists alone
             return self.f(*args, **kwargs)
-        self.num_traces += 1
+        with _BOOKKEEPING:
+            self.num_traces += 1
         g = raw.simplify() if self.simplify else raw
         fn, result = self._build(g, args) if not traced else \
             (build_function(g, self.reuse_buffers), None)
-        entries = self.cache.setdefault(key, [])
-        entries.append((g, fn, raw))
-        if len(entries) == 1:
-            self._fast[key] = fn
-        else:
-            self._fast.pop(key, None)
+        with _BOOKKEEPING:
+            entries = self.cache.setdefault(key, [])
+            entries.append((g, fn, raw))
+            if len(entries) == 1:
+                self._fast[key] = fn
+            else:
+                self._fast.pop(key, None)
         if traced:
             return raw.evaluate(raw._input_leaves(args))
         return result[0] if result is not None else fn(*args)

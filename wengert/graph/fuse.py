@@ -634,7 +634,7 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
         "".join(f"    {ln}\n" for ln in lines)
     kern = _KERNELS.get(src)
     if kern is None:  # compiled once per process, and kept on disk (kernel_cache)
-        kern = _KERNELS[src] = njit_module([("kernel", src)])["kernel"]
+        kern = _KERNELS.setdefault(src, njit_module([("kernel", src)])["kernel"])
     kname = em.bind(kern, "kernel")
     if fold is not None:  # the gather's value: the kernel's positions, in its shape
         j = fold[1]

@@ -26,7 +26,7 @@ from .codegen import build_function, generate
 from .dot import graph_to_dot, tape_to_dot
 from .ir import GuardFailure, Node
 from .simplify import simplify as _simplify
-from .trace import _ACTIVE, GraphTrace, GraphTracer
+from .trace import GraphTrace, GraphTracer, pop_active, push_active
 
 __all__ = ["Graph", "trace", "to_dot"]
 
@@ -271,11 +271,11 @@ def trace(f, *example_args, _names=None, _name=None, _transform="wg.trace", **kw
             slots.append(("static", x))
             wrapped.append(x)
     args = unflatten(in_def, wrapped)
-    _ACTIVE.append(tr)
+    outer = push_active(tr)
     try:
         out = f(*args, **kwargs)
     finally:
-        _ACTIVE.pop()
+        pop_active(outer)
         tr.finished = True
         tr.finish(_transform, f)
     out_leaves, out_def = flatten(out)

@@ -261,5 +261,5 @@ def njit_module(functions, aliases=None, extern=None, key=""):
     for a, t in aliases.items():
         setattr(mod, a, out[t])
         out[a] = out[t]
-    _MODULES[text] = out
-    return out
+    # threads that raced here made a module each: every caller gets the first one kept
+    return _MODULES.setdefault(text, out)

@@ -15,6 +15,8 @@ guard it the same way.  ``wg.trace``, which makes a ``Graph`` of the nodes, is i
 """
 from __future__ import annotations
 
+import contextvars
+
 import numpy as np
 
 from .. import _dispatch, numpy as _wnp
@@ -25,13 +27,26 @@ from .ir import Node
 
 __all__ = ["GraphTrace", "GraphTracer", "ForeignTracerError", "active_graph_traces"]
 
-_ACTIVE = []  # graph traces whose function is running, innermost last (wg.trace pushes them)
+# graph traces whose function is running, innermost last (wg.trace pushes them): one tuple
+# per thread and per asyncio task (a contextvars context)
+_ACTIVE = contextvars.ContextVar("wengert_active_graph_traces", default=())
 
 
 def active_graph_traces():
-    """The graph traces now recording a function, innermost last (read by wg.scan, which
-    then records a loop as one node instead of unrolling it)."""
-    return tuple(_ACTIVE)
+    """The graph traces now recording a function in this thread (this context), innermost
+    last (read by wg.scan, which then records a loop as one node instead of unrolling it)."""
+    return _ACTIVE.get()
+
+
+def push_active(tr):
+    """Mark ``tr`` as recording (``active_graph_traces``); returns what ``pop_active`` takes."""
+    outer = _ACTIVE.get()
+    _ACTIVE.set(outer + (tr,))
+    return outer
+
+
+def pop_active(outer):
+    _ACTIVE.set(outer)
 
 
 class ForeignTracerError(TypeError):

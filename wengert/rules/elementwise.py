@@ -115,7 +115,7 @@ def _special(name):
     fn = _SPECIAL.get(name)
     if fn is None:
         from . import special_base  # scipy.special, loaded lazily (see the docstring)
-        fn = _SPECIAL[name] = getattr(special_base, name)
+        fn = _SPECIAL.setdefault(name, getattr(special_base, name))
     return fn
 
 

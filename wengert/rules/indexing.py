@@ -336,13 +336,13 @@ _base_of = {}   # id(view) -> (weakref(view), weakref(base), writer or None if r
 def _drop_base(bid, ref):
     ent = _views_of.get(bid)
     if ent is not None and ent[0] is ref:
-        del _views_of[bid]
+        _views_of.pop(bid, None)  # (a weakref callback: it may run in any thread)
 
 
 def _drop_view(vid, ref):
     ent = _base_of.get(vid)
     if ent is not None and ent[0] is ref:
-        del _base_of[vid]
+        _base_of.pop(vid, None)
 
 
 def index_writer(idx):
@@ -416,7 +416,7 @@ def _stale_class(cls):
             return f"<stale view ({cls.__name__}): {_STALE_MSG}>"
         sc = type(f"Stale{cls.__name__}", (cls,), {"__slots__": (), "value": property(value),
                                                     "__repr__": _repr, "_stale": True})
-        _stale_classes[cls] = sc
+        sc = _stale_classes.setdefault(cls, sc)  # (one class per cls, whichever thread made it)
     return sc
 
 
@@ -601,7 +601,7 @@ def _pending_class(cls):
             raise ValueError(_WRITE_THROUGH_MSG)
         pc = type(f"Pending{cls.__name__}", (cls,), {"__slots__": (), "value": property(value),
                                                       "_pending": True})
-        _pending_classes[cls] = pc
+        pc = _pending_classes.setdefault(cls, pc)
     return pc
 
 

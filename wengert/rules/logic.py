@@ -31,8 +31,8 @@ def nondiff_for(func):
     """The primitive recording ``func`` (a NumPy function) as not differentiated."""
     p = _NONDIFF.get(func)
     if p is None:
-        p = _NONDIFF[func] = primitive(func, name=getattr(func, "__name__", "nondiff"),
-                                       nondiff=True)
+        p = _NONDIFF.setdefault(func, primitive(func, name=getattr(func, "__name__", "nondiff"),
+                                                nondiff=True))
     return p
 
 

@@ -27,7 +27,7 @@ def _nondiff_primitive(fn, name):
             return fn(*args, **kw)
         impl.__name__ = impl.__qualname__ = name
         p = primitive(impl, name=name, nondiff=True)
-        _NONDIFF_PRIMS[(fn, name)] = p
+        p = _NONDIFF_PRIMS.setdefault((fn, name), p)  # (threads racing here share one)
     return p
 
 

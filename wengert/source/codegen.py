@@ -17,6 +17,7 @@ then adjoints ``gx`` in reverse order).
 from __future__ import annotations
 
 import ast as _ast
+import contextvars
 import functools
 
 from .. import numpy as wnp
@@ -413,7 +414,9 @@ def _int_index(text, int_names):
 
 
 _CALLEE = {}
-_IN_PROGRESS = set()
+# the questions being answered in this thread (this contextvars context): a recursive
+# function asks its own again
+_IN_PROGRESS = contextvars.ContextVar("wengert_source_callee_in_progress", default=frozenset())
 
 
 def callee_scalar(f, pattern):
@@ -421,9 +424,10 @@ def callee_scalar(f, pattern):
     key = (f, pattern)
     if key in _CALLEE:
         return _CALLEE[key]
-    if key in _IN_PROGRESS:
+    asking = _IN_PROGRESS.get()
+    if key in asking:
         return False  # recursion: assume the worst
-    _IN_PROGRESS.add(key)
+    _IN_PROGRESS.set(asking | {key})
     try:
         fn = normalise(f)
         if fn.out_is_tuple or len(pattern) > len(fn.params):
@@ -434,6 +438,6 @@ def callee_scalar(f, pattern):
     except Exception:
         res = False
     finally:
-        _IN_PROGRESS.discard(key)
+        _IN_PROGRESS.set(asking)
     _CALLEE[key] = res
     return res
