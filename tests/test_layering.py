@@ -41,7 +41,8 @@ FLOORS = {
     6: ("wengert.graph", "wengert.graph.*", "wengert.source", "wengert.source.*",
         "wengert.checkpoint", "wengert.checkpoint.*", "wengert.implicit_diff",
         "wengert.scipy.optimize", "wengert.scipy.sparse", "wengert.scipy.sparse.*",
-        "wengert.scipy.integrate", "wengert.scipy._quadrature"),
+        "wengert.scipy.integrate", "wengert.scipy._quadrature", "wengert.scipy._solving",
+        "wengert.scipy._optima"),
     7: ("wengert.cli", "wengert.explore", "wengert.explore.*", "wengert.expr_derivatives"),
     8: ("wengert",),
 }
