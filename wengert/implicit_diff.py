@@ -28,7 +28,7 @@ import types
 import numpy as np
 
 from . import numpy as wnp
-from .core import Primitive, Tracer, plain
+from .core import Primitive, Tracer, ndim_of, plain, shape_of
 from .custom import _batch_of
 from .transforms import jacobian, jvp, vjp
 from .tree import LEAF, flatten, ravel, unflatten
@@ -202,7 +202,7 @@ class Problem:
         jac = self.jacobian(z, active, leaves)
         if transpose:
             jac = wnp.transpose(jac)
-        if np.ndim(plain(jac)) == 0:
+        if ndim_of(jac) == 0:
             return rhs / jac
         return wnp.linalg.solve(jac, rhs)
 
@@ -238,10 +238,10 @@ def implicit_solve_jvp(primals, tangents, problem):
         _, v = jvp(residual_of, ps, tuple(tangents[i] for i in idx))
         return (z, active), (-problem.tangent_solve(z, active, primals, v, False), None)
     k = int(np.prod(batch))
-    ts = tuple(wnp.reshape(tangents[i], (k,) + np.shape(plain(primals[i]))) for i in idx)
+    ts = tuple(wnp.reshape(tangents[i], (k,) + shape_of(primals[i])) for i in idx)
     _, v = jvp(residual_of, ps, ts, batched=True)                    # (k, n)
     dz = -problem.tangent_solve(z, active, primals, wnp.transpose(v), False)  # (n, k)
-    return (z, active), (wnp.reshape(wnp.transpose(dz), tuple(batch) + np.shape(plain(z))),
+    return (z, active), (wnp.reshape(wnp.transpose(dz), tuple(batch) + shape_of(z)),
                          None)
 
 
@@ -262,8 +262,8 @@ def implicit_solve_vjp(*primals, problem, needs):
                 leaves[i] = v
             return problem.residual(z, active, leaves)
         _, pb = vjp(residual_of, *[primals[i] for i in idx])
-        n = np.shape(plain(z))[0]
-        batch = np.shape(plain(gz))[:-1]
+        n = shape_of(z)[0]
+        batch = shape_of(gz)[:-1]
         if not batch:
             lam = problem.tangent_solve(z, active, primals, gz, True)
             for i, c in zip(idx, pb(-lam)):
@@ -271,10 +271,10 @@ def implicit_solve_vjp(*primals, problem, needs):
             return tuple(out)
         g2 = wnp.reshape(gz, (-1, n))
         lam = wnp.transpose(problem.tangent_solve(z, active, primals, wnp.transpose(g2), True))
-        cols = [pb(-lam[j]) for j in range(np.shape(plain(g2))[0])]
+        cols = [pb(-lam[j]) for j in range(shape_of(g2)[0])]
         for pos, i in enumerate(idx):
             out[i] = wnp.reshape(wnp.stack([c[pos] for c in cols]),
-                                 tuple(batch) + np.shape(plain(primals[i])))
+                                 tuple(batch) + shape_of(primals[i]))
         return tuple(out)
     return (z, active), pullback
 
@@ -320,7 +320,7 @@ class _RootProblem(Problem):
     def __init__(self, f, x0, solve, tangent_solve, has_aux):
         super().__init__(Captured((f, x0, solve)))
         self.tangent_fn, self.has_aux = tangent_solve, has_aux
-        self.unravel = unraveler(plain_tree(x0))
+        self.unravel = unraveler(x0)
         self.aux = None
 
     def solve(self, leaves):
@@ -342,9 +342,9 @@ class _RootProblem(Problem):
         if self.tangent_fn is None:
             return Problem.tangent_solve(self, z, active, leaves, rhs, transpose)
         g = _LinearMap(self, z, active, leaves, self.unravel, transpose)
-        if np.ndim(plain(rhs)) == 1:
+        if ndim_of(rhs) == 1:
             return _pack(self.tangent_fn(g, self.unravel(rhs)))
-        k = np.shape(plain(rhs))[1]
+        k = shape_of(rhs)[1]
         cols = [_pack(self.tangent_fn(g, self.unravel(rhs[:, j]))) for j in range(k)]
         return wnp.stack(cols, axis=1)
 

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.optimize as _so
 
 from .. import numpy as wnp
-from ..core import plain
+from ..core import shape_of
 from ..transforms import grad, jacobian
 from ._solving import (SciPyProblem, bound_arrays, bound_flags, bound_residual, first, solved,
                        vector, warn_failure, with_fields)
@@ -62,9 +62,10 @@ def _normal(con):
 class _Constraints:
     """Every constraint as one vector ``c(x)`` with bounds ``lo <= c <= hi``."""
 
-    def __init__(self, constraints, x):
+    def __init__(self, constraints, x=None, sizes=None):
         self.items = [_normal(c) for c in _constraint_list(constraints)]
-        self.sizes = [int(np.size(plain(fn(x)))) for fn, _, _ in self.items]
+        self.sizes = sizes if sizes is not None else [int(np.size(fn(x))) for fn, _, _ in
+                                                      self.items]
         self.m = sum(self.sizes)
 
     def value(self, x):
@@ -113,6 +114,7 @@ def minimize(fun, x0, args=(), method=None, jac=None, hess=None, hessp=None, bou
         n = x.size
         lb, ub = bound_arrays(b, n)
         cs = _Constraints(cons, x)
+        problem.csizes = cs.sizes
         g = np.asarray(grad(objective(f, a))(x), dtype=float).ravel()
         flags = bound_flags(x, lb, ub, None if cs.m else g)
         problem.extra = cs.m
@@ -131,13 +133,13 @@ def minimize(fun, x0, args=(), method=None, jac=None, hess=None, hessp=None, bou
 
     def equation(objs, z, active):
         f, _, a, _, _, _, b, cons = objs
-        n = int(np.size(plain(z))) - problem.extra
+        n = shape_of(z)[0] - problem.extra
         x = z[:n]
         obj = objective(f, a)
         lb, ub = bound_arrays(b, n)
         if not problem.extra:
             return bound_residual(x, active, lb, ub, vector(grad(obj)(x)))
-        cs = _Constraints(cons, plain(x))
+        cs = _Constraints(cons, sizes=problem.csizes)
         lam = z[n:]
         stat = vector(grad(lambda xx: obj(xx) - wnp.sum(lam * cs.value(xx)))(x))
         r_x = bound_residual(x, active[:n], lb, ub, stat)
@@ -205,7 +207,7 @@ def least_squares(fun, x0, jac="2-point", bounds=(-np.inf, np.inf), method="trf"
 
     def equation(objs, z, active):
         f, _, a, kw, b, fs, _ = objs
-        lb, ub = _ls_bounds(b, int(np.size(plain(z))))
+        lb, ub = _ls_bounds(b, shape_of(z)[0])
         return bound_residual(z, active, lb, ub, vector(grad(cost_of(f, a, kw, fs))(z)))
 
     problem = SciPyProblem("least_squares", (fun, x0, args, kwargs, bounds, f_scale, jac), run,
@@ -322,7 +324,7 @@ def linprog(c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=(0, None), met
         c_, aub, bub, aeq, beq, bd = objs
         m1 = 0 if aub is None else np.shape(aub)[0]
         m2 = 0 if aeq is None else np.shape(aeq)[0]
-        n = int(np.size(plain(z))) - m1 - m2
+        n = shape_of(z)[0] - m1 - m2
         x, lam, nu = z[:n], z[n:n + m1], z[n + m1:]
         stat = c_ + 0.0 * x
         if m1:

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from .. import numpy as wnp
-from ..core import SolverWarning, Tracer, plain
+from ..core import SolverWarning, Tracer, plain, shape_of
 from ..implicit_diff import Captured, Problem, solve_implicit, unraveler
 
 __all__ = ["SciPyProblem", "solved", "warn_failure", "first", "vector", "with_fields",
@@ -68,7 +68,7 @@ def solved(problem):
     z, active = solve_implicit(problem)
     if not problem.captured.leaves:
         return None, False
-    n = int(np.size(plain(z))) - problem.extra
+    n = shape_of(z)[0] - problem.extra
     return problem.unravel(z[:n] if problem.extra else z), True
 
 
