@@ -98,6 +98,7 @@ class Captured:
     differentiated as an argument or close over it."""
 
     _DEPTH = 8
+    _wengert_opaque = True  # wengert's own bookkeeping is never searched for parameters
 
     def __init__(self, obj):
         self.obj = obj
@@ -159,7 +160,8 @@ class Captured:
             f, s = self._scan(x.__func__, depth + 1), self._scan(x.__self__, depth + 1)
             return None if f is None and s is None else ("method", f, s, x)
         attrs = getattr(x, "__dict__", None)
-        if isinstance(attrs, dict) and not callable(getattr(x, "__get__", None)):
+        if isinstance(attrs, dict) and not callable(getattr(x, "__get__", None)) \
+                and not getattr(x, "_wengert_opaque", False):
             subs = {}
             for name, v in attrs.items():
                 s = self._scan(v, depth + 1)
@@ -181,6 +183,7 @@ class Problem:
     the wrappers for the fields that are not differentiated."""
 
     name = "implicit"
+    _wengert_opaque = True
 
     def __init__(self, captured):
         self.captured = captured
