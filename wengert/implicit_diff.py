@@ -336,10 +336,7 @@ class _RootProblem(Problem):
 
     def residual(self, z, active, leaves):
         f = self.captured.build(leaves)[0]
-        out = f(self.unravel(z))
-        if self.has_aux:
-            out = out[0]
-        return _pack(out)
+        return _pack(f(self.unravel(z)))   # (with has_aux, only solve returns aux, as JAX)
 
     def tangent_solve(self, z, active, leaves, rhs, transpose):
         if self.tangent_fn is None:

@@ -345,3 +345,7 @@ def linprog(c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=(0, None), met
         return problem.result
     c_ = problem.captured.build(problem.captured.leaves)[0]
     return with_fields(problem.result, x=x, fun=wnp.sum(c_ * x))
+
+
+for _f in (minimize, least_squares, minimize_scalar, linprog):
+    _f._wengert_solver = True  # wengert.coverage: SciPy's solver, differentiated

@@ -201,3 +201,8 @@ def __getattr__(name):
         not isinstance(fn, type) else fn
 
 
+
+
+for _f in (root, fsolve, root_scalar, brentq, brenth, ridder, bisect, toms748, newton,
+           fixed_point):
+    _f._wengert_solver = True  # wengert.coverage: SciPy's solver, differentiated

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as _sp
 
 from ... import numpy as wnp
-from ...core import Tracer, plain
+from ...core import Tracer, ndim_of, plain, shape_of
 
 __all__ = ["SparseArray", "csr_array", "csr_matrix", "coo_array", "csc_array", "with_data",
            "is_sparse", "linalg"]
@@ -65,12 +65,28 @@ class SparseArray:
         return wnp.reshape(wnp.bincount(flat, weights=self.data, minlength=size), self.shape)
 
     def __matmul__(self, x):
-        if np.ndim(plain(x)) == 2:
-            return wnp.stack([self @ x[:, j] for j in range(np.shape(plain(x))[1])], axis=1)
-        return wnp.bincount(self.row, weights=self.data * x[self.col], minlength=self.shape[0])
+        if ndim_of(x) == 2:
+            return wnp.stack([self @ x[:, j] for j in range(shape_of(x)[1])], axis=1)
+        w = self.data * x[self.col]
+        if not (_batched(w)):
+            return wnp.bincount(self.row, weights=w, minlength=self.shape[0])
+        # under wg.vmap: bincount takes one vector, so sum rows by a cumulative sum instead
+        order = np.argsort(self.row, kind="stable")
+        ends = np.searchsorted(self.row[order], np.arange(self.shape[0] + 1))
+        c = wnp.concatenate([wnp.zeros(1), wnp.cumsum(w[order])])
+        return c[ends[1:]] - c[ends[:-1]]
 
     def dot(self, x):
         return self @ x
+
+
+def _batched(x):
+    """Whether a trace under ``x`` holds a batch (``wg.vmap``)."""
+    while isinstance(x, Tracer):
+        if x._trace.batched:
+            return True
+        x = x.value
+    return False
 
 
 def is_sparse(a):

@@ -249,6 +249,18 @@ def _expm_b_impl(b, a, kw):
 _expm_b = Primitive(_expm_b_impl, name="expm_multiply", linear=True)
 
 
+@_expm_b.batching
+def expm_multiply_batch(args, batched, a, kw):
+    """``wg.vmap``: the examples become columns of one ``expm_multiply``."""
+    (b,), (bat,) = args, batched
+    if not bat:
+        return wnp.broadcast_to(_expm_b(b, a=a, kw=kw), (1,) + shape_of(b))
+    s = shape_of(b)
+    cols = wnp.reshape(wnp.moveaxis(b, 0, -1), (s[1], -1))
+    out = _expm_b(cols, a=a, kw=kw)
+    return wnp.moveaxis(wnp.reshape(out, s[1:] + s[:1]), -1, 0)
+
+
 @_expm_b.frule(symbolic_zeros=True)
 def expm_multiply_jvp(primals, tangents, a, kw):
     (b,), (db,) = primals, tangents
@@ -262,3 +274,7 @@ def expm_multiply_vjp(b, a, kw):
                                   "once per time")
     at = a.T if _sp.issparse(a) else np.transpose(a)
     return _expm_b(b, a=a, kw=kw), lambda g: (_expm_b(g, a=at, kw=kw),)
+
+
+for _f in (cg, gmres, bicgstab, minres, spsolve, splu, expm_multiply):
+    _f._wengert_solver = True  # wengert.coverage: SciPy's solver, differentiated
