@@ -199,7 +199,9 @@ class Problem:
         raise NotImplementedError
 
     def jacobian(self, z, active, leaves):
-        return jacobian(lambda zz: self.residual(zz, active, leaves))(z)
+        # forward mode pushes all n directions in one pass (batched tangents): cheaper than n
+        # reverse sweeps for the square Jacobian of a residual
+        return jacobian(lambda zz: self.residual(zz, active, leaves), mode="forward")(z)
 
     def tangent_solve(self, z, active, leaves, rhs, transpose):
         jac = self.jacobian(z, active, leaves)
@@ -223,33 +225,54 @@ def _diff(x):
     return np.result_type(v).kind in "fc"
 
 
+def _dense(problem):
+    """Whether ``problem`` solves with its residual's dense Jacobian (the default)."""
+    return type(problem).tangent_solve is Problem.tangent_solve
+
+
+def _residual_of(problem, active, primals, idx):
+    """``(z, *the idx leaves) -> F``: the residual as a function of what is differentiated."""
+    def residual(zz, *vals):
+        leaves = list(primals)
+        for i, v in zip(idx, vals):
+            leaves[i] = v
+        return problem.residual(zz, active, leaves)
+    return residual
+
+
 @implicit_solve.frule(symbolic_zeros=True)
 def implicit_solve_jvp(primals, tangents, problem):
+    """``dz = -J⁻¹ ∂F/∂θ·dθ``.  With the dense Jacobian, one forward pass pushes the ``n``
+    unit directions of ``z`` (``J``'s columns) and the ``k`` directions of ``θ`` together."""
     z, active = implicit_solve(*primals, problem=problem)
     idx = [i for i, t in enumerate(tangents) if t is not None and _diff(primals[i])]
     if not idx:
         return (z, active), (None, None)
     batch = _batch_of(primals, tangents)
-
-    def residual_of(*vals):
-        leaves = list(primals)
-        for i, v in zip(idx, vals):
-            leaves[i] = v
-        return problem.residual(z, active, leaves)
+    k = int(np.prod(batch)) if batch else 1
+    n = shape_of(z)[0]
+    residual = _residual_of(problem, active, primals, idx)
     ps = tuple(primals[i] for i in idx)
-    if not batch:
-        _, v = jvp(residual_of, ps, tuple(tangents[i] for i in idx))
-        return (z, active), (-problem.tangent_solve(z, active, primals, v, False), None)
-    k = int(np.prod(batch))
     ts = tuple(wnp.reshape(tangents[i], (k,) + shape_of(primals[i])) for i in idx)
-    _, v = jvp(residual_of, ps, ts, batched=True)                    # (k, n)
-    dz = -problem.tangent_solve(z, active, primals, wnp.transpose(v), False)  # (n, k)
-    return (z, active), (wnp.reshape(wnp.transpose(dz), tuple(batch) + shape_of(z)),
-                         None)
+    if _dense(problem):
+        tz = np.concatenate([np.eye(n), np.zeros((k, n))])
+        tps = tuple(wnp.concatenate([wnp.zeros((n,) + shape_of(p)), t])
+                    for p, t in zip(ps, ts))
+        _, cols = jvp(residual, (z,) + ps, (tz,) + tps, batched=True)   # (n + k, n)
+        jac = wnp.transpose(cols[:n])
+        rhs = wnp.transpose(cols[n:])
+        dz = -wnp.linalg.solve(jac, rhs)                                # (n, k)
+    else:
+        _, v = jvp(lambda *vals: residual(z, *vals), ps, ts, batched=True)    # (k, n)
+        dz = -problem.tangent_solve(z, active, primals, wnp.transpose(v), False)
+    dz = wnp.transpose(dz)
+    return (z, active), (wnp.reshape(dz, tuple(batch) + (n,)) if batch else dz[0], None)
 
 
 @implicit_solve.rrule(needs=True)
 def implicit_solve_vjp(*primals, problem, needs):
+    """``θ̄ = -(∂F/∂θ)ᵀ J⁻ᵀ z̄``.  With the dense Jacobian, one taped evaluation of the
+    residual and one batched sweep give ``J``'s rows and ``∂F/∂θ``'s together."""
     z, active = implicit_solve(*primals, problem=problem)
     idx = [i for i, n in enumerate(needs) if n and _diff(primals[i])]
 
@@ -258,26 +281,24 @@ def implicit_solve_vjp(*primals, problem, needs):
         out = [None] * len(primals)
         if gz is None or not idx:
             return tuple(out)
-
-        def residual_of(*vals):
-            leaves = list(primals)
-            for i, v in zip(idx, vals):
-                leaves[i] = v
-            return problem.residual(z, active, leaves)
-        _, pb = vjp(residual_of, *[primals[i] for i in idx])
         n = shape_of(z)[0]
         batch = shape_of(gz)[:-1]
-        if not batch:
-            lam = problem.tangent_solve(z, active, primals, gz, True)
-            for i, c in zip(idx, pb(-lam)):
-                out[i] = c
-            return tuple(out)
-        g2 = wnp.reshape(gz, (-1, n))
-        lam = wnp.transpose(problem.tangent_solve(z, active, primals, wnp.transpose(g2), True))
-        cols = [pb(-lam[j]) for j in range(shape_of(g2)[0])]
-        for pos, i in enumerate(idx):
-            out[i] = wnp.reshape(wnp.stack([c[pos] for c in cols]),
-                                 tuple(batch) + shape_of(primals[i]))
+        g2 = wnp.reshape(gz, (-1, n))                       # (m, n)
+        residual = _residual_of(problem, active, primals, idx)
+        ps = [primals[i] for i in idx]
+        if _dense(problem):
+            _, pb = vjp(residual, z, *ps)
+            rows = pb(np.eye(n))                            # J's rows, ∂F/∂θ's rows
+            lam = wnp.linalg.solve(wnp.transpose(rows[0]), wnp.transpose(g2))   # (n, m)
+            cts = [-wnp.tensordot(wnp.transpose(lam), r, axes=1) for r in rows[1:]]
+        else:
+            _, pb = vjp(lambda *vals: residual(z, *vals), *ps)
+            lam = problem.tangent_solve(z, active, primals, wnp.transpose(g2), True)
+            m = shape_of(g2)[0]
+            cols = [pb(-lam[:, j]) for j in range(m)]
+            cts = [wnp.stack([c[pos] for c in cols]) for pos in range(len(idx))]
+        for i, c in zip(idx, cts):
+            out[i] = wnp.reshape(c, tuple(batch) + shape_of(primals[i]))
         return tuple(out)
     return (z, active), pullback
 
@@ -357,7 +378,16 @@ def unraveler(tree):
     floats = [isinstance(x, (float, int)) for x in leaves]
     ends = np.cumsum([int(np.prod(s, dtype=int)) for s in shapes]).tolist()
 
+    if len(leaves) == 1 and not floats[0]:
+        shape = shapes[0]
+        return lambda vec: unflatten(d, [vec.reshape(shape) if type(vec) is np.ndarray
+                                         else wnp.reshape(vec, shape)])
+
     def unravel(vec):
+        if type(vec) is np.ndarray:   # plain: NumPy's own slicing
+            return unflatten(d, [float(vec[lo]) if f else vec[lo:hi].reshape(shape)
+                                 for lo, hi, shape, f in zip([0, *ends[:-1]], ends, shapes,
+                                                             floats)])
         out = []
         for lo, hi, shape, f in zip([0, *ends[:-1]], ends, shapes, floats):
             part = wnp.reshape(vec[lo:hi], shape)
