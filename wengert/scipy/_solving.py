@@ -7,7 +7,11 @@ written with ``wg.grad``/``wg.vjp`` of the user's functions.
 from __future__ import annotations
 
 import copy
+import os
+import sys
 import warnings
+
+import scipy as _sp_any
 
 import numpy as np
 
@@ -29,10 +33,26 @@ def vector(x):
     return wnp.reshape(x, (-1,))
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SCIPY = os.path.dirname(os.path.abspath(_sp_any.__file__))
+
+
+def _caller_level():
+    """The stack level of the first frame outside wengert and SciPy: the user's call."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if not (path.startswith(_PACKAGE) or path.startswith(_SCIPY)):
+            return level
+        frame, level = frame.f_back, level + 1
+    return 2
+
+
 def warn_failure(name, message):
     warnings.warn(f"{name}: SciPy reports failure ({message}); the derivative is taken at the "
                   "point it returned, which may not be a solution. Tighten or loosen the "
-                  "tolerances, raise maxiter, or start closer.", SolverWarning, stacklevel=5)
+                  "tolerances, raise maxiter, or start closer.", SolverWarning,
+                  stacklevel=_caller_level())
 
 
 class SciPyProblem(Problem):

@@ -95,7 +95,8 @@ def _scalar_root(name, run_root, f, objs_rest, args, flag_ok):
         fn, rest, a = objs
         x, res = run_root(fn, rest, a)
         if not flag_ok(res):
-            warn_failure(name, getattr(res, "flag", res))
+            info = res[1] if isinstance(res, tuple) else res
+            warn_failure(name, getattr(info, "flag", "not converged"))
         return np.asarray(x, dtype=float), res, None
 
     def equation(objs, z, active):

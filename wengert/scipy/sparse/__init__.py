@@ -25,7 +25,7 @@ from ... import numpy as wnp
 from ...core import Tracer, ndim_of, plain, shape_of
 
 __all__ = ["SparseArray", "csr_array", "csr_matrix", "coo_array", "csc_array", "with_data",
-           "is_sparse", "linalg"]
+           "as_sparse", "is_sparse", "linalg"]
 
 
 class SparseArray:
