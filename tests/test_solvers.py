@@ -569,3 +569,22 @@ def test_solver_fields_and_plain_calls_are_scipys():
     assert optimize.Bounds is so.Bounds and sla.aslinearoperator is not None
     with pytest.raises(NotImplementedError, match="scipy.optimize.basinhopping"):
         wg.grad(lambda b: optimize.basinhopping(lambda x: (x - 1.0) ** 2, b).x)(1.0)
+
+
+def test_each_bracketing_root_and_krylov_solver_by_name():
+    """The bracketing roots and Krylov solvers called by name, forward and reverse."""
+    def check(sqrt_of):
+        for mode in ("forward", "reverse"):
+            assert wg.jacobian(sqrt_of, mode=mode)(2.0) == pytest.approx(0.5 / np.sqrt(2.0),
+                                                                         abs=TIGHT)
+    f = lambda x, a: x * x - a   # noqa: E731
+    check(lambda a: optimize.brenth(f, 0.0, 10.0, args=(a,), xtol=1e-14))
+    check(lambda a: optimize.ridder(f, 0.0, 10.0, args=(a,), xtol=1e-14))
+    check(lambda a: optimize.bisect(f, 0.0, 10.0, args=(a,), xtol=1e-14))
+    check(lambda a: optimize.toms748(f, 0.0, 10.0, args=(a,), xtol=1e-14))
+    inv = np.linalg.inv(SPD)
+    for mode in ("forward", "reverse"):
+        np.testing.assert_allclose(wg.jacobian(lambda b: sla.bicgstab(SPD, b, rtol=1e-13)[0],
+                                               mode=mode)(B), inv, atol=TIGHT)
+        np.testing.assert_allclose(wg.jacobian(lambda b: sla.minres(SPD, b, rtol=1e-13)[0],
+                                               mode=mode)(B), inv, atol=TIGHT)
