@@ -159,6 +159,7 @@ def cubic_residual(x, b):
     return A2 @ x + 0.1 * x ** 3 - b
 
 
+@pytest.mark.filterwarnings("ignore::scipy.linalg.LinAlgWarning")
 @pytest.mark.parametrize("method", ["hybr", "lm", "broyden1", "broyden2", "anderson",
                                     "linearmixing", "diagbroyden", "excitingmixing", "krylov",
                                     "df-sane"])
