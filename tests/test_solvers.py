@@ -589,3 +589,23 @@ def test_each_bracketing_root_and_krylov_solver_by_name():
                                                mode=mode)(B), inv, atol=TIGHT)
         np.testing.assert_allclose(wg.jacobian(lambda b: sla.minres(SPD, b, rtol=1e-13)[0],
                                                mode=mode)(B), inv, atol=TIGHT)
+
+
+def test_compiled_programs_pick_each_calls_active_set():
+    """The active set is an output of the solver call, not a constant of the trace: a compiled
+    derivative follows a bound or a vertex that changes between calls."""
+    def argmin(b):
+        return optimize.minimize(qp, np.zeros(2), args=(b,), method="L-BFGS-B",
+                                 jac=wg.grad(qp), bounds=[(None, None), (None, 0.2)],
+                                 options={"gtol": 1e-12, "ftol": 1e-15}).x
+    compiled = wg.compile(wg.jacobian(argmin))
+    np.testing.assert_allclose(compiled(np.array([1.0, 2.0])), [[0.25, 0.0], [0.0, 0.0]],
+                               atol=TIGHT)                       # x2 on its bound
+    np.testing.assert_allclose(compiled(np.array([1.0, 0.0])), np.linalg.inv(Q),
+                               atol=TIGHT)                       # interior
+    c = np.array([-1.0, -2.0])
+    A = np.array([[1.0, 1.0], [1.0, 3.0]])
+    vertex = wg.compile(wg.jacobian(lambda b: optimize.linprog(c, A_ub=A, b_ub=b).x))
+    np.testing.assert_allclose(vertex(np.array([4.0, 6.0])), np.linalg.inv(A), atol=TIGHT)
+    np.testing.assert_allclose(vertex(np.array([4.0, 20.0])), [[0.0, 0.0], [1.0, 0.0]],
+                               atol=TIGHT)                       # x = (0, b1): another vertex
