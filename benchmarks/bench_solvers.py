@@ -7,8 +7,8 @@ contains (``wg.grad`` runs SciPy once, then the tangent solve); the target is th
 primal solve.  Problems (n unknowns, θ of size n):
 
 * ``brentq``: the scalar root of ``x³ + x - θ``;
-* ``root`` (hybr, SciPy's finite-difference Jacobian): ``A x + 0.1 x³ = θ``, n = 10 and 40;
-* ``minimize`` (BFGS, ``jac=wg.grad(f)``): ``½ xᵀQx - θ·x + 0.1 Σ x⁴``, n = 10 and 40;
+* ``root`` (hybr, SciPy's finite-difference Jacobian): ``A x + 0.1 x³ = θ``, n = 10, 40, 200;
+* ``minimize`` (BFGS, ``jac=wg.grad(f)``): ``½ xᵀQx - θ·x + 0.1 Σ x⁴``, n = 10, 40, 200;
 * ``least_squares`` (trf): a linear model with a soft-L1 loss, 60 residuals, n = 10.
 
     python benchmarks/bench_solvers.py
@@ -30,7 +30,7 @@ def _cases():
         return optimize.brentq(lambda x: x ** 3 + x - theta, -10.0, 10.0, xtol=1e-14)
     cases.append(("brentq, n = 1", scalar, 2.0))
 
-    for n in (10, 40):
+    for n in (10, 40, 200):
         m = rng.standard_normal((n, n)) / np.sqrt(n)
         a = m @ m.T + np.eye(n)
 
@@ -61,7 +61,7 @@ def bench_roots_and_optima():
     """Rows of (case, primal ms, gradient ms, (gradient - primal) ÷ primal)."""
     print("Roots and optima: the gradient of sum(solution) by the implicit function theorem, "
           "beside one primal SciPy solve (ms; medians of paired runs)")
-    row("", "primal", "gradient", "derivative ÷ primal", width=34)
+    row("", "primal", "gradient", "deriv ÷ primal", width=34)
     results = []
     for name, solve, theta in _cases():
         loss = wg.grad(lambda t, solve=solve: wnp.sum(solve(t)))
