@@ -609,3 +609,30 @@ def test_compiled_programs_pick_each_calls_active_set():
     np.testing.assert_allclose(vertex(np.array([4.0, 6.0])), np.linalg.inv(A), atol=TIGHT)
     np.testing.assert_allclose(vertex(np.array([4.0, 20.0])), [[0.0, 0.0], [1.0, 0.0]],
                                atol=TIGHT)                       # x = (0, b1): another vertex
+
+
+def test_solvers_nest_and_take_their_jacobians():
+    # a solver inside a solver: the x with  ∫₀¹ e^{-x t} dt = a;  dx/da = 1 / I'(x)
+    def inner(x):
+        return integrate.quad(lambda t: wnp.exp(-x * t), 0.0, 1.0, **E)[0]
+    sol = lambda a: optimize.brentq(lambda x: inner(x) - a, 0.01, 20.0, xtol=1e-14)  # noqa
+    assert wg.grad(sol)(0.6) == pytest.approx(1.0 / wg.grad(inner)(sol(0.6)), abs=TIGHT)
+    wg.check_grad(sol, 0.6, order=2)
+    # a Hessian-vector product through root (forward over reverse) against differences
+    loss = lambda b: wnp.sum(optimize.root(cubic_residual, np.zeros(2), args=(b,),  # noqa
+                                           tol=1e-13).x ** 3)
+    b, v = np.array([1.0, 2.0]), np.array([0.3, -0.7])
+    fd = (wg.grad(loss)(b + 1e-5 * v) - wg.grad(loss)(b - 1e-5 * v)) / 2e-5
+    np.testing.assert_allclose(wg.hvp(loss, b, v), fd, atol=1e-8)
+
+    # jac=True: the function returns (F, J), both written with wengert.numpy
+    def with_jacobian(x, b):
+        return cubic_residual(x, b), A2 + wnp.diag(0.3 * x ** 2)
+    s = lambda b: optimize.root(with_jacobian, np.zeros(2), args=(b,), jac=True,  # noqa
+                                tol=1e-13).x
+    x = np.asarray(s(b))
+    np.testing.assert_allclose(wg.jacobian(s)(b), np.linalg.inv(A2 + np.diag(0.3 * x ** 2)),
+                               atol=TIGHT)
+    r = lambda a: optimize.root_scalar(lambda x: (x ** 3 - a, 3 * x ** 2), x0=1.0,  # noqa
+                                       fprime=True, method="newton", xtol=1e-14).root
+    assert wg.grad(r)(2.0) == pytest.approx(2.0 ** (-2 / 3) / 3, abs=TIGHT)
