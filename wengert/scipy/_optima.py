@@ -17,7 +17,7 @@ import numpy as np
 import scipy.optimize as _so
 
 from .. import numpy as wnp
-from ..core import shape_of
+from ..core import Tracer, shape_of
 from ..transforms import grad, jacobian
 from ._solving import (SciPyProblem, bound_arrays, bound_flags, bound_residual, first, solved,
                        vector, warn_failure, with_fields)
@@ -339,6 +339,8 @@ def linprog(c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=(0, None), met
             parts.append(aeq @ x - beq)
         return _concat(parts)
 
+    c, A_ub, b_ub, A_eq, b_eq = (v if v is None or isinstance(v, Tracer) else
+                                 np.asarray(v, dtype=float) for v in (c, A_ub, b_ub, A_eq, b_eq))
     problem = SciPyProblem("linprog", (c, A_ub, b_ub, A_eq, b_eq, bounds), run, equation)
     x, traced = solved(problem)
     if not traced:

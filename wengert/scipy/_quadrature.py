@@ -23,6 +23,7 @@ from ..custom import _batch_of
 from ..implicit_diff import Captured
 from ..transforms import jvp, vjp
 from ..tree import flatten
+from ._solving import warn_failure
 
 __all__ = ["quad", "quad_vec", "fixed_quad", "trapezoid", "simpson", "romb"]
 
@@ -50,9 +51,13 @@ class _Integral:
         if self.kind == "quad":
             res = _si.quad(f, a, b, args=args, full_output=1, **self.options)
             val = np.float64(res[0])
+            if len(res) > 3 and isinstance(res[3], str):   # SciPy's message: ier > 0
+                warn_failure("quad", res[3].splitlines()[0])
         else:
             res = _si.quad_vec(f, a, b, args=args, full_output=True, **self.options)
             val = np.asarray(res[0], dtype=float)
+            if not res[2].success:
+                warn_failure("quad_vec", res[2].message)
         self.result = res
         self.shape = np.shape(val)
         return val
