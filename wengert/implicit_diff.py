@@ -217,7 +217,8 @@ def _impl(*leaves, problem):
     return np.asarray(z, dtype=float), np.asarray(active, dtype=np.int8)
 
 
-implicit_solve = Primitive(_impl, name="implicit_solve", multiple_results=True)
+# wg.vmap runs the solver once per example ("loop"): SciPy solves one problem a call
+implicit_solve = Primitive(_impl, name="implicit_solve", multiple_results=True, batch="loop")
 
 
 def _diff(x):

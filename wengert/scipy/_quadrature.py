@@ -67,7 +67,7 @@ def _integral_impl(*leaves, problem):
     return problem.run(leaves)
 
 
-integral = Primitive(_integral_impl, name="integral")
+integral = Primitive(_integral_impl, name="integral", batch="loop")   # SciPy: one a call
 
 
 def _sub(primals, idx, vals):
