@@ -305,6 +305,7 @@ def test_minimize_bounds_active_set():
     np.testing.assert_allclose(wg.jacobian(bound_moves)(0.2), [-0.25, 1.0], atol=TIGHT)
 
 
+@pytest.mark.filterwarnings("ignore:delta_grad")
 @pytest.mark.parametrize("method", ["SLSQP", "trust-constr"])
 def test_minimize_constraints_kkt(method):
     b = np.array([1.0, 2.0])
@@ -637,3 +638,44 @@ def test_solvers_nest_and_take_their_jacobians():
     r = lambda a: optimize.root_scalar(lambda x: (x ** 3 - a, 3 * x ** 2), x0=1.0,  # noqa
                                        fprime=True, method="newton", xtol=1e-14).root
     assert wg.grad(r)(2.0) == pytest.approx(2.0 ** (-2 / 3) / 3, abs=TIGHT)
+
+
+@pytest.mark.parametrize("method", ["L-BFGS-B", "TNC", "SLSQP", "trust-constr", "Powell",
+                                    "Nelder-Mead", "COBYLA", "COBYQA"])
+def test_minimize_bounds_every_method(method):
+    """Every method that takes bounds: x2 <= u binds (interior-point trust-constr stops ~1e-6
+    short of it; COBYLA a little past it), x1 solves 4 x1 + u + 0.2 x1³ = 1."""
+    f = lambda x: 0.5 * x @ Q @ x - np.array([1.0, 2.0]) @ x + 0.05 * wnp.sum(x ** 4)  # noqa
+    kw = {} if method in FREE else {"jac": wg.grad(f)}
+    options = {"Nelder-Mead": {"xatol": 1e-12, "fatol": 1e-15, "maxiter": 20000},
+               "Powell": {"xtol": 1e-12, "ftol": 1e-15},
+               "COBYLA": {"rhobeg": 0.5, "tol": 1e-12, "maxiter": 20000},
+               "COBYQA": {"final_tr_radius": 1e-12},
+               "trust-constr": {"gtol": 1e-12, "xtol": 1e-14, "barrier_tol": 1e-14,
+                                "maxiter": 5000}}.get(method)
+
+    def argmin(u):
+        return optimize.minimize(f, np.zeros(2), method=method, bounds=[(None, None), (None, u)],
+                                 tol=1e-14, options=options, **kw).x
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)   # trust-constr's own notes
+        x1 = float(argmin(0.2)[0])
+        J = wg.jacobian(argmin)(0.2)
+    np.testing.assert_allclose(J, [-1.0 / (4.0 + 0.6 * x1 * x1), 1.0], atol=TIGHT)
+
+
+@pytest.mark.parametrize("method", ["SLSQP", "trust-constr"])
+def test_minimize_bound_and_constraint_together(method):
+    # sum(x) = 1 with x2 <= u binding: x = (1 - u, u)
+    def argmin(u):
+        return optimize.minimize(qp, np.zeros(2), args=(np.array([1.0, 2.0]),), method=method,
+                                 jac=wg.grad(qp), bounds=[(None, None), (None, u)],
+                                 constraints={"type": "eq", "fun": lambda x: wnp.sum(x) - 1.0},
+                                 tol=1e-14, options=options).x
+    options = {"gtol": 1e-12, "xtol": 1e-14, "barrier_tol": 1e-14, "maxiter": 5000} \
+        if method == "trust-constr" else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        # (trust-constr's barrier stops ~2e-5 short of the bound; the derivative is exact)
+        np.testing.assert_allclose(argmin(0.5), [0.5, 0.5], atol=1e-4)
+        np.testing.assert_allclose(wg.jacobian(argmin)(0.5), [-1.0, 1.0], atol=1e-7)

@@ -19,8 +19,8 @@ import scipy.optimize as _so
 from .. import numpy as wnp
 from ..core import Tracer, shape_of
 from ..transforms import grad, jacobian
-from ._solving import (SciPyProblem, bound_arrays, bound_flags, bound_residual, first, solved,
-                       vector, warn_failure, with_fields)
+from ._solving import (SciPyProblem, bound_arrays, bound_flags, bound_residual, first,
+                       near_bounds, solved, vector, warn_failure, with_fields)
 
 __all__ = ["minimize", "least_squares", "minimize_scalar", "linprog"]
 
@@ -116,20 +116,26 @@ def minimize(fun, x0, args=(), method=None, jac=None, hess=None, hessp=None, bou
         cs = _Constraints(cons, x)
         problem.csizes = cs.sizes
         g = np.asarray(grad(objective(f, a))(x), dtype=float).ravel()
-        flags = bound_flags(x, lb, ub, None if cs.m else g)
         problem.extra = cs.m
         problem.multipliers = None
-        if cs.m:
-            c = np.asarray(cs.value(x), dtype=float)
-            lo, hi = (np.asarray(v, dtype=float) for v in cs.limits())
-            tol_c = 1e-6 * (1.0 + np.abs(np.where(np.isfinite(lo), lo, 0.0)))
-            at_lo = np.isfinite(lo) & (c - lo <= tol_c)
-            at_hi = np.isfinite(hi) & (hi - c <= tol_c) & ~at_lo
-            cflags = np.where(at_lo, 1, np.where(at_hi, 2, 0)).astype(np.int8)
-            jc = np.asarray(jacobian(cs.value)(x), dtype=float).reshape(cs.m, n)
-            problem.multipliers = _multipliers(g, jc, flags == 0, cflags > 0)
-            flags = np.concatenate([flags, cflags])
-        return x, res, flags
+        if not cs.m:
+            return x, res, bound_flags(x, lb, ub, g)
+        c = np.asarray(cs.value(x), dtype=float)
+        lo, hi = (np.asarray(v, dtype=float) for v in cs.limits())
+        tol_c = 1e-6 * (1.0 + np.abs(np.where(np.isfinite(lo), lo, 0.0)))
+        at_lo = np.isfinite(lo) & (c - lo <= tol_c)
+        at_hi = np.isfinite(hi) & (hi - c <= tol_c) & ~at_lo
+        cflags = np.where(at_lo, 1, np.where(at_hi, 2, 0)).astype(np.int8)
+        jc = np.asarray(jacobian(cs.value)(x), dtype=float).reshape(cs.m, n)
+        # the multipliers of the bounds x is near, with the active constraints':
+        # g = Jcᵀ λ + Σ μ_i e_i
+        near = np.flatnonzero(near_bounds(x, lb, ub))
+        rows = np.concatenate([jc[cflags > 0], np.eye(n)[near]])
+        mu = np.zeros(n)
+        mu[near] = np.linalg.lstsq(rows.T, g, rcond=None)[0][int(np.sum(cflags > 0)):]
+        flags = bound_flags(x, lb, ub, mu)
+        problem.multipliers = _multipliers(g, jc, flags == 0, cflags > 0)
+        return x, res, np.concatenate([flags, cflags])
 
     def equation(objs, z, active):
         f, _, a, _, _, _, b, cons = objs

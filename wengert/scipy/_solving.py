@@ -20,7 +20,7 @@ from ..core import SolverWarning, Tracer, plain, shape_of
 from ..implicit_diff import Captured, Problem, solve_implicit, unraveler
 
 __all__ = ["SciPyProblem", "solved", "warn_failure", "first", "vector", "with_fields",
-           "bound_arrays", "bound_flags", "bound_residual"]
+           "bound_arrays", "bound_flags", "near_bounds", "bound_residual"]
 
 
 def first(out):
@@ -122,19 +122,31 @@ def bound_arrays(bounds, n):
     return lb, ub
 
 
-def bound_flags(x, lb, ub, grad=None, rtol=1e-8):
-    """1 where ``x`` sits on its lower bound, 2 on its upper, else 0 (with a gradient, only
-    where it pushes outwards: an interior optimum that touches a bound stays free)."""
+def near_bounds(x, lb, ub, near=1e-4):
+    """Where ``x`` is within ``near`` (relative) of a finite bound."""
     x, lb, ub = (np.asarray(plain(v), dtype=float) for v in (x, lb, ub))
-    tol_l = rtol * (1.0 + np.abs(np.where(np.isfinite(lb), lb, 0.0)))
-    tol_u = rtol * (1.0 + np.abs(np.where(np.isfinite(ub), ub, 0.0)))
-    at_l = np.isfinite(lb) & (x - lb <= tol_l)
-    at_u = np.isfinite(ub) & (ub - x <= tol_u)
-    if grad is not None:
+    scale_l = 1.0 + np.abs(np.where(np.isfinite(lb), lb, 0.0))
+    scale_u = 1.0 + np.abs(np.where(np.isfinite(ub), ub, 0.0))
+    return (np.isfinite(lb) & (x - lb <= near * scale_l)) | \
+        (np.isfinite(ub) & (ub - x <= near * scale_u))
+
+
+def bound_flags(x, lb, ub, grad=None, rtol=1e-8, near=1e-4):
+    """1 where ``x`` sits on its lower bound, 2 on its upper, else 0.  Without a gradient:
+    within ``rtol``.  With one (the bound's multiplier): within ``near`` (interior-point
+    methods stop short of a bound) and pushed outwards by a slope that is not round-off,
+    so an interior optimum that comes close to a bound stays free."""
+    x, lb, ub = (np.asarray(plain(v), dtype=float) for v in (x, lb, ub))
+    scale_l = 1.0 + np.abs(np.where(np.isfinite(lb), lb, 0.0))
+    scale_u = 1.0 + np.abs(np.where(np.isfinite(ub), ub, 0.0))
+    if grad is None:
+        at_l = np.isfinite(lb) & (x - lb <= rtol * scale_l)
+        at_u = np.isfinite(ub) & (ub - x <= rtol * scale_u)
+    else:
         g = np.asarray(grad, dtype=float)
-        scale = 1e-10 * (1.0 + np.max(np.abs(g), initial=0.0))
-        at_l &= g > scale
-        at_u &= g < -scale
+        slope = 1e-6 * (1.0 + np.max(np.abs(g), initial=0.0))
+        at_l = np.isfinite(lb) & (x - lb <= near * scale_l) & (g > slope)
+        at_u = np.isfinite(ub) & (ub - x <= near * scale_u) & (g < -slope)
     return np.where(at_l, 1, np.where(at_u, 2, 0)).astype(np.int8)
 
 
