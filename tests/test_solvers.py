@@ -127,6 +127,21 @@ def test_captured_finds_traced_values_where_functions_keep_them():
     assert calls
     plain = Captured(lambda x: x + 1.0)
     assert plain.leaves == [] and plain.template is None
+    # a global is not searched: the error says where to put the value
+    _GLOBAL.clear()
+
+    def from_global(a):
+        _GLOBAL["a"] = a
+        return optimize.brentq(_global_residual, 0.0, 10.0)
+    with pytest.raises(TypeError, match="does not search for parameters"):
+        wg.grad(from_global)(2.0)
+
+
+_GLOBAL = {}
+
+
+def _global_residual(x):
+    return x * x - _GLOBAL["a"]
 
 
 # -- roots ----------------------------------------------------------------------------------------

@@ -34,14 +34,10 @@ from .transforms import jacobian, jvp, vjp
 from .tree import LEAF, flatten, ravel, unflatten
 
 __all__ = ["Captured", "Problem", "solve_implicit", "implicit_solve", "custom_root", "implicit",
-           "is_traced"]
+           "running"]
 
 
 # -- closure conversion ---------------------------------------------------------------------------
-def is_traced(x):
-    return isinstance(x, Tracer)
-
-
 class _Fn:
     """A function rebuilt around new cell contents and defaults; unchanged cells are shared
     (a ``nonlocal`` counter keeps counting)."""
@@ -112,9 +108,6 @@ class Captured:
             return self.obj
         return _build(self.template, list(leaves))
 
-    def plain(self):
-        return self.build([plain(v) for v in self.leaves])
-
     # -- scanning ------------------------------------------------------------------------------
     def _leaf(self, x):
         k = self._ids.get(id(x))
@@ -169,6 +162,20 @@ class Captured:
                     subs[name] = s
             return ("object", x, subs) if subs else None
         return None
+
+
+def running(name, fn, *args):
+    """``fn(*args)``, SciPy's call on plain values; a traced value that reaches it anyway came
+    from a place ``Captured`` does not search (a global, a container it cannot rebuild)."""
+    try:
+        return fn(*args)
+    except (TypeError, SystemError) as e:
+        if "traced value" not in str(e) and "traced value" not in str(e.__cause__ or ""):
+            raise
+        raise TypeError(
+            f"{name}: a traced value reached SciPy's call from a place wengert does not search "
+            "for parameters (a global variable, or an object it cannot copy); pass it in args, "
+            "as an argument, or close over it in a function") from e
 
 
 # -- the primitive ---------------------------------------------------------------------------------
@@ -350,7 +357,7 @@ class _RootProblem(Problem):
 
     def solve(self, leaves):
         f, x0, solve = self.captured.build(leaves)
-        out = solve(f, x0)
+        out = running("custom_root", solve, f, x0)
         if self.has_aux:
             out, self.aux = out
         self.result = out
@@ -451,7 +458,7 @@ class _ImplicitProblem(Problem):
 
     def solve(self, leaves):
         _, init, args = self.captured.build(leaves)
-        out = self.solver(init, *args)
+        out = running("wg.implicit", self.solver, init, *args)
         self.result = out
         vec, _ = ravel(plain_tree(out))
         self.unravel = unraveler(plain_tree(out))

@@ -20,7 +20,7 @@ import scipy.special as _ss
 from .. import numpy as wnp
 from ..core import Primitive, Tracer, plain, shape_of
 from ..custom import _batch_of
-from ..implicit_diff import Captured
+from ..implicit_diff import Captured, running
 from ..transforms import jvp, vjp
 from ..tree import flatten
 from ._solving import warn_failure
@@ -64,7 +64,7 @@ class _Integral:
 
 
 def _integral_impl(*leaves, problem):
-    return problem.run(leaves)
+    return running(problem.kind, problem.run, leaves)
 
 
 integral = Primitive(_integral_impl, name="integral", batch="loop")   # SciPy: one a call

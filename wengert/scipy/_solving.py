@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import numpy as wnp
 from ..core import SolverWarning, Tracer, plain, shape_of
-from ..implicit_diff import Captured, Problem, solve_implicit, unraveler
+from ..implicit_diff import Captured, Problem, running, solve_implicit, unraveler
 
 __all__ = ["SciPyProblem", "solved", "warn_failure", "first", "vector", "with_fields",
            "bound_arrays", "bound_flags", "near_bounds", "bound_residual"]
@@ -69,7 +69,7 @@ class SciPyProblem(Problem):
 
     def solve(self, leaves):
         objs = self.captured.build([plain(v) for v in leaves])
-        x, result, active = self.run(objs)
+        x, result, active = running(self.name, self.run, objs)
         self.result = result
         x = np.asarray(x, dtype=float)
         if self.unravel is None:

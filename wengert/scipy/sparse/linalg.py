@@ -25,7 +25,7 @@ import scipy.sparse.linalg as _sla
 
 from ... import numpy as wnp
 from ...core import Primitive, Tracer, ndim_of, plain, shape_of
-from ...implicit_diff import Captured, Problem, solve_implicit
+from ...implicit_diff import Captured, Problem, running, solve_implicit
 from ...transforms import vjp
 from .. import linalg as _wsl
 from .._solving import warn_failure
@@ -104,6 +104,9 @@ class _Linear(Problem):
         self.shape = shape_of(b)
 
     def solve(self, leaves):
+        return running(self.method, self._solve, leaves)
+
+    def _solve(self, leaves):
         a, b, x0 = self.captured.build([plain(v) for v in leaves])
         b = np.asarray(b, dtype=float)
         m = self.method
