@@ -696,3 +696,20 @@ def test_minimize_bound_and_constraint_together(method):
         # (trust-constr's barrier stops ~2e-5 short of the bound; the derivative is exact)
         np.testing.assert_allclose(argmin(0.5), [0.5, 0.5], atol=1e-4)
         np.testing.assert_allclose(wg.jacobian(argmin)(0.5), [-1.0, 1.0], atol=1e-7)
+
+
+def test_compiled_programs_call_scipy_each_time():
+    """Under wg.compile the solver is a call in the generated program, made with each call's
+    values (not the first call's answer)."""
+    root = wg.compile(lambda b: optimize.root(cubic_residual, np.zeros(2), args=(b,),
+                                              tol=1e-13).x)
+    for b in (np.array([1.0, 2.0]), np.array([-1.0, 0.5])):
+        np.testing.assert_allclose(cubic_residual(root(b), b), 0.0, atol=1e-10)
+    area = wg.compile(decay_area)
+    for k in (1.0, 3.0):
+        assert area(k) == pytest.approx((1 - np.exp(-k)) / k, abs=1e-12)
+    solve = wg.compile(lambda b: sla.cg(SPD, b, rtol=1e-13)[0])
+    np.testing.assert_allclose(solve(2 * B), np.linalg.solve(SPD, 2 * B), atol=1e-10)
+    graph = wg.trace(brent_sqrt, 2.0)
+    assert graph(9.0) == pytest.approx(3.0, abs=1e-12)
+    assert graph.grad()(9.0) == pytest.approx(1.0 / 6.0, abs=TIGHT)
