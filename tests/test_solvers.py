@@ -364,6 +364,11 @@ def test_least_squares_closed_form_losses_bounds():
         return optimize.least_squares(lambda x, y: A @ x - y, np.zeros(3), args=(y,),
                                       xtol=1e-15, ftol=1e-15, gtol=1e-15).x
     every_mode(fit, y, np.linalg.pinv(A))
+    for method in ("dogbox", "lm"):
+        by = lambda y, method=method: optimize.least_squares(  # noqa
+            lambda x: A @ x - y, np.zeros(3), method=method, xtol=1e-15, ftol=1e-15,
+            gtol=1e-15).x
+        np.testing.assert_allclose(wg.jacobian(by)(y), np.linalg.pinv(A), atol=TIGHT)
     cost = lambda y: optimize.least_squares(lambda x: A @ x - y, np.zeros(3), xtol=1e-15,  # noqa
                                             ftol=1e-15, gtol=1e-15).cost
     r = A @ np.linalg.lstsq(A, y, rcond=None)[0] - y
@@ -463,6 +468,8 @@ def test_sparse_data_spsolve_splu():
         np.testing.assert_allclose(wg.jacobian(f, mode="forward")(S.data), expected, atol=TIGHT)
         wg.check_grad(lambda d: wnp.sum(f(d) ** 2), S.data, order=2)
     every_mode(lambda b: sla.spsolve(S, b), B, inv)
+    cg_data = lambda d: sla.cg(sparse.with_data(S, d), B, rtol=1e-13)[0]   # noqa: E731
+    np.testing.assert_allclose(wg.jacobian(cg_data)(S.data), expected, atol=TIGHT)
     every_mode(lambda b: sla.splu(sp.csc_array(S)).solve(b, trans="T"), B, inv.T)
     lu = sla.splu(sp.csc_array(S))
     assert lu.perm_r.shape == (N,)   # SciPy's factor read through
