@@ -720,3 +720,15 @@ def test_compiled_programs_call_scipy_each_time():
     graph = wg.trace(brent_sqrt, 2.0)
     assert graph(9.0) == pytest.approx(3.0, abs=1e-12)
     assert graph.grad()(9.0) == pytest.approx(1.0 / 6.0, abs=TIGHT)
+
+
+def test_a_root_per_step_of_a_checkpointed_scan():
+    """Implicit Euler for y' = -k y³: each step solves y₁ - y₀ + h k y₁³ = 0 with brentq."""
+    def final(k, strategy):
+        def step(y, _):
+            y1 = optimize.brentq(lambda z: z - y + 0.1 * k * z ** 3, -5.0, 5.0, xtol=1e-14)
+            return y1, None
+        return wg.scan(step, 1.0, None, length=5, checkpoint=strategy)[0]
+    g = wg.grad(lambda k: final(k, "all"))(0.7)
+    assert wg.grad(lambda k: final(k, "ctz"))(0.7) == pytest.approx(g, abs=1e-14)
+    wg.check_grad(lambda k: final(k, "all"), 0.7, order=2)
