@@ -33,10 +33,6 @@ __all__ = ["root", "fsolve", "root_scalar", "brentq", "brenth", "ridder", "bisec
            "newton", "fixed_point", "minimize", "least_squares", "minimize_scalar", "linprog"]
 
 
-def _call(fun, x, args):
-    return fun(x, *args)
-
-
 # -- root -----------------------------------------------------------------------------------------
 def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, options=None):
     """``scipy.optimize.root``; ``.x`` and ``.fun`` traced (every method)."""
