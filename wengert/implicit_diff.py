@@ -233,6 +233,23 @@ def _diff(x):
     return np.result_type(v).kind in "fc"
 
 
+def _plain(*xs):
+    return not any(isinstance(x, Tracer) for x in xs)
+
+
+def _reshape(x, shape):
+    return np.reshape(x, shape) if _plain(x) else wnp.reshape(x, shape)
+
+
+def _T(x):
+    return np.transpose(x) if _plain(x) else wnp.transpose(x)
+
+
+def _solve(a, b):
+    """``a⁻¹ b``; NumPy's own where nothing is traced (the first derivative's common case)."""
+    return np.linalg.solve(a, b) if _plain(a, b) else wnp.linalg.solve(a, b)
+
+
 def _dense(problem):
     """Whether ``problem`` solves with its residual's dense Jacobian (the default)."""
     return type(problem).tangent_solve is Problem.tangent_solve
@@ -261,20 +278,20 @@ def implicit_solve_jvp(primals, tangents, problem):
     n = shape_of(z)[0]
     residual = _residual_of(problem, active, primals, idx)
     ps = tuple(primals[i] for i in idx)
-    ts = tuple(wnp.reshape(tangents[i], (k,) + shape_of(primals[i])) for i in idx)
+    ts = tuple(_reshape(tangents[i], (k,) + shape_of(primals[i])) for i in idx)
     if _dense(problem):
         tz = np.concatenate([np.eye(n), np.zeros((k, n))])
         tps = tuple(wnp.concatenate([wnp.zeros((n,) + shape_of(p)), t])
                     for p, t in zip(ps, ts))
         _, cols = jvp(residual, (z,) + ps, (tz,) + tps, batched=True)   # (n + k, n)
-        jac = wnp.transpose(cols[:n])
-        rhs = wnp.transpose(cols[n:])
-        dz = -wnp.linalg.solve(jac, rhs)                                # (n, k)
+        jac = _T(cols[:n])
+        rhs = _T(cols[n:])
+        dz = -_solve(jac, rhs)                                # (n, k)
     else:
         _, v = jvp(lambda *vals: residual(z, *vals), ps, ts, batched=True)    # (k, n)
-        dz = -problem.tangent_solve(z, active, primals, wnp.transpose(v), False)
-    dz = wnp.transpose(dz)
-    return (z, active), (wnp.reshape(dz, tuple(batch) + (n,)) if batch else dz[0], None)
+        dz = -problem.tangent_solve(z, active, primals, _T(v), False)
+    dz = _T(dz)
+    return (z, active), (_reshape(dz, tuple(batch) + (n,)) if batch else dz[0], None)
 
 
 @implicit_solve.rrule(needs=True)
@@ -291,22 +308,23 @@ def implicit_solve_vjp(*primals, problem, needs):
             return tuple(out)
         n = shape_of(z)[0]
         batch = shape_of(gz)[:-1]
-        g2 = wnp.reshape(gz, (-1, n))                       # (m, n)
+        g2 = _reshape(gz, (-1, n))                       # (m, n)
         residual = _residual_of(problem, active, primals, idx)
         ps = [primals[i] for i in idx]
         if _dense(problem):
             _, pb = vjp(residual, z, *ps)
             rows = pb(np.eye(n))                            # J's rows, ∂F/∂θ's rows
-            lam = wnp.linalg.solve(wnp.transpose(rows[0]), wnp.transpose(g2))   # (n, m)
-            cts = [-wnp.tensordot(wnp.transpose(lam), r, axes=1) for r in rows[1:]]
+            lam = _solve(_T(rows[0]), _T(g2))   # (n, m)
+            cts = [-(np.tensordot(_T(lam), r, axes=1) if _plain(lam, r) else
+                     wnp.tensordot(_T(lam), r, axes=1)) for r in rows[1:]]
         else:
             _, pb = vjp(lambda *vals: residual(z, *vals), *ps)
-            lam = problem.tangent_solve(z, active, primals, wnp.transpose(g2), True)
+            lam = problem.tangent_solve(z, active, primals, _T(g2), True)
             m = shape_of(g2)[0]
             cols = [pb(-lam[:, j]) for j in range(m)]
             cts = [wnp.stack([c[pos] for c in cols]) for pos in range(len(idx))]
         for i, c in zip(idx, cts):
-            out[i] = wnp.reshape(c, tuple(batch) + shape_of(primals[i]))
+            out[i] = _reshape(c, tuple(batch) + shape_of(primals[i]))
         return tuple(out)
     return (z, active), pullback
 
