@@ -732,3 +732,17 @@ def test_a_root_per_step_of_a_checkpointed_scan():
     g = wg.grad(lambda k: final(k, "all"))(0.7)
     assert wg.grad(lambda k: final(k, "ctz"))(0.7) == pytest.approx(g, abs=1e-14)
     wg.check_grad(lambda k: final(k, "all"), 0.7, order=2)
+
+
+def test_derivatives_keep_the_inputs_types():
+    """A float32 input gets a float32 derivative; a scalar root stays a scalar (API.md §1)."""
+    g = wg.grad(brent_sqrt)(np.float32(4.0))
+    assert isinstance(g, np.float32) and g == pytest.approx(0.25, abs=1e-6)
+    assert type(wg.grad(brent_sqrt)(4.0)) is float
+    assert np.ndim(wg.derivative(brent_sqrt)(4.0)) == 0
+    g = wg.grad(decay_area)(np.float32(2.0))
+    assert isinstance(g, np.float32)
+    a = np.array([2.0, 3.0], np.float32)
+    g = wg.grad(lambda a: wnp.sum(optimize.root(lambda x: x ** 3 - a, np.ones(2),
+                                                tol=1e-10).x))(a)
+    assert g.dtype == np.float32 and g.shape == (2,)

@@ -324,7 +324,8 @@ def implicit_solve_vjp(*primals, problem, needs):
             cols = [pb(-lam[:, j]) for j in range(m)]
             cts = [wnp.stack([c[pos] for c in cols]) for pos in range(len(idx))]
         for i, c in zip(idx, cts):
-            out[i] = _reshape(c, tuple(batch) + shape_of(primals[i]))
+            c = _reshape(c, tuple(batch) + shape_of(primals[i]))
+            out[i] = c[()] if type(c) is np.ndarray and c.ndim == 0 else c   # a scalar's
         return tuple(out)
     return (z, active), pullback
 
@@ -416,10 +417,8 @@ def unraveler(tree):
                                                              floats)])
         out = []
         for lo, hi, shape, f in zip([0, *ends[:-1]], ends, shapes, floats):
-            part = wnp.reshape(vec[lo:hi], shape)
-            if f and not isinstance(part, Tracer):
-                part = float(part)
-            out.append(part)
+            # a number stays a number (a traced one a traced scalar), as SciPy returns it
+            out.append(vec[lo] if f else wnp.reshape(vec[lo:hi], shape))
         return unflatten(d, out)
     return unravel
 

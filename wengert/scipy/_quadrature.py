@@ -164,7 +164,8 @@ def integral_vjp(*primals, problem, needs):
                                             sgn * wnp.sum(g * f_of(lim)))
         lo = 0
         for i, n, s in zip(idx, sizes, shapes):
-            out[i] = wnp.reshape(total[lo:lo + n], s)
+            c = wnp.reshape(total[lo:lo + n], s)
+            out[i] = c[()] if type(c) is np.ndarray and c.ndim == 0 else c   # a scalar's
             lo += n
         return tuple(out)
     return ans, pullback
