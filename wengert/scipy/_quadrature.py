@@ -52,7 +52,7 @@ class _Integral:
             res = _si.quad(f, a, b, args=args, full_output=1, **self.options)
             val = np.float64(res[0])
             if len(res) > 3 and isinstance(res[3], str):   # SciPy's message: ier > 0
-                warn_failure("quad", res[3].splitlines()[0])
+                warn_failure("quad", " ".join(res[3].split()).split(".")[0])
         else:
             res = _si.quad_vec(f, a, b, args=args, full_output=True, **self.options)
             val = np.asarray(res[0], dtype=float)
