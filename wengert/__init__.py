@@ -38,7 +38,7 @@ __all__ = ["Primitive", "primitive", "EscapedTracerError", "SolverWarning", "Dua
            "jacfwd", "jacrev", "stop_gradient", "custom_vjp", "custom_jvp", "vmap",
            "trace", "Graph", "compile", "to_dot", "source", "checkpoint", "scan",
            "checkpoint_schedule", "tree", "chain_order", "jacobian_sparsity", "hessian_sparsity",
-           "sparse_jacobian", "sparse_hessian", "color"]
+           "sparse_jacobian", "sparse_hessian", "color", "custom_root", "implicit"]
 
 _LAZY = {
     "trace": ("wengert.graph", "trace"),
@@ -52,6 +52,9 @@ _LAZY = {
     "sparse_jacobian": ("wengert.sparse", "sparse_jacobian"),
     "sparse_hessian": ("wengert.sparse", "sparse_hessian"),
     "color": ("wengert.sparse", "color"),
+    # implicit differentiation of solvers (floor 6: its rules call the transforms)
+    "custom_root": ("wengert.implicit_diff", "custom_root"),
+    "implicit": ("wengert.implicit_diff", "implicit"),
 }
 
 

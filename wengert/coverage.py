@@ -2,7 +2,8 @@
 
 ``python -m wengert.coverage`` prints a Markdown table; ``--write docs/coverage.md``
 writes it.  For every public function of ``numpy``, ``numpy.linalg``, ``numpy.fft``,
-``scipy.special`` and ``scipy.linalg`` it looks the same name up in the wengert mirror and reads
+``scipy.special``, ``scipy.linalg`` and SciPy's solvers (``scipy.optimize``,
+``scipy.sparse.linalg``, ``scipy.integrate``) it looks the same name up in the wengert mirror and reads
 the record:
 
 * ``primitive``: a :class:`wengert.Primitive` (or a wrapper with NumPy's signature
@@ -13,6 +14,9 @@ the record:
 * ``zero derivative`` / ``not differentiated``: piecewise-constant functions
   (``floor``, ``sign``) and integer or boolean results (``argmax``, ``isnan``),
   which give plain values.
+* ``solver``: SciPy's own solver call, differentiated by its mathematics (the implicit
+  function theorem, the transposed solve, Leibniz's rule): ``wengert.scipy.optimize``,
+  ``.sparse.linalg`` and ``.integrate``.
 * ``no rule``: passed through to NumPy/SciPy for plain values; a traced value
   raises ``NotImplementedError`` naming the function.
 
@@ -35,9 +39,11 @@ __all__ = ["coverage_rows", "markdown", "main"]
 # (reference module, wengert mirror)
 MODULES = (("numpy", "wengert.numpy"), ("numpy.linalg", "wengert.numpy.linalg"),
            ("numpy.fft", "wengert.numpy.fft"), ("scipy.special", "wengert.scipy.special"),
-           ("scipy.linalg", "wengert.scipy.linalg"))
+           ("scipy.linalg", "wengert.scipy.linalg"), ("scipy.optimize", "wengert.scipy.optimize"),
+           ("scipy.sparse.linalg", "wengert.scipy.sparse.linalg"),
+           ("scipy.integrate", "wengert.scipy.integrate"))
 
-KINDS = ("primitive", "composite", "zero derivative", "not differentiated", "no rule")
+KINDS = ("primitive", "composite", "solver", "zero derivative", "not differentiated", "no rule")
 
 
 class Row(NamedTuple):
@@ -66,6 +72,8 @@ def _classify(obj):
     """``(kind, forward, reverse)`` of a wengert object (``None``: not mirrored)."""
     if obj is None or getattr(obj, "_passthrough", False):
         return "no rule", False, False
+    if getattr(obj, "_wengert_solver", False):  # SciPy's solver, differentiated by its maths
+        return "solver", True, True
     if isinstance(obj, Primitive):
         if getattr(obj, "nondiff", False):
             return "zero derivative", True, True
@@ -106,6 +114,8 @@ def markdown(rows=None):
            "registry (each `wengert.Primitive` record's forward and reverse rules). "
            "*primitive*: a rule of its own; *composite*: built from primitives, "
            "both modes; *zero derivative*: piecewise constant (floor, sign); "
+           "*solver*: SciPy's solver itself, differentiated by its mathematics (implicit "
+           "function theorem, transposed solve, Leibniz's rule; docs/solvers.md); "
            "*not differentiated*: integer or boolean results, returned as plain values; "
            "*no rule*: plain values pass through to NumPy/SciPy, a traced value raises "
            "`NotImplementedError` naming the function.", "",
@@ -116,7 +126,7 @@ def markdown(rows=None):
         by_module.setdefault(r.module, []).append(r)
     for mod, rs in by_module.items():
         counts = [sum(1 for r in rs if r.kind == k) for k in KINDS]
-        diff = sum(1 for r in rs if r.kind in ("primitive", "composite") and r.forward
+        diff = sum(1 for r in rs if r.kind in ("primitive", "composite", "solver") and r.forward
                    and r.reverse)
         out.append(f"| `{mod}` | {len(rs)} | " + " | ".join(str(c) for c in counts)
                    + f" | {diff} |")

@@ -1,0 +1,519 @@
+"""Implicit differentiation: the derivative of a solver's answer read off the equation it
+solves, never off its iterations.
+
+A solver returns ``z`` with ``F(z, θ) = 0``.  By the implicit function theorem
+``dz = -J⁻¹ ∂F/∂θ·dθ`` with ``J = ∂F/∂z`` at the solution: one linear solve (the tangent
+solve) per pushforward, one transposed solve per pullback.  Everything here is a layer over
+one primitive, ``implicit_solve``, whose value runs the solver on plain values and whose rules
+run ``F`` with wengert's own transforms (``jvp``, ``vjp``, ``jacobian``) at the traced
+solution: the rules are wengert operations, so they differentiate again (Hessians, HVPs),
+batch under ``wg.vmap`` (the solver runs once per example) and trace into ``wg.compile``
+(the solver stays a call inside the compiled program).
+
+Parameters reach a solver the way SciPy users write them: as ``args`` and as values the
+functions close over.  ``Captured`` finds the traced values among a pytree of functions and
+arrays (closure cells, defaults, ``functools.partial`` arguments, bound ``self``) and rebuilds
+the functions around other values: plain ones for the solver, traced ones for the rules.
+
+This module sits on the floor built on transforms (6): its rules call ``jvp``/``vjp``/
+``jacobian``, which live on floor 5.  ``wengert.scipy.optimize``, ``.sparse.linalg`` and
+``.integrate`` use it and sit on the same floor.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import types
+
+import numpy as np
+
+from . import numpy as wnp
+from .core import Primitive, Tracer, ndim_of, plain, shape_of
+from .custom import _batch_of
+from .transforms import jacobian, jvp, vjp
+from .tree import LEAF, flatten, ravel, unflatten
+
+__all__ = ["Captured", "Problem", "solve_implicit", "implicit_solve", "custom_root", "implicit",
+           "running"]
+
+
+# -- closure conversion ---------------------------------------------------------------------------
+class _Fn:
+    """A function rebuilt around new cell contents and defaults; unchanged cells are shared
+    (a ``nonlocal`` counter keeps counting)."""
+    __slots__ = ("fn", "cells", "defaults", "kwdefaults")
+
+    def __init__(self, fn, cells, defaults, kwdefaults):
+        self.fn, self.cells, self.defaults, self.kwdefaults = fn, cells, defaults, kwdefaults
+
+    def build(self, leaves):
+        fn = self.fn
+        closure = fn.__closure__
+        if self.cells is not None:
+            closure = tuple(c if t is None else types.CellType(_build(t, leaves))
+                            for c, t in zip(fn.__closure__, self.cells))
+        defaults = fn.__defaults__ if self.defaults is None else _build(self.defaults, leaves)
+        new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, defaults, closure)
+        kw = fn.__kwdefaults__ if self.kwdefaults is None else _build(self.kwdefaults, leaves)
+        new.__kwdefaults__ = kw
+        new.__dict__.update(fn.__dict__)
+        new.__qualname__, new.__module__ = fn.__qualname__, fn.__module__
+        return new
+
+
+def _build(t, leaves):
+    """The object a template ``t`` describes, with ``leaves`` at its traced places."""
+    kind = t[0]
+    if kind == "leaf":
+        return leaves[t[1]]
+    if kind == "tree":
+        return unflatten(t[1], [_build(c, leaves) if c is not None else v
+                                for c, v in zip(t[2], t[3])])
+    if kind == "fn":
+        return t[1].build(leaves)
+    if kind == "partial":
+        return functools.partial(_build(t[1], leaves) if t[1] else t[4].func,
+                                 *(_build(t[2], leaves) if t[2] else t[4].args),
+                                 **(_build(t[3], leaves) if t[3] else t[4].keywords))
+    if kind == "method":
+        return types.MethodType(_build(t[1], leaves) if t[1] else t[3].__func__,
+                                _build(t[2], leaves) if t[2] else t[3].__self__)
+    if kind == "object":
+        new = copy.copy(t[1])
+        for name, sub in t[2].items():
+            setattr(new, name, _build(sub, leaves))
+        return new
+    raise AssertionError(kind)  # pragma: no cover
+
+
+class Captured:
+    """The traced values inside a pytree of functions and arrays, and that pytree rebuilt
+    around other values: ``Captured(obj).leaves`` are the tracers (in a fixed order),
+    ``.build(values)`` the pytree with ``values`` in their places (``.build(plain values)``
+    is what a SciPy call gets).  Globals are not searched: pass a value that is being
+    differentiated as an argument or close over it."""
+
+    _DEPTH = 8
+    _wengert_opaque = True  # wengert's own bookkeeping is never searched for parameters
+
+    def __init__(self, obj):
+        self.obj = obj
+        self.leaves = []
+        self._ids = {}
+        self._seen = set()
+        self.template = self._scan(obj, 0)
+
+    def build(self, leaves):
+        if self.template is None:
+            return self.obj
+        return _build(self.template, list(leaves))
+
+    # -- scanning ------------------------------------------------------------------------------
+    def _leaf(self, x):
+        k = self._ids.get(id(x))
+        if k is None:
+            k = self._ids[id(x)] = len(self.leaves)
+            self.leaves.append(x)
+        return ("leaf", k)
+
+    def _scan(self, x, depth):
+        if isinstance(x, Tracer):
+            return self._leaf(x)
+        if depth > self._DEPTH or x is None or isinstance(x, (str, bytes, int, float, complex,
+                                                                np.ndarray, np.generic, type,
+                                                                types.ModuleType)):
+            return None
+        leaves, d = flatten(x)
+        if d is not LEAF:
+            subs = [self._scan(v, depth + 1) for v in leaves]
+            return None if all(s is None for s in subs) else ("tree", d, subs, leaves)
+        if id(x) in self._seen:  # a recursive function names itself
+            return None
+        self._seen.add(id(x))
+        if isinstance(x, types.FunctionType):
+            cells = None
+            if x.__closure__:
+                subs = []
+                for c in x.__closure__:
+                    try:
+                        subs.append(self._scan(c.cell_contents, depth + 1))
+                    except ValueError:  # an empty cell
+                        subs.append(None)
+                cells = None if all(s is None for s in subs) else subs
+            defaults = self._scan(x.__defaults__, depth + 1) if x.__defaults__ else None
+            kwd = self._scan(x.__kwdefaults__, depth + 1) if x.__kwdefaults__ else None
+            if cells is None and defaults is None and kwd is None:
+                return None
+            return ("fn", _Fn(x, cells, defaults, kwd))
+        if isinstance(x, functools.partial):
+            f, a, k = (self._scan(x.func, depth + 1), self._scan(x.args, depth + 1),
+                       self._scan(x.keywords, depth + 1))
+            return None if f is None and a is None and k is None else ("partial", f, a, k, x)
+        if isinstance(x, types.MethodType):
+            f, s = self._scan(x.__func__, depth + 1), self._scan(x.__self__, depth + 1)
+            return None if f is None and s is None else ("method", f, s, x)
+        attrs = getattr(x, "__dict__", None)
+        if isinstance(attrs, dict) and not callable(getattr(x, "__get__", None)) \
+                and not getattr(x, "_wengert_opaque", False):
+            subs = {}
+            for name, v in attrs.items():
+                s = self._scan(v, depth + 1)
+                if s is not None:
+                    subs[name] = s
+            return ("object", x, subs) if subs else None
+        return None
+
+
+def running(name, fn, *args):
+    """``fn(*args)``, SciPy's call on plain values; a traced value that reaches it anyway came
+    from a place ``Captured`` does not search (a global, a container it cannot rebuild)."""
+    try:
+        return fn(*args)
+    except (TypeError, SystemError) as e:
+        if "traced value" not in str(e) and "traced value" not in str(e.__cause__ or ""):
+            raise
+        raise TypeError(
+            f"{name}: a traced value reached SciPy's call from a place wengert does not search "
+            "for parameters (a global variable, or an object it cannot copy); pass it in args, "
+            "as an argument, or close over it in a function") from e
+
+
+# -- the primitive ---------------------------------------------------------------------------------
+class Problem:
+    """One solver call: ``solve`` (plain values in, ``(z, active)`` out: the solution as a
+    1-D float array and an int8 array of flags, e.g. which bounds are active), ``residual``
+    (``F(z, active, leaves)``, 1-D, with wengert operations), and ``tangent_solve`` (``J⁻¹ r``
+    or ``J⁻ᵀ r`` for ``r`` of shape ``(n,)`` or ``(n, k)``; by default with the dense
+    Jacobian of the residual, which suits problems of up to a few thousand unknowns).
+
+    ``result`` keeps the solver's last plain answer (SciPy's ``OptimizeResult``...), read by
+    the wrappers for the fields that are not differentiated."""
+
+    name = "implicit"
+    _wengert_opaque = True
+
+    def __init__(self, captured):
+        self.captured = captured
+        self.result = None
+
+    def __repr__(self):
+        return f"<{self.name} problem>"
+
+    def solve(self, leaves):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def residual(self, z, active, leaves):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def jacobian(self, z, active, leaves):
+        # forward mode pushes all n directions in one pass (batched tangents): cheaper than n
+        # reverse sweeps for the square Jacobian of a residual
+        return jacobian(lambda zz: self.residual(zz, active, leaves), mode="forward")(z)
+
+    def tangent_solve(self, z, active, leaves, rhs, transpose):
+        jac = self.jacobian(z, active, leaves)
+        if transpose:
+            jac = wnp.transpose(jac)
+        if ndim_of(jac) == 0:
+            return rhs / jac
+        return wnp.linalg.solve(jac, rhs)
+
+
+def _impl(*leaves, problem):
+    z, active = problem.solve(leaves)
+    return np.asarray(z, dtype=float), np.asarray(active, dtype=np.int8)
+
+
+# wg.vmap runs the solver once per example ("loop"): SciPy solves one problem a call
+implicit_solve = Primitive(_impl, name="implicit_solve", multiple_results=True, batch="loop")
+
+
+def _diff(x):
+    v = plain(x)
+    return np.result_type(v).kind in "fc"
+
+
+def _plain(*xs):
+    return not any(isinstance(x, Tracer) for x in xs)
+
+
+def _reshape(x, shape):
+    return np.reshape(x, shape) if _plain(x) else wnp.reshape(x, shape)
+
+
+def _T(x):
+    return np.transpose(x) if _plain(x) else wnp.transpose(x)
+
+
+def _solve(a, b):
+    """``a⁻¹ b``; NumPy's own where nothing is traced (the first derivative's common case)."""
+    return np.linalg.solve(a, b) if _plain(a, b) else wnp.linalg.solve(a, b)
+
+
+def _dense(problem):
+    """Whether ``problem`` solves with its residual's dense Jacobian (the default)."""
+    return type(problem).tangent_solve is Problem.tangent_solve
+
+
+def _residual_of(problem, active, primals, idx):
+    """``(z, *the idx leaves) -> F``: the residual as a function of what is differentiated."""
+    def residual(zz, *vals):
+        leaves = list(primals)
+        for i, v in zip(idx, vals):
+            leaves[i] = v
+        return problem.residual(zz, active, leaves)
+    return residual
+
+
+@implicit_solve.frule(symbolic_zeros=True)
+def implicit_solve_jvp(primals, tangents, problem):
+    """``dz = -J⁻¹ ∂F/∂θ·dθ``.  With the dense Jacobian, one forward pass pushes the ``n``
+    unit directions of ``z`` (``J``'s columns) and the ``k`` directions of ``θ`` together."""
+    z, active = implicit_solve(*primals, problem=problem)
+    idx = [i for i, t in enumerate(tangents) if t is not None and _diff(primals[i])]
+    if not idx:
+        return (z, active), (None, None)
+    batch = _batch_of(primals, tangents)
+    k = int(np.prod(batch)) if batch else 1
+    n = shape_of(z)[0]
+    residual = _residual_of(problem, active, primals, idx)
+    ps = tuple(primals[i] for i in idx)
+    ts = tuple(_reshape(tangents[i], (k,) + shape_of(primals[i])) for i in idx)
+    if _dense(problem):
+        tz = np.concatenate([np.eye(n), np.zeros((k, n))])
+        tps = tuple(wnp.concatenate([wnp.zeros((n,) + shape_of(p)), t])
+                    for p, t in zip(ps, ts))
+        _, cols = jvp(residual, (z,) + ps, (tz,) + tps, batched=True)   # (n + k, n)
+        jac = _T(cols[:n])
+        rhs = _T(cols[n:])
+        dz = -_solve(jac, rhs)                                # (n, k)
+    else:
+        _, v = jvp(lambda *vals: residual(z, *vals), ps, ts, batched=True)    # (k, n)
+        dz = -problem.tangent_solve(z, active, primals, _T(v), False)
+    dz = _T(dz)
+    return (z, active), (_reshape(dz, tuple(batch) + (n,)) if batch else dz[0], None)
+
+
+@implicit_solve.rrule(needs=True)
+def implicit_solve_vjp(*primals, problem, needs):
+    """``θ̄ = -(∂F/∂θ)ᵀ J⁻ᵀ z̄``.  With the dense Jacobian, one taped evaluation of the
+    residual and one batched sweep give ``J``'s rows and ``∂F/∂θ``'s together."""
+    z, active = implicit_solve(*primals, problem=problem)
+    idx = [i for i, n in enumerate(needs) if n and _diff(primals[i])]
+
+    def pullback(gs):
+        gz = gs[0]
+        out = [None] * len(primals)
+        if gz is None or not idx:
+            return tuple(out)
+        n = shape_of(z)[0]
+        batch = shape_of(gz)[:-1]
+        g2 = _reshape(gz, (-1, n))                       # (m, n)
+        residual = _residual_of(problem, active, primals, idx)
+        ps = [primals[i] for i in idx]
+        if _dense(problem):
+            _, pb = vjp(residual, z, *ps)
+            rows = pb(np.eye(n))                            # J's rows, ∂F/∂θ's rows
+            lam = _solve(_T(rows[0]), _T(g2))   # (n, m)
+            cts = [-(np.tensordot(_T(lam), r, axes=1) if _plain(lam, r) else
+                     wnp.tensordot(_T(lam), r, axes=1)) for r in rows[1:]]
+        else:
+            _, pb = vjp(lambda *vals: residual(z, *vals), *ps)
+            lam = problem.tangent_solve(z, active, primals, _T(g2), True)
+            m = shape_of(g2)[0]
+            cols = [pb(-lam[:, j]) for j in range(m)]
+            cts = [wnp.stack([c[pos] for c in cols]) for pos in range(len(idx))]
+        for i, c in zip(idx, cts):
+            c = _reshape(c, tuple(batch) + shape_of(primals[i]))
+            out[i] = c[()] if type(c) is np.ndarray and c.ndim == 0 else c   # a scalar's
+        return tuple(out)
+    return (z, active), pullback
+
+
+def solve_implicit(problem):
+    """``(z, active)`` for ``problem``: the primitive when a captured value is traced, the
+    solver itself when none is."""
+    leaves = problem.captured.leaves
+    if not leaves:
+        return _impl(problem=problem)
+    return implicit_solve(*leaves, problem=problem)
+
+
+# -- custom_root and implicit ----------------------------------------------------------------------
+class _LinearMap:
+    """``v ↦ J v`` (or ``Jᵀ v``) of a residual at the solution, on the solution's pytree:
+    what a user's ``tangent_solve(g, y)`` is given."""
+
+    def __init__(self, problem, z, active, leaves, unravel, transpose):
+        self.problem, self.z, self.active, self.leaves = problem, z, active, leaves
+        self.unravel, self.transpose = unravel, transpose
+
+    def __call__(self, v):
+        vec = _pack(v)
+        fn = lambda zz: self.problem.residual(zz, self.active, self.leaves)  # noqa: E731
+        if self.transpose:
+            _, pb = vjp(fn, self.z)
+            return self.unravel(pb(vec)[0])
+        return self.unravel(jvp(fn, (self.z,), (vec,))[1])
+
+
+def _pack(tree):
+    leaves, _ = flatten(tree)
+    parts = [wnp.reshape(x, (-1,)) for x in leaves]
+    return parts[0] if len(parts) == 1 else wnp.concatenate(parts)
+
+
+class _RootProblem(Problem):
+    """``custom_root``: ``f(x) = 0`` solved by the user's ``solve``."""
+
+    name = "custom_root"
+
+    def __init__(self, f, x0, solve, tangent_solve, has_aux):
+        super().__init__(Captured((f, x0, solve)))
+        self.tangent_fn, self.has_aux = tangent_solve, has_aux
+        self.unravel = unraveler(x0)
+        self.aux = None
+
+    def solve(self, leaves):
+        f, x0, solve = self.captured.build(leaves)
+        out = running("custom_root", solve, f, x0)
+        if self.has_aux:
+            out, self.aux = out
+        self.result = out
+        return np.ravel(ravel(out)[0]).astype(float), np.zeros(0)
+
+    def residual(self, z, active, leaves):
+        f = self.captured.build(leaves)[0]
+        return _pack(f(self.unravel(z)))   # (with has_aux, only solve returns aux, as JAX)
+
+    def tangent_solve(self, z, active, leaves, rhs, transpose):
+        if self.tangent_fn is None:
+            return Problem.tangent_solve(self, z, active, leaves, rhs, transpose)
+        g = _LinearMap(self, z, active, leaves, self.unravel, transpose)
+        if ndim_of(rhs) == 1:
+            return _pack(self.tangent_fn(g, self.unravel(rhs)))
+        k = shape_of(rhs)[1]
+        cols = [_pack(self.tangent_fn(g, self.unravel(rhs[:, j]))) for j in range(k)]
+        return wnp.stack(cols, axis=1)
+
+
+def unraveler(tree):
+    """``vector -> tree`` shaped as ``tree``'s leaves (wengert operations, so a traced or
+    batched vector gives traced leaves; a Python float leaf comes back a 0-d value)."""
+    leaves, d = flatten(tree)
+    shapes = [np.shape(x) for x in leaves]
+    floats = [isinstance(x, (float, int)) for x in leaves]
+    ends = np.cumsum([int(np.prod(s, dtype=int)) for s in shapes]).tolist()
+
+    if len(leaves) == 1 and not floats[0]:
+        shape = shapes[0]
+        return lambda vec: unflatten(d, [vec.reshape(shape) if type(vec) is np.ndarray
+                                         else wnp.reshape(vec, shape)])
+
+    def unravel(vec):
+        if type(vec) is np.ndarray:   # plain: NumPy's own slicing
+            return unflatten(d, [float(vec[lo]) if f else vec[lo:hi].reshape(shape)
+                                 for lo, hi, shape, f in zip([0, *ends[:-1]], ends, shapes,
+                                                             floats)])
+        out = []
+        for lo, hi, shape, f in zip([0, *ends[:-1]], ends, shapes, floats):
+            # a number stays a number (a traced one a traced scalar), as SciPy returns it
+            out.append(vec[lo] if f else wnp.reshape(vec[lo:hi], shape))
+        return unflatten(d, out)
+    return unravel
+
+
+def plain_tree(tree):
+    leaves, d = flatten(tree)
+    return unflatten(d, [plain(v) for v in leaves])
+
+
+def custom_root(*args, has_aux=False):
+    """The root of ``f`` found by your own ``solve``, differentiated by the implicit function
+    theorem, as ``jax.lax.custom_root``: ``custom_root(f, initial_guess, solve,
+    tangent_solve)``.  ``solve(f, initial_guess)`` runs on plain values (any algorithm, any
+    library); ``tangent_solve(g, y)`` solves the linear ``g(x) = y`` (``None``: a dense solve
+    with the Jacobian of ``f``; for a scalar, ``lambda g, y: y / g(1.0)``).  The root is
+    differentiable with respect to every traced value ``f`` closes over.
+    ``custom_root(solve, tangent_solve)`` returns ``root(f, initial_guess)``.
+
+    >>> import wengert as wg
+    >>> def bisect(f, x0):
+    ...     lo, hi = 0.0, 10.0
+    ...     for _ in range(80):
+    ...         mid = 0.5 * (lo + hi)
+    ...         lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
+    ...     return 0.5 * (lo + hi)
+    >>> sqrt = lambda a: wg.custom_root(lambda x: x * x - a, 1.0, bisect,
+    ...                                 lambda g, y: y / g(1.0))
+    >>> print(round(float(wg.grad(sqrt)(4.0)), 12))   # 1 / (2 sqrt(4))
+    0.25
+    """
+    if len(args) == 2:
+        solve, tangent_solve = args
+        return lambda f, initial_guess: custom_root(f, initial_guess, solve, tangent_solve,
+                                                    has_aux=has_aux)
+    if len(args) != 4:
+        raise TypeError("custom_root(f, initial_guess, solve, tangent_solve), or "
+                        "custom_root(solve, tangent_solve) for a function of (f, initial_guess)")
+    f, x0, solve, tangent_solve = args
+    problem = _RootProblem(f, x0, solve, tangent_solve, has_aux)
+    z, _ = solve_implicit(problem)
+    if not problem.captured.leaves:
+        return (problem.result, problem.aux) if has_aux else problem.result
+    x = problem.unravel(z)
+    return (x, problem.aux) if has_aux else x
+
+
+class _ImplicitProblem(Problem):
+    name = "implicit"
+
+    def __init__(self, solver, optimality, init, args, tangent_fn):
+        super().__init__(Captured((optimality, init, args)))
+        self.solver, self.tangent_fn = solver, tangent_fn
+        self.shape = None
+
+    def solve(self, leaves):
+        _, init, args = self.captured.build(leaves)
+        out = running("wg.implicit", self.solver, init, *args)
+        self.result = out
+        vec, _ = ravel(plain_tree(out))
+        self.unravel = unraveler(plain_tree(out))
+        return np.asarray(vec, dtype=float), np.zeros(0)
+
+    def residual(self, z, active, leaves):
+        optimality, _, args = self.captured.build(leaves)
+        return _pack(optimality(self.unravel(z), *args))
+
+    tangent_solve = _RootProblem.tangent_solve
+
+
+def implicit(optimality, *, tangent_solve=None):
+    """Decorate ``solver(init, *args) -> x`` so that ``x`` is differentiated through
+    ``optimality(x, *args) = 0`` (the implicit function theorem, as jaxopt's
+    ``implicit_diff.custom_root``): the solver's body runs on plain values and is never
+    differentiated, so it may be any algorithm or library.  ``x`` is differentiable with
+    respect to ``args`` and what ``optimality`` closes over; ``init`` gets no derivative.
+    For an argmin, ``optimality`` is the gradient of the objective (``wg.grad``).
+
+    >>> import numpy as np, wengert as wg
+    >>> @wg.implicit(lambda x, a: x ** 3 - a)
+    ... def cube_root(x0, a):
+    ...     return np.cbrt(a)
+    >>> print(round(float(wg.grad(lambda a: cube_root(1.0, a))(8.0)), 12))  # a^(-2/3) / 3
+    0.083333333333
+    """
+    if not callable(optimality):
+        raise TypeError("wg.implicit(optimality) takes the optimality function "
+                        "optimality(x, *args), zero at the solution")
+
+    def deco(solver):
+        @functools.wraps(solver)
+        def solved(init, *args):
+            problem = _ImplicitProblem(solver, optimality, init, args, tangent_solve)
+            z, _ = solve_implicit(problem)
+            if not problem.captured.leaves:
+                return problem.result
+            return problem.unravel(z)
+        return solved
+    return deco
