@@ -4,6 +4,7 @@ wg.custom_root / wg.implicit.  Closed forms to 1e-8 where they exist, central fi
 differences (wg.check_grad, second order) elsewhere, in forward, reverse, nested, vmap and
 compiled modes."""
 import functools
+import sys
 import warnings
 
 import numpy as np
@@ -747,3 +748,45 @@ def test_derivatives_keep_the_inputs_types():
     g = wg.grad(lambda a: wnp.sum(optimize.root(lambda x: x ** 3 - a, np.ones(2),
                                                 tol=1e-10).x))(a)
     assert g.dtype == np.float32 and g.shape == (2,)
+
+
+def test_one_compiled_solver_program_runs_in_many_threads_at_once():
+    """A solve's answer and multipliers are kept per thread (API.md §15): eight threads call one
+    compiled derivative through a bound-constrained minimize with different parameters."""
+    import threading
+    from wengert.scipy import optimize as wopt
+
+    def argmin(c):
+        res = wopt.minimize(lambda x: wnp.sum((x - c) ** 2), np.zeros(2),
+                            bounds=[(0.0, 1.0), (0.0, 1.0)], method="L-BFGS-B", tol=1e-12)
+        return wnp.sum(res.x * np.array([1.0, 2.0]))
+
+    df = wg.compile(wg.grad(argmin))
+    cases = [np.array([0.3, 0.6]), np.array([0.3, 1.5]), np.array([-1.0, 0.5]),
+             np.array([2.0, -1.0])]
+    # inside the box x = c, so the gradient is (1, 2); an active bound pins x_i (derivative 0)
+    expected = [np.array([1.0, 2.0]), np.array([1.0, 0.0]), np.array([0.0, 2.0]), np.zeros(2)]
+    df(cases[0])
+    errors = []
+
+    def worker(k):
+        try:
+            for i in range(30):
+                j = (k + i) % 4
+                got = df(cases[j])
+                if not np.allclose(got, expected[j], atol=1e-6):
+                    errors.append((j, got))
+        except Exception as exc:  # noqa: BLE001 - every failure is reported
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []

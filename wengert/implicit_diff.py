@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import threading
 import types
 
 import numpy as np
@@ -34,7 +35,7 @@ from .transforms import jacobian, jvp, vjp
 from .tree import LEAF, flatten, ravel, unflatten
 
 __all__ = ["Captured", "Problem", "solve_implicit", "implicit_solve", "custom_root", "implicit",
-           "running"]
+           "running", "PerThread"]
 
 
 # -- closure conversion ---------------------------------------------------------------------------
@@ -179,6 +180,23 @@ def running(name, fn, *args):
 
 
 # -- the primitive ---------------------------------------------------------------------------------
+class PerThread:
+    """An attribute a solve writes and its rules then read: kept per thread, because one
+    compiled program (and so one problem object) may run in many threads at once (API.md §15).
+    Unset in a thread, it reads as None."""
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        return getattr(obj.__dict__.setdefault("_per_thread", threading.local()), self.name, None)
+
+    def __set__(self, obj, value):
+        setattr(obj.__dict__.setdefault("_per_thread", threading.local()), self.name, value)
+
+
 class Problem:
     """One solver call: ``solve`` (plain values in, ``(z, active)`` out: the solution as a
     1-D float array and an int8 array of flags, e.g. which bounds are active), ``residual``
@@ -191,10 +209,12 @@ class Problem:
 
     name = "implicit"
     _wengert_opaque = True
+    result = PerThread()        # SciPy's (or the user's) latest plain answer
+    aux = PerThread()           # custom_root's auxiliary output
+    multipliers = PerThread()   # the active constraints' multipliers, read off the solution
 
     def __init__(self, captured):
         self.captured = captured
-        self.result = None
 
     def __repr__(self):
         return f"<{self.name} problem>"
@@ -372,7 +392,6 @@ class _RootProblem(Problem):
         super().__init__(Captured((f, x0, solve)))
         self.tangent_fn, self.has_aux = tangent_solve, has_aux
         self.unravel = unraveler(x0)
-        self.aux = None
 
     def solve(self, leaves):
         f, x0, solve = self.captured.build(leaves)

@@ -20,7 +20,7 @@ import scipy.special as _ss
 from .. import numpy as wnp
 from ..core import Primitive, Tracer, plain, shape_of
 from ..custom import _batch_of
-from ..implicit_diff import Captured, running
+from ..implicit_diff import Captured, PerThread, running
 from ..transforms import jvp, vjp
 from ..tree import flatten
 from ._solving import warn_failure
@@ -33,11 +33,12 @@ class _Integral:
     """One adaptive integral: ``kind`` (``"quad"``, ``"quad_vec"``), the integrand, limits and
     args captured, SciPy's options; ``result`` keeps SciPy's full answer."""
 
+    result = PerThread()   # per thread: one compiled program may run in many at once
+    shape = PerThread()
+
     def __init__(self, kind, func, a, b, args, options):
         self.kind, self.options = kind, options
         self.captured = Captured((func, a, b, args))
-        self.result = None
-        self.shape = None
 
     def __repr__(self):
         return f"<{self.kind} integral>"
