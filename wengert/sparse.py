@@ -31,7 +31,7 @@ from .forward import Dual, ForwardTrace
 from .reverse import Tape, Var
 from .sparsity import PatternTrace, PatternTracer, stack_patterns
 from .transforms import (_argnums_tuple, _check_args, _leaf_dtype, _place_inputs,
-                         _value_and_grad, _value_in)
+                         _value_and_grad, _value_in, check_output)
 from .tree import flatten, unflatten
 
 __all__ = ["jacobian_sparsity", "hessian_sparsity", "sparse_jacobian", "sparse_hessian",
@@ -91,6 +91,7 @@ def _detect(f, args, kwargs, nums, one, leaves, in_def, hessian, transform):
     try:
         wrapped = trace.inputs(plain)
         out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
+        check_output(out, transform)
         outs = flatten(out)[0]
         info = []
         pats = []
@@ -344,6 +345,7 @@ def _output_info(f, args, kwargs):
     leaves, d = flatten(tuple(args))
     copies = [x.copy() if type(x) is np.ndarray else x for x in leaves]
     out = f(*unflatten(d, copies), **kwargs)
+    check_output(out, "sparse_jacobian")
     return [(shape_of(o), _leaf_dtype(o) or np.dtype(float)) for o in flatten(out)[0]]
 
 
@@ -363,6 +365,7 @@ def _push(f, args, kwargs, nums, one, leaves, in_def, plan, transform):
     try:
         wrapped = [Dual(x, s, trace) for x, s in zip(leaves, plan.seeds)]
         out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
+        check_output(out, transform)
         blocks = []
         for o in flatten(out)[0]:
             if isinstance(o, Dual) and o._trace is trace and o._tangent is not None:
@@ -389,6 +392,7 @@ def _pull(f, args, kwargs, nums, one, leaves, in_def, plan, transform):
         index = [v.index for v in wrapped]  # f may rebind a Var (x[i] = v)
         with tape.active():
             out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
+        check_output(out, transform)
         outs = flatten(out)[0]
         if len(outs) != len(plan.seeds):
             raise ValueError(f"{transform}: the function returned {len(outs)} leaves; its "

@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import numpy as wnp
 from ..core import ndim_of, shape_of
-from ..transforms import _arg_name, check_differentiable
+from ..transforms import _arg_name, check_argnums, check_differentiable
 from . import generated
 from .errors import SourceError
 from .forward import ForwardGen
@@ -191,6 +191,7 @@ def grad(f, argnums=0):
     >>> [round(float(g), 12) for g in df(0.5, 4.2)]
     [5.07758256189, 0.5]
     """
+    argnums = check_argnums(argnums, "source.grad")
     spec = _Specialised(f, "grad", argnums)
     nparams = len(spec.fn.params)
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)

@@ -34,6 +34,7 @@ class ReverseGen(BaseGen):
         self.ct = None
         self.pb_unstable = set()
         self.list_adjoints = {}     # adjoint lists of list arguments: gx -> x
+        self._containers = None     # see containers()
 
     def check_lists(self):
         """A list argument used whole would get a list as adjoint, which ``+=`` would
@@ -51,6 +52,22 @@ class ReverseGen(BaseGen):
 
     def g(self, v):
         return self.gname(v)
+
+    def containers(self):
+        """Names that may hold a container: subscripted (not lists of scalars, whose
+        adjoints are updated in place), or copied into one that is."""
+        if self._containers is None:
+            ops = [s for s, _ in self.walk(self.fn.body) if isinstance(s, Op)]
+            names = {s.args[0].name for s in ops if s.kind == "sub" and s.args[0].is_name
+                     and s.args[0].name not in self.lists}
+            grown = True
+            while grown:
+                more = {s.args[0].name for s in ops if s.kind == "copy" and s.target in names
+                        and s.args and s.args[0].is_name}
+                grown = not more <= names
+                names |= more
+            self._containers = names
+        return self._containers
 
     # -- one assignment -----------------------------------------------------------------------
     def acc(self, target_var, contribution):
@@ -85,7 +102,13 @@ class ReverseGen(BaseGen):
         if op.kind == "inactive":
             pass
         elif op.kind == "copy":
-            if actives:
+            if actives and op.args[0].name in self.containers():
+                # a copy of a dict or tuple (of a pytree argument): its adjoint is one too
+                self.namespace["add_tree"] = runtime.add_tree
+                g0 = self.g(op.args[0].name)
+                self.accumulated.add(g0)
+                rev.append(f"{g0} = add_tree({g0}, {gv})")
+            elif actives:
                 rev.append(self.acc(op.args[0].name, Sym(gv, None)))
         elif op.kind == "pack":   # the adjoint of a list is a list: element i goes to args[i]
             for i in actives:
@@ -438,6 +461,9 @@ class ReverseGen(BaseGen):
                     lines.append(f"    {gout} = seed({out})")
                 else:
                     lines.append(f"    {gout} = 1.0")
+            else:  # a constant output: still a number (None or a string is refused)
+                self.namespace["seed"] = runtime.seed
+                lines.append(f"    seed({out})")
             lines += rev
             if out_tuple:
                 lines.append(f"    return {self.tuple_text(grads)}")
