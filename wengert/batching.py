@@ -29,6 +29,7 @@ import numpy as np
 
 from . import numpy as wnp
 from . import tree
+from ._pickling import travels
 from .arrays import asarray, copy_of, is_foreign, ndim_of, shape_of
 from .core import Primitive, Trace, Tracer, check_live, new_level
 
@@ -295,7 +296,7 @@ def vmap(f, in_axes=0, out_axes=0, *, axis_size=None):
         return tree.unflatten(otree, res)
     mapped.__name__ = f"vmap({getattr(f, '__name__', 'f')})"
     mapped.__doc__ = f.__doc__
-    return mapped
+    return travels(mapped, vmap, f, in_axes, out_axes, axis_size=axis_size)
 
 
 def _axes_for(spec, x, what):

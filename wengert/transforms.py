@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
-import reprlib
 
 import numpy as np
 
@@ -22,6 +21,8 @@ from .forward import Dual, ForwardTrace
 from .jet import taylor_coefficients
 from .reverse import Tape, Var
 from .rules.shape import as_float
+from ._pickling import travels
+from ._validate import check_argnums, check_output
 from .tree import flatten, unflatten
 
 __all__ = ["grad", "value_and_grad", "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp",
@@ -38,21 +39,6 @@ def _arg_name(f, i):
     except (TypeError, ValueError):
         pass
     return f"argument {i}"
-
-
-def check_argnums(argnums, fname):
-    """``argnums`` must be an int or a tuple/list of ints: say so, instead of the
-    "'float' object is not iterable" that iterating a wrong one would raise."""
-    def whole(i):
-        return isinstance(i, numbers.Integral) and not isinstance(i, (bool, np.bool_))
-    if whole(argnums):
-        return int(argnums)
-    if isinstance(argnums, (tuple, list)) and all(whole(i) for i in argnums):
-        return tuple(int(i) for i in argnums)
-    got = f"{type(argnums).__name__} {reprlib.repr(argnums)}"
-    raise TypeError(f"{fname}: argnums must be an int or a tuple of ints (the "
-                    f"positions of the arguments to differentiate, e.g. argnums=0 or "
-                    f"argnums=(0, 1)), got {got}")
 
 
 def _argnums_tuple(argnums, nargs, fname):
@@ -83,31 +69,6 @@ def _check_leaves(f, i, leaves, fname):
         if type(x) is float or (type(x) is np.ndarray and x.dtype.kind == "f"):
             continue  # the common cases, quickly
         check_differentiable(x, lambda: f"{fname}: {_arg_name(f, i)}")
-
-
-def _numeric(x):
-    """A number, an array of numbers (any array library's) or a tracer of one."""
-    return isinstance(x, (Tracer, numbers.Number)) or (
-        hasattr(x, "shape") and getattr(getattr(x, "dtype", None), "kind", "?") in "biufc")
-
-
-def check_output(out, transform):
-    """An output that is not numbers (None, a string, a generator) has no derivative: a zero
-    would hide the mistake (a forgotten ``return``), so say what came back."""
-    if type(out) is float or isinstance(out, Tracer):
-        return  # the common cases, quickly
-    name = transform[3:] if transform.startswith("wg.") else transform
-    if out is None:
-        raise ValueError(f"{name}: the function returned None (a missing `return`?); return "
-                         "the number or array of numbers to differentiate")
-    bad = [x for x in flatten(out)[0] if not _numeric(x)][:1]
-    if bad:
-        what = f"{type(out).__name__} {reprlib.repr(out)}" + (
-            f", which holds {type(bad[0]).__name__} {reprlib.repr(bad[0])}" if bad[0] is not out
-            else "") + (" (a generator: return a value, not a `yield`, or wnp.stack a list)"
-                        if inspect.isgenerator(bad[0]) else "")
-        raise ValueError(f"{name}: the function returned {what}; return a number or an array "
-                         "of numbers (or a tuple, list or dict of them)")
 
 
 def _value_in(x, trace, transform="the transform"):
@@ -178,7 +139,8 @@ def value_and_grad(f, argnums=0, *, has_aux=False, holomorphic=False):
     def value_and_grad_f(*args, **kwargs):
         return _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.value_and_grad",
                                holomorphic)
-    return value_and_grad_f
+    return travels(value_and_grad_f, value_and_grad, f, argnums, has_aux=has_aux,
+                   holomorphic=holomorphic)
 
 
 def _check_real_output(out, transform):
@@ -285,7 +247,7 @@ def grad(f, argnums=0, *, has_aux=False, holomorphic=False):
     def grad_f(*args, **kwargs):
         value, g = _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.grad", holomorphic)
         return (g, value[1]) if has_aux else g
-    return grad_f
+    return travels(grad_f, grad, f, argnums, has_aux=has_aux, holomorphic=holomorphic)
 
 
 @plain_store_errors
@@ -479,7 +441,7 @@ def derivative(f, order=1):
             return _split_dual(out, trace, transform="wg.derivative")[1]
         finally:
             trace.finish("wg.derivative", f)  # its Duals are dead from now on
-    return df
+    return travels(df, derivative, f)
 
 
 # -- Jacobians -------------------------------------------------------------------------------
@@ -499,7 +461,8 @@ def jacobian(f, argnums=0, *, mode="auto", progress=False, holomorphic=False):
     Complex values: ``holomorphic=True`` gives ``df/dz`` of a holomorphic ``f``; real inputs
     may have complex outputs; complex inputs need ``holomorphic=True`` (docs/complex.md).
     """
-    return _jacobian(f, argnums, mode, "wg.jacobian", progress, holomorphic)
+    return travels(_jacobian(f, argnums, mode, "wg.jacobian", progress, holomorphic), jacobian,
+                   f, argnums, mode=mode, progress=progress, holomorphic=holomorphic)
 
 
 def _jacobian(f, argnums, mode, transform, progress=False, holomorphic=False):
@@ -750,7 +713,8 @@ def hessian(f, argnums=0, *, progress=False, holomorphic=False):
     @functools.wraps(f)
     def grad_f(*args, **kwargs):
         return _value_and_grad(f, argnums, False, args, kwargs, "wg.hessian", holomorphic)[1]
-    return _jacobian(grad_f, argnums, "forward", "wg.hessian", progress, holomorphic)
+    return travels(_jacobian(grad_f, argnums, "forward", "wg.hessian", progress, holomorphic),
+                   hessian, f, argnums, progress=progress, holomorphic=holomorphic)
 
 
 _CURRIED = object()
@@ -771,7 +735,7 @@ def hvp(f, x=_CURRIED, v=_CURRIED):
         @functools.wraps(f)
         def hvp_f(x, v):
             return hvp(f, x, v)
-        return hvp_f
+        return travels(hvp_f, hvp, f)
     if x is _CURRIED or v is _CURRIED:
         raise TypeError("wg.hvp takes (f, x, v), or f alone for the function (x, v) -> H(x)·v")
     hv = _jvp(lambda y: _value_and_grad(f, 0, False, (y,), {}, "wg.hvp")[1], (x,), (v,),

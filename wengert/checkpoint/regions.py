@@ -10,6 +10,7 @@ import functools
 
 import numpy as np
 
+from .._pickling import travels
 from ..core import Tracer
 from ..reverse import Tape, Var, active_tapes
 from ..tree import flatten, unflatten
@@ -204,5 +205,5 @@ def checkpoint(f):
         for j, v in zip(live, outs):
             new[j] = v
         return unflatten(out_def, new)
-    return checkpointed
+    return travels(checkpointed, checkpoint, f)
 

@@ -21,6 +21,7 @@ import warnings
 
 import numpy as np
 
+from .._pickling import importable
 from ..arrays import is_foreign
 from ..core import Tracer
 from ..tree import flatten, unflatten
@@ -142,6 +143,15 @@ class Compiled:
 
     def __get__(self, obj, objtype=None):  # methods: bind like a function
         return self if obj is None else functools.partial(self, obj)
+
+    def __reduce__(self):
+        """Pickled as the function and the options, not the programs and kernels: the
+        receiver traces and compiles again on its first call (by name where ``@wg.compile``
+        decorated a module's function)."""
+        if importable(self):
+            return self.__qualname__
+        return Compiled, (self.f, self.max_traces, self.simplify, self.fuse,
+                          self.reuse_buffers)
 
     def __call__(self, *args, **kwargs):
         try:
