@@ -28,7 +28,8 @@ MAX_LINES = 800
 
 FLOORS = {
     0: ("wengert.tree", "wengert._allocator", "wengert._version", "wengert._progress",
-        "wengert.coloring", "wengert.arrays", "wengert._pickling"),
+        "wengert.coloring", "wengert.arrays", "wengert._pickling",
+        "wengert._interrupt"),
     1: ("wengert.core",),
     2: ("wengert.rules", "wengert.rules.*"),
     3: ("wengert.numpy", "wengert.numpy.*", "wengert.scipy", "wengert.scipy.*",

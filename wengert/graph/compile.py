@@ -21,6 +21,7 @@ import warnings
 
 import numpy as np
 
+from .._interrupt import reraise_interrupts
 from .._pickling import importable
 from ..arrays import is_foreign
 from ..core import Tracer
@@ -153,6 +154,7 @@ class Compiled:
         return Compiled, (self.f, self.max_traces, self.simplify, self.fuse,
                           self.reuse_buffers)
 
+    @reraise_interrupts  # Ctrl+C in a fused kernel: see _interrupt
     def __call__(self, *args, **kwargs):
         try:
             key = tuple(map(_sig, args)) if not kwargs else _key(args, kwargs, _sig)
