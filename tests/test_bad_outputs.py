@@ -253,3 +253,36 @@ def test_source_grad_nested_dict_closed_form():
     assert wg.source.grad(read_twice)({"i": {"j": 3.0, "k": 5.0}}) == \
         {"i": {"j": 5.0, "k": 3.0}}
     assert wg.source.grad(in_a_loop)({"i": {"j": 3.0}}) == {"i": {"j": 3.0}}
+
+
+# -- what is not a function, a length that is not a count -----------------------------------
+@pytest.mark.parametrize("make", [
+    lambda v: wg.grad(v), lambda v: wg.value_and_grad(v), lambda v: wg.jacobian(v),
+    lambda v: wg.jacfwd(v), lambda v: wg.jacrev(v), lambda v: wg.hessian(v),
+    lambda v: wg.hvp(v), lambda v: wg.derivative(v), lambda v: wg.vmap(v),
+    lambda v: wg.checkpoint(v), lambda v: wg.compile(v), lambda v: wg.vjp(v, 1.0),
+    lambda v: wg.jvp(v, (1.0,), (1.0,)),
+], ids=["grad", "value_and_grad", "jacobian", "jacfwd", "jacrev", "hessian", "hvp",
+        "derivative", "vmap", "checkpoint", "compile", "vjp", "jvp"])
+def test_a_value_where_the_function_goes_says_so(make):
+    """``wg.grad(f(x))``: a TypeError when the transform is made, not when it is called."""
+    with pytest.raises(TypeError, match=r"takes a function \(a callable\), got float 2.5"):
+        make(2.5)
+
+
+@pytest.mark.parametrize("length, error", [(1.5, TypeError), ("3", TypeError),
+                                           (-1, ValueError)])
+def test_scan_length_must_be_a_count(length, error):
+    with pytest.raises(error, match="scan: length must"):
+        wg.scan(lambda c, x: (c * 2.0, None), 1.0, length=length)
+
+
+def test_scan_length_numpy_int():
+    assert wg.scan(lambda c, x: (c * 2.0, None), 1.0, length=np.int64(3))[0] == 8.0
+
+
+def test_custom_nondiff_argnums_of_the_wrong_type():
+    with pytest.raises(TypeError, match="nondiff_argnums must be an int or a tuple of ints"):
+        wg.custom_vjp(lambda x, n: x * n, nondiff_argnums=1.5)
+    with pytest.raises(TypeError, match="nondiff_argnums must be an int or a tuple of ints"):
+        wg.custom_jvp(lambda x, n: x * n, nondiff_argnums="n")

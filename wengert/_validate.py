@@ -10,10 +10,20 @@ import numpy as np
 from .core import Tracer
 from .tree import flatten
 
-__all__ = ["check_argnums", "check_output"]
+__all__ = ["check_argnums", "check_callable", "check_output"]
 
 
-def check_argnums(argnums, fname):
+def check_callable(f, fname):
+    """A transform takes a function: say so when it is given something else (a value passed
+    where the function goes: ``wg.grad(f(x))``)."""
+    if not callable(f):
+        raise TypeError(f"{fname} takes a function (a callable), got {type(f).__name__} "
+                        f"{reprlib.repr(f)}: pass the function itself, not its value (f, "
+                        f"not f(x))")
+    return f
+
+
+def check_argnums(argnums, fname, what="argnums"):
     """``argnums`` must be an int or a tuple/list of ints: say so, instead of the
     "'float' object is not iterable" that iterating a wrong one would raise."""
     def whole(i):
@@ -23,9 +33,8 @@ def check_argnums(argnums, fname):
     if isinstance(argnums, (tuple, list)) and all(whole(i) for i in argnums):
         return tuple(int(i) for i in argnums)
     got = f"{type(argnums).__name__} {reprlib.repr(argnums)}"
-    raise TypeError(f"{fname}: argnums must be an int or a tuple of ints (the "
-                    f"positions of the arguments to differentiate, e.g. argnums=0 or "
-                    f"argnums=(0, 1)), got {got}")
+    raise TypeError(f"{fname}: {what} must be an int or a tuple of ints (the positions of "
+                    f"arguments, e.g. {what}=0 or {what}=(0, 1)), got {got}")
 
 
 def _numeric(x):

@@ -32,6 +32,7 @@ from .core import Primitive, Tracer, new_level, primitive
 from .forward import Dual, ForwardTrace
 from .reverse import Tape, Var
 from ._pickling import importable, travels
+from ._validate import check_argnums
 from .transforms import _jacobian
 from .tree import LEAF, flatten, unflatten
 
@@ -157,7 +158,8 @@ class _Custom:
             raise TypeError(f"{self.kind} decorates a function, not {type(fun).__name__}")
         functools.update_wrapper(self, fun)
         self.fun = fun
-        nums = (nondiff_argnums,) if isinstance(nondiff_argnums, int) else nondiff_argnums
+        nums = check_argnums(nondiff_argnums, self.kind, "nondiff_argnums")
+        nums = (nums,) if isinstance(nums, int) else nums
         self.nondiff_argnums = tuple(sorted(set(int(i) for i in nums)))
         name = getattr(fun, "__name__", None)
         name = name if isinstance(name, str) and name.isidentifier() else "custom"

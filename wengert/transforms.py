@@ -22,7 +22,7 @@ from .jet import taylor_coefficients
 from .reverse import Tape, Var
 from .rules.shape import as_float
 from ._pickling import travels
-from ._validate import check_argnums, check_output
+from ._validate import check_argnums, check_callable, check_output
 from .tree import flatten, unflatten
 
 __all__ = ["grad", "value_and_grad", "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp",
@@ -132,6 +132,7 @@ def value_and_grad(f, argnums=0, *, has_aux=False, holomorphic=False):
     >>> print(round(float(v), 12), [round(float(d), 12) for d in g])
     2.579425538604 [5.07758256189, 0.5]
     """
+    check_callable(f, "wg.value_and_grad")
     argnums = check_argnums(argnums, "value_and_grad")
 
     @plain_store_errors
@@ -240,6 +241,7 @@ def grad(f, argnums=0, *, has_aux=False, holomorphic=False):
     >>> float(wg.grad(lambda x: x * wnp.sin(x))(0.0))
     0.0
     """
+    check_callable(f, "wg.grad")
     argnums = check_argnums(argnums, "grad")
 
     @plain_store_errors
@@ -259,6 +261,7 @@ def vjp(f, *primals):
     a holomorphic ``f`` is ``f'(z)``, and of a real ``f`` it is ``∂f/∂x - i ∂f/∂y``, the
     conjugate of ``wg.grad`` (docs/complex.md).
     """
+    check_callable(f, "wg.vjp")
     nums = tuple(range(len(primals)))
     _check_args(f, primals, nums, "vjp")
     tape = Tape()
@@ -338,6 +341,7 @@ def jvp(f, primals, tangents, *, batched=False):
 
 
 def _jvp(f, primals, tangents, transform, batched=False):
+    check_callable(f, transform)
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError(
             f"{transform[3:]} takes the primals and the tangents as tuples (or lists), one "
@@ -413,6 +417,7 @@ def derivative(f, order=1):
     >>> wg.derivative(babylonian)(2.0)
     0.35355339059327373
     """
+    check_callable(f, "wg.derivative")
     if not isinstance(order, int) or order < 0:
         raise ValueError("order must be a non-negative integer")
     if order == 0:
@@ -467,6 +472,7 @@ def jacobian(f, argnums=0, *, mode="auto", progress=False, holomorphic=False):
 
 def _jacobian(f, argnums, mode, transform, progress=False, holomorphic=False):
     """``jacobian``; ``transform`` names the caller in the message of an escaped tracer."""
+    check_callable(f, transform)
     if mode not in ("auto", "forward", "reverse"):
         raise ValueError("mode must be 'auto', 'forward' or 'reverse'")
     argnums = check_argnums(argnums, transform[3:])
@@ -708,6 +714,7 @@ def hessian(f, argnums=0, *, progress=False, holomorphic=False):
     bar of the columns done (see ``jacobian``). ``holomorphic=True``: ``f''(z)``; a real
     ``f`` of complex ``z`` has no complex Hessian matrix (``wg.hvp`` works: docs/complex.md).
     """
+    check_callable(f, "wg.hessian")
     argnums = check_argnums(argnums, "hessian")
 
     @functools.wraps(f)
@@ -730,6 +737,7 @@ def hvp(f, x=_CURRIED, v=_CURRIED):
     >>> wg.hvp(lambda x: wnp.sum(x ** 3))(np.array([1.0, 2.0]), np.array([1.0, 0.0]))
     array([6., 0.])
     """
+    check_callable(f, "wg.hvp")
     if x is _CURRIED and v is _CURRIED:
         @plain_store_errors
         @functools.wraps(f)

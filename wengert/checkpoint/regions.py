@@ -11,6 +11,7 @@ import functools
 import numpy as np
 
 from .._pickling import travels
+from .._validate import check_callable
 from ..core import Tracer
 from ..reverse import Tape, Var, active_tapes
 from ..tree import flatten, unflatten
@@ -162,6 +163,7 @@ def checkpoint(f):
     >>> bool(abs(g - wg.grad(lambda x: block(x) ** 2)(0.3)) < 1e-12), len(calls)
     (True, 3)
     """
+    check_callable(f, "wg.checkpoint")
     @functools.wraps(f)
     def checkpointed(*args, **kwargs):
         leaves, d = flatten(args)

@@ -23,6 +23,7 @@ import numpy as np
 
 from .._interrupt import reraise_interrupts
 from .._pickling import importable
+from .._validate import check_callable
 from ..arrays import is_foreign
 from ..core import Tracer
 from ..tree import flatten, unflatten
@@ -297,6 +298,7 @@ def compile(f=None, *, max_traces=16, simplify=True, fuse=None, reuse_buffers=No
     if f is None:
         return lambda fn: compile(fn, max_traces=max_traces, simplify=simplify, fuse=fuse,
                                   reuse_buffers=reuse_buffers)
+    check_callable(f, "wg.compile")
     own = getattr(f, "__wg_compile__", None)
     if own is not None:  # a transform with a compiled form of its own (wg.sparse_jacobian)
         return own(functools.partial(compile, max_traces=max_traces, simplify=simplify,
