@@ -286,3 +286,14 @@ def test_custom_nondiff_argnums_of_the_wrong_type():
         wg.custom_vjp(lambda x, n: x * n, nondiff_argnums=1.5)
     with pytest.raises(TypeError, match="nondiff_argnums must be an int or a tuple of ints"):
         wg.custom_jvp(lambda x, n: x * n, nondiff_argnums="n")
+
+
+@pytest.mark.parametrize("make", [
+    lambda a, b: wg.sparse_jacobian(mul, argnums=(0, 0))(a, b),
+    lambda a, b: wg.sparse_hessian(lambda a, b: wnp.sum(a * a * b), argnums=(1, 1))(a, b),
+    lambda a, b: wg.jacobian_sparsity(mul, a, b, argnums=(0, 1, 0)),
+], ids=["sparse_jacobian", "sparse_hessian", "jacobian_sparsity"])
+def test_sparse_transforms_refuse_repeated_argnums(make):
+    """Their columns are the inputs' elements: a repeated position gave zero columns."""
+    with pytest.raises(ValueError, match="names an argument twice"):
+        make(np.array([1.0, 2.0]), np.array([3.0, 5.0]))

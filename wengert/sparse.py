@@ -48,6 +48,10 @@ def _size(x):
 def _inputs(f, args, argnums, fname):
     """``(argument numbers, one?, input leaves, their treedef)`` for ``argnums``."""
     nums = _argnums_tuple(argnums, len(args), fname)
+    if len(set(nums)) != len(nums):  # one column per input element: a repeat would be zeros
+        raise ValueError(f"{fname}: argnums={argnums!r} names an argument twice; a sparse "
+                         "matrix has one column per input element, so give each position "
+                         "once (and repeat its columns afterwards if needed)")
     _check_args(f, args, nums, fname)
     one = isinstance(argnums, int)
     tree = args[nums[0]] if one else tuple(args[i] for i in nums)
