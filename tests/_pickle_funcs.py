@@ -91,6 +91,7 @@ def cases():
         "custom_jvp itself": (softplus, (X,)),
         "source.grad": (wg.source.grad(scalar), (0.7,)),
         "sparse_jacobian": (wg.sparse_jacobian(vec), (X,)),
+        "compile of sparse_jacobian": (wg.compile(wg.sparse_jacobian(vec)), (X,)),
         "compile": (wg.compile(vec), (X,)),
         "compile of grad": (wg.compile(wg.grad(loss)), (X,)),
         "compile decorated": (compiled_decorated, (X,)),

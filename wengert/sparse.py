@@ -437,6 +437,9 @@ class _CompiledSparse:
     def __repr__(self):
         return f"<wengert compiled {self.sparse!r}>"
 
+    def __reduce__(self):  # the compiled passes stay behind: compiled again where it lands
+        return _CompiledSparse, (self.sparse, self.compile)
+
     def __call__(self, *args, **kwargs):
         plan = self.sparse.plan(*args, **kwargs)
         run = self._passes.get(id(plan))
