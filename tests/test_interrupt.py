@@ -96,3 +96,35 @@ def test_sigint_during_fused_kernels_raises_keyboard_interrupt():
     assert out.returncode == 0, out.stderr[-2000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen == {"KeyboardInterrupt": 60}, seen
+
+
+def test_the_fused_scan_loop_gives_back_the_interrupt_too():
+    """The compiled scan's Numba loop, run by its graph (not through the compiled
+    function's call): the same conversion, where the loop is called."""
+    pytest.importorskip("numba", reason="the fused scan loop needs numba (the 'fast' extra)")
+    from wengert.checkpoint.compiled import plans_of
+
+    x0 = np.linspace(-1.0, 1.0, 4)
+
+    def loss(w):
+        x, _ = wg.scan(lambda x, _: (x + 0.01 * wnp.tanh(w * x), None), x0, length=5)
+        return wnp.sum(x * x)
+
+    cf = wg.compile(wg.grad(loss), fuse=True)
+    w = np.full(4, 0.5)
+    want = cf(w)
+    g = cf.graph(w)
+    (p,) = plans_of(g)
+    loop = p.fused()
+    assert loop is not None, p.fuse_failures
+    np.testing.assert_allclose(g(w), want)
+    real = loop.fn
+
+    def interrupted(*args):
+        raise _as_numba_reports_it()
+    loop.fn = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            g(w)
+    finally:
+        loop.fn = real
