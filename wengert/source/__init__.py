@@ -49,7 +49,8 @@ _counter = [0]
 
 def _kind(a):
     """'s' a scalar, 'i' an integer, '1' a 1-d array, 'n' a plain 1-d float array,
-    'l' a list or tuple of scalars, 'a' anything else."""
+    'l' a list or tuple of scalars, 't' another list, tuple or dict (a pytree: its adjoint
+    is one too), 'a' anything else."""
     t = type(a)
     if t is float:
         return "s"
@@ -65,10 +66,10 @@ def _kind(a):
             return "l"
         for e in a:
             if isinstance(e, (list, tuple, dict)) or ndim_of(e) != 0:
-                return "a"
+                return "t"
         return "l"
     if isinstance(a, dict):
-        return "a"
+        return "t"
     nd = ndim_of(a)
     return "s" if nd == 0 else ("1" if nd == 1 else "a")
 

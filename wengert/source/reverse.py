@@ -54,16 +54,18 @@ class ReverseGen(BaseGen):
         return self.gname(v)
 
     def containers(self):
-        """Names that may hold a container: subscripted (not lists of scalars, whose
-        adjoints are updated in place), or copied into one that is."""
+        """Names that may hold a pytree (a dict, or a tuple of arrays): the arguments of
+        kind 't', what is read out of them, and copies either way. Their adjoints are
+        pytrees too, added leaf by leaf (``runtime.add_tree``)."""
         if self._containers is None:
             ops = [s for s, _ in self.walk(self.fn.body) if isinstance(s, Op)]
-            names = {s.args[0].name for s in ops if s.kind == "sub" and s.args[0].is_name
-                     and s.args[0].name not in self.lists}
-            grown = True
+            names = {p for p, k in zip(self.fn.params, self.scalar_params) if k == "t"}
+            grown = bool(names)
             while grown:
-                more = {s.args[0].name for s in ops if s.kind == "copy" and s.target in names
-                        and s.args and s.args[0].is_name}
+                more = {s.target for s in ops if s.kind in ("sub", "copy") and s.args and
+                        s.args[0].is_name and s.args[0].name in names}
+                more |= {s.args[0].name for s in ops if s.kind == "copy" and s.args and
+                         s.args[0].is_name and s.target in names}
                 grown = not more <= names
                 names |= more
             self._containers = names
@@ -77,6 +79,10 @@ class ReverseGen(BaseGen):
         if target_var in self.packs:
             # a list passed to one call: its adjoint (a list) is that call's contribution
             return f"{gv} = {contribution.text if isinstance(contribution, Sym) else contribution}"
+        if target_var in self.containers():  # a pytree's adjoint: added leaf by leaf
+            self.namespace["add_tree"] = runtime.add_tree
+            return (f"{gv} = add_tree({gv}, "
+                    f"{contribution.text if isinstance(contribution, Sym) else contribution})")
         if isinstance(contribution, Sym):
             neg = contribution.neg
             c, prec = (neg.text, neg.prec) if neg is not None else (contribution.text,
@@ -102,13 +108,7 @@ class ReverseGen(BaseGen):
         if op.kind == "inactive":
             pass
         elif op.kind == "copy":
-            if actives and op.args[0].name in self.containers():
-                # a copy of a dict or tuple (of a pytree argument): its adjoint is one too
-                self.namespace["add_tree"] = runtime.add_tree
-                g0 = self.g(op.args[0].name)
-                self.accumulated.add(g0)
-                rev.append(f"{g0} = add_tree({g0}, {gv})")
-            elif actives:
+            if actives:
                 rev.append(self.acc(op.args[0].name, Sym(gv, None)))
         elif op.kind == "pack":   # the adjoint of a list is a list: element i goes to args[i]
             for i in actives:

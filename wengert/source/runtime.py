@@ -295,6 +295,18 @@ def item(a, *args):
     return wnp.reshape(a, (-1,))[index]
 
 
+def _spread_zeros(g, x):
+    """``g`` with each plain ``0.0`` that stands for a whole part of ``x`` (a tuple, a dict)
+    spread over that part's leaves, so that ``g`` and ``x`` have as many leaves."""
+    if isinstance(x, dict) and isinstance(g, dict):
+        return {k: _spread_zeros(g.get(k, 0.0), v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)) and isinstance(g, (list, tuple)) and len(g) == len(x):
+        return [_spread_zeros(a, v) for a, v in zip(g, x)]
+    if isinstance(x, (list, tuple, dict)) and not isinstance(g, (list, tuple, dict)):
+        return [0.0] * len(flatten(x)[0])
+    return g
+
+
 def fit(g, x):
     """The derivative with respect to ``x``: its shape, dtype and structure."""
     tx = type(x)
@@ -315,7 +327,7 @@ def fit(g, x):
         xl, d = flatten(x)
         if not isinstance(g, (list, tuple, dict)):
             return unflatten(d, [zeros_like_value(v) for v in xl])
-        gl, _ = flatten(g)
+        gl, _ = flatten(_spread_zeros(g, x))
         return unflatten(d, [fit(a, v) for a, v in zip(gl, xl)])
     if type(g) is list and isinstance(x, (np.ndarray, Tracer)):
         # the adjoint of a vector, accumulated element by element
