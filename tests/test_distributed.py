@@ -101,3 +101,21 @@ def test_scan_over_time_with_a_wnp_step(client):
         return wnp.sum(c * c)
     (got,) = _on_cluster(client, wg.grad(loss)(c0))
     np.testing.assert_allclose(got, wg.grad(loss)(np.linspace(0.0, 1.0, 300)), rtol=1e-12)
+
+
+def test_transformed_closures_and_compiled_functions_run_on_workers(client):
+    """Issue 28 §5: what transforms return travels to the workers (Dask pickles functions
+    with cloudpickle), before and after a first call, and gives the same values there."""
+    w = np.array([1.5, -0.5, 2.0])
+
+    def model(x):
+        return wnp.sum(wnp.tanh(w * x) ** 2)
+
+    x = np.array([0.3, -1.2, 0.7])
+    fns = [wg.grad(model), wg.hessian(model), wg.vmap(wg.grad(model)),
+           wg.compile(wg.grad(model)), wg.compile(model)]
+    args = [x, x, np.stack([x, 2.0 * x]), x, x]
+    want = [f(a) for f, a in zip(fns, args)]  # called first: compiled ones hold programs
+    futures = [client.submit(f, a, pure=False) for f, a in zip(fns, args)]
+    for got, ref in zip(client.gather(futures), want):
+        np.testing.assert_allclose(got, ref, rtol=1e-13)

@@ -566,3 +566,98 @@ def test_clients_beyond_the_thread_limit_wait_for_a_thread():
     finally:
         small.shutdown()
         small.server_close()
+
+
+# -- slow clients (issue 28 §6): a deadline per request, a cap per client address --------------
+def _slow_server(deadline):
+    srv = make_server("127.0.0.1", 0)
+    # set as attributes, not make_server's arguments, so that this test runs (and fails)
+    # on a server without these bounds too
+    srv.request_deadline = deadline
+    srv.max_per_client = 32
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def _trickle(socks, stop, period):
+    """Send one byte of a never-finished request on every socket each ``period`` s."""
+    msg = b"GET /api/health HTTP/1.0\r\nX-Slow: " + b"a" * 10_000
+    pos = 0
+    while not stop.wait(period):
+        for s in list(socks):
+            try:
+                s.send(msg[pos:pos + 1])
+            except OSError:  # dropped by the server
+                socks.remove(s)
+        pos += 1
+
+
+def test_a_trickling_request_is_dropped_at_its_deadline():
+    srv = _slow_server(1.0)
+    s = socket.create_connection(srv.server_address[:2], timeout=5)
+    stop = threading.Event()
+    socks = [s]
+    feeder = threading.Thread(target=_trickle, args=(socks, stop, 0.2), daemon=True)
+    t0 = time.perf_counter()
+    feeder.start()
+    try:
+        s.settimeout(4.0)  # a byte every 0.2 s keeps any per-read timeout happy
+        try:
+            closed = s.recv(1024) == b""
+        except ConnectionResetError:
+            closed = True
+        except TimeoutError:
+            closed = False
+        assert closed, "the server kept a request that never arrived whole for 4 s"
+        assert time.perf_counter() - t0 < 3.0
+    finally:
+        stop.set()
+        feeder.join()
+        s.close()
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_legitimate_requests_are_answered_during_a_slow_client_flood():
+    """300 connections sending a byte a second (more than the server's 256 threads) while
+    20 ordinary requests come in: every ordinary one is answered, quickly."""
+    srv = _slow_server(2.0)
+    host, port = srv.server_address[:2]
+    socks, stop = [], threading.Event()
+    feeder = threading.Thread(target=_trickle, args=(socks, stop, 1.0), daemon=True)
+    try:
+        for _ in range(300):
+            s = socket.socket()
+            s.settimeout(5)
+            s.connect((host, port))
+            s.send(b"G")
+            socks.append(s)
+        feeder.start()
+        answered, times = 0, []
+        t_end = time.perf_counter() + 8.0
+        for _ in range(20):
+            t0 = time.perf_counter()
+            c = http.client.HTTPConnection(host, port, timeout=3)
+            try:
+                c.request("GET", "/api/health")
+                r = c.getresponse()
+                if r.status == 200 and json.loads(r.read()) == {"ok": True}:
+                    answered += 1
+                    times.append(time.perf_counter() - t0)
+            except OSError:
+                pass
+            finally:
+                c.close()
+            if time.perf_counter() > t_end:
+                break
+            time.sleep(0.1)
+        assert answered == 20, f"{answered} of 20 ordinary requests answered"
+        assert max(times) < 2.0
+    finally:
+        stop.set()
+        if feeder.is_alive():
+            feeder.join()
+        for s in socks:
+            s.close()
+        srv.shutdown()
+        srv.server_close()

@@ -29,13 +29,14 @@ MAX_LINES = 800
 
 FLOORS = {
     0: ("wengert.tree", "wengert._allocator", "wengert._version", "wengert._progress",
-        "wengert.coloring", "wengert.arrays"),
+        "wengert.coloring", "wengert.arrays", "wengert._pickling",
+        "wengert._interrupt"),
     1: ("wengert.core",),
     2: ("wengert.rules", "wengert.rules.*"),
     3: ("wengert.numpy", "wengert.numpy.*", "wengert.scipy", "wengert.scipy.*",
         "wengert._dispatch", "wengert.coverage", "wengert.expr"),
     4: ("wengert.forward", "wengert.reverse", "wengert.jet", "wengert.sparsity",
-        "wengert.batching"),
+        "wengert.batching", "wengert._validate"),
     5: ("wengert.transforms", "wengert.sparse", "wengert.custom", "wengert.complex_ad",
         "wengert.checking"),
     6: ("wengert.graph", "wengert.graph.*", "wengert.source", "wengert.source.*",

@@ -29,6 +29,8 @@ import numpy as np
 
 from . import numpy as wnp
 from . import tree
+from ._pickling import travels
+from ._validate import check_callable
 from .arrays import asarray, copy_of, is_foreign, ndim_of, shape_of
 from .core import Primitive, Trace, Tracer, check_live, new_level
 
@@ -271,6 +273,7 @@ def vmap(f, in_axes=0, out_axes=0, *, axis_size=None):
     (a prefix: one entry may stand for a whole subtree); ``out_axes`` likewise for the
     result.  ``axis_size`` is needed only when no argument is mapped.
     """
+    check_callable(f, "wg.vmap")
     def mapped(*args):
         spec = in_axes
         if isinstance(spec, list) and len(args) != 1:
@@ -295,7 +298,7 @@ def vmap(f, in_axes=0, out_axes=0, *, axis_size=None):
         return tree.unflatten(otree, res)
     mapped.__name__ = f"vmap({getattr(f, '__name__', 'f')})"
     mapped.__doc__ = f.__doc__
-    return mapped
+    return travels(mapped, vmap, f, in_axes, out_axes, axis_size=axis_size)
 
 
 def _axes_for(spec, x, what):

@@ -31,6 +31,8 @@ from .arrays import ndim_of, shape_of, zeros_like_value
 from .core import Primitive, Tracer, new_level, primitive
 from .forward import Dual, ForwardTrace
 from .reverse import Tape, Var
+from ._pickling import importable, travels
+from ._validate import check_argnums
 from .transforms import _jacobian
 from .tree import LEAF, flatten, unflatten
 
@@ -49,7 +51,8 @@ def jacfwd(f, argnums=0, *, holomorphic=False):
     array([[0.        , 0.        ],
            [0.84147098, 0.        ]])
     """
-    return _jacobian(f, argnums, "forward", "wg.jacfwd", holomorphic=holomorphic)
+    return travels(_jacobian(f, argnums, "forward", "wg.jacfwd", holomorphic=holomorphic),
+                   jacfwd, f, argnums, holomorphic=holomorphic)
 
 
 def jacrev(f, argnums=0, *, holomorphic=False):
@@ -62,7 +65,8 @@ def jacrev(f, argnums=0, *, holomorphic=False):
     >>> wg.jacrev(lambda x, y: x * y, argnums=(0, 1))(np.array([2.0]), np.array([3.0]))
     (array([[3.]]), array([[2.]]))
     """
-    return _jacobian(f, argnums, "reverse", "wg.jacrev", holomorphic=holomorphic)
+    return travels(_jacobian(f, argnums, "reverse", "wg.jacrev", holomorphic=holomorphic),
+                   jacrev, f, argnums, holomorphic=holomorphic)
 
 
 # -- stop_gradient --------------------------------------------------------------------------------
@@ -154,7 +158,8 @@ class _Custom:
             raise TypeError(f"{self.kind} decorates a function, not {type(fun).__name__}")
         functools.update_wrapper(self, fun)
         self.fun = fun
-        nums = (nondiff_argnums,) if isinstance(nondiff_argnums, int) else nondiff_argnums
+        nums = check_argnums(nondiff_argnums, self.kind, "nondiff_argnums")
+        nums = (nums,) if isinstance(nums, int) else nums
         self.nondiff_argnums = tuple(sorted(set(int(i) for i in nums)))
         name = getattr(fun, "__name__", None)
         name = name if isinstance(name, str) and name.isidentifier() else "custom"
@@ -168,6 +173,18 @@ class _Custom:
 
     def __repr__(self):
         return f"<wengert {self.kind} function {self.__name__}>"
+
+    def __reduce__(self):
+        """By name where the decorated function is found under its own (plain pickle of a
+        module's function); else the function and its rules (cloudpickle of a closure)."""
+        if importable(self):
+            return self.__qualname__
+        return type(self), (self.fun, self.nondiff_argnums), self._rules()  # (the rules last:
+        # one made by defjvps refers to this object)
+
+    def __setstate__(self, rules):
+        for name, rule in rules.items():
+            setattr(self, name, rule)
 
     def _check_rules(self):  # pragma: no cover - interface
         raise NotImplementedError
@@ -315,6 +332,9 @@ class CustomVJP(_Custom):
             raise TypeError(f"{self.__name__}.defvjp(fwd, bwd) takes two functions")
         self.fwd, self.bwd = fwd, bwd
 
+    def _rules(self):
+        return {"fwd": self.fwd, "bwd": self.bwd}
+
     def _check_rules(self):
         if self.fwd is None:
             raise NotImplementedError(
@@ -393,6 +413,9 @@ class CustomJVP(_Custom):
             raise TypeError(f"{self.__name__}.defjvp(rule) takes a function")
         self.rule = rule
         return rule
+
+    def _rules(self):
+        return {"rule": self.rule}
 
     def defjvps(self, *jvps):
         """One rule per argument: ``jvp_i(t_i, ans, *args)`` is the tangent of the output

@@ -31,7 +31,7 @@ from .forward import Dual, ForwardTrace
 from .reverse import Tape, Var
 from .sparsity import PatternTrace, PatternTracer, stack_patterns
 from .transforms import (_argnums_tuple, _check_args, _leaf_dtype, _place_inputs,
-                         _value_and_grad, _value_in)
+                         _value_and_grad, _value_in, check_output)
 from .tree import flatten, unflatten
 
 __all__ = ["jacobian_sparsity", "hessian_sparsity", "sparse_jacobian", "sparse_hessian",
@@ -48,6 +48,10 @@ def _size(x):
 def _inputs(f, args, argnums, fname):
     """``(argument numbers, one?, input leaves, their treedef)`` for ``argnums``."""
     nums = _argnums_tuple(argnums, len(args), fname)
+    if len(set(nums)) != len(nums):  # one column per input element: a repeat would be zeros
+        raise ValueError(f"{fname}: argnums={argnums!r} names an argument twice; a sparse "
+                         "matrix has one column per input element, so give each position "
+                         "once (and repeat its columns afterwards if needed)")
     _check_args(f, args, nums, fname)
     one = isinstance(argnums, int)
     tree = args[nums[0]] if one else tuple(args[i] for i in nums)
@@ -91,6 +95,7 @@ def _detect(f, args, kwargs, nums, one, leaves, in_def, hessian, transform):
     try:
         wrapped = trace.inputs(plain)
         out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
+        check_output(out, transform)
         outs = flatten(out)[0]
         info = []
         pats = []
@@ -344,6 +349,7 @@ def _output_info(f, args, kwargs):
     leaves, d = flatten(tuple(args))
     copies = [x.copy() if type(x) is np.ndarray else x for x in leaves]
     out = f(*unflatten(d, copies), **kwargs)
+    check_output(out, "sparse_jacobian")
     return [(shape_of(o), _leaf_dtype(o) or np.dtype(float)) for o in flatten(out)[0]]
 
 
@@ -363,6 +369,7 @@ def _push(f, args, kwargs, nums, one, leaves, in_def, plan, transform):
     try:
         wrapped = [Dual(x, s, trace) for x, s in zip(leaves, plan.seeds)]
         out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
+        check_output(out, transform)
         blocks = []
         for o in flatten(out)[0]:
             if isinstance(o, Dual) and o._trace is trace and o._tangent is not None:
@@ -389,6 +396,7 @@ def _pull(f, args, kwargs, nums, one, leaves, in_def, plan, transform):
         index = [v.index for v in wrapped]  # f may rebind a Var (x[i] = v)
         with tape.active():
             out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
+        check_output(out, transform)
         outs = flatten(out)[0]
         if len(outs) != len(plan.seeds):
             raise ValueError(f"{transform}: the function returned {len(outs)} leaves; its "
@@ -428,6 +436,9 @@ class _CompiledSparse:
 
     def __repr__(self):
         return f"<wengert compiled {self.sparse!r}>"
+
+    def __reduce__(self):  # the compiled passes stay behind: compiled again where it lands
+        return _CompiledSparse, (self.sparse, self.compile)
 
     def __call__(self, *args, **kwargs):
         plan = self.sparse.plan(*args, **kwargs)

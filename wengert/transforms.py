@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
 
 import numpy as np
 
@@ -20,6 +21,8 @@ from .forward import Dual, ForwardTrace
 from .jet import taylor_coefficients
 from .reverse import Tape, Var
 from .rules.shape import as_float
+from ._pickling import travels
+from ._validate import check_argnums, check_callable, check_output
 from .tree import flatten, unflatten
 
 __all__ = ["grad", "value_and_grad", "derivative", "jvp", "vjp", "jacobian", "hessian", "hvp",
@@ -39,6 +42,7 @@ def _arg_name(f, i):
 
 
 def _argnums_tuple(argnums, nargs, fname):
+    argnums = check_argnums(argnums, fname)
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for i in nums:
         if not -nargs <= i < nargs:
@@ -128,12 +132,16 @@ def value_and_grad(f, argnums=0, *, has_aux=False, holomorphic=False):
     >>> print(round(float(v), 12), [round(float(d), 12) for d in g])
     2.579425538604 [5.07758256189, 0.5]
     """
+    check_callable(f, "wg.value_and_grad")
+    argnums = check_argnums(argnums, "value_and_grad")
+
     @plain_store_errors
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
         return _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.value_and_grad",
                                holomorphic)
-    return value_and_grad_f
+    return travels(value_and_grad_f, value_and_grad, f, argnums, has_aux=has_aux,
+                   holomorphic=holomorphic)
 
 
 def _check_real_output(out, transform):
@@ -162,17 +170,19 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holo
         if type(argnums) is int and 0 <= argnums < len(args):
             nums = (argnums,)  # the common case, quickly
         else:
-            nums = _argnums_tuple(argnums, len(args), "grad")
+            nums = _argnums_tuple(argnums, len(args), transform[3:])
         args = list(args)
-        inputs = []
+        inputs = {}  # each position once: argnums=(0, 0) gives its gradient twice, as JAX
         for i in nums:
+            if i in inputs:
+                continue
             leaves, d = flatten(args[i])
             _check_leaves(f, i, leaves, transform[3:])  # "grad" of "wg.grad"
             if holomorphic:
                 complex_ad.check_inputs(leaves, True, transform,
                                         lambda _, i=i: _arg_name(f, i))
             vs = [tape._leaf(x) for x in leaves]
-            inputs.append((leaves, d, [v.index for v in vs]))  # f may rebind a Var (x[i] = v)
+            inputs[i] = (leaves, d, [v.index for v in vs])  # f may rebind a Var (x[i] = v)
             args[i] = unflatten(d, vs)
         with tape.active():
             out = f(*args, **kwargs)
@@ -182,6 +192,8 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holo
                 raise ValueError("with has_aux=True the function must return (output, aux)")
             out, aux = out
             aux = _strip(aux, tape, transform)
+        if type(out) is not Var:
+            check_output(out, transform)
         if shape_of(out) != () or isinstance(out, (tuple, list, dict)):
             got = type(out).__name__ if isinstance(out, (tuple, list, dict)) else shape_of(out)
             if got != () and not isinstance(got, str) and all(n == 1 for n in got):
@@ -201,8 +213,8 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holo
             adj = None
         if not holomorphic and type(out) is not float:  # after the sweep: a rule's own
             complex_ad.check_output(out, False, transform)  # refusal (an order) comes first
-        grads = []
-        for leaves, d, vs in inputs:
+        grads = {}
+        for i, (leaves, d, vs) in inputs.items():
             gs = []
             for x, k in zip(leaves, vs):
                 g = adj[k] if adj is not None else None
@@ -210,8 +222,9 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holo
                 if not holomorphic and type(x) is not float and complex_ad.is_complex(x):
                     g = complex_ad.steepest(g)  # ∂f/∂x + i ∂f/∂y: see complex_ad
                 gs.append(g)
-            grads.append(unflatten(d, gs))
-        g = grads[0] if isinstance(argnums, int) else tuple(grads)
+            grads[i] = unflatten(d, gs)
+        g = grads[nums[0]] if isinstance(argnums, numbers.Integral) else \
+            tuple(grads[i] for i in nums)
         value = _value_in(out, tape, transform)
         return ((value, aux), g) if has_aux else (value, g)
     finally:
@@ -228,12 +241,15 @@ def grad(f, argnums=0, *, has_aux=False, holomorphic=False):
     >>> float(wg.grad(lambda x: x * wnp.sin(x))(0.0))
     0.0
     """
+    check_callable(f, "wg.grad")
+    argnums = check_argnums(argnums, "grad")
+
     @plain_store_errors
     @functools.wraps(f)
     def grad_f(*args, **kwargs):
         value, g = _value_and_grad(f, argnums, has_aux, args, kwargs, "wg.grad", holomorphic)
         return (g, value[1]) if has_aux else g
-    return grad_f
+    return travels(grad_f, grad, f, argnums, has_aux=has_aux, holomorphic=holomorphic)
 
 
 @plain_store_errors
@@ -245,6 +261,7 @@ def vjp(f, *primals):
     a holomorphic ``f`` is ``f'(z)``, and of a real ``f`` it is ``∂f/∂x - i ∂f/∂y``, the
     conjugate of ``wg.grad`` (docs/complex.md).
     """
+    check_callable(f, "wg.vjp")
     nums = tuple(range(len(primals)))
     _check_args(f, primals, nums, "vjp")
     tape = Tape()
@@ -258,6 +275,7 @@ def vjp(f, *primals):
     try:
         with tape.active():
             out = f(*args)
+        check_output(out, "wg.vjp")
         out_leaves, out_def = flatten(out)
         out_vals = [_value_in(o, tape, "wg.vjp") for o in out_leaves]
     finally:
@@ -323,6 +341,12 @@ def jvp(f, primals, tangents, *, batched=False):
 
 
 def _jvp(f, primals, tangents, transform, batched=False):
+    check_callable(f, transform)
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError(
+            f"{transform[3:]} takes the primals and the tangents as tuples (or lists), one "
+            f"entry per argument of the function, e.g. wg.jvp(f, (x,), (dx,)); got "
+            f"{type(primals).__name__} and {type(tangents).__name__}")
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError("jvp needs one tangent per primal")
@@ -356,7 +380,9 @@ def _jvp(f, primals, tangents, transform, batched=False):
                        "pass batched=True" if ts[1:] == xs else ""))
         args.append(unflatten(pd, [Dual(x, dx, trace) for x, dx in zip(pl, tl)]))
     try:
-        return _split_dual(f(*args), trace, batch or (), transform=transform)
+        out = f(*args)
+        check_output(out, transform)
+        return _split_dual(out, trace, batch or (), transform=transform)
     finally:
         trace.finish(transform, f)  # its Duals are dead from now on
 
@@ -391,6 +417,7 @@ def derivative(f, order=1):
     >>> wg.derivative(babylonian)(2.0)
     0.35355339059327373
     """
+    check_callable(f, "wg.derivative")
     if not isinstance(order, int) or order < 0:
         raise ValueError("order must be a non-negative integer")
     if order == 0:
@@ -415,10 +442,11 @@ def derivative(f, order=1):
             if isinstance(out, Dual) and out._trace is trace:  # the common case, quickly
                 t = out._tangent
                 return t if t is not None else zeros_like_value(out.value)
+            check_output(out, "wg.derivative")
             return _split_dual(out, trace, transform="wg.derivative")[1]
         finally:
             trace.finish("wg.derivative", f)  # its Duals are dead from now on
-    return df
+    return travels(df, derivative, f)
 
 
 # -- Jacobians -------------------------------------------------------------------------------
@@ -438,20 +466,26 @@ def jacobian(f, argnums=0, *, mode="auto", progress=False, holomorphic=False):
     Complex values: ``holomorphic=True`` gives ``df/dz`` of a holomorphic ``f``; real inputs
     may have complex outputs; complex inputs need ``holomorphic=True`` (docs/complex.md).
     """
-    return _jacobian(f, argnums, mode, "wg.jacobian", progress, holomorphic)
+    return travels(_jacobian(f, argnums, mode, "wg.jacobian", progress, holomorphic), jacobian,
+                   f, argnums, mode=mode, progress=progress, holomorphic=holomorphic)
 
 
 def _jacobian(f, argnums, mode, transform, progress=False, holomorphic=False):
     """``jacobian``; ``transform`` names the caller in the message of an escaped tracer."""
+    check_callable(f, transform)
     if mode not in ("auto", "forward", "reverse"):
         raise ValueError("mode must be 'auto', 'forward' or 'reverse'")
+    argnums = check_argnums(argnums, transform[3:])
     progress = _progress.check(progress, transform)
 
     @plain_store_errors
     @functools.wraps(f)
     def jacobian_f(*args, **kwargs):
-        nums = _argnums_tuple(argnums, len(args), "jacobian")
+        nums = _argnums_tuple(argnums, len(args), transform[3:])
         _check_args(f, args, nums, "jacobian")
+        uniq = tuple(dict.fromkeys(nums))  # argnums=(0, 0): one input, its Jacobian twice
+        widen = tuple(uniq.index(i) for i in nums) if uniq != nums else None
+        nums = uniq
         in_tree = tuple(args[i] for i in nums) if not isinstance(argnums, int) else args[nums[0]]
         in_leaves, in_def = flatten(in_tree)
         complex_ad.check_jacobian(in_leaves, holomorphic, transform)
@@ -463,11 +497,19 @@ def _jacobian(f, argnums, mode, transform, progress=False, holomorphic=False):
             # place (x[0] = v), which must not reach the caller's array
             copies = [x.copy() if type(x) is np.ndarray else x for x in in_leaves]
             out_probe = f(*_place_inputs(args, nums, in_def, copies, one), **kwargs)
+            check_output(out_probe, transform)
             n_out = sum(_size(o) for o in flatten(out_probe)[0])
             m = "forward" if n_in < n_out else "reverse"
         jac = _jac_forward if m == "forward" else _jac_reverse
-        return jac(f, args, kwargs, nums, in_leaves, in_def, n_in, one, transform, progress)
+        return jac(f, args, kwargs, nums, in_leaves, in_def, n_in, one, transform, progress,
+                   widen)
     return jacobian_f
+
+
+def _row(in_def, blocks, widen):
+    """One output leaf's Jacobian blocks as the input tree; ``widen`` repeats positions."""
+    row = unflatten(in_def, blocks)
+    return row if widen is None else tuple(row[k] for k in widen)
 
 
 def _place_inputs(args, nums, in_def, wrapped, one):
@@ -495,17 +537,18 @@ def _concat(parts):
     return wnp.concatenate(parts, axis=0)
 
 
-def _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n, one, transform, progress=False):
+def _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n, one, transform, progress=False,
+                 widen=None):
     trace = ForwardTrace(new_level())
     try:
         return _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one,
-                               transform, progress)
+                               transform, progress, widen)
     finally:
         trace.finish(transform, f)  # its Duals are dead from now on
 
 
 def _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one, transform,
-                    progress=False):
+                    progress=False, widen=None):
     parts = []
     with _progress.bar(progress, n, f"{transform} forward", "column") as bar:
         for lo, hi in _chunks(n, progress):
@@ -527,7 +570,7 @@ def _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one, tra
             blk = t[..., off:off + k] if (len(in_leaves) > 1) else t
             blocks.append(_fit_block(wnp.reshape(blk, os_ + shape_of(x)), x))  # as reverse
             off += k
-        rows.append(unflatten(in_def, blocks))
+        rows.append(_row(in_def, blocks, widen))
     return unflatten(out_def, rows)
 
 
@@ -552,6 +595,7 @@ def _forward_columns(trace, f, args, kwargs, nums, in_leaves, in_def, one, trans
         wrapped.append(Dual(x, asarray(seed.reshape((c,) + s), like=x), trace))
         off += k
     out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
+    check_output(out, transform)
     out_leaves, out_def = flatten(out)
     shapes, tangents = [], []
     for o in out_leaves:
@@ -569,17 +613,18 @@ def _forward_columns(trace, f, args, kwargs, nums, in_leaves, in_def, one, trans
     return shapes, out_def, tangents
 
 
-def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one, transform, progress=False):
+def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one, transform, progress=False,
+                 widen=None):
     tape = Tape()
     try:
         return _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one,
-                               transform, progress)
+                               transform, progress, widen)
     finally:
         tape.finish(transform, f)  # its Vars are dead from now on
 
 
 def _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one, transform,
-                    progress=False):
+                    progress=False, widen=None):
     wrapped = [tape._leaf(x) for x in in_leaves]
     in_index = [v.index for v in wrapped]  # f may rebind a Var (x[i] = v)
     with _progress.bar(progress, 1, f"{transform} forward sweep", "pass") as bar:
@@ -587,6 +632,7 @@ def _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one, tran
             out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
         bar.set_postfix_str(f"{len(tape)} tape entries")
         bar.update()
+    check_output(out, transform)
     out_leaves, out_def = flatten(out)
     for o in out_leaves:
         if not (isinstance(o, Var) and o._trace is tape):
@@ -618,7 +664,7 @@ def _jac_reverse_on(tape, f, args, kwargs, nums, in_leaves, in_def, n, one, tran
         for x, g in zip(in_leaves, cols):
             blk = g[off:off + k] if m != k else g
             blocks.append(_fit_block(wnp.reshape(blk, os_ + shape_of(x)), x))
-        rows.append(unflatten(in_def, blocks))
+        rows.append(_row(in_def, blocks, widen))
         off += k
     return unflatten(out_def, rows)
 
@@ -668,10 +714,14 @@ def hessian(f, argnums=0, *, progress=False, holomorphic=False):
     bar of the columns done (see ``jacobian``). ``holomorphic=True``: ``f''(z)``; a real
     ``f`` of complex ``z`` has no complex Hessian matrix (``wg.hvp`` works: docs/complex.md).
     """
+    check_callable(f, "wg.hessian")
+    argnums = check_argnums(argnums, "hessian")
+
     @functools.wraps(f)
     def grad_f(*args, **kwargs):
         return _value_and_grad(f, argnums, False, args, kwargs, "wg.hessian", holomorphic)[1]
-    return _jacobian(grad_f, argnums, "forward", "wg.hessian", progress, holomorphic)
+    return travels(_jacobian(grad_f, argnums, "forward", "wg.hessian", progress, holomorphic),
+                   hessian, f, argnums, progress=progress, holomorphic=holomorphic)
 
 
 _CURRIED = object()
@@ -687,12 +737,13 @@ def hvp(f, x=_CURRIED, v=_CURRIED):
     >>> wg.hvp(lambda x: wnp.sum(x ** 3))(np.array([1.0, 2.0]), np.array([1.0, 0.0]))
     array([6., 0.])
     """
+    check_callable(f, "wg.hvp")
     if x is _CURRIED and v is _CURRIED:
         @plain_store_errors
         @functools.wraps(f)
         def hvp_f(x, v):
             return hvp(f, x, v)
-        return hvp_f
+        return travels(hvp_f, hvp, f)
     if x is _CURRIED or v is _CURRIED:
         raise TypeError("wg.hvp takes (f, x, v), or f alone for the function (x, v) -> H(x)·v")
     hv = _jvp(lambda y: _value_and_grad(f, 0, False, (y,), {}, "wg.hvp")[1], (x,), (v,),
@@ -711,4 +762,10 @@ def taylor(f, x, v, order):
     """
     if not isinstance(order, int) or order < 0:
         raise ValueError("order must be a non-negative integer")
-    return taylor_coefficients(f, x, v, order)
+
+    @functools.wraps(f)  # escaped-tracer messages name the user's function
+    def checked(y):
+        out = f(y)
+        check_output(out, "wg.taylor")
+        return out
+    return taylor_coefficients(checked, x, v, order)

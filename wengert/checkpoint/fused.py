@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from .._interrupt import interrupt_of
 from ..graph.kernel_cache import copy_call, njit_module
 from ..graph.numba_array import NotExpressible, float_kind, njit_source, split_sources
 from . import machine
@@ -295,8 +296,13 @@ class FusedLoop:
             acts = np.empty((machine.BUFFER_ROWS, 3), np.int32)
         else:
             st, gen = _NO_STATE, 0
-        out = self.fn(*u, *S, *Y, *h, *GX, *gp, *GY, *xs, *cap, *icap, *self.k_step,
-                      *self.k_vjp, *self.k_inv, acts, st, gen, record)
+        try:
+            out = self.fn(*u, *S, *Y, *h, *GX, *gp, *GY, *xs, *cap, *icap, *self.k_step,
+                          *self.k_vjp, *self.k_inv, acts, st, gen, record)
+        except SystemError as e:  # Ctrl+C in the kernel: see _interrupt
+            if interrupt_of(e) is None:
+                raise
+            raise interrupt_of(e) from None
         nc = len(u)
         return list(out[:nc]), list(out[nc:2 * nc]), list(out[2 * nc:])
 

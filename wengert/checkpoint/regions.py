@@ -10,6 +10,8 @@ import functools
 
 import numpy as np
 
+from .._pickling import travels
+from .._validate import check_callable
 from ..core import Tracer
 from ..reverse import Tape, Var, active_tapes
 from ..tree import flatten, unflatten
@@ -161,6 +163,7 @@ def checkpoint(f):
     >>> bool(abs(g - wg.grad(lambda x: block(x) ** 2)(0.3)) < 1e-12), len(calls)
     (True, 3)
     """
+    check_callable(f, "wg.checkpoint")
     @functools.wraps(f)
     def checkpointed(*args, **kwargs):
         leaves, d = flatten(args)
@@ -204,5 +207,5 @@ def checkpoint(f):
         for j, v in zip(live, outs):
             new[j] = v
         return unflatten(out_def, new)
-    return checkpointed
+    return travels(checkpointed, checkpoint, f)
 

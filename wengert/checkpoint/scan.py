@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 
 import numpy as np
 
@@ -94,6 +95,18 @@ class _Loop:
         return pl
 
 
+def _count(length):
+    """``length`` as a number of steps: a whole number (``int(1.5)`` would drop a half)."""
+    try:
+        n = operator.index(length)
+    except TypeError:
+        raise TypeError(f"scan: length must be an int (the number of steps), got "
+                        f"{type(length).__name__} {length!r}") from None
+    if n < 0:
+        raise ValueError(f"scan: length must not be negative, got {n}")
+    return n
+
+
 def _length(xs_leaves, length):
     n = None
     for x in xs_leaves:
@@ -107,8 +120,8 @@ def _length(xs_leaves, length):
     if n is None:
         if length is None:
             raise ValueError("scan needs xs or length")
-        return int(length)
-    if length is not None and int(length) != n:
+        return _count(length)
+    if length is not None and _count(length) != n:
         raise ValueError(f"scan: length={length} but xs has {n} entries")
     return n
 

@@ -6,12 +6,14 @@ the package's ``static`` folder, and every error is a 4xx JSON ``{"error": ...}`
 """
 from __future__ import annotations
 
+import io
 import ipaddress
 import json
 import mimetypes
 import socket
 import sys
 import threading
+import time
 import webbrowser
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,30 +47,70 @@ def is_loopback(host):
 class ExplorerServer(ThreadingHTTPServer):
     """A thread per connection, at most ``max_threads`` at once; connections beyond that
     wait (accepted, or in the listen queue) for a thread rather than being reset: with a
-    listen backlog of 64, a few hundred clients at once saw resets."""
+    listen backlog of 64, a few hundred clients at once saw resets.
+
+    Slow clients cannot hold the threads: a request must arrive whole (request line,
+    headers, body) within ``request_deadline`` seconds, however steadily its bytes trickle
+    in, and one client address has at most ``max_per_client`` connections still sending
+    their request; a new one beyond that drops the oldest of them (the slowest), so a
+    request sent at once is answered while a flood from the same address is still open."""
 
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 1024  # the listen backlog (the kernel caps it at somaxconn)
     max_threads = 256
+    request_deadline = 10.0  # seconds
+    max_per_client = 32
 
-    def __init__(self, address, handler, loopback):
+    def __init__(self, address, handler, loopback, request_deadline=None, max_per_client=None):
         host = address[0]
         if ":" in host:
             self.address_family = socket.AF_INET6
         super().__init__(address, handler)
         self.loopback = loopback
+        if request_deadline is not None:
+            self.request_deadline = float(request_deadline)
+        if max_per_client is not None:
+            self.max_per_client = int(max_per_client)
         self._slots = threading.BoundedSemaphore(self.max_threads)
         self._stopping = False
+        self._reading = {}  # client address -> its connections still sending, oldest first
+        self._reading_lock = threading.Lock()
+
+    def _admit(self, request, host):
+        """Count ``request`` among ``host``'s connections still sending their request;
+        beyond ``max_per_client``, the oldest are dropped (their threads wake and end)."""
+        with self._reading_lock:
+            queue = self._reading.setdefault(host, [])
+            queue.append(request)
+            dropped = queue[:max(0, len(queue) - self.max_per_client)]
+            del queue[:len(dropped)]
+        for sock in dropped:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def request_read(self, request, host):
+        """``request`` has arrived whole (or its connection ended): no longer counted."""
+        with self._reading_lock:
+            queue = self._reading.get(host)
+            if queue is not None and request in queue:
+                queue.remove(request)
+                if not queue:
+                    del self._reading[host]
 
     def process_request(self, request, client_address):
+        self._admit(request, client_address[0])
         while not self._slots.acquire(timeout=0.2):  # every thread busy: this one waits
             if self._stopping:
+                self.request_read(request, client_address[0])
                 self.shutdown_request(request)
                 return
         try:
             super().process_request(request, client_address)
         except BaseException:
+            self.request_read(request, client_address[0])
             self._slots.release()
             raise
 
@@ -76,7 +118,14 @@ class ExplorerServer(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
+            self.request_read(request, client_address[0])
             self._slots.release()
+
+    def handle_error(self, request, client_address):
+        """A client gone (or dropped as too slow) while we wrote: nothing to report."""
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
 
     def shutdown(self):
         self._stopping = True
@@ -90,15 +139,44 @@ class ExplorerServer(ThreadingHTTPServer):
         return f"http://{host}:{port}/"
 
 
+class _DeadlineIO(socket.SocketIO):
+    """A socket's reading side that gives up at a deadline: a per-read timeout alone lets a
+    client that sends one byte every few seconds hold its connection forever."""
+
+    def __init__(self, sock, deadline, read_timeout):
+        super().__init__(sock, "rb")
+        self.deadline, self.read_timeout = deadline, read_timeout
+
+    def readinto(self, b):
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        self._sock.settimeout(min(left, self.read_timeout))
+        return super().readinto(b)
+
+
 class Handler(BaseHTTPRequestHandler):
     server_version = "wengert-explore"
     sys_version = ""
-    timeout = 10  # seconds to send a request: slow clients are dropped
+    timeout = 10  # seconds between two reads (and for each write)
     protocol_version = "HTTP/1.0"
     default_request_version = "HTTP/1.0"  # answer even garbage with a status line
 
+    def setup(self):
+        super().setup()
+        deadline = time.monotonic() + getattr(self.server, "request_deadline", 10.0)
+        self.rfile.close()  # (the socket stays open: this only lets go of the reader)
+        self.rfile = io.BufferedReader(_DeadlineIO(self.connection, deadline, self.timeout))
+
+    def _arrived(self):
+        """The request has been read whole: its connection no longer counts as sending."""
+        done = getattr(self.server, "request_read", None)
+        if done is not None:
+            done(self.request, self.client_address[0])
+
     # -- responses -----------------------------------------------------------------
     def _send(self, status, body, ctype, extra=()):
+        self.connection.settimeout(self.timeout)  # a read may have left less
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -159,6 +237,7 @@ class Handler(BaseHTTPRequestHandler):
         return is_loopback(name)
 
     def do_GET(self):
+        self._arrived()
         try:
             if not self._host_ok():
                 return self.fail(403, "the explorer only answers requests addressed to "
@@ -197,6 +276,7 @@ class Handler(BaseHTTPRequestHandler):
                                  else 405 if path in ("/", "/api/schedule") else 404,
                                  f"no POST endpoint at {path[:100]}")
             data = self._read_json()
+            self._arrived()
             if not isinstance(data, dict):
                 return self.fail(400, "the request body must be a JSON object")
             unknown = set(data) - {"expr", "inputs"}
@@ -233,7 +313,10 @@ class Handler(BaseHTTPRequestHandler):
         if n > MAX_BODY:
             self._drain(n)
             raise ApiError(f"request body too large ({n} bytes; the limit is {MAX_BODY})", 413)
-        raw = self.rfile.read(n)
+        try:
+            raw = self.rfile.read(n)
+        except TimeoutError:
+            raise ApiError("the request body did not arrive in time", 408) from None
         if len(raw) != n:
             raise ApiError("request body shorter than its Content-Length")
         try:
@@ -285,17 +368,19 @@ def _no_constant(name):
     raise ValueError(f"{name} is not valid JSON")
 
 
-def make_server(host="127.0.0.1", port=0, *, allow_remote=False, verbose=False):
+def make_server(host="127.0.0.1", port=0, *, allow_remote=False, verbose=False,
+                request_deadline=None, max_per_client=None):
     """An :class:`ExplorerServer` (not yet serving).
 
     A non-loopback ``host`` is refused unless ``allow_remote`` (the command
-    line's explicit ``--host``).
+    line's explicit ``--host``).  ``request_deadline`` (seconds, 10 by default) and
+    ``max_per_client`` (32) bound what slow clients can hold (see ``ExplorerServer``).
     """
     loop = is_loopback(host)
     if not loop and not allow_remote:
         raise PermissionError(f"refusing to serve on {host}, which is not a loopback "
                               "address; pass --host explicitly to expose the explorer")
-    server = ExplorerServer((host, port), Handler, loop)
+    server = ExplorerServer((host, port), Handler, loop, request_deadline, max_per_client)
     server.verbose = verbose
     return server
 

@@ -22,6 +22,9 @@ import warnings
 
 import numpy as np
 
+from .._interrupt import reraise_interrupts
+from .._pickling import importable
+from .._validate import check_callable
 from ..arrays import is_foreign
 from ..core import Tracer
 from ..tree import flatten, unflatten
@@ -150,6 +153,16 @@ class Compiled:
     def __get__(self, obj, objtype=None):  # methods: bind like a function
         return self if obj is None else functools.partial(self, obj)
 
+    def __reduce__(self):
+        """Pickled as the function and the options, not the programs and kernels: the
+        receiver traces and compiles again on its first call (by name where ``@wg.compile``
+        decorated a module's function)."""
+        if importable(self):
+            return self.__qualname__
+        return Compiled, (self.f, self.max_traces, self.simplify, self.fuse,
+                          self.reuse_buffers)
+
+    @reraise_interrupts  # Ctrl+C in a fused kernel: see _interrupt
     def __call__(self, *args, **kwargs):
         try:
             key = tuple(map(_sig, args)) if not kwargs else _key(args, kwargs, _sig)
@@ -294,6 +307,7 @@ def compile(f=None, *, max_traces=16, simplify=True, fuse=None, reuse_buffers=No
     if f is None:
         return lambda fn: compile(fn, max_traces=max_traces, simplify=simplify, fuse=fuse,
                                   reuse_buffers=reuse_buffers)
+    check_callable(f, "wg.compile")
     own = getattr(f, "__wg_compile__", None)
     if own is not None:  # a transform with a compiled form of its own (wg.sparse_jacobian)
         return own(functools.partial(compile, max_traces=max_traces, simplify=simplify,

@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import numpy as wnp
 from ..core import ndim_of, shape_of
-from ..transforms import _arg_name, check_differentiable
+from ..transforms import _arg_name, check_argnums, check_differentiable
 from . import generated
 from .errors import SourceError
 from .forward import ForwardGen
@@ -49,7 +49,8 @@ _counter = [0]
 
 def _kind(a):
     """'s' a scalar, 'i' an integer, '1' a 1-d array, 'n' a plain 1-d float array,
-    'l' a list or tuple of scalars, 'a' anything else."""
+    'l' a list or tuple of scalars, 't' another list, tuple or dict (a pytree: its adjoint
+    is one too), 'a' anything else."""
     t = type(a)
     if t is float:
         return "s"
@@ -65,10 +66,10 @@ def _kind(a):
             return "l"
         for e in a:
             if isinstance(e, (list, tuple, dict)) or ndim_of(e) != 0:
-                return "a"
+                return "t"
         return "l"
     if isinstance(a, dict):
-        return "a"
+        return "t"
     nd = ndim_of(a)
     return "s" if nd == 0 else ("1" if nd == 1 else "a")
 
@@ -191,6 +192,7 @@ def grad(f, argnums=0):
     >>> [round(float(g), 12) for g in df(0.5, 4.2)]
     [5.07758256189, 0.5]
     """
+    argnums = check_argnums(argnums, "source.grad")
     spec = _Specialised(f, "grad", argnums)
     nparams = len(spec.fn.params)
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)

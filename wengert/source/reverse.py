@@ -34,6 +34,7 @@ class ReverseGen(BaseGen):
         self.ct = None
         self.pb_unstable = set()
         self.list_adjoints = {}     # adjoint lists of list arguments: gx -> x
+        self._containers = None     # see containers()
 
     def check_lists(self):
         """A list argument used whole would get a list as adjoint, which ``+=`` would
@@ -52,6 +53,24 @@ class ReverseGen(BaseGen):
     def g(self, v):
         return self.gname(v)
 
+    def containers(self):
+        """Names that may hold a pytree (a dict, or a tuple of arrays): the arguments of
+        kind 't', what is read out of them, and copies either way. Their adjoints are
+        pytrees too, added leaf by leaf (``runtime.add_tree``)."""
+        if self._containers is None:
+            ops = [s for s, _ in self.walk(self.fn.body) if isinstance(s, Op)]
+            names = {p for p, k in zip(self.fn.params, self.scalar_params) if k == "t"}
+            grown = bool(names)
+            while grown:
+                more = {s.target for s in ops if s.kind in ("sub", "copy") and s.args and
+                        s.args[0].is_name and s.args[0].name in names}
+                more |= {s.args[0].name for s in ops if s.kind == "copy" and s.args and
+                         s.args[0].is_name and s.target in names}
+                grown = not more <= names
+                names |= more
+            self._containers = names
+        return self._containers
+
     # -- one assignment -----------------------------------------------------------------------
     def acc(self, target_var, contribution):
         """``gx += c`` (``gx -= c`` for a negation; ``gx = gx + c`` for arrays)."""
@@ -60,6 +79,10 @@ class ReverseGen(BaseGen):
         if target_var in self.packs:
             # a list passed to one call: its adjoint (a list) is that call's contribution
             return f"{gv} = {contribution.text if isinstance(contribution, Sym) else contribution}"
+        if target_var in self.containers():  # a pytree's adjoint: added leaf by leaf
+            self.namespace["add_tree"] = runtime.add_tree
+            return (f"{gv} = add_tree({gv}, "
+                    f"{contribution.text if isinstance(contribution, Sym) else contribution})")
         if isinstance(contribution, Sym):
             neg = contribution.neg
             c, prec = (neg.text, neg.prec) if neg is not None else (contribution.text,
@@ -438,6 +461,9 @@ class ReverseGen(BaseGen):
                     lines.append(f"    {gout} = seed({out})")
                 else:
                     lines.append(f"    {gout} = 1.0")
+            else:  # a constant output: still a number (None or a string is refused)
+                self.namespace["seed"] = runtime.seed
+                lines.append(f"    seed({out})")
             lines += rev
             if out_tuple:
                 lines.append(f"    return {self.tuple_text(grads)}")

@@ -16,11 +16,12 @@ from ..core import Tracer, ndim_of, shape_of
 from ..tree import flatten, unflatten
 
 __all__ = ["pullback", "pushforward", "vjp_call", "jvp_call", "unbroadcast", "broadcast_like",
-           "add_at", "tangent_at", "shaped_tangents", "fit", "seed", "item"]
+           "add_at", "add_tree", "tangent_at", "shaped_tangents", "fit", "seed", "item"]
 
 
 def seed(out):
     """The cotangent ``1`` of a scalar output (a gradient needs one)."""
+    transforms.check_output(out, "wg.source.grad")  # None, a string: not a zero gradient
     if isinstance(out, (list, tuple, dict)) or ndim_of(out) != 0:
         raise ValueError(
             f"grad needs a function with a scalar output, but it returned shape "
@@ -219,16 +220,44 @@ def shaped_tangents(primals, tangents):
 _OWNED = weakref.WeakValueDictionary()  # id -> adjoint arrays add_at made (safe to update)
 
 
+_CONTAINERS = (list, tuple, dict)
+
+
+def add_tree(a, b):
+    """``a + b`` for cotangents that may be containers (of a pytree argument's parts): leaf
+    by leaf, a plain ``0.0`` standing for a zero of any structure. Containers come back new,
+    so an adjoint placed in another is never updated through it later."""
+    if not isinstance(a, _CONTAINERS) and not isinstance(b, _CONTAINERS):
+        return a + b
+    if not isinstance(a, _CONTAINERS) and type(a) is float and a == 0.0:
+        return add_tree(_zeros_like_tree(b), b)
+    if not isinstance(b, _CONTAINERS) and type(b) is float and b == 0.0:
+        return add_tree(a, _zeros_like_tree(a))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {k: add_tree(a.get(k, 0.0), b.get(k, 0.0)) for k in {**a, **b}}
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        return [add_tree(u, v) for u, v in zip(a, b)]
+    raise TypeError(f"cannot add cotangents of structures {type(a).__name__} and "
+                    f"{type(b).__name__}")
+
+
+def _zeros_like_tree(t):
+    if isinstance(t, dict):
+        return {k: 0.0 for k in t}
+    return [0.0] * len(t) if isinstance(t, (list, tuple)) else 0.0
+
+
 def add_at(gx, x, idx, g):
-    """``gx`` plus the cotangent ``g`` of ``x[idx]`` placed at ``idx``."""
+    """``gx`` plus the cotangent ``g`` of ``x[idx]`` placed at ``idx`` (``g`` may itself be
+    a container's: nested pytrees)."""
     if isinstance(x, (list, tuple)):
         # the list of adjoints belongs to the generated program: updated in place
         out = gx if isinstance(gx, list) else [0.0] * len(x)
-        out[idx] = out[idx] + g
+        out[idx] = add_tree(out[idx], g)
         return out
     if isinstance(x, dict):
         out = gx if isinstance(gx, dict) else {k: 0.0 for k in x}
-        out[idx] = out[idx] + g
+        out[idx] = add_tree(out[idx], g)
         return out
     xs = shape_of(x)
     if type(x) is np.ndarray and not isinstance(g, Tracer) and not isinstance(gx, Tracer):
@@ -266,6 +295,18 @@ def item(a, *args):
     return wnp.reshape(a, (-1,))[index]
 
 
+def _spread_zeros(g, x):
+    """``g`` with each plain ``0.0`` that stands for a whole part of ``x`` (a tuple, a dict)
+    spread over that part's leaves, so that ``g`` and ``x`` have as many leaves."""
+    if isinstance(x, dict) and isinstance(g, dict):
+        return {k: _spread_zeros(g.get(k, 0.0), v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)) and isinstance(g, (list, tuple)) and len(g) == len(x):
+        return [_spread_zeros(a, v) for a, v in zip(g, x)]
+    if isinstance(x, (list, tuple, dict)) and not isinstance(g, (list, tuple, dict)):
+        return [0.0] * len(flatten(x)[0])
+    return g
+
+
 def fit(g, x):
     """The derivative with respect to ``x``: its shape, dtype and structure."""
     tx = type(x)
@@ -286,7 +327,7 @@ def fit(g, x):
         xl, d = flatten(x)
         if not isinstance(g, (list, tuple, dict)):
             return unflatten(d, [zeros_like_value(v) for v in xl])
-        gl, _ = flatten(g)
+        gl, _ = flatten(_spread_zeros(g, x))
         return unflatten(d, [fit(a, v) for a, v in zip(gl, xl)])
     if type(g) is list and isinstance(x, (np.ndarray, Tracer)):
         # the adjoint of a vector, accumulated element by element
