@@ -119,3 +119,12 @@ def test_unfused_scan_says_which_primitive(monkeypatch):
     with pytest.warns(wg.UnfusedWarning, match=r"scan of 5 steps.*i0"):
         got = wg.compile(wg.grad(loss), fuse=True)(w)
     np.testing.assert_allclose(got, wg.grad(loss)(w), rtol=1e-12)
+
+
+def test_coverage_table_of_lowerings(capsys):
+    from wengert import coverage
+    assert coverage.main(["--compile"]) == 0
+    text = capsys.readouterr().out
+    for name, kind in (("expit", "scalar form"), ("erf", "scalar form"), ("sin", "ufunc"),
+                       ("logaddexp", "ufunc"), ("i0", "none"), ("angle", "NumPy call")):
+        assert f"| `{name}` | {kind} |" in text, name

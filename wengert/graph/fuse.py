@@ -37,6 +37,7 @@ from . import pool
 from .codegen import _INFIX, _UNARY, BodyWriter, Generated, _fresh_output, _out_expr, \
     build_function, compile_generated, literal, preamble, program_text, with_pool
 from .kernel_cache import njit_module
+from ..rules.lowering import lowering
 
 __all__ = ["build_fused", "numba_or_none", "fuse_default", "lowering", "UnfusedWarning",
            "warn_unfused"]
@@ -100,18 +101,6 @@ def _dtype(v):
 def _scalar_arg(v):
     return type(v) in (float, int, bool, np.float64, np.float32, np.int64, np.bool_) or (
         type(v) is np.ndarray and v.dtype.kind in "biuf")
-
-
-def lowering(prim, supported):
-    """How a fused kernel computes ``prim`` on scalars: ``"ufunc"`` (NumPy's, which Numba
-    compiles), ``"scalar form"`` (its record's ``numba_scalar``, for a SciPy function), or
-    None (no lowering: an elementwise node of it stays a NumPy call)."""
-    if getattr(prim, "numba_scalar", None) is not None:
-        return "scalar form"
-    u = prim.ufunc
-    if u is not None and u in supported and getattr(np, u.__name__, None) is u:
-        return "ufunc"
-    return None
 
 
 def _ufunc_ok(n, supported):
@@ -263,7 +252,7 @@ def build_fused(g, reuse_buffers=False):
     key, stage, groups = _plan(g, live, w.fused, supported)
     missing = {n.prim.name for i, n in enumerate(g.nodes) if live[i] and n.kind == "op"
                and n.prim.ufunc is not None and _dtype(n.value) is not None
-               and lowering(n.prim, supported) is None}
+               and lowering(n.prim, supported) == "none"}
     if missing:
         warn_unfused(missing, "elementwise work of this program")
     uses = _users(g, live)
