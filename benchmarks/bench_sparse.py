@@ -11,7 +11,13 @@ shown apart, as "plan".
 Targets (issue 20): compiled ≤ 1× the hand-written Jacobian, and the cost relative to F
 flat in n.
 
-    python benchmarks/bench_sparse.py [--quick]     (--quick: n up to 10⁴)
+Then bundle adjustment (ADBench / GradBench "ba"), the residual written in NumPy with
+wengert.numpy -- reprojection through a Rodrigues rotation and radial distortion, weighted,
+and the weight error 1 - w² -- at ADBench's ba1 shape (49 cameras, 7,776 points, 31,843
+observations): the Jacobian (95,529 x 55,710) by ``wg.sparse_jacobian``, 15 column colours
+(the widest row), as time ÷ the residual's (target, issue 32: ≤ 6.5×, ADBench's manual C++).
+
+    python benchmarks/bench_sparse.py [--quick]     (--quick: n up to 10⁴, BA at p = 1,000)
 """
 import sys
 import time
@@ -78,5 +84,63 @@ def main():
                     fmt(over_hand), width=40)
 
 
+def ba_residual(m, n_cams, n_pts, cam_of, pt_of, feats):
+    """ADBench's bundle-adjustment residual of the flat parameters (cameras' 11 numbers:
+    Rodrigues rotation, centre, focal length, principal point, 2 radial distortion
+    coefficients; points; weights): each observation's weighted reprojection error, then
+    each weight's error 1 - w²."""
+    def F(params):
+        cams = params[:11 * n_cams].reshape(n_cams, 11)[cam_of]
+        X = params[11 * n_cams:11 * n_cams + 3 * n_pts].reshape(n_pts, 3)[pt_of]
+        w = params[11 * n_cams + 3 * n_pts:]
+        rot, Xc = cams[:, 0:3], X - cams[:, 3:6]
+        theta = m.sqrt(m.sum(rot * rot, axis=1, keepdims=True))
+        axis = rot / theta
+        cos, sin = m.cos(theta), m.sin(theta)
+        Xr = Xc * cos + m.cross(axis, Xc) * sin + \
+            axis * (m.sum(axis * Xc, axis=1, keepdims=True) * (1.0 - cos))
+        p = Xr[:, :2] / Xr[:, 2:3]
+        rsq = m.sum(p * p, axis=1, keepdims=True)
+        dist = 1.0 + cams[:, 9:10] * rsq + cams[:, 10:11] * rsq * rsq
+        proj = p * dist * cams[:, 6:7] + cams[:, 7:9]
+        err = w[:, None] * (proj - feats)
+        return m.concatenate([err.reshape(-1), 1.0 - w * w])
+    return F
+
+
+def ba_problem(n_cams, n_pts, n_obs, seed=0):
+    """Random data of ADBench's shape: observation i sees camera i % n and point i % m."""
+    rng = np.random.default_rng(seed)
+    cams = np.c_[rng.uniform(-0.3, 0.3, (n_cams, 3)), rng.uniform(-1, 1, (n_cams, 3)),
+                 rng.uniform(0.5, 2.0, (n_cams, 1)), rng.uniform(-0.1, 0.1, (n_cams, 2)),
+                 rng.uniform(-0.01, 0.01, (n_cams, 2))]
+    pts = rng.uniform(-1, 1, (n_pts, 3)) + np.array([0.0, 0.0, 8.0])
+    params = np.concatenate([cams.ravel(), pts.ravel(), rng.uniform(0.5, 1.5, n_obs)])
+    i = np.arange(n_obs)
+    return params, (n_cams, n_pts, i % n_cams, i % n_pts, rng.uniform(-1, 1, (n_obs, 2)))
+
+
+def bundle_adjustment(quick):
+    small, shape = ba_problem(3, 10, 40)
+    jac = wg.sparse_jacobian(ba_residual(wnp, *shape))(small)
+    np.testing.assert_allclose(jac.toarray(), wg.jacobian(ba_residual(wnp, *shape))(small),
+                               rtol=1e-10, atol=1e-12)
+    n_cams, n_pts, n_obs = (5, 250, 1000) if quick else (49, 7776, 31843)
+    x, shape = ba_problem(n_cams, n_pts, n_obs)
+    F = ba_residual(np, *shape)
+    eager = wg.sparse_jacobian(ba_residual(wnp, *shape))
+    t = time.perf_counter()
+    plan = eager.plan(x)
+    t_plan = time.perf_counter() - t
+    print(f"\nbundle adjustment p = {n_obs:,}: Jacobian {plan.sparsity.shape[0]:,} x "
+          f"{plan.sparsity.shape[1]:,}, {plan.num_colors} colours ({plan.mode}), plan "
+          f"{t_plan:.2f} s once")
+    row("", "ms", "÷ F", width=40)
+    t_fn, t_f, over_f = paired_time(eager, F, x, rounds=5)
+    row("  F (NumPy)", fmt(t_f * 1e3), fmt(1.0), width=40)
+    row("  wg.sparse_jacobian", fmt(t_fn * 1e3), fmt(over_f), width=40)
+
+
 if __name__ == "__main__":
     main()
+    bundle_adjustment("--quick" in sys.argv)

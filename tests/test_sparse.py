@@ -299,7 +299,7 @@ def test_colourings_of_a_million_banded_columns_are_fast_and_optimal():
     assert time.perf_counter() - t < 30  # a few seconds on a busy machine
 
 
-@pytest.mark.parametrize("rounds", [coloring.BAND_ROUNDS, 0])  # 0: the priority rounds
+@pytest.mark.parametrize("rounds", [coloring.BAND_ROUNDS, 0])  # 0: the greedy orders
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 40), st.integers(1, 40), st.floats(0.01, 0.4), st.booleans(),
        st.integers(0, 2 ** 31 - 1))

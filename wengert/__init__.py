@@ -38,10 +38,12 @@ __all__ = ["Primitive", "primitive", "EscapedTracerError", "SolverWarning", "Dua
            "jacfwd", "jacrev", "stop_gradient", "custom_vjp", "custom_jvp", "vmap",
            "trace", "Graph", "compile", "to_dot", "source", "checkpoint", "scan",
            "checkpoint_schedule", "tree", "chain_order", "jacobian_sparsity", "hessian_sparsity",
-           "sparse_jacobian", "sparse_hessian", "color", "custom_root", "implicit"]
+           "sparse_jacobian", "sparse_hessian", "color", "custom_root", "implicit",
+           "UnfusedWarning"]
 
 _LAZY = {
     "trace": ("wengert.graph", "trace"),
+    "UnfusedWarning": ("wengert.graph.fuse", "UnfusedWarning"),
     "Graph": ("wengert.graph", "Graph"),
     "compile": ("wengert.graph", "compile"),
     "to_dot": ("wengert.graph", "to_dot"),

@@ -5,30 +5,45 @@ computing derivatives", SIAM Review 47(4), 2005).
 * ``column_coloring`` (forward mode): columns that share no row may share a colour, since
   one forward pass with the sum of their unit directions reads each of them off its own
   rows. A distance-2 colouring of the bipartite row/column graph (a colouring of the column
-  intersection graph ``AᵀA``, never formed).
+  intersection graph ``AᵀA``, formed only where it is small, for the orders).
 * ``row_coloring`` (reverse mode): the same for the rows, one reverse sweep per colour.
 * ``star_coloring`` (symmetric Hessians): a distance-1 colouring of the adjacency graph in
   which every path on four vertices takes at least three colours. Each entry ``H[i, j]``
   is then read directly off the product with one of the two colours' directions, and
   symmetry makes far fewer colours do: an arrowhead needs 2, where columns need n.
 
-Vertices are coloured in rounds, vectorised with scipy.sparse: a round takes a set of
-vertices whose choices cannot affect one another and gives each the smallest colour its
-rule allows, for the whole set at once. For a banded pattern the rounds are the residue
-classes of the index modulo the band's reach -- a greedy colouring in a valid order, which
-is optimal on full bands (3 colours for a tridiagonal Jacobian, 5 for a pentadiagonal one)
-and takes a handful of rounds at any n. Other patterns take the vertices largest-first
-(most neighbours first, ties at random but reproducibly), in rounds of local maxima.
+Each is the fewest colours of a few greedy colourings (each vertex in turn takes the
+smallest colour its rule allows), stopping early at a lower bound (the widest row; for a
+star colouring 3 where a path on four vertices exists):
+
+* a banded pattern first takes its vertices by their index modulo the band's reach, one
+  vectorised round per residue class -- optimal on full bands (3 colours for a tridiagonal
+  Jacobian, 5 for a pentadiagonal one), a handful of rounds at any n;
+* then the classical orders (Gebremedhin, Manne and Pothen): largest first,
+  the natural order, and, where the graph is small enough to walk in Python, smallest
+  last and incidence degree. Degrees are those of the column intersection graph ``AᵀA``
+  for columns, of the adjacency graph for stars.
+
+The sequential passes are Python loops whose steps read sets of colours, not the
+neighbours' neighbours: a column looks at its rows' colour sets (starting at the largest
+of their smallest free colours), a star step at per-vertex colour sets kept up to date as
+vertices are coloured. So a dense row or a hub costs its size once, and the time grows with
+the nonzeros, never with the square of a row. No colouring gives up and hands out a
+colour per vertex: the result is always one of the greedy colourings.
 
 Pure NumPy and SciPy: nothing here knows about differentiation.
 """
+import heapq
+
 import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["as_pattern", "column_coloring", "row_coloring", "star_coloring", "color",
            "is_column_coloring", "is_star_coloring", "star_sources"]
 
-BAND_ROUNDS = 256  # a band whose reach needs more rounds than this is coloured by priorities
+BAND_ROUNDS = 256  # a band whose reach needs more rounds than this is coloured by orders
+GRAPH_BUDGET = 2 * 10 ** 6  # the column intersection graph is formed up to this size
+ORDER_BUDGET = 2 * 10 ** 6  # smallest-last and incidence-degree orders up to this many edges
 
 
 def as_pattern(sparsity, square=False):
@@ -86,79 +101,153 @@ def _colour_sets(rows, colours, n_rows, k):
     return s
 
 
-def _row_max(a, values):
-    """``max(values[j] for j in row i of a)`` per row (-1 for an empty row)."""
-    out = np.full(a.shape[0], -1, values.dtype)
-    counts = np.diff(a.indptr)
-    nonempty = counts > 0
-    if a.nnz:
-        out[nonempty] = np.maximum.reduceat(values[a.indices], a.indptr[:-1][nonempty])
-    return out
-
-
-def _priorities(degree, seed=0):
-    """Distinct integer priorities: larger degree first, ties in a fixed random order."""
-    rng = np.random.default_rng(seed)
-    order = np.lexsort((rng.permutation(degree.size), degree))
-    prio = np.empty(degree.size, np.int64)
-    prio[order] = np.arange(degree.size)
-    return prio
-
-
 # -- column and row colouring (distance 2) ------------------------------------------------------------
 def column_coloring(sparsity):
-    """Colours of the columns such that no two columns of one colour share a row."""
+    """Colours of the columns such that no two columns of one colour share a row: the
+    fewest of the greedy colourings tried (see the module docstring)."""
     a = as_pattern(sparsity)
     m, n = a.shape
-    colors = np.full(n, -1, np.intp)
     at = sp.csr_array(a.T)
     at.sort_indices()
-    used = np.diff(at.indptr) > 0
-    colors[~used] = 0  # a column in no row may take any colour
-    if not used.any():
-        return colors
     counts = np.diff(a.indptr)
+    if not counts.any():
+        return np.zeros(n, np.intp)
+    lower = int(counts.max())  # a row's columns all differ: never fewer colours than this
+    best = None
     full = counts > 0
     first = a.indices[a.indptr[:-1][full]]
     last = a.indices[a.indptr[1:][full] - 1]
     reach = int((last - first).max()) + 1  # columns this far apart never share a row
     if reach <= BAND_ROUNDS:
-        cls = np.arange(n) % reach
-        for r in range(reach):
-            _colour_distance2(a, at, colors, np.flatnonzero(used & (cls == r)))
-        return colors
-    prio = _priorities(at @ counts)  # sum of the row lengths: a bound on the neighbours
-    slow = _Patience()
-    while (colors < 0).any() and not slow.gives_up(colors):
-        pm = np.where(colors < 0, prio, -1)
-        best = _row_max(at, _row_max(a, pm))  # the largest uncoloured priority 2 steps away
-        _colour_distance2(a, at, colors, np.flatnonzero((colors < 0) & (best == pm)))
+        best = _band_columns(a, at, reach)
+        if best.max() + 1 <= lower:
+            return best
+    work = int(counts.astype(np.int64) @ counts)  # the column intersection graph's size
+    graph = _intersection_graph(a, at) if work <= GRAPH_BUDGET else None
+    for order in _orders(graph, at, counts):
+        c = _greedy_columns(at, order, m)
+        if best is None or c.max() < best.max():
+            best = c
+        if best.max() + 1 <= lower:
+            break
+    return best
+
+
+def _band_columns(a, at, reach):
+    """The greedy colouring taking the columns by their index modulo ``reach``, one
+    vectorised round per residue (columns ``reach`` apart share no row)."""
+    n = a.shape[1]
+    colors = np.full(n, -1, np.intp)
+    used = np.diff(at.indptr) > 0
+    colors[~used] = 0
+    cls = np.arange(n) % reach
+    for r in range(reach):
+        _colour_distance2(a, at, colors, np.flatnonzero(used & (cls == r)))
     return colors
 
 
-class _Patience:
-    """Rounds that colour almost nothing mean a near-clique (a dense row), which needs about
-    as many colours as it has vertices: after ``ROUNDS`` of them in a row, each remaining
-    vertex gets a colour of its own. That is a valid column, row and star colouring (a
-    colour used once can be in no conflict and on no two-coloured path), found at once
-    instead of in a round per vertex."""
+def _intersection_graph(a, at):
+    """The column intersection graph ``AᵀA`` without its diagonal (canonical csr)."""
+    g = sp.csr_array(at.astype(np.int32) @ a.astype(np.int32) != 0)
+    g.setdiag(False)
+    g.eliminate_zeros()
+    g.sort_indices()
+    return g
 
-    ROUNDS = 8
 
-    def __init__(self):
-        self.left = None
-        self.idle = 0
+def _orders(graph, at, counts):
+    """Vertex orders for the greedy colourings, the cheap first: largest first (by degree
+    in ``graph``, or, without it, by the sum of the row lengths, which bounds it), the
+    natural order, and on ``graph`` (when given) smallest last and incidence degree."""
+    if graph is not None:
+        degree = np.diff(graph.indptr)
+    else:
+        degree = at @ counts
+    yield np.argsort(-degree, kind="stable")
+    yield np.arange(at.shape[0])
+    if graph is not None:
+        ptr, idx = graph.indptr.tolist(), graph.indices.tolist()
+        yield _smallest_last(ptr, idx)
+        yield _incidence_degree(ptr, idx)
 
-    def gives_up(self, colors):
-        left = int((colors < 0).sum())
-        if self.left is not None:
-            self.idle = self.idle + 1 if self.left - left < max(1, left / 100) else 0
-        self.left = left
-        if self.idle < self.ROUNDS:
-            return False
-        todo = np.flatnonzero(colors < 0)
-        colors[todo] = colors.max() + 1 + np.arange(todo.size)
-        return True
+
+def _greedy_columns(at, order, m):
+    """The greedy distance-2 colouring in ``order``: each column takes the smallest colour
+    that no column sharing a row with it has. Each row keeps the set of its colours and the
+    smallest colour not in it, where the search starts: a column's step costs its number
+    of rows times the colours it tries, not its distance-2 degree (a dense row stays
+    linear)."""
+    ptr, idx = at.indptr.tolist(), at.indices.tolist()
+    sets = [None] * m
+    mex = [0] * m
+    colors = [0] * at.shape[0]
+    for v in order.tolist():
+        rows = idx[ptr[v]:ptr[v + 1]]
+        if not rows:
+            continue
+        c = max(mex[r] for r in rows)
+        taken = [s for s in (sets[r] for r in rows) if s]
+        while any(c in s for s in taken):
+            c += 1
+        colors[v] = c
+        for r in rows:
+            s = sets[r]
+            if s is None:
+                s = sets[r] = set()
+            s.add(c)
+            if c == mex[r]:
+                k = c + 1
+                while k in s:
+                    k += 1
+                mex[r] = k
+    return np.array(colors, np.intp)
+
+
+def _smallest_last(ptr, idx):
+    """Matula and Beck's smallest-last order: repeatedly remove a vertex of least degree
+    among those left (ties: the lowest index); colour in the reverse of removal. A heap
+    with stale entries skipped: O(edges log n)."""
+    n = len(ptr) - 1
+    deg = [ptr[v + 1] - ptr[v] for v in range(n)]
+    heap = [(d, v) for v, d in enumerate(deg)]
+    heapq.heapify(heap)
+    gone = [False] * n
+    removed = []
+    while heap:
+        d, v = heapq.heappop(heap)
+        if gone[v] or d != deg[v]:
+            continue
+        gone[v] = True
+        removed.append(v)
+        for w in idx[ptr[v]:ptr[v + 1]]:
+            if not gone[w]:
+                deg[w] -= 1
+                heapq.heappush(heap, (deg[w], w))
+    return np.array(removed[::-1], np.intp)
+
+
+def _incidence_degree(ptr, idx):
+    """The incidence-degree order: next the vertex with the most neighbours already
+    ordered (ties: the larger degree, then the lowest index). A heap with stale entries
+    skipped: O(edges log n)."""
+    n = len(ptr) - 1
+    deg = [ptr[v + 1] - ptr[v] for v in range(n)]
+    inc = [0] * n
+    heap = [(0, -d, v) for v, d in enumerate(deg)]
+    heapq.heapify(heap)
+    done = [False] * n
+    out = []
+    while heap:
+        k, d, v = heapq.heappop(heap)
+        if done[v] or -k != inc[v]:
+            continue
+        done[v] = True
+        out.append(v)
+        for w in idx[ptr[v]:ptr[v + 1]]:
+            if not done[w]:
+                inc[w] += 1
+                heapq.heappush(heap, (-inc[w], -deg[w], w))
+    return np.array(out, np.intp)
 
 
 def row_coloring(sparsity):
@@ -203,34 +292,112 @@ def _adjacency(sparsity):
 
 def star_coloring(sparsity):
     """A star colouring of a symmetric pattern (its diagonal aside): adjacent vertices
-    differ, and every path on four vertices takes at least three colours."""
+    differ, and every path on four vertices takes at least three colours. The fewest of
+    the greedy colourings tried (see the module docstring)."""
     g = _adjacency(sparsity)
     n = g.shape[0]
-    colors = np.full(n, -1, np.intp)
     deg = np.diff(g.indptr)
-    colors[deg == 0] = 0
     if not (deg > 0).any():
-        return colors
+        return np.zeros(n, np.intp)
+    # a lower bound: an edge takes 2 colours, a path on four vertices 3 (the largest
+    # degree + 1 is none: neighbours of a vertex may share a colour)
     rows = np.repeat(np.arange(n), deg)
+    lower = 3 if _has_path4(g, rows, deg) else 2
+    best = None
     reach = 3 * int(np.abs(rows - g.indices).max()) + 1  # vertices 4 steps apart or more
     if reach <= BAND_ROUNDS:
+        colors = np.full(n, -1, np.intp)
+        colors[deg == 0] = 0
         cls = np.arange(n) % reach
         for r in range(reach):
             batch = np.flatnonzero((colors < 0) & (cls == r))
             if batch.size:
                 colors[batch] = _star_choice(g, colors, batch)
-    else:
-        prio = _priorities(deg)
-        slow = _Patience()
-        while (colors < 0).any() and not slow.gives_up(colors):
-            _star_round(g, colors, prio)
-    if int((deg.astype(np.int64) + 1) @ (deg + 1)) <= 16 * (g.nnz + n):
+        best = colors
+        if best.max() + 1 <= lower:
+            return best
+    work = int(deg.astype(np.int64) @ deg)
+    if work <= 16 * (g.nnz + n):
         # where it is cheap (no hub), a distance-2 colouring is a star colouring too, and
-        # on a band the optimal one (2b + 1 colours): keep the fewer
+        # on a band the optimal one (2b + 1 colours)
         d2 = column_coloring(g + sp.eye_array(n, dtype=bool, format="csr"))
-        if d2.max() < colors.max():
-            return d2
-    return colors
+        if best is None or d2.max() < best.max():
+            best = d2
+        if best.max() + 1 <= lower:
+            return best
+    ptr, idx = g.indptr.tolist(), g.indices.tolist()
+    orders = [lambda: np.argsort(-deg, kind="stable"), lambda: np.arange(n)]
+    if g.nnz <= ORDER_BUDGET:
+        orders += [lambda: _smallest_last(ptr, idx), lambda: _incidence_degree(ptr, idx)]
+    for order in orders:
+        c = _greedy_star(ptr, idx, order())
+        if best is None or c.max() < best.max():
+            best = c
+        if best.max() + 1 <= lower:
+            break
+    return best
+
+
+def _has_path4(g, w, deg):
+    """Whether the graph has a path on four vertices: an edge ``(w, x)`` whose ends have
+    other neighbours, distinct ones (two of degree 2 each with the same other neighbour
+    are a triangle)."""
+    x = g.indices
+    both = (deg[w] >= 2) & (deg[x] >= 2)
+    if ((deg[w] + deg[x] >= 5) & both).any():
+        return True
+    total = np.bincount(w, weights=x, minlength=g.shape[0]).astype(np.int64)
+    pair = both & (deg[w] == 2) & (deg[x] == 2)
+    return bool((total[w[pair]] - x[pair] != total[x[pair]] - w[pair]).any())
+
+
+def _greedy_star(ptr, idx, order):
+    """The sequential greedy star colouring (GMP 2005, Algorithm 4.1) in ``order``: a vertex
+    takes the smallest colour not forbidden by its neighbours ``w`` -- ``w``'s colour, and
+    then, for a coloured ``w``, the colours ``far[w]`` of its neighbours ``x`` that have
+    another neighbour of ``w``'s colour (``v`` would close a two-coloured path through
+    ``x, w``); for an uncoloured ``w``, the colours of all its coloured neighbours (two
+    neighbours of one vertex never share a colour while it is uncoloured).
+
+    ``seen[x]`` maps each colour among ``x``'s neighbours to the first such neighbour
+    (-1 once there are two), and ``far[w]`` is kept up to date as vertices are coloured,
+    so a vertex's step reads sets of colours, never its neighbours' neighbours: a hub costs
+    its degree once, not once per neighbour."""
+    n = len(ptr) - 1
+    col = [-1] * n
+    seen = [{} for _ in range(n)]
+    far = [set() for _ in range(n)]
+    for v in order.tolist():
+        nbrs = idx[ptr[v]:ptr[v + 1]]
+        forbidden = set()
+        for w in nbrs:
+            cw = col[w]
+            if cw >= 0:
+                forbidden.add(cw)
+                forbidden |= far[w]
+            else:
+                forbidden.update(seen[w])
+        c = 0
+        while c in forbidden:
+            c += 1
+        col[v] = c
+        sv = seen[v]
+        for x in nbrs:
+            cx = col[x]
+            if cx >= 0 and sv.get(cx) == -1:  # v has two neighbours of x's colour
+                far[x].add(c)
+            sx = seen[x]
+            first = sx.get(c)
+            if first is None:
+                sx[c] = v
+            elif first >= 0:  # x now has two neighbours of colour c: first and v
+                sx[c] = -1
+                if cx >= 0:
+                    far[first].add(cx)
+                    far[v].add(cx)
+            elif cx >= 0:
+                far[v].add(cx)
+    return np.array(col, np.intp)
 
 
 def _star_choice(g, colors, batch):
@@ -284,35 +451,6 @@ def _lookup(cnt, rows, cols, k):
     q = rows.astype(np.int64) * k + cols
     pos = np.minimum(np.searchsorted(keys, q), keys.size - 1)
     return np.where(keys[pos] == q, cnt.data[pos], 0)
-
-
-def _within(g, values, steps):
-    """``max(values)`` over each vertex and the vertices ``steps`` edges from it."""
-    for _ in range(steps):
-        values = np.maximum(values, _row_max(g, values))
-    return values
-
-
-def _star_round(g, colors, prio):
-    """One round for a pattern without a narrow band: every uncoloured vertex tries the
-    colour the rule gives it against the colours so far; those whose choices clash (see
-    ``_star_violations``) are uncoloured again, but never the vertices that are local
-    maxima of priority within 3 steps: no two of those can affect each other, so the
-    round colours at least them, as the sequential greedy would in priority order."""
-    todo = colors < 0
-    pm = np.where(todo, prio, -1)
-    safe = todo & (_within(g, pm, 3) == pm)
-    batch = np.flatnonzero(todo)
-    colors[batch] = _star_choice(g, colors, batch)
-    tentative = todo & ~safe
-    while True:
-        drop = _star_violations(g, colors) & tentative
-        if not drop.any():
-            break
-        colors[drop] = -1
-        tentative &= ~drop
-    if _star_violations(g, colors).any():  # pragma: no cover - would be a bug here
-        raise RuntimeError("star colouring: the safe vertices clash; please report this")
 
 
 def _star_violations(g, colors):

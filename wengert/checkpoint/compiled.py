@@ -25,6 +25,7 @@ from .. import transforms
 from ..core import Tracer, plain, shape_of
 from ..arrays import zeros_like_value
 from ..graph.codegen import build_function
+from ..graph.fuse import warn_unfused
 from ..graph.graph import Graph
 from ..graph.ir import Node
 from ..graph.trace import GraphTrace, GraphTracer, active_graph_traces
@@ -196,6 +197,9 @@ class LoopPlan:
             except Exception as e:  # NotExpressible, or Numba's own refusal
                 self._fuse = False
                 self.fuse_failures.append(e)
+                if getattr(e, "primitive", None):
+                    warn_unfused([e.primitive], f"a compiled scan of {self.n} steps (its loop "
+                                 "runs step by step from Python)")
         return self._fused
 
     def _try_fused(self, method, *args):

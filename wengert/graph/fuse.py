@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import operator
 import os
+import threading
+import warnings
 
 import numpy as np
 
@@ -35,8 +37,10 @@ from . import pool
 from .codegen import _INFIX, _UNARY, BodyWriter, Generated, _fresh_output, _out_expr, \
     build_function, compile_generated, literal, preamble, program_text, with_pool
 from .kernel_cache import njit_module
+from ..rules.lowering import lowering
 
-__all__ = ["build_fused", "numba_or_none", "fuse_default"]
+__all__ = ["build_fused", "numba_or_none", "fuse_default", "lowering", "UnfusedWarning",
+           "warn_unfused"]
 
 _FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
 _KERNELS = {}  # kernel source -> Numba dispatcher (one compilation per source and types)
@@ -53,6 +57,28 @@ def numba_or_none():
         except Exception:  # not installed, or broken against this NumPy
             _NUMBA.append(None)
     return _NUMBA[0]
+
+
+class UnfusedWarning(RuntimeWarning):
+    """A compiled program runs part of its work unfused: a primitive in it has no Numba
+    lowering (``python -m wengert.coverage --compile`` lists which do)."""
+
+
+_WARNED = set()  # primitives already warned about in this process
+_WARN_LOCK = threading.Lock()
+
+
+def warn_unfused(names, what):
+    """One ``UnfusedWarning`` naming the primitives of ``names`` not warned about yet."""
+    with _WARN_LOCK:
+        new = sorted(set(names) - _WARNED)
+        _WARNED.update(new)
+    if new:
+        warnings.warn(
+            f"wg.compile: {what} runs unfused: no Numba lowering for {', '.join(new)} "
+            "(the results are the same, only slower). `python -m wengert.coverage --compile` "
+            "lists the primitives that have one; an elementwise primitive gets one from a "
+            "`numba_scalar` form beside its rule.", UnfusedWarning, stacklevel=4)
 
 
 def fuse_default():
@@ -79,6 +105,9 @@ def _scalar_arg(v):
 
 def _ufunc_ok(n, supported):
     u = n.prim.ufunc
+    if getattr(n.prim, "numba_scalar", None) is not None:  # float64 only
+        return u is not None and not n.params and _dtype(n.value) == _FLOATS[0] and \
+            len(n.args) == u.nin
     if u is None or n.params or n.prim.multiple_results or u not in supported \
             or getattr(np, u.__name__, None) is not u or u.nout != 1:
         return False
@@ -170,7 +199,8 @@ def _plan(g, live, fused, supported):
     key = _classify(g, live, fused, supported)
     for i, k in enumerate(key):
         if k and int(np.prod(k)) > SIMD_SIZE and g.nodes[i].prim.ufunc is not None and \
-                not _is_operator(g.nodes[i].prim):
+                not _is_operator(g.nodes[i].prim) and \
+                getattr(g.nodes[i].prim, "numba_scalar", None) is None:  # SciPy's: scalar
             key[i] = None
     # a group of one computing node gains nothing: make it a NumPy call, and regroup
     for _ in range(4):
@@ -220,6 +250,11 @@ def build_fused(g, reuse_buffers=False):
     em, live, names, params, unpack_lines, name = preamble(g)
     w = BodyWriter(g, em, names, False)
     key, stage, groups = _plan(g, live, w.fused, supported)
+    missing = {n.prim.name for i, n in enumerate(g.nodes) if live[i] and n.kind == "op"
+               and n.prim.ufunc is not None and _dtype(n.value) is not None
+               and lowering(n.prim, supported) == "none"}
+    if missing:
+        warn_unfused(missing, "elementwise work of this program")
     uses = _users(g, live)
     # arrays the program allocates itself (ufunc results, kernel outputs): scratch that an
     # in-place ``+=`` may reuse when nothing else reads it
@@ -454,6 +489,9 @@ def _users(g, live):
 def _scalar_form(prim, args):
     """The primitive on scalars: Python's operator where its implementation is one (Numba
     types those fastest), else its ufunc, which Numba also compiles for scalars."""
+    form = getattr(prim, "numba_scalar", None)
+    if form is not None:
+        return form(*args)
     impl = prim.impl
     op = getattr(impl, "python_operator", impl)
     if len(args) == 2 and op in _INFIX and _INFIX[op] not in ("@",):

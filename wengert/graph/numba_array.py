@@ -23,7 +23,12 @@ __all__ = ["NotExpressible", "njit_source", "float_kind"]
 
 
 class NotExpressible(Exception):
-    """The graph has a node Numba's NumPy subset cannot run as the NumPy program does."""
+    """The graph has a node Numba's NumPy subset cannot run as the NumPy program does;
+    ``primitive``: the name of a primitive with no Numba form, where that is why."""
+
+    def __init__(self, message, primitive=None):
+        super().__init__(message)
+        self.primitive = primitive
 
 
 def float_kind(v):
@@ -177,9 +182,17 @@ def njit_body(g, inputs, prefix, buffers=None, accumulate=None, outputs=None, gi
             raise NotExpressible(f"{n.prim.name} gives {type(n.value).__name__} "
                                  f"{getattr(n.value, 'dtype', '')}{np.shape(n.value)}")
         dt = np.dtype(n.value.dtype if kind[0] == "array" else np.float64)
+        if elementwise[i] and kind[0] == "array" and buffers is None and \
+                getattr(n.prim, "numba_scalar", None) is not None:
+            # a SciPy function's scalar form (math.erf...) works on elements only: a loop
+            expr[i] = f"{prefix}t{i}"
+            lines.append(f"{expr[i]} = np.empty({n.value.shape!r}, np.{n.value.dtype.name})")
+            lines += _loop_nest(i, expr[i], n.value.shape, prefix)
+            continue
         if elementwise[i]:
             src = _scalar_form(n.prim, [arg(a, dt) for a in n.args])
-            if users[i] == 1 and all(elementwise[u] for u in consumers.get(i, ())):
+            if users[i] == 1 and all(elementwise[u] for u in consumers.get(i, ())) and \
+                    (kind[0] != "array" or getattr(n.prim, "numba_scalar", None) is None):
                 expr[i] = src  # read once, by an elementwise node: one Numba array expression
                 inlined.add(i)
                 continue
@@ -203,7 +216,8 @@ def njit_body(g, inputs, prefix, buffers=None, accumulate=None, outputs=None, gi
                            [nodes[a].value for a in n.args], n.value)
             if src is None:
                 raise NotExpressible(f"{n.prim.name} has no Numba form for these arguments "
-                                     f"(params {n.params!r:.60})")
+                                     f"(params {n.params!r:.60})",
+                                     None if form is not None else n.prim.name)
         expr[i] = f"{prefix}t{i}"
         if isinstance(src, list):  # statements assigning to @out
             lines += [ln.replace("@out", expr[i]) for ln in src]

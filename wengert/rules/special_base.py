@@ -127,6 +127,32 @@ rel_entr = _special(_sp.rel_entr, lambda ans, x, y: (log(x / y) + 1.0, -(x / y))
                     domain=(0.1, 3.0))
 kl_div = _special(_sp.kl_div, lambda ans, x, y: (log(x / y), 1.0 - x / y), domain=(0.1, 3.0))
 
+
+# Numba (a fused kernel's loop body, wengert/graph/fuse.py): each on scalars, the same
+# formula as scipy's own (its C++ for expit, logit, log_expit, xlogy), or the C library's
+# erf, erfc and lgamma that math gives Numba; float64 only
+def _nb_logit(x):
+    # scipy's: log(x / (1 - x)) away from 1/2, the log1p form near it (no cancellation)
+    return (f"(np.log({x} / (1.0 - {x})) if ({x} < 0.3 or {x} > 0.65) else "
+            f"(np.log1p(2.0 * ({x} - 0.5)) - np.log1p(-2.0 * ({x} - 0.5))))")
+
+
+def _nb_xlogy(log):
+    # 0 at x == 0 unless y is nan, as scipy's
+    return lambda x, y: f"(0.0 if ({x} == 0.0 and {y} == {y}) else {x} * np.{log}({y}))"
+
+
+expit.numba_scalar = lambda x: f"(1.0 / (1.0 + np.exp(-{x})))"
+logit.numba_scalar = _nb_logit
+log_expit.numba_scalar = lambda x: (f"(({x}) - np.log1p(np.exp({x})) if {x} < 0.0 else "
+                                    f"-np.log1p(np.exp(-({x}))))")
+erf.numba_scalar = lambda x: f"math.erf({x})"
+erfc.numba_scalar = lambda x: f"math.erfc({x})"
+gammaln.numba_scalar = lambda x: f"math.lgamma({x})"
+xlogy.numba_scalar, xlog1py.numba_scalar = _nb_xlogy("log"), _nb_xlogy("log1p")
+entr.numba_scalar = lambda x: (f"(-{x} * np.log({x}) if {x} > 0.0 else (0.0 if {x} == 0.0 else "
+                               f"(-np.inf if {x} < 0.0 else {x})))")
+
 # modified Bessel functions of the first kind: I_v' = (I_{v-1} + I_{v+1}) / 2 --------------------
 iv = _special(_sp.iv, lambda ans, v, x: (_NO["iv", "v"], 0.5 * (iv(v - 1, x) + iv(v + 1, x))),
               domain=(0.2, 3.0))
@@ -142,8 +168,10 @@ i1e = _special(_sp.i1e, lambda ans, x: (0.5 * (i0e(x) + ive(2.0, x)) - sign(x) *
 
 # elementary functions, scipy.special's versions ----------------------------------------------
 _RAD = math.pi / 180.0
-_special(_sp.expm1, lambda ans, x: (ans + 1.0,))
-_special(_sp.log1p, lambda ans, x: (1.0 / (1.0 + x),), domain=(-0.9, 3.0))
+_sp_expm1 = _special(_sp.expm1, lambda ans, x: (ans + 1.0,))
+_sp_log1p = _special(_sp.log1p, lambda ans, x: (1.0 / (1.0 + x),), domain=(-0.9, 3.0))
+_sp_expm1.numba_scalar = lambda x: f"np.expm1({x})"
+_sp_log1p.numba_scalar = lambda x: f"np.log1p({x})"
 _special(_sp.exp2, lambda ans, x: (ans * math.log(2.0),))
 _special(_sp.exp10, lambda ans, x: (ans * math.log(10.0),))
 _special(_sp.cbrt, lambda ans, x: (1.0 / (3.0 * ans * ans),), domain=(0.1, 4.0))
