@@ -38,7 +38,9 @@ FLOORS = {
     5: ("wengert.transforms", "wengert.sparse", "wengert.custom", "wengert.complex_ad",
         "wengert.checking"),
     6: ("wengert.graph", "wengert.graph.*", "wengert.source", "wengert.source.*",
-        "wengert.checkpoint", "wengert.checkpoint.*"),
+        "wengert.checkpoint", "wengert.checkpoint.*",
+        # SciPy's solvers, differentiated: their rules are solves through transforms
+        "wengert.scipy.integrate", "wengert.scipy._ode", "wengert.scipy._ode_ivp"),
     7: ("wengert.cli", "wengert.explore", "wengert.explore.*", "wengert.expr_derivatives"),
     8: ("wengert",),
 }
@@ -133,6 +135,9 @@ IMPORTS = {m: _imports(m) for m in MODULES}
 
 
 def floor_of(module):
+    for floor, names in FLOORS.items():  # a module named outright: its floor
+        if module in names:
+            return floor
     for floor, names in FLOORS.items():
         for n in names:
             if module == n or (n.endswith(".*") and module.startswith(n[:-1])):
