@@ -352,6 +352,17 @@ def _ravel_all(xs, like):
     return wnp.concatenate(parts) if parts else np.zeros(0)
 
 
+def _live_rows(g, m):
+    """The output rows (after the first) whose cotangent is not a plain zero, last first:
+    the backward solve runs straight through the others."""
+    rows = []
+    for i in range(m - 1, 0, -1):
+        gi = g[i]
+        if isinstance(gi, Tracer) or np.any(np.asarray(gi) != 0):
+            rows.append(i)
+    return rows
+
+
 def _pull_backsolve(primals, ys, g, spec):
     """The continuous adjoint, with ``y`` integrated backwards beside it from each output."""
     y0, ts, *ps = primals
@@ -368,15 +379,17 @@ def _pull_backsolve(primals, ys, g, spec):
     H = trace_rhs(H, [0.0, np.zeros(2 * n + P)] + [_example(p) for p in ps], "adjoint")
     hspec = spec.derived(H)
     a, gp = _zeros(y0), np.zeros(P)
-    gts = []
-    for i in range(m - 1, 0, -1):
+    gts = [0.0] * m
+    live = _live_rows(g, m)
+    for j, i in enumerate(live):
         a = a + g[i]
-        gts.append(wnp.sum(g[i] * F(ts[i], ys[i], *ps)))
-        z = ode_solve(wnp.concatenate([ys[i], a, gp]), wnp.stack([ts[i], ts[i - 1]]), *ps,
+        gts[i] = wnp.sum(g[i] * F(ts[i], ys[i], *ps))
+        to = live[j + 1] if j + 1 < len(live) else 0
+        z = ode_solve(wnp.concatenate([ys[i], a, gp]), wnp.stack([ts[i], ts[to]]), *ps,
                       spec=hspec)[-1]
         a, gp = z[n:2 * n], z[2 * n:]
-    gt0 = -wnp.sum(a * F(ts[0], y0, *ps))
-    g_ts = wnp.stack([gt0] + gts[::-1])
+    gts[0] = -wnp.sum(a * F(ts[0], y0, *ps))
+    g_ts = wnp.stack(gts)
     return (a + g[0], g_ts, *_unravel(gp, ps))
 
 
@@ -401,12 +414,17 @@ def _pull_forward(primals, ys, g, spec):
     S0 = np.concatenate([np.eye(n), np.zeros((n, P))], axis=1).ravel()
     z = ode_solve(wnp.concatenate([y0, S0]), ts, *ps, spec=spec.derived(G))
     m = ys.shape[0]
-    S = wnp.reshape(z[1:, n:], (m - 1, n, N))
-    lam = wnp.einsum("ij,ijk->k", g[1:], S)
-    rows = _rhs_rows(F, ts, ys, ps)
-    gts = wnp.sum(g * rows, axis=1)
-    gt0 = -wnp.sum(lam[:n] * rows[0])
-    g_ts = wnp.concatenate([wnp.reshape(gt0, (1,)), gts[1:]])
+    live = _live_rows(g, m)[::-1]
+    if not live:
+        return (g[0], wnp.zeros_like(ts) if isinstance(ts, Tracer) else np.zeros(m),
+                *[None] * k)
+    S = wnp.reshape(z[np.asarray(live), n:], (len(live), n, N))
+    lam = wnp.einsum("ij,ijk->k", g[np.asarray(live)], S)
+    gts = [0.0] * m
+    for i in live:
+        gts[i] = wnp.sum(g[i] * F(ts[i], ys[i], *ps))
+    gts[0] = -wnp.sum(lam[:n] * F(ts[0], y0, *ps))
+    g_ts = wnp.stack(gts)
     return (lam[:n] + g[0], g_ts, *_unravel(lam[n:], ps))
 
 
@@ -420,6 +438,10 @@ def _pull_interpolate(primals, ys, g, spec):
     pb = _vjp_graph(spec, ps, n)
     method = "LSODA" if spec.method == "odeint" else spec.method
     opts = {k: v for k, v in spec.options.items() if k in ("rtol", "atol", "max_step")}
+    # the adjoint's scale is the cotangent's, not the state's: an absolute tolerance below
+    # rtol * |g| / 100 only asks the stiff methods for digits that are not there
+    rtol = opts.get("rtol", 1e-3)
+    opts["atol"] = max(np.max(opts.get("atol", 1e-6)), rtol * 1e-2 * float(np.abs(g).max()))
 
     def fun(t, z):
         return -pb.plain(t, sol(t), z[:n], *ps)
@@ -441,11 +463,13 @@ def _pull_interpolate(primals, ys, g, spec):
     z = np.zeros(n + P)
     m = ts.size
     gts = np.zeros(m)
-    for i in range(m - 1, 0, -1):
+    live = _live_rows(g, m)
+    for j, i in enumerate(live):
         z[:n] += g[i]
         gts[i] = g[i] @ F.plain(ts[i], ys[i], *ps)
-        if ts[i] != ts[i - 1]:
-            s = si.solve_ivp(fun, (ts[i], ts[i - 1]), z, method=method, **opts)
+        to = live[j + 1] if j + 1 < len(live) else 0
+        if ts[i] != ts[to]:
+            s = si.solve_ivp(fun, (ts[i], ts[to]), z, method=method, **opts)
             if not s.success:
                 _warn(f"scipy.integrate.solve_ivp ({method}, adjoint): {s.message}")
             z = s.y[:, -1].copy()

@@ -250,6 +250,12 @@ def _event_derivatives(sol, evs, ev_at, all_t, ys, rhs, ps, ev_times):
             y = ys[r]
             f = rhs(te, y, *ps)
             gv = g(te, y, *gps)
+            if _depth(gv) > 1:
+                raise NotImplementedError(
+                    "solve_ivp: event times are differentiated once (by the implicit function "
+                    "theorem at the event); derivatives of derivatives through t_events, "
+                    "y_events or a terminal event's final time are not supported: give t_eval "
+                    "or drop the event")
             gdot = jvp(lambda t, yy: g(t, yy, *[stop_gradient(p) for p in gps]),
                        (te, stop_gradient(y)), (1.0, stop_gradient(f)))[1]
             dt = -(gv - stop_gradient(gv)) / gdot
@@ -259,6 +265,13 @@ def _event_derivatives(sol, evs, ev_at, all_t, ys, rhs, ps, ev_times):
         t_events.append(wnp.stack(tl) if tl else np.zeros(0))
         y_events.append(wnp.stack(yl) if yl else np.zeros((0, np.size(plain(ys[0])))))
     sol.t_events, sol.y_events = t_events, y_events
+
+
+def _depth(x):
+    d = 0
+    while isinstance(x, Tracer):
+        x, d = x.value, d + 1
+    return d
 
 
 # -- adjoint="checkpoint": the accepted Runge-Kutta steps, rerun by wengert --------------------
