@@ -16,10 +16,10 @@ TOL = dict(rtol=1e-11, atol=1e-12)
 ADJOINTS = ("forward", "backsolve", "interpolate")
 
 
-def decay(k, y0, t1, *, method="RK45", adjoint="auto", t0=0.0):
+def decay(k, y0, t1, *, method="RK45", adjoint="auto", t0=0.0, t_eval=False):
     """y' = -k y: y(t1) = y0 exp(-k (t1 - t0))."""
     sol = solve_ivp(lambda t, y: -k * y, (t0, t1), wnp.reshape(y0, (1,)), method=method,
-                    adjoint=adjoint, **TOL)
+                    adjoint=adjoint, t_eval=wnp.reshape(t1, (1,)) if t_eval else None, **TOL)
     return sol.y[0, -1]
 
 
@@ -225,10 +225,16 @@ def test_robertson_sensitivities_match_hand_written_forward_sensitivities(method
 # -- vmap, compile, pickling of results ------------------------------------------------------
 def test_vmap_of_values_and_gradients():
     ks = np.array([0.1, 0.2, 0.3])
-    v = wg.vmap(lambda k: decay(k, 2.0, 1.5))(ks)
+    v = wg.vmap(lambda k: decay(k, 2.0, 1.5, t_eval=True))(ks)
     np.testing.assert_allclose(v, 2.0 * np.exp(-1.5 * ks), rtol=1e-9)
-    g = wg.vmap(wg.grad(lambda k: decay(k, 2.0, 1.5)))(ks)
+    g = wg.vmap(wg.grad(lambda k: decay(k, 2.0, 1.5, t_eval=True)))(ks)
     np.testing.assert_allclose(g, -3.0 * np.exp(-1.5 * ks), rtol=1e-8)
+    J = wg.vmap(wg.jacobian(lambda y0: odeint(lambda y, t: -0.5 * y, y0, [0.0, 1.0],
+                                              rtol=1e-12, atol=1e-12)[-1]))(np.ones((2, 3)))
+    np.testing.assert_allclose(J, np.broadcast_to(np.exp(-0.5) * np.eye(3), (2, 3, 3)),
+                               rtol=1e-9)
+    with pytest.raises(ValueError, match="t_eval"):
+        wg.vmap(lambda k: decay(k, 2.0, 1.5))(ks)
 
 
 def test_compile_keeps_the_scipy_call():

@@ -30,7 +30,8 @@ import scipy.integrate as si
 import scipy.sparse as sp
 
 from .. import numpy as wnp
-from ..core import Primitive, SolverWarning, Tracer, plain
+from ..batching import BatchTracer
+from ..core import Primitive, SolverWarning, Tracer
 from ..custom import _batch_of, _per_direction
 from ..graph.codegen import build_function
 from ..graph.graph import Graph
@@ -40,12 +41,33 @@ from ..sparse import jacobian_sparsity, sparse_jacobian
 from ..transforms import jacobian, jvp, vjp
 from ..tree import flatten
 
-__all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "EXPLICIT", "IMPLICIT", "METHODS"]
+__all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "example_of", "batched", "EXPLICIT", "IMPLICIT", "METHODS"]
 
 EXPLICIT = ("RK45", "RK23", "DOP853")
 IMPLICIT = ("Radau", "BDF", "LSODA")
 METHODS = EXPLICIT + IMPLICIT
 ADJOINTS = ("auto", "checkpoint", "backsolve", "interpolate", "forward")
+
+
+def example_of(x):
+    """One example's plain value: the primal under every trace, and under ``wg.vmap`` its
+    first example (a batched value's plain array carries the batch axes in front)."""
+    nb = 0
+    while isinstance(x, Tracer):
+        nb += isinstance(x, BatchTracer)
+        x = x.value
+    return x[(0,) * nb] if nb else x
+
+
+def batched(*trees):
+    """Whether any leaf is mapped by a ``wg.vmap``."""
+    for t in trees:
+        for x in flatten(t)[0]:
+            while isinstance(x, Tracer):
+                if isinstance(x, BatchTracer):
+                    return True
+                x = x.value
+    return False
 
 
 # -- the right-hand side as a graph, closures converted -------------------------------------------
@@ -62,7 +84,7 @@ class _CaptureTrace(GraphTrace):
         hit = self._taken.get(id(a))
         if hit is not None and hit[0] is a:
             return hit[1]
-        t = self.input(plain(a))
+        t = self.input(example_of(a))
         self._taken[id(a)] = (a, t)
         self.captured.append(a)
         return t
@@ -107,7 +129,7 @@ def trace_rhs(fn, example, name="rhs", flat=True):
     """Trace ``fn(*example)`` into a :class:`Rhs`; the traced values it closes over are
     appended to its arguments (``rhs.captured``, to pass after ``example``'s)."""
     tr = _CaptureTrace()
-    ins = [tr.input(plain(x)) for x in example]
+    ins = [tr.input(example_of(x)) for x in example]
     try:
         out = fn(*ins)
         if flat:
@@ -125,7 +147,7 @@ def trace_rhs(fn, example, name="rhs", flat=True):
         else:
             outputs.append(tr._add(Node("const", value=np.asarray(o, dtype=float))))
     inputs = [t.node for t in ins] + [tr._taken[id(c)][1].node for c in tr.captured]
-    values = [plain(x) for x in example] + [plain(c) for c in tr.captured]
+    values = [example_of(x) for x in example] + [example_of(c) for c in tr.captured]
     in_def = flatten(tuple(values))[1]
     names = [f"a{i}" for i in range(len(values))]
     g = Graph(tr.nodes, in_def, list(range(len(values))), inputs, names, out_def, outputs,
@@ -212,6 +234,10 @@ class Spec:
         n, m = y0.size, ts.size
         if m == 1 or ts[0] == ts[-1]:
             return np.tile(y0, (m, 1)), None
+        keep = np.concatenate([[True], np.diff(ts) != 0])
+        if not keep.all():  # repeated times (t_eval starting at t0): solved once each
+            ys, sol = self._scipy(y0, ts[keep], params, dense)
+            return ys[np.cumsum(keep) - 1], sol
         fun = self._fun(params)
         jac = self.jac(params, y0)
         opts = dict(self.options)
@@ -258,7 +284,7 @@ def _zeros(x):
 
 
 def _example(x):
-    return np.array(plain(x), dtype=float) if np.ndim(plain(x)) else float(plain(x))
+    return np.array(example_of(x), dtype=float) if np.ndim(example_of(x)) else float(example_of(x))
 
 
 @ode_solve.frule(symbolic_zeros=True)
@@ -302,12 +328,12 @@ def _pushforward(primals, tangents, spec):
 
 
 def _size(y):
-    return int(np.size(plain(y)))
+    return int(np.size(example_of(y)))
 
 
 def _rhs_rows(F, ts, ys, ps):
     """``F(ts[i], ys[i])`` stacked."""
-    m = np.size(plain(ts))
+    m = np.size(example_of(ts))
     return wnp.stack([F(ts[i], ys[i], *ps) for i in range(m)])
 
 
@@ -341,7 +367,7 @@ def _unravel(flat, like):
     for p in like:
         size = _size(p)
         piece = flat[at:at + size]
-        out.append(wnp.reshape(piece, np.shape(plain(p))) if np.ndim(plain(p)) else piece[0])
+        out.append(wnp.reshape(piece, np.shape(example_of(p))) if np.ndim(example_of(p)) else piece[0])
         at += size
     return out
 

@@ -13,12 +13,13 @@ import scipy.integrate as si
 
 from .. import numpy as wnp
 from ..checkpoint.scan import scan
-from ..core import Tracer, plain
+from ..core import Tracer
 from ..custom import stop_gradient
 from ..graph.trace import active_graph_traces
 from ..tree import flatten, unflatten
 from ..transforms import jvp
-from ._ode import ADJOINTS, EXPLICIT, METHODS, Spec, _warn, ode_solve, trace_rhs
+from ._ode import (ADJOINTS, EXPLICIT, METHODS, Spec, _warn, batched, example_of, ode_solve,
+                   trace_rhs)
 
 __all__ = ["solve_ivp", "odeint"]
 
@@ -70,12 +71,12 @@ def _as_state(y0, what):
     y0 = wnp.asarray(y0) if (isinstance(y0, (list, tuple)) and _traced(y0)) else y0
     if not isinstance(y0, Tracer):
         y0 = np.asarray(y0, dtype=float)
-    if np.ndim(plain(y0)) != 1:
+    if np.ndim(example_of(y0)) != 1:
         raise ValueError(f"{what}: `y0` must be 1-dimensional (shape (n,)), got shape "
-                         f"{np.shape(plain(y0))}")
+                         f"{np.shape(example_of(y0))}")
     if not isinstance(y0, Tracer):
         return y0
-    return y0 if np.issubdtype(plain(y0).dtype, np.floating) else y0 * 1.0
+    return y0 if np.issubdtype(example_of(y0).dtype, np.floating) else y0 * 1.0
 
 
 def _vector(x):
@@ -126,23 +127,23 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
         raise NotImplementedError("solve_ivp(vectorized=True) is not differentiated by "
                                   "wengert: give fun(t, y) for one state")
     rhs = trace_rhs(lambda t, y, *ps: fun(t, y, *rebuild(ps)),
-                    [plain(t0), plain(y0)] + [plain(p) for p in params], "fun")
+                    [example_of(t0), example_of(y0)] + [example_of(p) for p in params], "fun")
     ps = params + rhs.captured
-    n, P = np.size(plain(y0)), sum(np.size(plain(p)) for p in ps)
+    n, P = np.size(example_of(y0)), sum(np.size(example_of(p)) for p in ps)
     how = _pick(adjoint, method, n, P)
     spec = Spec(rhs, method, options, "backsolve" if how == "checkpoint" else how)
-    plain_ps = [np.asarray(plain(p)) for p in ps]
+    plain_ps = [np.asarray(example_of(p)) for p in ps]
     evs = _events(events, args, rebuild, params, t0, y0)
     opts = dict(options)
-    jac = spec.jac(plain_ps, np.asarray(plain(y0), dtype=float))
+    jac = spec.jac(plain_ps, np.asarray(example_of(y0), dtype=float))
     if jac is not None:
         opts["jac"] = jac
-    te_plain = None if t_eval is None else np.asarray(plain(t_eval), dtype=float)
+    te_plain = None if t_eval is None else np.asarray(example_of(t_eval), dtype=float)
     traced = _traced(y0, t0, tf, t_eval, ps)
     dense = dense_output or traced  # the interpolants seed the primitive's solve
     F = rhs.plain
-    sol = si.solve_ivp(lambda t, y: F(t, y, *plain_ps), (float(plain(t0)), float(plain(tf))),
-                       np.asarray(plain(y0), dtype=float), method=method, t_eval=te_plain,
+    sol = si.solve_ivp(lambda t, y: F(t, y, *plain_ps), (float(example_of(t0)), float(example_of(tf))),
+                       np.asarray(example_of(y0), dtype=float), method=method, t_eval=te_plain,
                        dense_output=dense, events=evs, **opts)
     if not sol.success:
         _warn(f"scipy.integrate.solve_ivp ({method}): {sol.message}")
@@ -150,12 +151,12 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
         if not dense_output:
             sol.sol = None
         return sol
-    if t_eval is None and active_graph_traces():
-        raise ValueError("solve_ivp under wg.compile needs t_eval: the step times SciPy "
-                         "picks change with the inputs, the compiled program's shapes cannot")
+    if t_eval is None and (active_graph_traces() or batched(y0, t0, tf, ps)):
+        raise ValueError("solve_ivp under wg.compile or wg.vmap needs t_eval: the step times "
+                         "SciPy picks change with the inputs, the program's shapes cannot")
     # the output times, traced where the user's are
     if t_eval is not None:
-        reached = sol.t.size
+        reached = sol.t.size if not batched(y0, t0, tf, t_eval, ps) else len(te_plain)
         te = _vector(t_eval)[:reached]
         ts = wnp.concatenate([wnp.reshape(_vector(t0), (1,)), te])
         t_out = te
@@ -169,11 +170,11 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     all_t, where, ev_at = _merge_events(ts, ev_times)
     if how == "checkpoint":
         ys = _rk_solve(rhs, y0, all_t, ps, method, schedule, snapshots, options,
-                       float(plain(t0)), float(plain(all_t[-1])))
+                       float(example_of(t0)), float(example_of(all_t[-1])))
     else:
         if sol.sol is not None:  # the solve just made: the primitive reuses it
-            tp = np.asarray(plain(all_t), dtype=float)
-            spec._cache = ((np.array(plain(y0), dtype=float), tp, [p.copy() for p in plain_ps]),
+            tp = np.asarray(example_of(all_t), dtype=float)
+            spec._cache = ((np.array(example_of(y0), dtype=float), tp, [p.copy() for p in plain_ps]),
                            sol.sol(tp).T, sol.sol)
         ys = ode_solve(y0, all_t, *ps, spec=spec)
     ys_out = ys[where]
@@ -199,7 +200,7 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
 def _merge_events(ts, ev_times):
     """Output times with the event times added (sorted along the direction of the solve):
     ``(times, rows of the outputs, rows of each event's times)``."""
-    tsp = np.asarray(plain(ts))
+    tsp = np.asarray(example_of(ts))
     extra = np.concatenate(ev_times) if ev_times else np.zeros(0)
     extra = extra[~np.isin(extra, tsp)]
     if not extra.size:
@@ -227,8 +228,8 @@ def _events(events, args, rebuild, params, t0, y0):
     out = []
     for e in evs:
         g = trace_rhs(lambda t, y, *ps, e=e: e(t, y, *rebuild(ps)),
-                      [plain(t0), plain(y0)] + [plain(p) for p in params], "event", flat=False)
-        cps = [np.asarray(plain(p)) for p in params + g.captured]
+                      [example_of(t0), example_of(y0)] + [example_of(p) for p in params], "event", flat=False)
+        cps = [np.asarray(example_of(p)) for p in params + g.captured]
 
         def plain_event(t, y, g=g, cps=cps):
             return float(g.plain(t, y, *cps))
@@ -263,7 +264,7 @@ def _event_derivatives(sol, evs, ev_at, all_t, ys, rhs, ps, ev_times):
             tl.append(t_e)
             yl.append(y + f * dt)
         t_events.append(wnp.stack(tl) if tl else np.zeros(0))
-        y_events.append(wnp.stack(yl) if yl else np.zeros((0, np.size(plain(ys[0])))))
+        y_events.append(wnp.stack(yl) if yl else np.zeros((0, np.size(example_of(ys[0])))))
     sol.t_events, sol.y_events = t_events, y_events
 
 
@@ -285,12 +286,12 @@ def _rk_solve(rhs, y0, ts, ps, method, schedule, snapshots, options, t0, t1):
     """The solution at ``ts`` by SciPy's own accepted steps (its tableau, its step sizes),
     each step a wengert computation: ``wg.scan`` over the steps, under ``schedule``."""
     A, B, C = _tableau(method)
-    plain_ps = [np.asarray(plain(p)) for p in ps]
+    plain_ps = [np.asarray(example_of(p)) for p in ps]
     F = rhs.plain
     opts = {k: v for k, v in options.items() if k not in _NO_JAC}
     grid = si.solve_ivp(lambda t, y: F(t, y, *plain_ps), (t0, t1),
-                        np.asarray(plain(y0), dtype=float), method=method, **opts).t
-    tsp = np.asarray(plain(ts))
+                        np.asarray(example_of(y0), dtype=float), method=method, **opts).t
+    tsp = np.asarray(example_of(ts))
     idx, u0, u1, ends = [], [], [], []
     for i in range(tsp.size - 1):
         a, b = tsp[i], tsp[i + 1]
@@ -369,15 +370,15 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
     if not _traced(y0, t, params):
         # maybe closures only: the trace below finds them
         pass
-    tp = np.asarray(plain(t), dtype=float)
-    rhs = trace_rhs(user, [float(tp[0]), plain(y0)] + [plain(p) for p in params], "func")
+    tp = np.asarray(example_of(t), dtype=float)
+    rhs = trace_rhs(user, [float(tp[0]), example_of(y0)] + [example_of(p) for p in params], "func")
     ps = params + rhs.captured
     if adjoint == "checkpoint":
         raise ValueError('odeint is LSODA, an implicit method: adjoint="checkpoint" needs '
                          'solve_ivp with RK45, RK23 or DOP853')
-    how = _pick(adjoint, "LSODA", np.size(plain(y0)), sum(np.size(plain(p)) for p in ps))
+    how = _pick(adjoint, "LSODA", np.size(example_of(y0)), sum(np.size(example_of(p)) for p in ps))
     spec = Spec(rhs, "odeint", opts, how)
-    plain_ps = [np.asarray(plain(p)) for p in ps]
+    plain_ps = [np.asarray(example_of(p)) for p in ps]
     if not _traced(y0, t, ps):
         F = rhs.plain
         jac = spec.jac(plain_ps, np.asarray(y0))
@@ -386,7 +387,7 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
     ys = ode_solve(y0, t, *ps, spec=spec)
     if full_output:
         F = rhs.plain
-        info = si.odeint(lambda tt, y: F(tt, y, *plain_ps), np.asarray(plain(y0)), tp,
+        info = si.odeint(lambda tt, y: F(tt, y, *plain_ps), np.asarray(example_of(y0)), tp,
                          tfirst=True, full_output=True, **opts)[1]
         return ys, info
     return ys
