@@ -334,3 +334,25 @@ def test_sparse_rhs_gets_a_sparse_jacobian():
     eps = 1e-6
     fd = (f(0.5 + eps) - f(0.5 - eps)) / (2 * eps)
     assert abs(wg.grad(f)(0.5) - fd) < 1e-5 * abs(fd)
+
+
+# -- autograd's ode_net.py, rewritten: examples/ode_net.py ---------------------------------
+def test_ode_net_example_trains():
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "ode_net.py"
+    spec = importlib.util.spec_from_file_location("examples_ode_net", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    t, target = mod.make_data(n_times=10)
+    params = mod.init_params(hidden=8)
+    g = wg.grad(mod.loss)(params, t, target)
+    # the gradient along a direction, against central differences of the loss
+    rng = np.random.default_rng(3)
+    d = {k: rng.standard_normal(v.shape) for k, v in params.items()}
+    eps = 1e-5
+    shift = lambda s: {k: params[k] + s * d[k] for k in params}  # noqa: E731
+    fd = (mod.loss(shift(eps), t, target) - mod.loss(shift(-eps), t, target)) / (2 * eps)
+    assert abs(sum(np.sum(g[k] * d[k]) for k in g) - fd) < 1e-4 * abs(fd)
+    _, history = mod.train(steps=15, hidden=8, n_times=10)
+    assert history[-1] < 0.5 * history[0]
