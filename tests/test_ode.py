@@ -355,4 +355,4 @@ def test_ode_net_example_trains():
     fd = (mod.loss(shift(eps), t, target) - mod.loss(shift(-eps), t, target)) / (2 * eps)
     assert abs(sum(np.sum(g[k] * d[k]) for k in g) - fd) < 1e-4 * abs(fd)
     _, history = mod.train(steps=15, hidden=8, n_times=10)
-    assert history[-1] < 0.5 * history[0]
+    assert history[-1] < 0.6 * history[0]
