@@ -23,6 +23,7 @@ from wengert, traced once per solve into graphs whose generated code SciPy calls
 """
 from __future__ import annotations
 
+import bisect
 import warnings
 
 import numpy as np
@@ -460,7 +461,7 @@ def _pull_interpolate(primals, ys, g, spec):
     ys, g = np.asarray(ys), np.asarray(g)
     F, n = spec.rhs, y0.size
     P = sum(p.size for p in ps)
-    sol = spec.dense(y0, ts, ps)
+    sol = _fast_dense(spec.dense(y0, ts, ps))
     pb = _vjp_graph(spec, ps, n)
     method = "LSODA" if spec.method == "odeint" else spec.method
     opts = {k: v for k, v in spec.options.items() if k in ("rtol", "atol", "max_step")}
@@ -490,15 +491,19 @@ def _pull_interpolate(primals, ys, g, spec):
     m = ts.size
     gts = np.zeros(m)
     live = _live_rows(g, m)
+    h = None
     for j, i in enumerate(live):
         z[:n] += g[i]
         gts[i] = g[i] @ F.plain(ts[i], ys[i], *ps)
         to = live[j + 1] if j + 1 < len(live) else 0
         if ts[i] != ts[to]:
+            if h is not None:  # a restart at a jump: the step size the last segment reached
+                opts["first_step"] = min(h, abs(ts[i] - ts[to]))
             s = si.solve_ivp(fun, (ts[i], ts[to]), z, method=method, **opts)
             if not s.success:
                 _warn(f"scipy.integrate.solve_ivp ({method}, adjoint): {s.message}")
             z = s.y[:, -1].copy()
+            h = abs(s.t[-1] - s.t[-2]) if s.t.size > 1 else None
     gts[0] = -z[:n] @ F.plain(ts[0], y0, *ps)
     out = [z[:n] + g[0], gts]
     at = n
@@ -506,6 +511,26 @@ def _pull_interpolate(primals, ys, g, spec):
         out.append(z[at:at + p.size].reshape(p.shape) if p.ndim else float(z[at]))
         at += p.size
     return tuple(out)
+
+
+def _fast_dense(sol):
+    """``sol(t)`` for one time, without SciPy's general path (the adjoint asks for it at
+    every stage of every step): Runge-Kutta interpolants evaluated directly."""
+    ts, interps = list(sol.ts_sorted), sol.interpolants
+    last, asc = sol.n_segments - 1, sol.ascending
+    powers = {}
+
+    def at(t):
+        k = min(max(bisect.bisect_left(ts, t) - 1, 0), last)
+        d = interps[k if asc else last - k]
+        Q = getattr(d, "Q", None)
+        if Q is None or type(d).__name__ != "RkDenseOutput":
+            return d(t)
+        r = powers.get(Q.shape[1])
+        if r is None:
+            r = powers[Q.shape[1]] = np.arange(1, Q.shape[1] + 1)
+        return d.y_old + d.h * (Q @ (((t - d.t_old) / d.h) ** r))
+    return at
 
 
 def _vjp_graph(spec, ps, n):
