@@ -103,7 +103,7 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     ...     sol = solve_ivp(lambda t, y: -k * y, (0.0, 1.0), np.array([1.0]), rtol=1e-10,
     ...                     atol=1e-12)
     ...     return sol.y[0, -1]
-    >>> round(float(wg.grad(final)(0.5)), 8), round(-np.exp(-0.5), 8)
+    >>> round(float(wg.grad(final)(0.5)), 8), round(float(-np.exp(-0.5)), 8)
     (-0.60653066, -0.60653066)
     """
     if isinstance(method, type):
@@ -349,7 +349,7 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
     >>> from wengert.scipy.integrate import odeint
     >>> f = lambda y0: odeint(lambda y, t: -2.0 * y, y0, np.array([0.0, 1.0]),
     ...                       rtol=1e-11, atol=1e-12)[-1, 0]
-    >>> round(float(wg.grad(f)(np.array([3.0]))[0]), 8), round(np.exp(-2.0), 8)
+    >>> round(float(wg.grad(f)(np.array([3.0]))[0]), 8), round(float(np.exp(-2.0)), 8)
     (0.13533528, 0.13533528)
     """
     if not isinstance(args, tuple):
