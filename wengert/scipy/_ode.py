@@ -456,7 +456,13 @@ def _pull_forward(primals, ys, g, spec):
 
 
 def _pull_interpolate(primals, ys, g, spec):
-    """The continuous adjoint on SciPy's dense forward solution (plain values only)."""
+    """The continuous adjoint on SciPy's dense forward solution (plain values only).
+
+    Only ``a`` (n states) is integrated, so a stiff method's Newton iterations see the
+    ``n x n`` Jacobian ``-J_yᵀ`` (sparse where ``J_y`` is); the parameters' cotangent
+    ``∫ J_pᵀ a dt`` is a quadrature (Gauss-Legendre on each of the adjoint's steps, read off
+    its dense output), as SciMLSensitivity's quadrature adjoint does.
+    """
     y0, ts, *ps = (np.asarray(x, dtype=float) for x in primals)
     ys, g = np.asarray(ys), np.asarray(g)
     F, n = spec.rhs, y0.size
@@ -470,47 +476,59 @@ def _pull_interpolate(primals, ys, g, spec):
     rtol = opts.get("rtol", 1e-3)
     opts["atol"] = max(np.max(opts.get("atol", 1e-6)), rtol * 1e-2 * float(np.abs(g).max()))
 
-    def fun(t, z):
-        return -pb.plain(t, sol(t), z[:n], *ps)
+    def fun(t, a):
+        return -pb.plain(t, sol(t), a, *ps)[:n]
 
     if spec.stiff:
         jy = spec.jac(ps, y0)
-        jp = _jac_p_graph(spec, ps, n) if P else None
 
-        def jac(t, z):
-            y = sol(t)
-            Jy = jy(t, y)
-            Jy = Jy.toarray() if sp.issparse(Jy) else Jy
-            top = np.concatenate([-Jy.T, np.zeros((n, P))], axis=1)
-            if not P:
-                return top
-            Jp = jp.plain(t, y, *ps).reshape(n, P)
-            return np.concatenate([top, np.concatenate([-Jp.T, np.zeros((P, P))], axis=1)])
+        def jac(t, a):
+            J = jy(t, sol(t))
+            return (-J.T).tocsc() if sp.issparse(J) else -J.T
         opts["jac"] = jac
-    z = np.zeros(n + P)
+    a, gp = np.zeros(n), np.zeros(P)
     m = ts.size
     gts = np.zeros(m)
     live = _live_rows(g, m)
     h = None
     for j, i in enumerate(live):
-        z[:n] += g[i]
+        a = a + g[i]
         gts[i] = g[i] @ F.plain(ts[i], ys[i], *ps)
         to = live[j + 1] if j + 1 < len(live) else 0
-        if ts[i] != ts[to]:
-            if h is not None:  # a restart at a jump: the step size the last segment reached
-                opts["first_step"] = min(h, abs(ts[i] - ts[to]))
-            s = si.solve_ivp(fun, (ts[i], ts[to]), z, method=method, **opts)
-            if not s.success:
-                _warn(f"scipy.integrate.solve_ivp ({method}, adjoint): {s.message}")
-            z = s.y[:, -1].copy()
-            h = abs(s.t[-1] - s.t[-2]) if s.t.size > 1 else None
-    gts[0] = -z[:n] @ F.plain(ts[0], y0, *ps)
-    out = [z[:n] + g[0], gts]
-    at = n
+        if ts[i] == ts[to]:
+            continue
+        if h is not None:  # a restart at a jump: the step size the last segment reached
+            opts["first_step"] = min(h, abs(ts[i] - ts[to]))
+        s = si.solve_ivp(fun, (ts[i], ts[to]), a, method=method, dense_output=bool(P),
+                         **opts)
+        if not s.success:
+            _warn(f"scipy.integrate.solve_ivp ({method}, adjoint): {s.message}")
+        if P:
+            gp += _quadrature(pb, sol, _fast_dense(s.sol), s.t, ps, n)
+        a = s.y[:, -1].copy()
+        h = abs(s.t[-1] - s.t[-2]) if s.t.size > 1 else None
+    gts[0] = -a @ F.plain(ts[0], y0, *ps)
+    out = [a + g[0], gts]
+    at = 0
     for p in ps:
-        out.append(z[at:at + p.size].reshape(p.shape) if p.ndim else float(z[at]))
+        out.append(gp[at:at + p.size].reshape(p.shape) if p.ndim else float(gp[at]))
         at += p.size
     return tuple(out)
+
+
+_GAUSS_X = np.array([-np.sqrt(0.6), 0.0, np.sqrt(0.6)])
+_GAUSS_W = np.array([5.0, 8.0, 5.0]) / 9.0
+
+
+def _quadrature(pb, y_at, a_at, steps, ps, n):
+    """``∫ aᵀ J_p dt`` over the adjoint's steps ``steps`` (run backwards in time)."""
+    total = 0.0
+    for t0, t1 in zip(steps[:-1], steps[1:]):
+        half, mid = (t0 - t1) / 2.0, (t0 + t1) / 2.0
+        for x, w in zip(_GAUSS_X, _GAUSS_W):
+            t = mid + half * x
+            total = total + (w * half) * pb.plain(t, y_at(t), a_at(t), *ps)[n:]
+    return total
 
 
 def _fast_dense(sol):
@@ -541,12 +559,3 @@ def _vjp_graph(spec, ps, n):
         cts = vjp(lambda yy, *q: F(t, yy, *q), y, *pp)[1](a)
         return wnp.concatenate([cts[0], _ravel_all(cts[1:], pp)])
     return trace_rhs(f, [0.0, np.zeros(n), np.zeros(n), *ps], "vjp")
-
-
-def _jac_p_graph(spec, ps, n):
-    F, k = spec.rhs, len(ps)
-
-    def f(t, y, *pp):
-        Js = jacobian(lambda *q: F(t, y, *q), argnums=tuple(range(k)), mode="forward")(*pp)
-        return wnp.concatenate([wnp.reshape(J, (n, -1)) for J in Js], axis=1)
-    return trace_rhs(f, [0.0, np.zeros(n), *ps], "jac_p", flat=False)
