@@ -476,8 +476,14 @@ def _pull_interpolate(primals, ys, g, spec):
     rtol = opts.get("rtol", 1e-3)
     opts["atol"] = max(np.max(opts.get("atol", 1e-6)), rtol * 1e-2 * float(np.abs(g).max()))
 
-    def fun(t, a):
-        return -pb.plain(t, sol(t), a, *ps)[:n]
+    # explicit methods carry the parameters' cotangent as more states (their stages are the
+    # quadrature); stiff ones integrate ``a`` alone and add the quadrature after each solve
+    joint = not spec.stiff and P > 0
+
+    def fun(t, z):
+        if joint:
+            return -pb.plain(t, sol(t), z[:n], *ps)
+        return -pb.plain(t, sol(t), z, *ps)[:n]
 
     if spec.stiff:
         jy = spec.jac(ps, y0)
@@ -499,13 +505,16 @@ def _pull_interpolate(primals, ys, g, spec):
             continue
         if h is not None:  # a restart at a jump: the step size the last segment reached
             opts["first_step"] = min(h, abs(ts[i] - ts[to]))
-        s = si.solve_ivp(fun, (ts[i], ts[to]), a, method=method, dense_output=bool(P),
-                         **opts)
+        z = np.concatenate([a, gp]) if joint else a
+        s = si.solve_ivp(fun, (ts[i], ts[to]), z, method=method,
+                         dense_output=bool(P) and not joint, **opts)
         if not s.success:
             _warn(f"scipy.integrate.solve_ivp ({method}, adjoint): {s.message}")
-        if P:
+        if joint:
+            gp = s.y[n:, -1].copy()
+        elif P:
             gp += _quadrature(pb, sol, _fast_dense(s.sol), s.t, ps, n)
-        a = s.y[:, -1].copy()
+        a = s.y[:n, -1].copy()
         h = abs(s.t[-1] - s.t[-2]) if s.t.size > 1 else None
     gts[0] = -a @ F.plain(ts[0], y0, *ps)
     out = [a + g[0], gts]
