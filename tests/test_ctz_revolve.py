@@ -54,9 +54,9 @@ def test_fewer_recomputations_than_ctz_near_the_revolve_bound(n):
     hyb = wg.checkpoint_schedule(n, "ctz-revolve").stats()["advanced"]
     ctz = wg.checkpoint_schedule(n, "ctz").stats()["advanced"]
     assert hyb <= ctz
-    if n > 1:
-        bound = revolve_cost(n, n.bit_length() - 1) + n - 1  # forward sweep + revolve's
-        assert hyb <= 1.1 * bound + 2
+    if n > 1:  # revolve's least count of advanced steps with as many states stored
+        bound = revolve_cost(n, n.bit_length() - 1)
+        assert hyb <= (1.1 if n >= 1000 else 1.55) * bound
     if n == 2000:  # the figures of docs/checkpointing.md
         assert (ctz, hyb) == (11104, 8550)
 
