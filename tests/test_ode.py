@@ -1,8 +1,6 @@
 """wengert.scipy.integrate: solve_ivp and odeint differentiated, every mode and sensitivity
 method, against closed forms (1e-8), central finite differences (1e-6) and, for the stiff
 Robertson problem, forward sensitivities written out by hand and solved by SciPy (1e-5)."""
-import pickle  # noqa: F401  (kept for symmetry with other solver tests)
-import warnings
 
 import numpy as np
 import pytest

@@ -42,7 +42,8 @@ from ..sparse import jacobian_sparsity, sparse_jacobian
 from ..transforms import jacobian, jvp, vjp
 from ..tree import flatten
 
-__all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "example_of", "batched", "EXPLICIT", "IMPLICIT", "METHODS"]
+__all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "example_of", "batched", "EXPLICIT",
+           "IMPLICIT", "METHODS"]
 
 EXPLICIT = ("RK45", "RK23", "DOP853")
 IMPLICIT = ("Radau", "BDF", "LSODA")
@@ -368,7 +369,8 @@ def _unravel(flat, like):
     for p in like:
         size = _size(p)
         piece = flat[at:at + size]
-        out.append(wnp.reshape(piece, np.shape(example_of(p))) if np.ndim(example_of(p)) else piece[0])
+        shape = np.shape(example_of(p))
+        out.append(wnp.reshape(piece, shape) if shape else piece[0])
         at += size
     return out
 
@@ -393,7 +395,7 @@ def _live_rows(g, m):
 def _pull_backsolve(primals, ys, g, spec):
     """The continuous adjoint, with ``y`` integrated backwards beside it from each output."""
     y0, ts, *ps = primals
-    F, n, k = spec.rhs, _size(y0), len(ps)
+    F, n = spec.rhs, _size(y0)
     m = ys.shape[0]
     P = sum(_size(p) for p in ps)
 

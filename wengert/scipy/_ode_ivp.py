@@ -142,7 +142,8 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     traced = _traced(y0, t0, tf, t_eval, ps)
     dense = dense_output or traced  # the interpolants seed the primitive's solve
     F = rhs.plain
-    sol = si.solve_ivp(lambda t, y: F(t, y, *plain_ps), (float(example_of(t0)), float(example_of(tf))),
+    span = (float(example_of(t0)), float(example_of(tf)))
+    sol = si.solve_ivp(lambda t, y: F(t, y, *plain_ps), span,
                        np.asarray(example_of(y0), dtype=float), method=method, t_eval=te_plain,
                        dense_output=dense, events=evs, **opts)
     if not sol.success:
@@ -174,7 +175,8 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     else:
         if sol.sol is not None:  # the solve just made: the primitive reuses it
             tp = np.asarray(example_of(all_t), dtype=float)
-            spec._cache = ((np.array(example_of(y0), dtype=float), tp, [p.copy() for p in plain_ps]),
+            key = (np.array(example_of(y0), dtype=float), tp, [p.copy() for p in plain_ps])
+            spec._cache = (key,
                            sol.sol(tp).T, sol.sol)
         ys = ode_solve(y0, all_t, *ps, spec=spec)
     ys_out = ys[where]
@@ -228,7 +230,8 @@ def _events(events, args, rebuild, params, t0, y0):
     out = []
     for e in evs:
         g = trace_rhs(lambda t, y, *ps, e=e: e(t, y, *rebuild(ps)),
-                      [example_of(t0), example_of(y0)] + [example_of(p) for p in params], "event", flat=False)
+                      [example_of(t0), example_of(y0)] + [example_of(p) for p in params], "event",
+                      flat=False)
         cps = [np.asarray(example_of(p)) for p in params + g.captured]
 
         def plain_event(t, y, g=g, cps=cps):
