@@ -220,8 +220,8 @@ class Spec:
             if pattern is not None:
                 rhs = self.rhs
                 self._jac_pattern = pattern
-                self._jac = ("sparse", lambda t, y, *ps: sparse_jacobian(
-                    lambda yy: rhs(t, yy, *ps), sparsity=pattern)(y))
+                sj = sparse_jacobian(lambda yy, t, *ps: rhs(t, yy, *ps), sparsity=pattern)
+                self._jac = ("sparse", lambda t, y, *ps: sj(y, t, *ps))
             else:
                 rhs = self.rhs
                 self._jac = ("dense", trace_rhs(
