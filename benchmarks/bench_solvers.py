@@ -97,7 +97,7 @@ def _optional(name):
         return None
 
 
-def bench_odes(sizes=(10, 100, 1000), repeat=2, forward_limit=100):
+def bench_odes(sizes=(10, 100, 1000), repeat=2, forward_limit=30):
     """The table; returns ``[(problem, p, method, ratio, ok)]``."""
     rows = []
     print(f"{'problem':20s} {'p':>5s} {'adjoint':12s} {'primal s':>9s} {'grad s':>9s} "
@@ -109,7 +109,7 @@ def bench_odes(sizes=(10, 100, 1000), repeat=2, forward_limit=100):
             primal = _best(lambda: loss(theta), repeat)
             for adjoint in adjoints:
                 if adjoint == "forward" and p > forward_limit:
-                    continue  # p more states per state: the method for few parameters
+                    continue  # n (n + p) states, a dense Jacobian as large: few parameters only
                 vg = wg.value_and_grad(lambda th: loss(th, adjoint))
                 vg(theta)  # first call: traces and generates the adjoint's code
                 t = _best(lambda: vg(theta), repeat)
