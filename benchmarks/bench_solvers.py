@@ -15,7 +15,7 @@ Per sensitivity method (``adjoint=``): the time of ``wg.value_and_grad`` divided
 of one primal solve (the same ``solve_ivp`` call on plain values), which must stay <= 3 at
 every size ("ok" / "MISSED"; finite differences would cost p + 1 solves), and the peak
 memory of the gradient (tracemalloc).  diffrax and torchdiffeq are timed beside them when
-installed (the ``bench`` extra); a missing one is reported as such.
+installed; a missing one is reported as such (neither is compared yet: see the report).
 """
 import argparse
 import time
@@ -121,7 +121,7 @@ def bench_odes(sizes=(10, 100, 1000), repeat=2, forward_limit=30):
                       f"{peak:8.1f}  {'ok' if ok else 'MISSED'}")
     for lib in ("diffrax", "torchdiffeq"):
         if _optional(lib) is None:
-            print(f"{lib}: not installed (pip install 'wengert[bench]' to compare)")
+            print(f"{lib}: not installed (pip install {lib} to compare; not timed here)")
     return rows
 
 
