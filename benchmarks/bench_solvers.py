@@ -14,8 +14,8 @@
 Per sensitivity method (``adjoint=``): the time of ``wg.value_and_grad`` divided by the time
 of one primal solve (the same ``solve_ivp`` call on plain values), which must stay <= 3 at
 every size ("ok" / "MISSED"; finite differences would cost p + 1 solves), and the peak
-memory of the gradient (tracemalloc).  diffrax and torchdiffeq are timed beside them when
-installed; a missing one is reported as such (neither is compared yet: see the report).
+memory of the gradient (tracemalloc).  Whether diffrax and torchdiffeq are installed is
+reported; timing the same gradients with them, side by side, is not written yet.
 """
 import argparse
 import time
