@@ -14,6 +14,11 @@ step's tape).  Targets checked (and printed as ok / MISSED):
 * ctz: extra states <= floor(log2 N) + 3 and time <= (ceil(log2 N) + 1) x "all";
 * binomial (snapshots 20): time <= 3 x "all".
 
+Every schedule's time is also given as a ratio to the revolve bound for as many stored
+states: its own time with only revolve's count of recomputed steps (``revolve_cost``), each
+costing a step without a tape (timed on the value-only loop); "ctz-revolve" (ctz's forward
+phase, each stretch reversed by revolve) is run beside the others.
+
 "online" (dynamic checkpointing, N not known in advance) runs with the same
 snapshots for comparison.
 
@@ -232,6 +237,9 @@ def work_table(n, hows, fns, best, phases, revolve_cost):
         mt = f"{measured * 1e3:6.1f} ms {measured / t_all:4.2f}x" if measured else "-"
         pt = f"{predicted * 1e3:6.1f} ms {predicted / t_all:4.2f}x"
         print(f"{label:24s} {stored:7d} {steps:10d} {vjps:6d} {mt:>14s} {pt:>15s} {note}")
+    def bound(states):  # the least time for a schedule storing ``states`` states
+        return (revolve_cost(n, states - 1) + 1) * s + n * v_full
+
     for how in hows:
         fl = _plan_of(fns[how]).fused()
         c = fl.counts
@@ -241,15 +249,15 @@ def work_table(n, hows, fns, best, phases, revolve_cost):
             pred = n * (sp["s_r"] + sp["v"])
         else:
             pred = steps * s + n * v_full + c["stores"] * sp["copy"]
+        note = "" if how == "invert" else \
+            f"{best[how] / bound(max(fl.max_stored, 1)):4.2f} x revolve bound"
         row(how if how not in ("binomial", "online") else f"{how}(s={fl.max_stored - 1})",
             fl.max_stored, steps, n, best[how], pred,
-            f"({inv} of them inverse steps)" if inv else "")
+            note + (f" ({inv} of them inverse steps)" if inv else ""))
     probe = _plan_of(fns["probe"]).fused()
     row("all, no residuals", probe.max_stored, n, n, best["probe"], n * (s + v_full + sp["copy"]))
     k = _plan_of(fns["ctz"]).fused().max_stored if "ctz" in fns else n.bit_length()
 
-    def bound(states):
-        return (revolve_cost(n, states - 1) + 1) * s + n * v_full
     row(f"revolve, {k} states", k, revolve_cost(n, k - 1) + 1, n, None, bound(k),
         "<- the least any schedule storing as many states as ctz can do")
     need = next((j for j in range(2, n + 1) if bound(j) <= 2 * t_all), None)
@@ -274,17 +282,18 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=10_000)
     ap.add_argument("--size", type=int, default=1_000)
     ap.add_argument("--snapshots", type=int, default=20)
-    ap.add_argument("--strategies", default="all,ctz,binomial,online",
+    ap.add_argument("--strategies", default="all,ctz,ctz-revolve,binomial,online",
                     help="comma-separated; 'loop' adds a plain Python loop on the tape")
     ap.add_argument("--no-memory", action="store_true", help="skip the tracemalloc runs")
     ap.add_argument("--compiled", action="store_true",
                     help="compare the schedules under wg.compile (defaults: --steps 2000 "
-                    "--size 100 --strategies all,ctz,binomial,invert)")
+                    "--size 100 --strategies all,ctz,ctz-revolve,binomial,invert)")
     ap.add_argument("--repeat", type=int, default=7,
                     help="timed rounds over the strategies (--compiled)")
     ap.add_argument("--eager", action="store_true",
                     help="with --compiled: time the eager gradients too, once each")
     args = ap.parse_args(argv)
+    revolve_cost = sys.modules["wengert.checkpoint.schedules"].revolve_cost
     if args.compiled:
         given = set(argv if argv is not None else sys.argv[1:])
         if "--steps" not in given:
@@ -292,7 +301,7 @@ def main(argv=None):
         if "--size" not in given:
             args.size = 100
         if "--strategies" not in given:
-            args.strategies = "all,ctz,binomial,invert"
+            args.strategies = "all,ctz,ctz-revolve,binomial,invert"
         return compiled_main(args)
     n, m = args.steps, args.size
     rng = np.random.default_rng(0)
@@ -311,6 +320,11 @@ def main(argv=None):
 
     rows = {}
     ref = None
+    # a step's cost without a tape: what a recomputation costs, for the revolve bound below
+    value_only = make_loss(n, x0, "ctz", None)
+    t0 = time.perf_counter()
+    value_only(W)
+    s_step = (time.perf_counter() - t0) / n
     for how in args.strategies.split(","):
         snaps = args.snapshots if how in ("binomial", "online") else None
         loss = make_loop_loss(n, x0) if how == "loop" else make_loss(n, x0, how, snaps)
@@ -322,14 +336,21 @@ def main(argv=None):
             ref = g
         err = float(np.max(np.abs(g - ref)) / max(1e-300, float(np.max(np.abs(ref)))))
         st = None
-        if how in ("all", "ctz", "binomial", "online"):
+        if how in ("all", "ctz", "ctz-revolve", "binomial", "online"):
             st = wg.checkpoint_schedule(n, how, snaps).stats()
         rows[how] = (dt, peak, err, st)
         label = how if snaps is None else f"{how}(s={snaps})"
         extra = "" if peak is None else (
             f"  peak {peak / 1e6:8.1f} MB = floor + {(peak - floor) / state_bytes:8.1f} states")
-        sched = "" if st is None else (f"  stored<={st['max_stored']:5d}  "
-                                       f"advanced {st['advanced']:7d} steps")
+        sched = ""
+        if st is not None:
+            # the revolve bound for as many stored states: this run's time with only
+            # revolve's count of recomputed steps (each costing a tape-free step)
+            k = st["max_stored"]
+            extra_steps = st["advanced"] - revolve_cost(n, k - 1)
+            vs = dt / max(dt - extra_steps * s_step, 1e-12)
+            sched = (f"  stored<={k:5d}  advanced {st['advanced']:7d} steps  "
+                     f"{vs:4.2f} x revolve bound({k} states)")
         print(f"{label:16s} time {dt:8.2f} s{extra}{sched}  rel.diff {err:.1e}", flush=True)
 
     if "all" in rows:

@@ -43,7 +43,7 @@ FLOORS = {
         "wengert.checkpoint", "wengert.checkpoint.*", "wengert.implicit_diff",
         "wengert.scipy.optimize", "wengert.scipy.sparse", "wengert.scipy.sparse.*",
         "wengert.scipy.integrate", "wengert.scipy._quadrature", "wengert.scipy._solving",
-        "wengert.scipy._optima"),
+        "wengert.scipy._optima", "wengert.scipy._ode", "wengert.scipy._ode_ivp"),
     7: ("wengert.cli", "wengert.explore", "wengert.explore.*", "wengert.expr_derivatives"),
     8: ("wengert",),
 }

@@ -155,7 +155,7 @@ def scan(step, init, xs=None, length=None, *, checkpoint="all", snapshots=None, 
     ``None`` for ``y``).  ``init``, ``xs`` and ``y`` may be pytrees.  Under reverse
     mode the loop is one tape node and ``checkpoint`` chooses what is kept for the
     reverse sweep (see ``checkpoint_schedule``): ``"all"``, ``"ctz"``,
-    ``"binomial"`` or ``"online"`` (with ``snapshots``) or ``"invert"`` (with
+    ``"binomial"`` or ``"online"`` (with ``snapshots``), ``"ctz-revolve"`` or ``"invert"`` (with
     ``inverse(carry, x) -> previous carry``).  Values ``step`` closes over get
     their cotangents.  Forward mode just runs the loop.  ``progress=True`` shows a tqdm
     bar on stderr for the forward sweep and one for the reverse sweep, counting its

@@ -33,7 +33,7 @@ from .machine import _revolve_cost
 __all__ = ["checkpoint_schedule", "iter_schedule", "Action", "Schedule", "revolve_cost",
            "STRATEGIES", "execute", "forward_phase", "resolved_snapshots"]
 
-STRATEGIES = ("all", "ctz", "binomial", "online", "invert")
+STRATEGIES = ("all", "ctz", "binomial", "online", "invert", "ctz-revolve")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -320,6 +320,58 @@ def _binomial_schedule(n, s):
     yield Action("free", 0)
 
 
+def _revolve_stretch(a, n, s):
+    """Reverse steps ``a .. a+n-1`` from the stored state ``a`` with ``s`` free slots, by
+    revolve (``_binomial_schedule`` without storing or freeing ``a`` itself)."""
+    cur = None
+    work = [("rev", a, n, s)]
+    while work:
+        task = work.pop()
+        if task[0] == "free":
+            yield Action("free", task[1])
+            continue
+        _, b, m_n, m_s = task
+        if m_n == 1:
+            if cur != b:
+                yield Action("restore", b)
+            yield Action("reverse", b)
+            cur = None
+        elif m_s == 0:
+            for k in range(b + m_n - 1, b - 1, -1):
+                if cur != b:
+                    yield Action("restore", b)
+                if k > b:
+                    yield Action("advance", b, k)
+                yield Action("reverse", k)
+                cur = None
+        else:
+            m = _best_split(m_n, m_s)
+            if cur != b:
+                yield Action("restore", b)
+            yield Action("advance", b, b + m)
+            yield Action("store", b + m)
+            cur = b + m
+            work.append(("rev", b, m, m_s))
+            work.append(("free", b + m))
+            work.append(("rev", b + m, m_n - m, m_s - 1))
+
+
+def _ctz_revolve_schedule(n):
+    """ctz's forward phase (at most ⌊log2 N⌋ + 1 states, N not needed in advance), then each
+    stretch between two stored states reversed by revolve on the slots ctz's own reverse
+    would leave free: the same bound in states, revolve's count of steps within a stretch."""
+    yield from _ctz_forward(n)
+    stored = _prefixes(n - 1)           # what the forward phase leaves, ascending
+    cap = max(len(stored), n.bit_length())    # ctz's bound, ⌊log2 N⌋ + 1 states
+    end = n
+    for j in range(len(stored) - 1, -1, -1):
+        a = stored[j]
+        free = cap - (j + 1)
+        yield from _revolve_stretch(a, end - a, max(free, 0))
+        yield Action("free", a)
+        end = a
+
+
 def _online_add(levels, k, s):
     """Store state ``k`` under the dynamic rule of Wang, Moin & Iaccarino (2009).
 
@@ -391,7 +443,9 @@ def checkpoint_schedule(length, strategy="ctz", snapshots=None):
     ``strategy``: ``"all"`` (store every state), ``"ctz"`` (count-trailing-zeros:
     at most ⌊log2 N⌋+1 states stored, N need not be known in advance),
     ``"binomial"`` (revolve: fewest recomputations for ``snapshots`` stored states
-    besides state 0; default ⌈log2 N⌉), ``"online"`` (dynamic checkpointing with
+    besides state 0; default ⌈log2 N⌉), ``"ctz-revolve"`` (ctz's forward phase, each
+    stretch between its stored states reversed by revolve on the free slots: ctz's bound in
+    states, fewer recomputations), ``"online"`` (dynamic checkpointing with
     ``snapshots`` slots, decided without knowing N), ``"invert"`` (nothing stored;
     states rebuilt by the inverse step).
 
@@ -442,6 +496,8 @@ def iter_schedule(length, strategy="ctz", snapshots=None):
         return _binomial_schedule(n, snapshots)
     if strategy == "online":
         return _online_schedule(n, snapshots)
+    if strategy == "ctz-revolve":
+        return _ctz_revolve_schedule(n)
     return _invert_schedule(n)
 
 

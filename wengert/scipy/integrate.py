@@ -1,5 +1,5 @@
 """``wengert.scipy.integrate``: SciPy's integrals, differentiable in their limits and
-parameters (``_quadrature``).  On the floor built on transforms (6), with what it re-exports.
+parameters (``_quadrature``), and its ODE solvers (``_ode_ivp``; docs/solvers-ode.md).  On the floor built on transforms (6), with what it re-exports.
 SciPy's other names pass through for plain values.
 
 >>> import numpy as np, wengert as wg, wengert.numpy as wnp
@@ -12,9 +12,10 @@ True
 import scipy.integrate as _si
 
 from ..numpy import _passthrough
+from ._ode_ivp import odeint, solve_ivp
 from ._quadrature import fixed_quad, quad, quad_vec, romb, simpson, trapezoid
 
-__all__ = ["quad", "quad_vec", "fixed_quad", "trapezoid", "simpson", "romb"]
+__all__ = ["quad", "quad_vec", "fixed_quad", "trapezoid", "simpson", "romb", "odeint", "solve_ivp"]
 
 
 def __getattr__(name):

@@ -1,0 +1,354 @@
+"""wengert.scipy.integrate: solve_ivp and odeint differentiated, every mode and sensitivity
+method, against closed forms (1e-8), central finite differences (1e-6) and, for the stiff
+Robertson problem, forward sensitivities written out by hand and solved by SciPy (1e-5)."""
+
+import numpy as np
+import pytest
+import scipy.integrate as si
+
+import wengert as wg
+import wengert.numpy as wnp
+from wengert.scipy.integrate import odeint, solve_ivp
+
+TOL = dict(rtol=1e-11, atol=1e-12)
+ADJOINTS = ("forward", "backsolve", "interpolate")
+
+
+def decay(k, y0, t1, *, method="RK45", adjoint="auto", t0=0.0, t_eval=False):
+    """y' = -k y: y(t1) = y0 exp(-k (t1 - t0))."""
+    sol = solve_ivp(lambda t, y: -k * y, (t0, t1), wnp.reshape(y0, (1,)), method=method,
+                    adjoint=adjoint, t_eval=wnp.reshape(t1, (1,)) if t_eval else None, **TOL)
+    return sol.y[0, -1]
+
+
+def decay_exact(k, y0, t1, t0=0.0):
+    return y0 * wnp.exp(-k * (t1 - t0))
+
+
+# -- closed forms, every method and adjoint, every mode -----------------------------------------
+@pytest.mark.parametrize("method,adjoint", [
+    ("RK45", "forward"), ("RK45", "backsolve"), ("RK45", "interpolate"),
+    ("RK45", "checkpoint"), pytest.param("RK23", "checkpoint", marks=pytest.mark.slow),
+    ("DOP853", "interpolate"),
+    ("DOP853", "checkpoint"), ("Radau", "interpolate"), ("Radau", "backsolve"),
+    ("BDF", "interpolate"), ("BDF", "forward"), ("LSODA", "interpolate"), ("LSODA", "auto")])
+def test_decay_gradient_equals_closed_form(method, adjoint):
+    args = (0.7, 1.3, 1.9, 0.2)
+    tol = 1e-8 if method != "RK23" else 1e-6  # RK23's own steps: an order-3 scheme
+    got = wg.grad(lambda k, y0, t1, t0: decay(k, y0, t1, method=method, adjoint=adjoint,
+                                              t0=t0), argnums=(0, 1, 2, 3))(*args)
+    want = wg.grad(decay_exact, argnums=(0, 1, 2, 3))(*args)
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_decay_forward_mode_and_second_derivatives():
+    d = wg.derivative(lambda k: decay(k, 1.3, 1.9))(0.7)
+    assert abs(d - (-1.9 * 1.3 * np.exp(-0.7 * 1.9))) < 1e-8
+    d2 = wg.derivative(lambda k: decay(k, 1.3, 1.9), order=2)(0.7)
+    assert abs(d2 - 1.9 ** 2 * 1.3 * np.exp(-0.7 * 1.9)) < 1e-8
+    for adjoint in ADJOINTS:  # forward over reverse through each pullback
+        H = wg.hessian(lambda p: decay(p[0], p[1], p[2], adjoint=adjoint))(
+            np.array([0.7, 1.3, 1.9]))
+        Hx = wg.hessian(lambda p: decay_exact(p[0], p[1], p[2]))(np.array([0.7, 1.3, 1.9]))
+        np.testing.assert_allclose(H, Hx, rtol=1e-8, atol=1e-8)
+
+
+def oscillator(w, y0, T, method="DOP853", adjoint="auto"):
+    """y'' = -w² y as a first-order system."""
+    sol = solve_ivp(lambda t, y: wnp.stack([y[1], -w ** 2 * y[0]]), (0.0, T), y0,
+                    method=method, adjoint=adjoint, **TOL)
+    return sol.y[:, -1]
+
+
+def oscillator_exact(w, y0, T):
+    return wnp.stack([y0[0] * wnp.cos(w * T) + y0[1] / w * wnp.sin(w * T),
+                      -y0[0] * w * wnp.sin(w * T) + y0[1] * wnp.cos(w * T)])
+
+
+@pytest.mark.parametrize("adjoint", ADJOINTS + ("checkpoint",))
+def test_harmonic_oscillator_jacobians_equal_closed_form(adjoint):
+    w, y0, T = 1.3, np.array([0.7, -0.4]), 2.1
+    for mode in ("forward", "reverse"):
+        got = wg.jacobian(lambda w, y0, T: oscillator(w, y0, T, adjoint=adjoint),
+                          argnums=(0, 1, 2), mode=mode)(w, y0, T)
+        want = wg.jacobian(oscillator_exact, argnums=(0, 1, 2))(w, y0, T)
+        for g, e in zip(got, want):
+            np.testing.assert_allclose(g, e, rtol=1e-8, atol=1e-8)
+
+
+def test_oscillator_hvp_equals_closed_form():
+    f = lambda p: wnp.sum(oscillator(p[0], p[1:3], p[3], adjoint="interpolate") ** 2)  # noqa
+    fx = lambda p: wnp.sum(oscillator_exact(p[0], p[1:3], p[3]) ** 2)  # noqa
+    p, v = np.array([1.3, 0.7, -0.4, 2.1]), np.array([0.3, -1.0, 0.5, 0.2])
+    np.testing.assert_allclose(wg.hvp(f, p, v), wg.hvp(fx, p, v), rtol=1e-7, atol=1e-8)
+
+
+# -- odeint -------------------------------------------------------------------------------------
+def test_odeint_jacobians_in_every_input_equal_closed_form():
+    t = np.array([0.0, 0.5, 1.0, 2.0])
+    f = lambda y0, k, t: odeint(lambda y, s, k: -k * y, y0, t, args=(k,), rtol=1e-12,  # noqa
+                                atol=1e-12)[:, 0]
+    Y = 2.0 * np.exp(-0.3 * t)
+    Jk = wg.jacobian(lambda k: f(np.array([2.0]), k, t))(0.3)
+    np.testing.assert_allclose(Jk, -t * Y, rtol=1e-8, atol=1e-9)
+    Jt = wg.jacobian(lambda t: f(np.array([2.0]), 0.3, t), mode="reverse")(t)
+    want = np.diag(-0.3 * Y)
+    want[1:, 0] = 0.3 * Y[1:]   # moving t0 later shifts every later value up
+    want[0, 0] = 0.0            # row 0 is y0 itself
+    np.testing.assert_allclose(Jt, want, rtol=1e-8, atol=1e-9)
+    Jt_fwd = wg.jacobian(lambda t: f(np.array([2.0]), 0.3, t), mode="forward")(t)
+    np.testing.assert_allclose(Jt_fwd, want, rtol=1e-8, atol=1e-9)
+    Jy = wg.jacobian(lambda y0: f(y0, 0.3, t))(np.array([2.0]))
+    np.testing.assert_allclose(Jy[:, 0], Y / 2.0, rtol=1e-8)
+
+
+def test_odeint_plain_call_is_scipys():
+    t = np.linspace(0, 1, 5)
+    a = odeint(lambda y, t: -y, [1.0, 2.0], t)
+    b = si.odeint(lambda y, t: -y, [1.0, 2.0], t)
+    np.testing.assert_allclose(a, b, rtol=1e-6)
+    y, info = odeint(lambda y, t: -y, [1.0], t, full_output=True)
+    assert "nst" in info
+
+
+# -- finite differences: closures, args, times, t_eval ----------------------------------------
+def lotka(p, c, adjoint="auto", method="RK45"):
+    a, b = p[0], p[1]
+    te = wnp.stack([0.5 * c, c, 1.7])
+    sol = solve_ivp(lambda t, y, b: wnp.stack([a * y[0] - b * y[0] * y[1],
+                                               -y[1] + 0.5 * y[0] * y[1] + 0.1 * wnp.sin(t)]),
+                    (0.1, 2.0), np.array([1.0, 0.5]), t_eval=te, args=(b,), method=method,
+                    adjoint=adjoint, **TOL)
+    return wnp.sum(sol.y ** 2) + wnp.sum(sol.t)
+
+
+@pytest.mark.parametrize("adjoint", ADJOINTS + ("checkpoint",))
+def test_closure_args_and_t_eval_match_finite_differences(adjoint):
+    wg.check_grad(lambda p, c: lotka(p, c, adjoint), np.array([1.1, 0.4]), 1.2,
+                  rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.slow
+def test_second_order_finite_differences_through_every_pullback():
+    for adjoint in ADJOINTS:
+        wg.check_grad(lambda p: lotka(p, 1.2, adjoint), np.array([1.1, 0.4]), order=2,
+                      rtol=1e-6, atol=1e-7)
+
+
+def test_t_eval_none_differentiates_the_endpoints():
+    def f(t0, t1, k):
+        sol = solve_ivp(lambda t, y: -k * y * (1 + 0.1 * wnp.cos(t)), (t0, t1),
+                        np.array([1.5]), **TOL)
+        assert sol.t.shape == sol.y.shape[1:]
+        return wnp.sum(sol.y[0] * 0.0) + sol.y[0, -1] + 0.1 * sol.t[-1]
+    wg.check_grad(f, 0.2, 1.7, 0.8, rtol=1e-6, atol=1e-8)
+
+
+def test_backwards_in_time():
+    f = lambda k: solve_ivp(lambda t, y: -k * y, (2.0, 0.5), np.array([1.0]),  # noqa
+                            **TOL).y[0, -1]
+    assert abs(wg.grad(f)(0.4) - 1.5 * np.exp(0.4 * 1.5)) < 1e-8
+
+
+def test_closed_over_values_of_several_transforms():
+    """A closure over a value of an outer jvp inside a grad: each engine gets its own."""
+    def inner(k, c):
+        return solve_ivp(lambda t, y: -k * c * y, (0.0, 1.0), np.array([1.0]),
+                         **TOL).y[0, -1]
+    # d/dc of d/dk exp(-k c) = d/dc (-c exp(-kc)) = -exp(-kc) + kc exp(-kc)
+    got = wg.derivative(lambda c: wg.grad(inner)(0.5, c))(0.8)
+    want = (-1 + 0.4) * np.exp(-0.4)
+    assert abs(got - want) < 1e-8
+
+
+# -- checkpoint schedules --------------------------------------------------------------------
+@pytest.mark.parametrize("schedule", ["all", "ctz", "binomial"])
+def test_checkpoint_schedules_agree(schedule):
+    def f(p):
+        return wnp.sum(solve_ivp(lambda t, y: wnp.stack([y[1], -p[0] * wnp.sin(y[0])]),
+                                 (0.0, 3.0), p[1:], adjoint="checkpoint", schedule=schedule,
+                                 snapshots=3 if schedule == "binomial" else None,
+                                 rtol=1e-8, atol=1e-10).y[:, -1])
+    # the derivative of the discrete solution: finite differences of the same steps agree
+    wg.check_grad(f, np.array([2.0, 0.5, 0.1]), rtol=1e-6, atol=1e-7)
+
+
+# -- the stiff Robertson problem ---------------------------------------------------------------
+K = np.array([0.04, 3e7, 1e4])
+
+
+def robertson_rhs(t, y, k):
+    return wnp.stack([-k[0] * y[0] + k[2] * y[1] * y[2],
+                      k[0] * y[0] - k[2] * y[1] * y[2] - k[1] * y[1] ** 2,
+                      k[1] * y[1] ** 2])
+
+
+def robertson_sensitivities(k, T):
+    """dy(T)/dk by forward sensitivities written out by hand (no wengert), SciPy's Radau."""
+    def rhs(t, z):
+        y, S = z[:3], z[3:].reshape(3, 3)
+        y1, y2, y3 = y
+        f = [-k[0] * y1 + k[2] * y2 * y3, k[0] * y1 - k[2] * y2 * y3 - k[1] * y2 ** 2,
+             k[1] * y2 ** 2]
+        Jy = np.array([[-k[0], k[2] * y3, k[2] * y2],
+                       [k[0], -k[2] * y3 - 2 * k[1] * y2, -k[2] * y2],
+                       [0.0, 2 * k[1] * y2, 0.0]])
+        Jk = np.array([[-y1, 0.0, y2 * y3], [y1, -y2 ** 2, -y2 * y3], [0.0, y2 ** 2, 0.0]])
+        return np.concatenate([f, (Jy @ S + Jk).ravel()])
+    z0 = np.concatenate([[1.0, 0.0, 0.0], np.zeros(9)])
+    sol = si.solve_ivp(rhs, (0.0, T), z0, method="Radau", rtol=1e-12, atol=1e-16)
+    return sol.y[3:, -1].reshape(3, 3)
+
+
+@pytest.mark.parametrize("method,adjoint,mode", [
+    ("BDF", "interpolate", "reverse"),
+    pytest.param("LSODA", "auto", "reverse", marks=pytest.mark.slow),
+    pytest.param("Radau", "interpolate", "reverse", marks=pytest.mark.slow),
+    pytest.param("Radau", "forward", "forward", marks=pytest.mark.slow)])
+def test_robertson_sensitivities_match_hand_written_forward_sensitivities(method, adjoint, mode):
+    """(backsolve is left out: integrating a stiff state backwards is unstable, which is why
+    "auto" picks "interpolate" for stiff methods.)"""
+    T = 4.0
+    f = lambda k: solve_ivp(robertson_rhs, (0.0, T), np.array([1.0, 0.0, 0.0]),  # noqa
+                            method=method, args=(k,), adjoint=adjoint, rtol=1e-10,
+                            atol=1e-14).y[:, -1]
+    J = wg.jacobian(f, mode=mode)(K)
+    ref = robertson_sensitivities(K, T)
+    # each sensitivity scaled by its parameter (k2 and k3 differ from k1 by 1e9)
+    np.testing.assert_allclose(J * K, ref * K, rtol=1e-5, atol=1e-5 * np.abs(ref * K).max())
+
+
+# -- vmap, compile, pickling of results ------------------------------------------------------
+def test_vmap_of_values_and_gradients():
+    ks = np.array([0.1, 0.2, 0.3])
+    v = wg.vmap(lambda k: decay(k, 2.0, 1.5, t_eval=True))(ks)
+    np.testing.assert_allclose(v, 2.0 * np.exp(-1.5 * ks), rtol=1e-9)
+    g = wg.vmap(wg.grad(lambda k: decay(k, 2.0, 1.5, t_eval=True)))(ks)
+    np.testing.assert_allclose(g, -3.0 * np.exp(-1.5 * ks), rtol=1e-8)
+    J = wg.vmap(wg.jacobian(lambda y0: odeint(lambda y, t: -0.5 * y, y0, [0.0, 1.0],
+                                              rtol=1e-12, atol=1e-12)[-1]))(np.ones((2, 3)))
+    np.testing.assert_allclose(J, np.broadcast_to(np.exp(-0.5) * np.eye(3), (2, 3, 3)),
+                               rtol=1e-9)
+    with pytest.raises(ValueError, match="t_eval"):
+        wg.vmap(lambda k: decay(k, 2.0, 1.5))(ks)
+
+
+def test_compile_keeps_the_scipy_call():
+    t = np.array([0.0, 1.0, 2.0])
+    f = lambda k: odeint(lambda y, t: -k * y, np.array([2.0]), t, rtol=1e-12,  # noqa
+                         atol=1e-12)[-1, 0]
+    cf, cg = wg.compile(f), wg.compile(wg.grad(f))
+    for k in (0.3, 0.5):
+        assert abs(cf(k) - 2.0 * np.exp(-2 * k)) < 1e-9
+        assert abs(cg(k) + 4.0 * np.exp(-2 * k)) < 1e-8
+    g = wg.trace(f, 0.3)
+    assert any(n.kind == "op" and n.prim.name == "ode_solve" for n in g.nodes)
+    h = wg.compile(lambda k: solve_ivp(lambda t, y: -k * y, (0.0, 1.0), np.array([1.0]),
+                                       t_eval=np.array([0.5, 1.0]), **TOL).y[0, -1])
+    assert abs(h(0.4) - np.exp(-0.4)) < 1e-9 and abs(h(0.9) - np.exp(-0.9)) < 1e-9
+
+
+def test_compile_without_t_eval_is_refused():
+    f = wg.compile(lambda k: solve_ivp(lambda t, y: -k * y, (0.0, 1.0),
+                                       np.array([1.0])).y[0, -1])
+    with pytest.raises(ValueError, match="t_eval"):
+        f(0.3)
+
+
+# -- SciPy's structure, failures, bad input ------------------------------------------------------
+def test_result_keeps_scipys_structure():
+    k = 0.5
+    sol = solve_ivp(lambda t, y: -k * y, (0.0, 1.0), np.array([1.0, 2.0]), dense_output=True,
+                    t_eval=np.linspace(0, 1, 4))
+    ref = si.solve_ivp(lambda t, y: -k * y, (0.0, 1.0), np.array([1.0, 2.0]),
+                       dense_output=True, t_eval=np.linspace(0, 1, 4))
+    assert sol.keys() == ref.keys()
+    np.testing.assert_allclose(sol.y, ref.y)
+
+    def f(k):
+        s = solve_ivp(lambda t, y: -k * y, (0.0, 1.0), np.array([1.0, 2.0]), dense_output=True,
+                      t_eval=np.linspace(0, 1, 4))
+        assert s.y.shape == (2, 4) and s.success and s.status == 0 and s.sol is not None
+        np.testing.assert_allclose(wg.core.plain(s.y), ref.y, rtol=1e-12)
+        return s.y[1, -1]
+    wg.grad(f)(0.5)
+
+
+def test_events_time_and_state_by_the_implicit_function_theorem():
+    def hit(v, h):
+        ev = lambda t, y: y[0]  # noqa: E731
+        ev.terminal, ev.direction = True, -1
+        sol = solve_ivp(lambda t, y: wnp.stack([y[1], -9.81 + 0.0 * y[0]]), (0.0, 10.0),
+                        wnp.stack([h, v]), events=ev, **TOL)
+        return sol.t_events[0][0] + sol.y_events[0][0][1] + sol.t[-1] + sol.y[1, -1]
+
+    def exact(v, h):
+        te = (v + wnp.sqrt(v ** 2 + 2 * 9.81 * h)) / 9.81
+        return 2 * te + 2 * (v - 9.81 * te)
+    g = wg.grad(hit, argnums=(0, 1))(3.0, 2.0)
+    np.testing.assert_allclose(g, wg.grad(exact, argnums=(0, 1))(3.0, 2.0), rtol=1e-8)
+    with pytest.raises(NotImplementedError, match="event"):
+        wg.hessian(lambda v: hit(v, 2.0))(3.0)
+
+
+def test_failure_warns_and_differentiates_where_scipy_stopped():
+    f = lambda k: solve_ivp(lambda t, y: k * y ** 2, (0.0, 2.0),  # noqa: E731
+                            np.array([1.0])).y[0, -1]
+    with pytest.warns(wg.SolverWarning, match="SciPy returned"):
+        g = wg.grad(f)(1.0)
+    assert np.isfinite(g)
+
+
+def test_bad_input_says_what_to_do():
+    rhs = lambda t, y: -y  # noqa: E731
+    with pytest.raises(ValueError, match="explicit Runge-Kutta"):
+        wg.grad(lambda k: solve_ivp(lambda t, y: -k * y, (0, 1), np.array([1.0]),
+                                    method="Radau", adjoint="checkpoint").y[0, -1])(1.0)
+    with pytest.raises(ValueError, match="adjoint="):
+        solve_ivp(rhs, (0, 1), np.array([1.0]), adjoint="magic")
+    with pytest.raises(ValueError, match="1-dimensional"):
+        solve_ivp(rhs, (0, 1), np.ones((2, 2)))
+    with pytest.raises(ValueError, match="method="):
+        solve_ivp(rhs, (0, 1), np.array([1.0]), method="Euler")
+    with pytest.raises(ValueError, match="wnp.where"):
+        wg.grad(lambda k: solve_ivp(lambda t, y: -k * y if y[0] > 0.5 else -2 * k * y,
+                                    (0.0, 2.0), np.array([1.0])).y[0, -1])(1.0)
+
+
+def test_sparse_rhs_gets_a_sparse_jacobian():
+    """A discretised heat equation: BDF is given wengert's sparse Jacobian."""
+    n = 40
+
+    def f(kappa):
+        def rhs(t, u):
+            lap = wnp.concatenate([u[1:2] - 2 * u[:1], u[2:] - 2 * u[1:-1] + u[:-2],
+                                   u[-2:-1] - 2 * u[-1:]])
+            return kappa * lap * (n + 1) ** 2
+        u0 = np.sin(np.pi * np.linspace(0, 1, n + 2)[1:-1])
+        return wnp.sum(solve_ivp(rhs, (0.0, 0.05), u0, method="BDF", rtol=1e-9,
+                                 atol=1e-12).y[:, -1])
+    eps = 1e-6
+    fd = (f(0.5 + eps) - f(0.5 - eps)) / (2 * eps)
+    assert abs(wg.grad(f)(0.5) - fd) < 1e-5 * abs(fd)
+
+
+# -- autograd's ode_net.py, rewritten: examples/ode_net.py ---------------------------------
+def test_ode_net_example_trains():
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "ode_net.py"
+    spec = importlib.util.spec_from_file_location("examples_ode_net", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    t, target = mod.make_data(n_times=10)
+    params = mod.init_params(hidden=8)
+    g = wg.grad(mod.loss)(params, t, target)
+    # the gradient along a direction, against central differences of the loss
+    rng = np.random.default_rng(3)
+    d = {k: rng.standard_normal(v.shape) for k, v in params.items()}
+    eps = 1e-5
+    shift = lambda s: {k: params[k] + s * d[k] for k in params}  # noqa: E731
+    fd = (mod.loss(shift(eps), t, target) - mod.loss(shift(-eps), t, target)) / (2 * eps)
+    assert abs(sum(np.sum(g[k] * d[k]) for k in g) - fd) < 1e-4 * abs(fd)
+    _, history = mod.train(steps=15, hidden=8, n_times=10)
+    assert history[-1] < 0.6 * history[0]

@@ -1,0 +1,572 @@
+"""The differentiable ODE solve under ``wengert.scipy.integrate``: one primitive, ``ode_solve``.
+
+``ode_solve(y0, ts, *params, spec)`` is SciPy's solution of ``y' = F(t, y, *params)`` at the
+times ``ts`` (``ts[0]`` is the initial time; row 0 of the result is ``y0``).  ``F`` is a
+:class:`Rhs`: the user's right-hand side traced once into a graph whose inputs are ``t``,
+``y``, the parameters and every traced value the function closes over (captured while
+tracing, as JAX's closure conversion), so the primitive sees them all as arguments and every
+engine hands it their tangents and cotangents.
+
+Its rules are ODE solves again, through this same primitive, so they are differentiable in
+turn (Hessians, HVPs, forward over reverse):
+
+* the pushforward solves the forward-sensitivity system ``s' = J_y s + J_p dp`` beside ``y``;
+* the pullback integrates the adjoint ``a' = -J_yᵀ a``, ``g' = -J_pᵀ a`` backwards from each
+  output time to the one before ("backsolve": ``y`` is integrated backwards with it, restarted
+  from the stored output at each output time); "interpolate" reads ``y`` off SciPy's dense
+  forward solution instead (on plain values; a nested derivative takes the backsolve
+  formulation, whose every value is traced); "forward" pulls back through the full forward
+  sensitivities (few parameters).
+
+The vector-Jacobian products, Jacobian-vector products and stiff methods' Jacobians all come
+from wengert, traced once per solve into graphs whose generated code SciPy calls.
+"""
+from __future__ import annotations
+
+import bisect
+import warnings
+
+import numpy as np
+import scipy.integrate as si
+import scipy.sparse as sp
+
+from .. import numpy as wnp
+from ..batching import BatchTracer
+from ..core import Primitive, SolverWarning, Tracer
+from ..custom import _batch_of, _per_direction
+from ..graph.codegen import build_function
+from ..graph.graph import Graph
+from ..graph.ir import GuardFailure, Node
+from ..graph.trace import GraphTrace, GraphTracer
+from ..sparse import jacobian_sparsity, sparse_jacobian
+from ..transforms import jacobian, jvp, vjp
+from ..tree import flatten
+
+__all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "example_of", "batched", "EXPLICIT",
+           "IMPLICIT", "METHODS"]
+
+EXPLICIT = ("RK45", "RK23", "DOP853")
+IMPLICIT = ("Radau", "BDF", "LSODA")
+METHODS = EXPLICIT + IMPLICIT
+ADJOINTS = ("auto", "checkpoint", "backsolve", "interpolate", "forward")
+
+
+def example_of(x):
+    """One example's plain value: the primal under every trace, and under ``wg.vmap`` its
+    first example (a batched value's plain array carries the batch axes in front)."""
+    nb = 0
+    while isinstance(x, Tracer):
+        nb += isinstance(x, BatchTracer)
+        x = x.value
+    return x[(0,) * nb] if nb else x
+
+
+def batched(*trees):
+    """Whether any leaf is mapped by a ``wg.vmap``."""
+    for t in trees:
+        for x in flatten(t)[0]:
+            while isinstance(x, Tracer):
+                if isinstance(x, BatchTracer):
+                    return True
+                x = x.value
+    return False
+
+
+# -- the right-hand side as a graph, closures converted -------------------------------------------
+class _CaptureTrace(GraphTrace):
+    """A graph trace that turns values of outer transforms into inputs (instead of refusing
+    them): the closure's traced values become the graph's extra arguments."""
+
+    def __init__(self):
+        super().__init__()
+        self.captured = []
+        self._taken = {}
+
+    def take(self, a):
+        hit = self._taken.get(id(a))
+        if hit is not None and hit[0] is a:
+            return hit[1]
+        t = self.input(example_of(a))
+        self._taken[id(a)] = (a, t)
+        self.captured.append(a)
+        return t
+
+    def process(self, prim, args, params):
+        args = [self.take(a) if isinstance(a, Tracer) and a._trace is not self else a
+                for a in args]
+        return super().process(prim, args, params)
+
+
+_BRANCH = ("the right-hand side took another branch than the one it was traced along: "
+           "wengert traces it once per solve (an `if` on the state, the time or a parameter "
+           "is not allowed); write the branch with wnp.where")
+
+
+class Rhs:
+    """A traced function ``(t, y, *params, *captured)``: generated code on plain values,
+    the graph's primitives (so every transform sees them) on traced ones."""
+
+    def __init__(self, graph, captured):
+        self.graph, self.captured = graph, captured
+        self._fast = None
+
+    def __call__(self, *leaves):
+        if any(isinstance(x, Tracer) for x in leaves):
+            try:
+                return self.graph.evaluate(list(leaves))
+            except GuardFailure:
+                raise ValueError(_BRANCH) from None
+        return self.plain(*leaves)
+
+    def plain(self, *leaves):
+        if self._fast is None:
+            self._fast = build_function(self.graph)
+        try:
+            return self._fast(*leaves)
+        except GuardFailure:
+            raise ValueError(_BRANCH) from None
+
+
+def trace_rhs(fn, example, name="rhs", flat=True):
+    """Trace ``fn(*example)`` into a :class:`Rhs`; the traced values it closes over are
+    appended to its arguments (``rhs.captured``, to pass after ``example``'s)."""
+    tr = _CaptureTrace()
+    ins = [tr.input(example_of(x)) for x in example]
+    try:
+        out = fn(*ins)
+        if flat:
+            out = wnp.reshape(wnp.asarray(out), (-1,))
+    finally:
+        tr.finished = True
+        tr.finish("wengert.scipy.integrate", fn)
+    leaves, out_def = flatten(out)
+    outputs = []
+    for o in leaves:
+        if isinstance(o, GraphTracer) and o._trace is tr:
+            outputs.append(o.node)
+        elif isinstance(o, Tracer):
+            outputs.append(tr.take(o).node)
+        else:
+            outputs.append(tr._add(Node("const", value=np.asarray(o, dtype=float))))
+    inputs = [t.node for t in ins] + [tr._taken[id(c)][1].node for c in tr.captured]
+    values = [example_of(x) for x in example] + [example_of(c) for c in tr.captured]
+    in_def = flatten(tuple(values))[1]
+    names = [f"a{i}" for i in range(len(values))]
+    g = Graph(tr.nodes, in_def, list(range(len(values))), inputs, names, out_def, outputs,
+              tr.guards, name=name, example_args=tuple(values))
+    return Rhs(g, list(tr.captured))
+
+
+# -- what one solve is ---------------------------------------------------------------------------
+class Spec:
+    """The static part of a solve: the right-hand side, the SciPy method and its options,
+    the sensitivity method for reverse mode, and the last plain solve (reused)."""
+
+    def __init__(self, rhs, method, options, adjoint="backsolve", sparse=None):
+        self.rhs, self.method, self.options = rhs, method, dict(options)
+        self.adjoint = adjoint
+        self.sparse = sparse   # None: detect for stiff methods; False: dense Jacobians
+        self._cache = None     # (inputs, ys, dense solution)
+        self._jac = None       # the traced Jacobian of the right-hand side in y (stiff)
+        self._jac_pattern = None
+
+    def __repr__(self):
+        return f"<ode solve by {self.method}, adjoint {self.adjoint}>"
+
+    def derived(self, rhs):
+        """The same solver for a sensitivity or adjoint system (differentiated by backsolve:
+        every value of its pullback is traced)."""
+        return Spec(rhs, self.method, self.options, "backsolve", self.sparse)
+
+    @property
+    def stiff(self):
+        return self.method in IMPLICIT or self.method == "odeint"
+
+    # -- plain SciPy calls -------------------------------------------------------------------
+    def solve(self, y0, ts, params, dense=False):
+        """SciPy's solution at ``ts`` on plain values (cached for the same inputs)."""
+        y0 = np.asarray(y0, dtype=float)
+        ts = np.asarray(ts, dtype=float)
+        params = [np.asarray(p) for p in params]
+        c = self._cache
+        if c is not None and _same(c[0], (y0, ts, params)) and (c[2] is not None or not dense):
+            return c[1]
+        ys, sol = self._scipy(y0, ts, params, dense)
+        self._cache = ((y0.copy(), ts.copy(), [p.copy() for p in params]), ys, sol)
+        return ys
+
+    def dense(self, y0, ts, params):
+        self.solve(y0, ts, params, dense=True)
+        return self._cache[2]
+
+    def _fun(self, params):
+        F = self.rhs.plain
+        return lambda t, y: F(t, y, *params)
+
+    def jac(self, params, y_example):
+        """``jac(t, y)`` for a stiff method, from wengert: dense, or sparse (a compressed
+        pass per colour, ``wg.sparse_jacobian``) where the right-hand side is sparse."""
+        if not self.stiff:
+            return None
+        if self._jac is None:
+            n = y_example.size
+            pattern = None
+            if self.sparse is not False and n >= 32:
+                t0 = float(self.rhs.graph.example_args[0])
+                pattern = jacobian_sparsity(
+                    lambda yy: self.rhs(t0, yy, *params), y_example)
+                if self.sparse is None and pattern.nnz > 0.25 * n * n:
+                    pattern = None
+            if pattern is not None:
+                rhs = self.rhs
+                self._jac_pattern = pattern
+                sj = sparse_jacobian(lambda yy, t, *ps: rhs(t, yy, *ps), sparsity=pattern)
+                self._jac = ("sparse", lambda t, y, *ps: sj(y, t, *ps))
+            else:
+                rhs = self.rhs
+                self._jac = ("dense", trace_rhs(
+                    lambda t, y, *ps: jacobian(lambda yy: rhs(t, yy, *ps), mode="forward")(y),
+                    [0.0, y_example, *params], "jac", flat=False))
+        kind, J = self._jac
+        if kind == "sparse":
+            return lambda t, y: J(t, y, *params)
+        return lambda t, y: J.plain(t, y, *params)
+
+    def _scipy(self, y0, ts, params, dense):
+        n, m = y0.size, ts.size
+        if m == 1 or ts[0] == ts[-1]:
+            return np.tile(y0, (m, 1)), None
+        keep = np.concatenate([[True], np.diff(ts) != 0])
+        if not keep.all():  # repeated times (t_eval starting at t0): solved once each
+            ys, sol = self._scipy(y0, ts[keep], params, dense)
+            return ys[np.cumsum(keep) - 1], sol
+        fun = self._fun(params)
+        jac = self.jac(params, y0)
+        opts = dict(self.options)
+        if self.method == "odeint" and not dense:
+            ys, info = si.odeint(fun, y0, ts, Dfun=jac, tfirst=True, full_output=True, **opts)
+            if info["message"] != "Integration successful.":
+                _warn(f"scipy.integrate.odeint: {info['message']}")
+            return ys, None
+        method = "LSODA" if self.method == "odeint" else self.method
+        if self.method == "odeint":  # odeint's options, as solve_ivp's LSODA takes them
+            opts = {k: v for k, v in opts.items() if k in ("rtol", "atol")}
+        if jac is not None:
+            opts["jac"] = jac
+        sol = si.solve_ivp(fun, (ts[0], ts[-1]), y0, method=method, t_eval=ts,
+                           dense_output=dense, **opts)
+        ys = sol.y.T
+        if not sol.success or ys.shape[0] != m:
+            _warn(f"scipy.integrate.solve_ivp ({method}): {sol.message}")
+            ys = np.concatenate([ys, np.full((m - ys.shape[0], n), np.nan)])
+        return ys, sol.sol if dense else None
+
+
+def _warn(msg):
+    warnings.warn(f"{msg}; the derivative is taken at the point SciPy returned",
+                  SolverWarning, stacklevel=4)
+
+
+def _same(a, b):
+    (y0, ts, ps), (y1, t1, p1) = a, b
+    return (np.array_equal(y0, y1) and np.array_equal(ts, t1) and len(ps) == len(p1)
+            and all(x.shape == y.shape and np.array_equal(x, y) for x, y in zip(ps, p1)))
+
+
+# -- the primitive ---------------------------------------------------------------------------------
+def _impl(y0, ts, *params, spec):
+    return spec.solve(y0, ts, params)
+
+
+ode_solve = Primitive(_impl, name="ode_solve")
+
+
+def _zeros(x):
+    return wnp.zeros_like(x) if isinstance(x, Tracer) else np.zeros(np.shape(x))
+
+
+def _example(x):
+    return np.array(example_of(x), dtype=float) if np.ndim(example_of(x)) else float(example_of(x))
+
+
+@ode_solve.frule(symbolic_zeros=True)
+def _frule(primals, tangents, spec):
+    batch = _batch_of(primals, tangents)
+    if batch:
+        ys = ode_solve(*primals, spec=spec)
+        return ys, _per_direction(lambda ts: (_pushforward(primals, ts, spec)[1],), primals,
+                                  tangents, (ys,), batch)[0]
+    return _pushforward(primals, tangents, spec)
+
+
+def _pushforward(primals, tangents, spec):
+    """Forward sensitivities: ``[y, s]`` solved together, ``s' = J_y s + J_p dp``."""
+    y0, ts, *ps = primals
+    dy0, dts, *dps = tangents
+    F, n, k = spec.rhs, _size(y0), len(ps)
+    live = [i for i, d in enumerate(dps) if d is not None]
+
+    def G(t, z, *pq):
+        p, dp = list(pq[:k]), pq[k:]
+
+        def f(yy, *pl):
+            q = list(p)
+            for i, v in zip(live, pl):
+                q[i] = v
+            return F(t, yy, *q)
+        out, dout = jvp(f, (z[:n], *[p[i] for i in live]), (z[n:], *dp))
+        return wnp.concatenate([out, dout])
+
+    s0 = _zeros(y0) if dy0 is None else dy0
+    if dts is not None:
+        s0 = s0 - F(ts[0], y0, *ps) * dts[0]
+    dpl = [dps[i] for i in live]
+    G = trace_rhs(G, [0.0, np.zeros(2 * n)] + [_example(x) for x in list(ps) + dpl], "sens")
+    z = ode_solve(wnp.concatenate([y0, s0]), ts, *ps, *dpl, spec=spec.derived(G))
+    ys, dys = z[:, :n], z[:, n:]
+    if dts is not None:
+        dys = dys + _rhs_rows(F, ts, ys, ps) * wnp.reshape(dts, (-1, 1))
+    return ys, dys
+
+
+def _size(y):
+    return int(np.size(example_of(y)))
+
+
+def _rhs_rows(F, ts, ys, ps):
+    """``F(ts[i], ys[i])`` stacked."""
+    m = np.size(example_of(ts))
+    return wnp.stack([F(ts[i], ys[i], *ps) for i in range(m)])
+
+
+@ode_solve.rrule
+def _rrule(y0, ts, *ps, spec):
+    ys = ode_solve(y0, ts, *ps, spec=spec)
+
+    def pullback(g):
+        batch = _batch_of((ys,), (g,))
+        primals = (y0, ts, *ps)
+        if batch:
+            return _per_direction(lambda gs: _pull(primals, ys, gs[0], spec), (ys,), (g,),
+                                  primals, batch)
+        return _pull(primals, ys, g, spec)
+    return ys, pullback
+
+
+def _pull(primals, ys, g, spec):
+    if g is None:
+        return (None,) * len(primals)
+    nested = any(isinstance(x, Tracer) for x in (*primals, ys, g))
+    if spec.adjoint == "forward":
+        return _pull_forward(primals, ys, g, spec)
+    if spec.adjoint == "interpolate" and not nested:
+        return _pull_interpolate(primals, ys, g, spec)
+    return _pull_backsolve(primals, ys, g, spec)
+
+
+def _unravel(flat, like):
+    out, at = [], 0
+    for p in like:
+        size = _size(p)
+        piece = flat[at:at + size]
+        shape = np.shape(example_of(p))
+        out.append(wnp.reshape(piece, shape) if shape else piece[0])
+        at += size
+    return out
+
+
+def _ravel_all(xs, like):
+    parts = [wnp.reshape(x, (-1,)) if x is not None else np.zeros(_size(p))
+             for x, p in zip(xs, like)]
+    return wnp.concatenate(parts) if parts else np.zeros(0)
+
+
+def _live_rows(g, m):
+    """The output rows (after the first) whose cotangent is not a plain zero, last first:
+    the backward solve runs straight through the others."""
+    rows = []
+    for i in range(m - 1, 0, -1):
+        gi = g[i]
+        if isinstance(gi, Tracer) or np.any(np.asarray(gi) != 0):
+            rows.append(i)
+    return rows
+
+
+def _pull_backsolve(primals, ys, g, spec):
+    """The continuous adjoint, with ``y`` integrated backwards beside it from each output."""
+    y0, ts, *ps = primals
+    F, n = spec.rhs, _size(y0)
+    m = ys.shape[0]
+    P = sum(_size(p) for p in ps)
+
+    def H(t, z, *pp):
+        y, a = z[:n], z[n:2 * n]
+        out, pb = vjp(lambda yy, *q: F(t, yy, *q), y, *pp)
+        cts = pb(a)
+        return wnp.concatenate([out, -cts[0], -_ravel_all(cts[1:], pp)])
+
+    H = trace_rhs(H, [0.0, np.zeros(2 * n + P)] + [_example(p) for p in ps], "adjoint")
+    hspec = spec.derived(H)
+    a, gp = _zeros(y0), np.zeros(P)
+    gts = [0.0] * m
+    live = _live_rows(g, m)
+    for j, i in enumerate(live):
+        a = a + g[i]
+        gts[i] = wnp.sum(g[i] * F(ts[i], ys[i], *ps))
+        to = live[j + 1] if j + 1 < len(live) else 0
+        z = ode_solve(wnp.concatenate([ys[i], a, gp]), wnp.stack([ts[i], ts[to]]), *ps,
+                      spec=hspec)[-1]
+        a, gp = z[n:2 * n], z[2 * n:]
+    gts[0] = -wnp.sum(a * F(ts[0], y0, *ps))
+    g_ts = wnp.stack(gts)
+    return (a + g[0], g_ts, *_unravel(gp, ps))
+
+
+def _pull_forward(primals, ys, g, spec):
+    """Through the full forward sensitivities ``dY/d(y0, p)``: one solve of ``n (n + P)``
+    more states, then contractions (few parameters)."""
+    y0, ts, *ps = primals
+    F, n, k = spec.rhs, _size(y0), len(ps)
+    P = sum(_size(p) for p in ps)
+    N = n + P
+
+    def G(t, z, *pp):
+        y, S = z[:n], wnp.reshape(z[n:], (n, N))
+        out = F(t, y, *pp)
+        Js = jacobian(lambda yy, *q: F(t, yy, *q), argnums=tuple(range(1 + k)),
+                      mode="forward")(y, *pp)
+        Jp = [wnp.reshape(J, (n, -1)) for J in Js[1:]]
+        dS = Js[0] @ S + wnp.concatenate([np.zeros((n, n))] + Jp, axis=1)
+        return wnp.concatenate([out, wnp.reshape(dS, (-1,))])
+
+    G = trace_rhs(G, [0.0, np.zeros(n + n * N)] + [_example(p) for p in ps], "sens")
+    S0 = np.concatenate([np.eye(n), np.zeros((n, P))], axis=1).ravel()
+    z = ode_solve(wnp.concatenate([y0, S0]), ts, *ps, spec=spec.derived(G))
+    m = ys.shape[0]
+    live = _live_rows(g, m)[::-1]
+    if not live:
+        return (g[0], wnp.zeros_like(ts) if isinstance(ts, Tracer) else np.zeros(m),
+                *[None] * k)
+    S = wnp.reshape(z[np.asarray(live), n:], (len(live), n, N))
+    lam = wnp.einsum("ij,ijk->k", g[np.asarray(live)], S)
+    gts = [0.0] * m
+    for i in live:
+        gts[i] = wnp.sum(g[i] * F(ts[i], ys[i], *ps))
+    gts[0] = -wnp.sum(lam[:n] * F(ts[0], y0, *ps))
+    g_ts = wnp.stack(gts)
+    return (lam[:n] + g[0], g_ts, *_unravel(lam[n:], ps))
+
+
+def _pull_interpolate(primals, ys, g, spec):
+    """The continuous adjoint on SciPy's dense forward solution (plain values only).
+
+    Only ``a`` (n states) is integrated, so a stiff method's Newton iterations see the
+    ``n x n`` Jacobian ``-J_yᵀ`` (sparse where ``J_y`` is); the parameters' cotangent
+    ``∫ J_pᵀ a dt`` is a quadrature (Gauss-Legendre on each of the adjoint's steps, read off
+    its dense output), as SciMLSensitivity's quadrature adjoint does.
+    """
+    y0, ts, *ps = (np.asarray(x, dtype=float) for x in primals)
+    ys, g = np.asarray(ys), np.asarray(g)
+    F, n = spec.rhs, y0.size
+    P = sum(p.size for p in ps)
+    sol = _fast_dense(spec.dense(y0, ts, ps))
+    pb = _vjp_graph(spec, ps, n)
+    method = "LSODA" if spec.method == "odeint" else spec.method
+    opts = {k: v for k, v in spec.options.items() if k in ("rtol", "atol", "max_step")}
+    # the adjoint's scale is the cotangent's, not the state's: an absolute tolerance below
+    # rtol * |g| / 100 only asks the stiff methods for digits that are not there
+    rtol = opts.get("rtol", 1e-3)
+    opts["atol"] = max(np.max(opts.get("atol", 1e-6)), rtol * 1e-2 * float(np.abs(g).max()))
+
+    # explicit methods carry the parameters' cotangent as more states (their stages are the
+    # quadrature); stiff ones integrate ``a`` alone and add the quadrature after each solve
+    joint = not spec.stiff and P > 0
+
+    def fun(t, z):
+        if joint:
+            return -pb.plain(t, sol(t), z[:n], *ps)
+        return -pb.plain(t, sol(t), z, *ps)[:n]
+
+    if spec.stiff:
+        jy = spec.jac(ps, y0)
+
+        def jac(t, a):
+            J = jy(t, sol(t))
+            return (-J.T).tocsc() if sp.issparse(J) else -J.T
+        opts["jac"] = jac
+    a, gp = np.zeros(n), np.zeros(P)
+    m = ts.size
+    gts = np.zeros(m)
+    live = _live_rows(g, m)
+    h = None
+    for j, i in enumerate(live):
+        a = a + g[i]
+        gts[i] = g[i] @ F.plain(ts[i], ys[i], *ps)
+        to = live[j + 1] if j + 1 < len(live) else 0
+        if ts[i] == ts[to]:
+            continue
+        if h is not None:  # a restart at a jump: the step size the last segment reached
+            opts["first_step"] = min(h, abs(ts[i] - ts[to]))
+        z = np.concatenate([a, gp]) if joint else a
+        s = si.solve_ivp(fun, (ts[i], ts[to]), z, method=method,
+                         dense_output=bool(P) and not joint, **opts)
+        if not s.success:
+            _warn(f"scipy.integrate.solve_ivp ({method}, adjoint): {s.message}")
+        if joint:
+            gp = s.y[n:, -1].copy()
+        elif P:
+            gp += _quadrature(pb, sol, _fast_dense(s.sol), s.t, ps, n)
+        a = s.y[:n, -1].copy()
+        h = abs(s.t[-1] - s.t[-2]) if s.t.size > 1 else None
+    gts[0] = -a @ F.plain(ts[0], y0, *ps)
+    out = [a + g[0], gts]
+    at = 0
+    for p in ps:
+        out.append(gp[at:at + p.size].reshape(p.shape) if p.ndim else float(gp[at]))
+        at += p.size
+    return tuple(out)
+
+
+_GAUSS_X = np.array([-np.sqrt(0.6), 0.0, np.sqrt(0.6)])
+_GAUSS_W = np.array([5.0, 8.0, 5.0]) / 9.0
+
+
+def _quadrature(pb, y_at, a_at, steps, ps, n):
+    """``∫ aᵀ J_p dt`` over the adjoint's steps ``steps`` (run backwards in time)."""
+    total = 0.0
+    for t0, t1 in zip(steps[:-1], steps[1:]):
+        half, mid = (t0 - t1) / 2.0, (t0 + t1) / 2.0
+        for x, w in zip(_GAUSS_X, _GAUSS_W):
+            t = mid + half * x
+            total = total + (w * half) * pb.plain(t, y_at(t), a_at(t), *ps)[n:]
+    return total
+
+
+def _fast_dense(sol):
+    """``sol(t)`` for one time, without SciPy's general path (the adjoint asks for it at
+    every stage of every step): Runge-Kutta interpolants evaluated directly."""
+    ts, interps = list(sol.ts_sorted), sol.interpolants
+    last, asc = sol.n_segments - 1, sol.ascending
+    powers = {}
+
+    def at(t):
+        k = min(max(bisect.bisect_left(ts, t) - 1, 0), last)
+        d = interps[k if asc else last - k]
+        Q = getattr(d, "Q", None)
+        if Q is None or type(d).__name__ != "RkDenseOutput":
+            return d(t)
+        r = powers.get(Q.shape[1])
+        if r is None:
+            r = powers[Q.shape[1]] = np.arange(1, Q.shape[1] + 1)
+        return d.y_old + d.h * (Q @ (((t - d.t_old) / d.h) ** r))
+    return at
+
+
+def _vjp_graph(spec, ps, n):
+    """``(t, y, a, *ps) -> [aᵀ J_y, aᵀ J_p]``, traced once, run as generated code."""
+    F = spec.rhs
+
+    def f(t, y, a, *pp):
+        cts = vjp(lambda yy, *q: F(t, yy, *q), y, *pp)[1](a)
+        return wnp.concatenate([cts[0], _ravel_all(cts[1:], pp)])
+    return trace_rhs(f, [0.0, np.zeros(n), np.zeros(n), *ps], "vjp")
