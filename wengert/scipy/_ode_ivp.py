@@ -394,3 +394,7 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
                          tfirst=True, full_output=True, **opts)[1]
         return ys, info
     return ys
+
+
+for _f in (solve_ivp, odeint):
+    _f._wengert_solver = True  # wengert.coverage: SciPy's solver, differentiated
