@@ -167,7 +167,7 @@ def table(evalname, results):
             if r["function"] == primal and evalname != "hello":
                 continue
             p = primals.get(r["description"])
-            ratio = f"{r['min'] / p:.2f}" if r.get("min") and p else "—"
+            ratio = f"{r['min'] / p:.2f}" if r.get("min") and p and evalname != "hello" else "—"
             if r["valid"] is True:
                 mark = "✓"
             elif r["valid"] is False:
@@ -176,8 +176,6 @@ def table(evalname, results):
                 mark = "✗ (" + ((r["error"] or note or "no answer").strip().splitlines() or ["?"])[-1][:60] + ")"
             else:
                 mark = "?"
-            if r["valid"] and primal and p is None and evalname != "hello" and r["function"] != primal:
-                pass
             lines.append(f"| {tool} | {r['description']} | {r['function']} | {fmt_time(r.get('min'))} "
                          f"| {fmt_time(r.get('first'))} | {ratio} | {mark} |")
         primal_bad = [r for r in rs if r["function"] == primal and r["valid"] is False]
