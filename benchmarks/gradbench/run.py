@@ -44,6 +44,10 @@ def tool_command(name, gradbench, python, jacobian):
         return [python, tool, "--compile", "--jacobian", jacobian], ROOT
     if name == "manual":
         return [python, "python/gradbench/gradbench/cpp.py", "manual"], gradbench
+    if name == "jax":   # the stock tool, timed until JAX's asynchronous result exists
+        return [python, os.path.join(HERE, "jax_blocking.py")], gradbench
+    if name == "jax-stock":
+        return [python, "python/gradbench/gradbench/tools/jax/run.py"], gradbench
     return [python, f"python/gradbench/gradbench/tools/{name}/run.py"], gradbench
 
 
@@ -51,14 +55,14 @@ def available(name, gradbench, python, evalname):
     """Whether ``name`` can run ``evalname`` here (installed, and listed by the tool)."""
     if name.startswith("wengert"):
         return True
-    listed = os.path.join(gradbench, "tools", name, "evals.txt")
+    listed = os.path.join(gradbench, "tools", name.removesuffix("-stock"), "evals.txt")
     if not os.path.exists(listed):
         return False
     with open(listed) as f:
         names = {line.split()[0] for line in f if line.strip()}
     if evalname not in names:
         return False
-    module = {"jax": "jax", "pytorch": "torch"}.get(name)
+    module = {"jax": "jax", "jax-stock": "jax", "pytorch": "torch"}.get(name)
     if module is None:
         return True
     probe = subprocess.run([python, "-c", f"import {module}"], capture_output=True)
