@@ -225,6 +225,8 @@ def main(argv=None):
                 os.makedirs(args.log, exist_ok=True)
                 with open(os.path.join(args.log, f"{evalname}-{tool}.jsonl"), "w") as f:
                     for message, response, wall in results[tool][0]:
+                        # the inputs are the eval's to regenerate; the log keeps the rest
+                        message = {k: v for k, v in message.items() if k != "input"}
                         f.write(json.dumps({"message": message, "response": response,
                                             "wall_s": wall}) + "\n")
         print(table(evalname, results), "\n", flush=True)
