@@ -30,10 +30,13 @@ PRIMAL = {"hello": "square", "lse": "primal", "llsq": "primal", "det": "primal",
           "ode": "primal", "kmeans": "cost", "gmm": "objective", "lstm": "objective",
           "ba": "objective", "ht": "objective"}
 # workloads that finish on a 2-core machine in minutes (see README.md); GradBench's defaults otherwise
-SMALL = {"lse": "-n 2500 20000 160000 1280000", "llsq": "-n 128 1024 16392",
-         "det": "-l 5 7 9", "ode": "-n 1000 10000 -s 1 10", "kmeans": "-k 10 100 -n 1000 -d 8",
-         "gmm": "-d 2 10 20 -k 5 25", "lstm": "-l 2 -c 1024", "ba": "--min 1 --max 2",
-         "ht": "--min 1 --max 4", "hello": "", "particle": "", "saddle": ""}
+QUICK = "--min-runs 2 --min-seconds 0.3 "   # a warm run after the first, and no long repeats
+SMALL = {"hello": "", "particle": "", "saddle": "",
+         "lse": QUICK + "-n 2500 20000 160000 1280000", "llsq": QUICK + "-n 128 1024 16392",
+         "det": QUICK + "-l 5 7 9 11", "kmeans": QUICK + "-k 10 100 1000 -n 1000 -d 8",
+         "ode": QUICK + "-n 1000 10000 -s 1 10", "gmm": QUICK + "-d 2 10 20 -k 5 25",
+         "lstm": QUICK + "-l 2 -c 1024", "ba": QUICK + "--min 1 --max 2",
+         "ht": QUICK + "--min 1 --max 2"}
 
 
 def tool_command(name, gradbench, python, jacobian):
