@@ -1,0 +1,1 @@
+"""One module per GradBench eval, each written as a wengert user would write it."""
