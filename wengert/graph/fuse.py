@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import operator
 import os
+import weakref
 
 import numpy as np
 
@@ -39,7 +40,9 @@ from .kernel_cache import njit_module
 __all__ = ["build_fused", "numba_or_none", "fuse_default"]
 
 _FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
-_KERNELS = {}  # kernel source -> Numba dispatcher (one compilation per source and types)
+# kernel source -> Numba dispatcher, while a program holds it (kernel_cache keeps the
+# recently used alive): one compilation per source and types, none kept for dead programs
+_KERNELS = weakref.WeakValueDictionary()
 _NUMBA = []
 
 
@@ -633,7 +636,7 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
     src = "def kernel(" + ", ".join(f"a{j}" for j in range(len(ins))) + "):\n" + \
         "".join(f"    {ln}\n" for ln in lines)
     kern = _KERNELS.get(src)
-    if kern is None:  # compiled once per process, and kept on disk (kernel_cache)
+    if kern is None:  # compiled once while in use, and kept on disk (kernel_cache)
         kern = _KERNELS[src] = njit_module([("kernel", src)])["kernel"]
     kname = em.bind(kern, "kernel")
     if fold is not None:  # the gather's value: the kernel's positions, in its shape
