@@ -29,7 +29,7 @@ from .fuse import build_fused, fuse_default
 from .pool import reuse_default
 from .graph import trace
 from .ir import GuardFailure
-from .kernel_cache import cache_dir, clear_cache
+from .kernel_cache import CacheWarning, cache_dir, clear_cache
 from .trace import ForeignTracerError
 
 __all__ = ["compile", "Compiled"]
@@ -295,4 +295,5 @@ def compile(f=None, *, max_traces=16, simplify=True, fuse=None, reuse_buffers=No
 # the fused kernels' disk cache (graph/kernel_cache.py): where it is, and emptying it
 compile.cache_dir = cache_dir
 compile.clear_cache = clear_cache
+compile.CacheWarning = CacheWarning  # the warning an untrusted cache gives
 del builtins

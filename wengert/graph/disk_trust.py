@@ -23,7 +23,7 @@ import threading
 import warnings
 
 __all__ = ["CacheWarning", "Untrusted", "private_dir", "read_private", "warn_untrusted",
-           "open_private_for_write"]
+           "open_private_for_write", "refused"]
 
 _POSIX = hasattr(os, "getuid")
 _WARNED = set()  # directories warned about: once per process each
@@ -139,8 +139,14 @@ def open_private_for_write(path):
     return os.fdopen(os.open(path, flags, 0o600), "wb")
 
 
+def refused(directory):
+    """Whether ``directory`` was found untrusted in this process (then it stays unused)."""
+    return directory in _WARNED
+
+
 def warn_untrusted(directory, err, stacklevel=3):
-    """One :class:`CacheWarning` per process and directory."""
+    """One :class:`CacheWarning` per process and cache directory, which is not used again
+    in this process (:func:`refused`)."""
     with _LOCK:
         if directory in _WARNED:
             return

@@ -45,7 +45,8 @@ import weakref
 import numpy
 
 from .._version import __version__
-from .disk_trust import CacheWarning, Untrusted, private_dir, read_private, warn_untrusted
+from .disk_trust import CacheWarning, Untrusted, private_dir, read_private, refused, \
+    warn_untrusted
 from .numba_cache import checked_cache, compile_registered
 
 __all__ = ["njit_module", "cache_dir", "clear_cache", "copy_call", "CacheWarning"]
@@ -209,6 +210,8 @@ def _private_tag_dir(root):
     where ``root``, the tag directory or its ``__pycache__`` could be another user's, or
     where they cannot be made (silently: a read-only disk)."""
     directory = os.path.join(root, _tag())
+    if refused(root):
+        return None
     try:
         private_dir(root)
         private_dir(directory)
@@ -291,7 +294,7 @@ def njit_module(functions, aliases=None, extern=None, key=""):
                             text)
                 digest = _digest(text)
         except Untrusted as e:
-            warn_untrusted(directory, e, stacklevel=4)
+            warn_untrusted(d, e, stacklevel=4)
             mod = None
         except OSError:
             mod = None

@@ -212,6 +212,7 @@ def checked_cache():
             self._cache_path = self._impl.locator.get_cache_path()
             self._cache_file = CheckedFile(self._cache_path, self._impl.filename_base, key)
             self._module = module
+            self._root = os.path.dirname(os.path.dirname(self._cache_path))  # the cache dir
             self.enable()
 
         def load_overload(self, sig, target_context):
@@ -219,7 +220,7 @@ def checked_cache():
                 try:
                     return super().load_overload(sig, target_context)
                 except Untrusted as e:
-                    warn_untrusted(self._cache_path, e, stacklevel=6)
+                    warn_untrusted(self._root, e, stacklevel=6)
                     return None
                 except Exception:
                     return None
@@ -228,7 +229,7 @@ def checked_cache():
             try:
                 super().save_overload(sig, data)
             except Untrusted as e:
-                warn_untrusted(self._cache_path, e, stacklevel=6)
+                warn_untrusted(self._root, e, stacklevel=6)
             except Exception:
                 pass
 
