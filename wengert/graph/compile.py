@@ -200,8 +200,9 @@ class Compiled:
         g = raw.simplify() if self.simplify else raw
         fn, result = self._build(g, args) if not traced else \
             (build_function(g, self.reuse_buffers), None)
+        kept = g.without_values()  # the program, not this first call's values (API.md §15)
         entries = self.cache.setdefault(key, [])
-        entries.append((g, fn, raw))
+        entries.append((kept, fn, kept if raw is g else raw.without_values()))
         if len(entries) == 1:
             self._fast[key] = fn
         else:
@@ -253,9 +254,8 @@ class Compiled:
         except _Traced:
             key = _key(args, kwargs, _sig_traced)
         for g, fn, _ in reversed(self.cache.get(key, [])):
-            try:
-                g.evaluate(g._input_leaves(_plain(args)))
-                return g, fn
+            try:  # the kept graph has no values: these arguments' (guards checked)
+                return g.with_values(_plain(args)), fn
             except GuardFailure:
                 pass
         raise ValueError(f"{missing} for these arguments (max_traces reached?)")

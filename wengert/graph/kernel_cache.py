@@ -300,7 +300,7 @@ def njit_module(functions, aliases=None, extern=None, key=""):
             mod = None
     cache = mod is not None
     if mod is None:  # in memory: no file for Numba's cache
-        mod = types.ModuleType("_wengert_kernels")
+        mod = types.ModuleType(f"_wengert_kernels_m{_digest(text)[:40]}")
         exec(compile(text, "<wengert kernels>", "exec"), mod.__dict__)
     mod.__dict__.update(extern)
     out = {}
@@ -310,9 +310,9 @@ def njit_module(functions, aliases=None, extern=None, key=""):
         if cache:
             try:
                 disp._cache = checked_cache()(py, digest, mod)  # as enable_caching sets it
-                compile_registered(disp, mod)
             except Exception:  # this Numba's cache internals differ: in memory
                 pass
+        compile_registered(disp, mod)  # freed with the programs using it (numba_cache.py)
         setattr(mod, name, disp)  # what the other functions call
         out[name] = disp
     for a, t in aliases.items():

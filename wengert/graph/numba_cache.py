@@ -29,6 +29,7 @@ import os
 import pickle
 import sys
 import threading
+import types
 import uuid
 
 from .disk_trust import Untrusted, open_private_for_write, private_dir, read_private, \
@@ -41,19 +42,28 @@ DATA_LIMIT = 256 << 20     # machine code and LLVM IR of one kernel module's ove
 SIDECAR_LIMIT = 1 << 16
 
 # Numba finds a function's environment by importing its module by name, when it compiles
-# (to save it) and when it loads; the module is in ``sys.modules`` only meanwhile, so no
-# entry there outlives the kernels (kernel_cache.py frees them with their programs).
+# (to save it) and when it loads, and keeps that module's globals for as long as the
+# compiled code is registered in its target context -- which lasts until the dispatcher
+# dies.  Handing it the kernels' own module would make a cycle through Numba's registry
+# (the module holds the dispatcher) that is never freed; so Numba gets a stub of the same
+# name, with no kernels in it (nopython code resolves its globals when it compiles, from
+# the function's own), and only while it compiles or loads: no entry in ``sys.modules``
+# outlives that (kernel_cache.py frees the kernels with their programs).
 _LOADING = threading.RLock()
 _COUNTS = {}
 
 
 @contextlib.contextmanager
 def registered(module):
-    """``module`` importable by its name for the duration (nested uses count)."""
+    """A stub of ``module`` importable by its name for the duration (nested uses count)."""
     name = module.__name__
+    stub = module.__dict__.get("__wengert_stub__")
+    if stub is None:
+        stub = module.__wengert_stub__ = types.ModuleType(name)
+        stub.__file__ = getattr(module, "__file__", None)
     with _LOADING:
         _COUNTS[name] = _COUNTS.get(name, 0) + 1
-        sys.modules[name] = module
+        sys.modules[name] = stub
     try:
         yield
     finally:
@@ -61,17 +71,26 @@ def registered(module):
             _COUNTS[name] -= 1
             if not _COUNTS[name]:
                 del _COUNTS[name]
-                if sys.modules.get(name) is module:
+                if sys.modules.get(name) is stub:
                     del sys.modules[name]
 
 
 def compile_registered(disp, module):
-    """``disp`` compiling (and loading from its cache) with ``module`` importable."""
+    """``disp`` compiling (and loading from its cache) with ``module`` importable, and
+    dropping, once compiled, the typed annotation Numba keeps for ``inspect_types``: it
+    holds the Python function, whose globals (the module) hold the dispatcher, and Numba's
+    finalizer of the dispatcher holds the annotation -- a cycle from a global registry,
+    which would keep every kernel ever compiled."""
     compile_ = disp.compile
 
     def compile(sig):
         with registered(module):
-            return compile_(sig)
+            out = compile_(sig)
+        overloads = disp.overloads
+        for k, cres in list(overloads.items()):
+            if getattr(cres, "type_annotation", None) is not None:
+                overloads[k] = cres._replace(type_annotation=None)
+        return out
     disp.compile = compile
     return disp
 
