@@ -504,10 +504,10 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
             return _cast(local[a], _dtype(nodes[a].value), want)
         n = nodes[a]
         v = n.value
-        if n.kind == "const":
-            lit = literal(v)
-            if lit is not None and type(v) in (float, int, bool):
-                return _cast(repr(float(v)), np.float64, want)
+        if n.kind == "const":  # ints and bools in the text; floats are arguments, so
+            lit = literal(v)      # closures differing in a constant share one kernel (and
+            if lit is not None and type(v) in (int, bool):  # its machine code: Numba never
+                return _cast(repr(float(v)), np.float64, want)  # frees that)
         if a not in ins:
             ins.append(a)
             src = w.expr[a]
