@@ -7,6 +7,7 @@ concurrent writers leave one whole file.  Every test uses its own temporary dire
 Evidence that a process loaded rather than compiled is Numba's own count per dispatcher
 (``stats.cache_hits`` / ``cache_misses``) and its index files, not a timing.
 """
+import collections
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import threading
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -169,8 +171,9 @@ def chain(x):
 @pytest.fixture
 def fresh(monkeypatch):
     """This process's kernels forgotten, so that the next compile writes (or not) anew."""
-    monkeypatch.setattr(kernel_cache, "_MODULES", {})
-    monkeypatch.setattr(fuse, "_KERNELS", {})
+    monkeypatch.setattr(kernel_cache, "_LIVE", weakref.WeakValueDictionary())
+    monkeypatch.setattr(kernel_cache, "_RECENT", collections.OrderedDict())
+    monkeypatch.setattr(fuse, "_KERNELS", weakref.WeakValueDictionary())
     monkeypatch.delenv("WENGERT_DISK_CACHE", raising=False)
     return monkeypatch
 

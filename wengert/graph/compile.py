@@ -33,7 +33,7 @@ from .fuse import build_fused, fuse_default
 from .pool import reuse_default
 from .graph import trace
 from .ir import GuardFailure
-from .kernel_cache import cache_dir, clear_cache
+from .kernel_cache import CacheWarning, cache_dir, clear_cache
 from .trace import ForeignTracerError
 
 __all__ = ["compile", "Compiled"]
@@ -221,9 +221,10 @@ class Compiled:
         g = raw.simplify() if self.simplify else raw
         fn, result = self._build(g, args) if not traced else \
             (build_function(g, self.reuse_buffers), None)
+        kept = g.without_values()  # the program, not this first call's values (API.md §15)
         with _BOOKKEEPING:
             entries = self.cache.setdefault(key, [])
-            entries.append((g, fn, raw))
+            entries.append((kept, fn, kept if raw is g else raw.without_values()))
             if len(entries) == 1:
                 self._fast[key] = fn
             else:
@@ -275,9 +276,8 @@ class Compiled:
         except _Traced:
             key = _key(args, kwargs, _sig_traced)
         for g, fn, _ in reversed(self.cache.get(key, [])):
-            try:
-                g.evaluate(g._input_leaves(_plain(args)))
-                return g, fn
+            try:  # the kept graph has no values: these arguments' (guards checked)
+                return g.with_values(_plain(args)), fn
             except GuardFailure:
                 pass
         raise ValueError(f"{missing} for these arguments (max_traces reached?)")
@@ -318,4 +318,5 @@ def compile(f=None, *, max_traces=16, simplify=True, fuse=None, reuse_buffers=No
 # the fused kernels' disk cache (graph/kernel_cache.py): where it is, and emptying it
 compile.cache_dir = cache_dir
 compile.clear_cache = clear_cache
+compile.CacheWarning = CacheWarning  # the warning an untrusted cache gives
 del builtins

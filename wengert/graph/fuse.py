@@ -30,6 +30,7 @@ import operator
 import os
 import threading
 import warnings
+import weakref
 
 import numpy as np
 
@@ -43,7 +44,9 @@ __all__ = ["build_fused", "numba_or_none", "fuse_default", "lowering", "UnfusedW
            "warn_unfused"]
 
 _FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
-_KERNELS = {}  # kernel source -> Numba dispatcher (one compilation per source and types)
+# kernel source -> Numba dispatcher, while a program holds it (kernel_cache keeps the
+# recently used alive): one compilation per source and types, none kept for dead programs
+_KERNELS = weakref.WeakValueDictionary()
 _NUMBA = []
 
 
@@ -539,10 +542,10 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
             return _cast(local[a], _dtype(nodes[a].value), want)
         n = nodes[a]
         v = n.value
-        if n.kind == "const":
-            lit = literal(v)
-            if lit is not None and type(v) in (float, int, bool):
-                return _cast(repr(float(v)), np.float64, want)
+        if n.kind == "const":  # ints and bools in the text; floats are arguments, so
+            lit = literal(v)      # closures differing in a constant share one kernel (and
+            if lit is not None and type(v) in (int, bool):  # its machine code: Numba never
+                return _cast(repr(float(v)), np.float64, want)  # frees that)
         if a not in ins:
             ins.append(a)
             src = w.expr[a]
@@ -671,7 +674,8 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
     src = "def kernel(" + ", ".join(f"a{j}" for j in range(len(ins))) + "):\n" + \
         "".join(f"    {ln}\n" for ln in lines)
     kern = _KERNELS.get(src)
-    if kern is None:  # compiled once per process, and kept on disk (kernel_cache)
+    if kern is None:  # compiled once while in use, and kept on disk (kernel_cache); threads
+        # that raced here each compiled one: every caller gets the first one kept
         kern = _KERNELS.setdefault(src, njit_module([("kernel", src)])["kernel"])
     kname = em.bind(kern, "kernel")
     if fold is not None:  # the gather's value: the kernel's positions, in its shape

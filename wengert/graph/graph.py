@@ -57,6 +57,7 @@ class Graph:
         self.example_args = example_args
         self.stats = None
         self._compiled = None
+        self.values_dropped = False  # see without_values
 
     # -- basics ---------------------------------------------------------------------
     def __len__(self):
@@ -104,11 +105,12 @@ class Graph:
                 "traced along (a guard failed); trace again, or use wg.compile, which "
                 "re-traces by itself") from None
 
-    def evaluate(self, leaves, check_guards=True):
+    def evaluate(self, leaves, check_guards=True, _env=False):
         """Run the nodes one primitive call at a time on ``leaves`` (the inputs).
 
         With traced inputs the calls dispatch to the active transforms, so an outer
-        ``grad``, ``jvp`` or ``trace`` sees every primitive of the graph.
+        ``grad``, ``jvp`` or ``trace`` sees every primitive of the graph.  ``_env``: return
+        every node's value instead of the outputs.
         """
         env = [None] * len(self.nodes)
         for pos, i in enumerate(self.input_nodes):
@@ -124,12 +126,51 @@ class Graph:
                 env[i] = env[n.args[0]][n.params["index"]]
             if i in guards and bool(env[i]) != guards[i]:
                 raise GuardFailure(i)
+        if _env:
+            return env
         return unflatten(self.out_def, [env[o].copy() if self.nodes[o].kind == "const"
                                         and isinstance(env[o], np.ndarray) else env[o]
                                         for o in self.outputs])
 
+    # -- keeping the program, not the values ----------------------------------------------
+    def without_values(self):
+        """This program with each traced value (inputs, intermediates, example arguments)
+        replaced by a stand-in of its shape and dtype -- NaN everywhere, no memory -- and
+        its constants kept: what ``wg.compile`` keeps after generating code, so that a
+        compiled function does not hold the values of its first call.  Evaluating, reading
+        the source and the nodes work; derivative graphs need values (:meth:`with_values`)."""
+        nodes = [n if n.kind == "const" else
+                 Node(n.kind, n.prim, n.args, n.params, _stand_in(n.value)) for n in self.nodes]
+        leaves, d = flatten(self.example_args)
+        g = Graph(nodes, self.in_def, self.leaf_slots, self.input_nodes, self.arg_names,
+                  self.out_def, self.outputs, self.guards, name=self.name,
+                  example_args=unflatten(d, [_stand_in(x) for x in leaves]))
+        g.stats = self.stats
+        g.values_dropped = True
+        return g
+
+    def with_values(self, args):
+        """This program with the values it takes at ``args`` (plain values, which pass its
+        guards; else ``GuardFailure``) as its traced values and example arguments."""
+        env = self.evaluate(self._input_leaves(args), _env=True)
+        nodes = [n if n.kind == "const" else Node(n.kind, n.prim, n.args, n.params, env[i])
+                 for i, n in enumerate(self.nodes)]
+        g = Graph(nodes, self.in_def, self.leaf_slots, self.input_nodes, self.arg_names,
+                  self.out_def, self.outputs, self.guards, name=self.name,
+                  example_args=tuple(args))
+        g.stats = self.stats
+        return g
+
     # -- derivatives as graphs: each is the trace of a transform of the graph -------------
+    def _need_values(self):
+        if self.values_dropped:
+            raise ValueError(f"{self.name}: this graph was kept without its traced values "
+                             "(wg.compile keeps the program, not the values of its first "
+                             "call); take cf.graph(*args), or g.with_values(args)")
+
     def _retrace(self, fn, name, args=None, names=None):
+        if args is None:
+            self._need_values()
         return trace(fn, *(self.example_args if args is None else args),
                      _names=names or self.arg_names, _name=name)
 
@@ -139,6 +180,7 @@ class Graph:
 
     def jvp(self):
         """The forward-mode program: arguments ``(*primals, *tangents)``, result ``(out, tangent)``."""
+        self._need_values()
         n = len(self.example_args)
 
         def jvp_fn(*args):
@@ -149,6 +191,7 @@ class Graph:
 
     def vjp(self):
         """The reverse-mode program: arguments ``(*primals, cotangent)``, result a tuple."""
+        self._need_values()
         n = len(self.example_args)
 
         def vjp_fn(*args):
@@ -191,7 +234,18 @@ class Graph:
         return compiled
 
     def to_dot(self, values=True):
-        return graph_to_dot(self, values=values)
+        return graph_to_dot(self, values=values and not self.values_dropped)
+
+
+def _stand_in(v):
+    """A value's shape and dtype without its data: a read-only broadcast of one NaN (one
+    zero for ints and bools), so that code reading it by mistake shows it."""
+    if type(v) is np.ndarray:
+        fill = np.array(np.nan if v.dtype.kind in "fc" else 0, dtype=v.dtype)
+        return np.broadcast_to(fill, v.shape)
+    if type(v) in (tuple, list):
+        return type(v)(map(_stand_in, v))
+    return v
 
 
 def _ones_like(tree):
@@ -306,7 +360,7 @@ def to_dot(obj, *example_args, values=True):
     ...
     """
     if isinstance(obj, Graph):
-        return graph_to_dot(obj, values=values)
+        return graph_to_dot(obj, values=values and not obj.values_dropped)
     if isinstance(obj, Var):
         return tape_to_dot(obj)
     if callable(obj):

@@ -1,31 +1,36 @@
 """Numba functions from wengert's generated source, kept in a disk cache across processes.
 
-Numba's own cache (``cache=True``) needs a function defined in a file: it stores the machine
-code beside that file (``__pycache__/*.nbi`` index, ``*.nbc`` data) and checks the file's
-modification time and size on loading.  Generated kernels live in memory, so each module of
-them is written once to ``<cache dir>/<version tag>/k<hash>.py`` -- the hash (SHA-256,
-hexadecimal) of the module's text and of the Python, NumPy, Numba and wengert versions --
-and its functions are jitted with ``cache=True``: a second process running the same program
-loads the machine code instead of compiling (Numba keys its index by the argument types and
-the CPU).
+Numba's own cache needs a function defined in a file: it stores the machine code beside that
+file (``__pycache__/*.nbi`` index, ``*.nbc`` data).  Generated kernels live in memory, so
+each module of them is written once to ``<cache dir>/<version tag>/k<hash>.py`` -- the hash
+(SHA-256, hexadecimal) of the module's text and of the Python, NumPy, Numba and wengert
+versions -- and its functions get Numba's cache, pinned and checked (numba_cache.py): a
+second process running the same program loads the machine code instead of compiling
+(Numba keys its index by the argument types and the CPU).
 
-Only text wengert generated is written and run: the file name is the hash of the text
-(hexadecimal digits, so nothing can steer the path); the module is compiled from the text in
-hand (the file gives Numba a name and a time stamp; it is never read back as code); an
-existing file is used only when it holds exactly that text; and a file is created by a hard
-link from a temporary one, so that it appears complete or not at all and is never rewritten
-(a rewrite would change its time stamp and void Numba's index).  Two processes writing the
-same kernel therefore race harmlessly.  Where the directory cannot be written, or the cache
-is switched off, the functions are compiled in memory as before, without a word.
+Only text wengert generated is written and run, and only what the user alone could have
+written is read: the cache directory, its version directory and ``__pycache__`` must be
+private -- not links, owned by the user, writable by no group or others (disk_trust.py;
+wengert makes them with mode 0700) -- else one :class:`CacheWarning` and everything compiles
+in memory; every file is read without following links or blocking, checked to be a private
+regular file, and read up to a bound.  The file name is the hash of the text (hexadecimal
+digits, so nothing can steer the path); the module is compiled from the text in hand (the
+file gives Numba a name; it is never read back as code); an existing file is used only
+when it holds exactly that text; and a file is created by a hard link from a temporary one,
+so that it appears complete or not at all.  Numba's index and data are unpickled only when
+a sidecar digest binds them to this module's key.  Where the directory cannot be written, or
+the cache is switched off, the functions compile in memory as before, without a word (and
+Numba writes nowhere else).
 
 The directory: ``WENGERT_CACHE_DIR`` when set (empty: no disk cache), else
 ``$XDG_CACHE_HOME/wengert`` or ``~/.cache/wengert`` (``%LOCALAPPDATA%\\wengert`` on
-Windows); ``WENGERT_DISK_CACHE=0`` switches the disk cache off as well.  Within one
-process every distinct module is compiled once (:data:`_MODULES`).
+Windows); ``WENGERT_DISK_CACHE=0`` switches the disk cache off as well.  Within one process
+a module is compiled once while a program uses it, and the last :data:`KEEP` used are kept
+after that; older ones are freed with the programs that used them (:data:`_MODULES`).
 """
 from __future__ import annotations
 
-import functools
+import collections
 import hashlib
 import os
 import platform
@@ -33,15 +38,19 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import types
+import weakref
 
 import numpy
 
 from .._version import __version__
+from .disk_trust import CacheWarning, Untrusted, private_dir, read_private, refused, \
+    warn_untrusted
+from .numba_cache import checked_cache, compile_registered
 
-__all__ = ["njit_module", "cache_dir", "clear_cache", "copy_call"]
+__all__ = ["njit_module", "cache_dir", "clear_cache", "copy_call", "CacheWarning"]
 
-_MODULES = {}  # module text -> {name: dispatcher}: one compilation per process
 _OPTIONS = {"error_model": "numpy"}
 
 
@@ -75,6 +84,11 @@ def clear_cache():
     Functions already compiled in this process keep working."""
     d = cache_dir()
     if d is None or not os.path.isdir(d):
+        return 0
+    try:
+        private_dir(d, create=False)
+    except (Untrusted, OSError) as e:  # not ours to empty
+        warn_untrusted(d, e)
         return 0
     removed = 0
     for entry in os.listdir(d):
@@ -124,27 +138,35 @@ def _module_text(functions, aliases):
     return "\n".join(lines) + "\n"
 
 
+def _digest(text):
+    """The module's key: SHA-256 of its text and of the versions it depends on."""
+    return hashlib.sha256(f"{_tag()}{chr(0)}{text}".encode()).hexdigest()
+
+
 def _file_name(text):
     """``k<hash>.py``: hexadecimal digits only, whatever the text (no path can be steered)."""
-    return f"k{hashlib.sha256(f'{_tag()}{chr(0)}{text}'.encode()).hexdigest()[:40]}.py"
+    return f"k{_digest(text)[:40]}.py"
 
 
 def _write(directory, name, text):
     """``directory/name`` holding ``text``, created atomically (never rewritten once there);
-    False where the directory cannot be written."""
+    False where the directory cannot be written.  An existing file is read as
+    :func:`.disk_trust.read_private` reads (raises ``Untrusted`` for a link, a FIFO, a file
+    of another user's...); one of ours with other text is replaced."""
     path = os.path.join(directory, name)
     data = text.encode()
+    limit = len(data)
     try:
-        with open(path, "rb") as f:
-            if f.read() == data:
-                return True
-    except FileNotFoundError:
-        pass
+        if read_private(path, limit) == data:
+            return True
+    except Untrusted as e:
+        if "larger" not in str(e):  # ours and too long: damaged, replaced below
+            raise
     except OSError:
         return False
     try:
         os.makedirs(os.path.join(directory, "__pycache__"), mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".py", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".py", dir=directory)  # 0600
     except OSError:
         return False
     try:
@@ -157,10 +179,12 @@ def _write(directory, name, text):
         except OSError:  # no hard links here: replace (a race then costs a recompilation)
             os.replace(tmp, path)
             return True
-        with open(path, "rb") as f:
-            if f.read() != data:  # a damaged file from elsewhere: ours instead
-                os.replace(tmp, path)
-                return True
+        try:
+            same = read_private(path, limit) == data
+        except Untrusted:
+            same = False
+        if not same:  # a damaged file from elsewhere (or a link in its place): ours instead
+            os.replace(tmp, path)
         return True
     except OSError:
         return False
@@ -173,43 +197,71 @@ def _write(directory, name, text):
 
 def _load(path, modname, text):
     """A module of ``text`` -- compiled from the text in hand, not read back from the file,
-    which only gives Numba its name and time stamp -- registered under ``modname``."""
+    which only gives Numba its name -- not registered in ``sys.modules`` (Numba's cache
+    registers it while it loads: numba_cache.py)."""
     mod = types.ModuleType(modname)
     mod.__file__ = path
-    sys.modules[modname] = mod  # Numba's cached environments find their module by name
-    try:
-        exec(compile(text, path, "exec"), mod.__dict__)
-    except BaseException:
-        sys.modules.pop(modname, None)
-        raise
+    exec(compile(text, path, "exec"), mod.__dict__)
     return mod
 
 
-@functools.cache
-def _safe_cache():
-    """Numba's function cache, made harmless when its files are not: an entry that fails to
-    load (a damaged or foreign index) is a miss -- the index is removed, so the new
-    compilation writes a good one -- and a failure to save (a full disk) leaves the
-    compiled function unsaved rather than failing the call."""
-    from numba.core.caching import FunctionCache
+def _private_tag_dir(root):
+    """``root/<version tag>``, made private (0700) where missing; None (after one warning)
+    where ``root``, the tag directory or its ``__pycache__`` could be another user's, or
+    where they cannot be made (silently: a read-only disk)."""
+    directory = os.path.join(root, _tag())
+    if refused(root):
+        return None
+    try:
+        private_dir(root)
+        private_dir(directory)
+        private_dir(os.path.join(directory, "__pycache__"))
+    except Untrusted as e:
+        warn_untrusted(root, e, stacklevel=5)
+        return None
+    except OSError:
+        return None
+    return directory
 
-    class SafeCache(FunctionCache):
-        def load_overload(self, sig, target_context):
-            try:
-                return super().load_overload(sig, target_context)
-            except Exception:
-                try:
-                    os.unlink(self._cache_file._index_path)
-                except Exception:
-                    pass
+
+# Modules compiled in this process, by text: each is the compiled functions' globals, so it
+# lives while a program holds one of its kernels (``_LIVE``, weak) and, for the last
+# ``KEEP`` used, also while none does (``_RECENT``) -- a loop compiling the same function
+# anew compiles its kernels once; a loop compiling new closures holds KEEP modules, not all.
+KEEP = 64
+_LIVE = weakref.WeakValueDictionary()
+_RECENT = collections.OrderedDict()
+_TABLE_LOCK = threading.Lock()
+
+
+class _Modules:
+    """``_MODULES``: module text -> ``{name: dispatcher}`` of the modules alive."""
+
+    def get(self, text):
+        with _TABLE_LOCK:
+            mod = _LIVE.get(text)
+            if mod is None:
                 return None
+            _RECENT[text] = mod
+            _RECENT.move_to_end(text)
+            while len(_RECENT) > KEEP:
+                _RECENT.popitem(last=False)
+            return mod.__wengert_kernels__
 
-        def save_overload(self, sig, data):
-            try:
-                super().save_overload(sig, data)
-            except Exception:
-                pass
-    return SafeCache
+    def put(self, text, mod):
+        mod.__wengert_module__ = mod  # the functions' globals keep their module alive
+        with _TABLE_LOCK:
+            _LIVE[text] = mod
+        self.get(text)
+
+    def __len__(self):
+        return len(_LIVE)
+
+    def values(self):
+        return [m.__wengert_kernels__ for m in list(_LIVE.values())]
+
+
+_MODULES = _Modules()
 
 
 def njit_module(functions, aliases=None, extern=None, key=""):
@@ -220,7 +272,7 @@ def njit_module(functions, aliases=None, extern=None, key=""):
     globals, Numba functions from elsewhere, which ``key`` (a line of text) names: the
     cache keys on it, not on their code; None: what they stand for cannot be named, so the
     module is not cached on disk.  Compiled lazily by Numba on first call; from the disk
-    cache where it has them."""
+    cache where it has them, and where that cache is private (disk_trust.py)."""
     aliases, extern = dict(aliases or {}), dict(extern or {})
     nds = sorted({int(m) for _, f in functions for m in _HELPER.findall(f)})
     functions = [(f"_copy{nd}", _copy_source(nd)) for nd in nds] + list(functions)
@@ -231,35 +283,41 @@ def njit_module(functions, aliases=None, extern=None, key=""):
     if done is not None:
         return done
     import numba
-    mod = None
+    mod = digest = None
     d = cache_dir()
     if d is not None and (key is not None or not extern):
-        directory, name = os.path.join(d, _tag()), _file_name(text)
+        directory = _private_tag_dir(d)
+        name = _file_name(text)
         try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-            if _write(directory, name, text):
+            if directory is not None and _write(directory, name, text):
                 mod = _load(os.path.join(directory, name), f"_wengert_kernels_{name[1:-3]}",
                             text)
+                digest = _digest(text)
+        except Untrusted as e:
+            warn_untrusted(d, e, stacklevel=4)
+            mod = None
         except OSError:
             mod = None
     cache = mod is not None
     if mod is None:  # in memory: no file for Numba's cache
-        mod = types.ModuleType("_wengert_kernels")
+        mod = types.ModuleType(f"_wengert_kernels_m{_digest(text)[:40]}")
         exec(compile(text, "<wengert kernels>", "exec"), mod.__dict__)
     mod.__dict__.update(extern)
     out = {}
     for name, _ in functions:
         py = getattr(mod, name)
-        disp = numba.njit(**_OPTIONS)(py)
+        disp = numba.njit(**_OPTIONS)(py)  # cache=False: Numba's own locators never run
         if cache:
             try:
-                disp._cache = _safe_cache()(py)  # what Dispatcher.enable_caching sets
-            except Exception:  # Numba found no cache locator for the file: in memory
+                disp._cache = checked_cache()(py, digest, mod)  # as enable_caching sets it
+            except Exception:  # this Numba's cache internals differ: in memory
                 pass
+        compile_registered(disp, mod)  # freed with the programs using it (numba_cache.py)
         setattr(mod, name, disp)  # what the other functions call
         out[name] = disp
     for a, t in aliases.items():
         setattr(mod, a, out[t])
         out[a] = out[t]
-    # threads that raced here made a module each: every caller gets the first one kept
-    return _MODULES.setdefault(text, out)
+    mod.__wengert_kernels__ = out
+    _MODULES.put(text, mod)
+    return out
