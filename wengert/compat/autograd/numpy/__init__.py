@@ -7,8 +7,13 @@ import numpy as _np
 from .... import numpy as _wnp
 from ....core import Tracer as _Tracer
 from ....numpy import *  # noqa: F401,F403
+
+# wengert.numpy's own submodules came with the star: dropped, so that the imports below load
+# this package's (an attribute of that name would stop ``from . import`` loading a submodule)
+for _sub in ("fft", "linalg", "random"):
+    globals().pop(_sub, None)
 from . import fft, linalg, numpy_boxes, numpy_jvps, numpy_vjps, numpy_vspaces, numpy_wrapper, \
-    random  # noqa: F401
+    random  # noqa: F401,E402
 from .numpy_wrapper import numpy_version as __version__  # noqa: F401
 
 
@@ -41,3 +46,12 @@ def _arraylike(v):
     if _py.isinstance(v, (_np.ndarray, _np.generic, _Tracer)):
         return True
     return _py.isinstance(v, (list, tuple)) and _py.any(_arraylike(u) for u in v)
+
+
+def make_diagonal(D, offset=0, axis1=0, axis2=1):
+    """Arrays whose diagonals (in the last two axes) are ``D``'s last axis: ``np.diagonal``'s
+    complement, autograd's own function (for ``offset=0, axis1=-1, axis2=-2``, as autograd)."""
+    if offset != 0 or {axis1, axis2} != {-1, -2}:
+        raise NotImplementedError("make_diagonal supports offset=0, axis1=-1, axis2=-2 only")
+    n = _np.shape(D)[-1]
+    return _wnp.expand_dims(D, -1) * _np.eye(n)
