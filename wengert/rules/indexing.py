@@ -223,13 +223,14 @@ def scatter_add(g, flat, shape, nb=0):
         else:  # repeated positions add up: put_dynamic's weighted bincount, in g's library
             out = put_in_library(*same_library(gv, fl), size, 1)
         return out.reshape(lead + tuple(shape))
-    if fl.size and np.unique(fl).size == fl.size:
-        out = np.zeros((nlead, size), dtype=g.dtype)
-        out[:, fl] = gv
+    # one bincount, repeats or not: testing the positions for repeats (np.unique sorts them)
+    # cost more than the sum itself
+    if nlead == 1:
+        out = add_at_flat(fl % size if fl.size and fl.min() < 0 else fl, gv.ravel(), size)
     else:
-        pos = (np.arange(nlead, dtype=np.intp)[:, None] * size + fl[None, :]).ravel()
+        pos = (np.arange(nlead, dtype=np.intp)[:, None] * size + fl[None, :] % size).ravel()
         out = add_at_flat(pos, gv.ravel(), nlead * size)
-        out = out.astype(g.dtype if g.dtype.kind in "fc" else np.float64, copy=False)
+    out = out.astype(g.dtype if g.dtype.kind in "fc" else np.float64, copy=False)
     return out.reshape(lead + tuple(shape))
 
 

@@ -74,19 +74,75 @@ primitive_jvps = {}
 
 
 class _Call:
-    """The static part of one call: the positional arguments with the traced ones left out
-    (``argnums`` says where they go back), and the keywords."""
+    """The static part of one call: the positional arguments, where the traced values among
+    them sit (``parts``: a traced argument, or the traced leaves of a tuple, list or dict, as
+    autograd boxes a container), and the keywords."""
 
-    __slots__ = ("args", "argnums", "kwargs")
+    __slots__ = ("args", "parts", "kwargs")
 
-    def __init__(self, args, argnums, kwargs):
-        self.args, self.argnums, self.kwargs = args, argnums, kwargs
+    def __init__(self, args, parts, kwargs):
+        self.args, self.parts, self.kwargs = args, parts, kwargs
+
+    @property
+    def argnums(self):
+        return [n for n, _, _, where in self.parts for _ in (where or (None,))]
 
     def full(self, dyn):
-        args = list(self.args)
-        for i, v in zip(self.argnums, dyn):
-            args[i] = v
+        """The positional arguments with ``dyn`` (one value per traced leaf) in place."""
+        args, it = list(self.args), iter(dyn)
+        for n, d, leaves, where in self.parts:
+            if d is None:
+                args[n] = next(it)
+            else:
+                leaves = list(leaves)
+                for w in where:
+                    leaves[w] = next(it)
+                args[n] = _tree_unflatten(d, leaves)
         return tuple(args)
+
+    def leaves_of(self, n, value):
+        """The traced leaves' parts of ``value``, a cotangent or tangent of argument ``n``."""
+        for m, d, _, where in self.parts:
+            if m == n:
+                if d is None:
+                    return [value]
+                if value is None:
+                    return [None] * len(where)
+                flat = _tree_flatten(value)[0]
+                return [flat[w] for w in where]
+        raise KeyError(n)
+
+    def whole(self, n, parts):
+        """Argument ``n``'s tangent from its traced leaves' (zeros at the other leaves)."""
+        for m, d, leaves, where in self.parts:
+            if m == n:
+                if d is None:
+                    return parts[0]
+                full = [vspace(v).zeros() if _numeric(v) else v for v in leaves]
+                for w, t in zip(where, parts):
+                    full[w] = vspace(leaves[w]).zeros() if t is None else t
+                return _tree_unflatten(d, full)
+        raise KeyError(n)
+
+
+def _numeric(v):
+    return isinstance(v, (Tracer, np.ndarray, np.generic, float, complex))
+
+
+def _traced_parts(args):
+    """``(parts, dyn)``: where the traced values among ``args`` are, and those values."""
+    parts, dyn = [], []
+    for n, a in enumerate(args):
+        if isinstance(a, Tracer):
+            parts.append((n, None, None, None))
+            dyn.append(a)
+        elif type(a) in (tuple, list, dict):
+            leaves, d = _tree_flatten(a)
+            where = [k for k, v in enumerate(leaves) if isinstance(v, Tracer)]
+            if where:
+                parts.append((n, d, leaves, where))
+                dyn.extend(leaves[k] for k in where)
+    return parts, dyn
 
 
 class _Primitive:
@@ -113,11 +169,10 @@ class _Primitive:
         return self if obj is None else functools.partial(self, obj)
 
     def __call__(self, *args, **kwargs):
-        argnums = tuple(i for i, a in enumerate(args) if isinstance(a, Tracer))
-        if not argnums:
+        parts, dyn = _traced_parts(args)
+        if not dyn:
             return self.fun(*args, **kwargs)
-        call = _Call(args, argnums, kwargs)
-        return self.prim(*[args[i] for i in argnums], call=call)
+        return self.prim(*dyn, call=_Call(args, parts, kwargs))
 
     # -- autograd's deprecated ways of declaring rules (a warning each, as autograd) ----------
     def defgrad(self, gradfun, argnum=0):
@@ -148,7 +203,8 @@ class _Primitive:
     def _rrule(self, *dyn, call, needs):
         args = call.full(dyn)
         ans = self(*args, **call.kwargs)
-        want = [n for n, need in zip(call.argnums, needs) if need]
+        owners = call.argnums  # the argument each traced leaf belongs to
+        want = sorted({n for n, need in zip(owners, needs) if need})
         maker = primitive_vjps.get(self)
         if maker is None:
             if not want:
@@ -156,43 +212,48 @@ class _Primitive:
             raise NotImplementedError(f"VJP of {self.prim.name} wrt argnums {tuple(want)} not "
                                       "defined: declare it with autograd.extend.defvjp")
         vjp = maker(tuple(want), ans, args, call.kwargs) if want else None
-        pos = {n: k for k, n in enumerate(call.argnums)}
 
         def pullback(g):
-            out = [None] * len(dyn)
             if vjp is None:
-                return out
+                return [None] * len(dyn)
             nb = np.ndim(plain(g)) - np.ndim(plain(ans))
             if nb > 0:  # several cotangents at once (a Jacobian's rows): one by one
-                return _per_direction(lambda h: pullback(h), g, nb, dyn)
-            for n, c in zip(want, vjp(g)):
-                out[pos[n]] = c
+                return _per_direction(pullback, g, nb, dyn)
+            per_arg = dict(zip(want, vjp(g)))
+            out = []
+            for n, d, _, where in call.parts:
+                out.extend(call.leaves_of(n, per_arg.get(n)))
             return out
         return ans, pullback
 
     def _frule(self, primals, tangents, call):
         args = call.full(primals)
         ans = self(*args, **call.kwargs)
-        live = [(n, t) for n, t in zip(call.argnums, tangents) if t is not None]
-        if not live:
+        if all(t is None for t in tangents):
             return ans, None
         maker = primitive_jvps.get(self)
+        owners = call.argnums
+        nums = sorted({n for n, t in zip(owners, tangents) if t is not None})
         if maker is None:
-            raise NotImplementedError(f"JVP of {self.prim.name} wrt argnums "
-                                      f"{tuple(n for n, _ in live)} not defined: declare it "
-                                      "with autograd.extend.defjvp")
-        nums = tuple(n for n, _ in live)
-        gs = tuple(t for _, t in live)
-        k = next(i for i, n in enumerate(call.argnums) if n == nums[0])
-        nb = np.ndim(plain(gs[0])) - np.ndim(plain(primals[k]))
+            raise NotImplementedError(f"JVP of {self.prim.name} wrt argnums {tuple(nums)} not "
+                                      "defined: declare it with autograd.extend.defjvp")
+        k = next(i for i, t in enumerate(tangents) if t is not None)
+        nb = np.ndim(plain(tangents[k])) - np.ndim(plain(primals[k]))
         if nb > 0:  # several directions at once (batched tangents): one by one
-            dirs = [_directions(t, primals[call.argnums.index(n)])
-                    for n, t in zip(nums, gs)]
-            cols = [maker(nums, tuple(d[j] for d in dirs), ans, args, call.kwargs)
-                    for j in range(dirs[0].shape[0])]
-            return ans, wnp.reshape(wnp.stack(cols), np.shape(plain(gs[0]))[:nb]
+            dirs = [None if t is None else _directions(t, p) for t, p in zip(tangents, primals)]
+            count = dirs[k].shape[0]
+            cols = [self._jvp_one(maker, nums, [None if d is None else d[j] for d in dirs],
+                                  ans, args, call) for j in range(count)]
+            return ans, wnp.reshape(wnp.stack(cols), np.shape(plain(tangents[k]))[:nb]
                                     + np.shape(plain(ans)))
-        return ans, maker(nums, gs, ans, args, call.kwargs)
+        return ans, self._jvp_one(maker, nums, tangents, ans, args, call)
+
+    @staticmethod
+    def _jvp_one(maker, nums, tangents, ans, args, call):
+        owners = call.argnums
+        gs = tuple(call.whole(n, [t for m, t in zip(owners, tangents) if m == n])
+                   for n in nums)
+        return maker(tuple(nums), gs, ans, args, call.kwargs)
 
 
 def _deprecated(method):

@@ -2,7 +2,6 @@
 from ``x0`` until ``distance(x, x_prev) <= tol``; differentiable in ``a`` by the implicit
 function theorem at the fixed point (the adjoint is itself a fixed point, of
 ``u = g + u df(a)/dx``), not by differentiating the iterations."""
-from ....core import plain
 from ..core import defvjp, primitive, vspace
 from ..differential_operators import make_vjp
 
@@ -19,7 +18,7 @@ def fixed_point(f, a, x0, distance, tol):
 
 
 def _fixed_point_vjp(ans, f, a, x0, distance, tol):
-    x_star = plain(ans)
+    x_star = ans
 
     def adjoint_step(params):
         a, x_star, g = params

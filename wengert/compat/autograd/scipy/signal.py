@@ -3,15 +3,18 @@ autograd's own N-d convolution, not SciPy's: ``axes`` pairs the axes of ``A`` an
 convolved together, ``dot_axes`` pairs axes summed over (a tensor dot), and every other axis
 is kept, ``A``'s first, then ``B``'s, then the convolved ones.
 
-Written on ``wengert.numpy``: ``B``'s windows are gathered (a ``take`` per convolved axis) and
-contracted with the flipped ``A`` by one ``einsum``, so every engine differentiates it through
-those rules, at every order.
+``B``'s sliding windows are a strided view (the primitive ``windows``, whose pullback adds each
+window back where it came from: ``unwindows``, its adjoint), contracted with the flipped ``A`` by
+one ``einsum``; every engine differentiates it through those rules, at every order.
 """
+import itertools
 import string
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from .... import numpy as wnp
+from ....core import primitive
 
 __all__ = ["convolve"]
 
@@ -53,12 +56,7 @@ def _convolve(A, B, ax_a, ax_b, dot_a, dot_b, mode):
     if mode != "valid":  # zeros around B, so that every overlap is a full window
         pad = [(0, 0)] * (len(ign_b) + len(dot_b)) + [(a - 1, a - 1) for a in la]
         B = wnp.pad(B, pad)
-    first = len(ign_b) + len(dot_b)
-    for i in range(k):  # axis first + 2 i becomes (output position, window offset)
-        axis = first + 2 * i
-        n_out = np.shape(B)[axis] - la[i] + 1
-        windows = np.arange(n_out)[:, None] + np.arange(la[i])[None, :]
-        B = wnp.take(B, windows, axis=axis)
+    B = windows(B, tuple(la))  # each convolved axis becomes (output position, window offset)
     flip = (slice(None),) * (len(ign_a) + len(dot_a)) + (slice(None, None, -1),) * k
     A = A[flip]
     letters = iter(string.ascii_letters)
@@ -74,3 +72,53 @@ def _convolve(A, B, ax_a, ax_b, dot_a, dot_b, mode):
         cut = tuple(slice((b - 1) // 2, (b - 1) // 2 + a) for a, b in zip(la, lb))
         out = out[(slice(None),) * lead + cut]
     return out
+
+
+# -- sliding windows: a strided view and its adjoint -----------------------------------------------
+@primitive(nargs=1, linear=True)
+def windows(x, sizes):
+    """The windows of ``sizes`` sliding along ``x``'s last ``len(sizes)`` axes: each becomes two,
+    (position, offset), ``out[..., n, m] = x[..., n + m]`` (a read-only view, no copy)."""
+    x = np.asarray(x)
+    k = len(sizes)
+    lead, tail = x.shape[:-k], x.shape[-k:]
+    shape, strides = list(lead), list(x.strides[:-k])
+    for n, w, st in zip(tail, sizes, x.strides[-k:]):
+        shape += [n - w + 1, w]
+        strides += [st, st]
+    return as_strided(x, tuple(shape), tuple(strides), writeable=False)
+
+
+@primitive(nargs=1, linear=True)
+def unwindows(g, sizes):
+    """``windows``' adjoint: each window of ``g`` added back at its place (``x``'s shape)."""
+    g = np.asarray(g)
+    k = len(sizes)
+    lead = g.shape[:-2 * k]
+    n_out = g.shape[-2 * k::2]
+    out = np.zeros(lead + tuple(n + w - 1 for n, w in zip(n_out, sizes)), dtype=g.dtype)
+    for m in itertools.product(*(range(w) for w in sizes)):
+        dst = (Ellipsis,) + tuple(slice(j, j + n) for j, n in zip(m, n_out))
+        src = (Ellipsis,) + tuple(x for j in m for x in (slice(None), j))
+        out[dst] += g[src]
+    return out
+
+
+@windows.frule
+def _windows_jvp(primals, tangents, sizes):
+    return windows(primals[0], sizes), windows(tangents[0], sizes)
+
+
+@windows.rrule
+def _windows_vjp(x, sizes):
+    return windows(x, sizes), lambda g: (unwindows(g, sizes),)
+
+
+@unwindows.frule
+def _unwindows_jvp(primals, tangents, sizes):
+    return unwindows(primals[0], sizes), unwindows(tangents[0], sizes)
+
+
+@unwindows.rrule
+def _unwindows_vjp(g, sizes):
+    return unwindows(g, sizes), lambda h: (windows(h, sizes),)
