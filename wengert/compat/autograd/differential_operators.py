@@ -10,7 +10,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ... import checkpoint as _checkpoint, numpy as wnp, transforms as _tf
+from ... import numpy as wnp, transforms as _tf
+from ...checkpoint import checkpoint as _wg_checkpoint
 from ...tree import flatten, unflatten
 from ...core import plain
 from .core import make_jvp as _make_jvp, make_vjp as _make_vjp, vspace
@@ -177,4 +178,4 @@ def multigrad_dict(fun):
 
 def checkpoint(fun):
     """``fun``, its intermediates recomputed in the backward sweep (``wg.checkpoint``)."""
-    return _checkpoint.checkpoint(fun)
+    return _wg_checkpoint(fun)
