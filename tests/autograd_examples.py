@@ -58,6 +58,7 @@ class _SeededRandomState(onp.random.RandomState):
 onp.random.RandomState = _SeededRandomState
 
 import autograd
+import autograd.numpy, autograd.scipy, autograd.misc.optimizers  # imported before the clock
 OPS = ("grad", "value_and_grad", "elementwise_grad", "jacobian", "hessian", "deriv",
        "holomorphic_grad", "grad_and_aux", "hessian_tensor_product", "hessian_vector_product",
        "tensor_jacobian_product", "vector_jacobian_product")
