@@ -59,6 +59,7 @@ onp.random.RandomState = _SeededRandomState
 
 import autograd
 import autograd.numpy, autograd.scipy, autograd.misc.optimizers  # imported before the clock
+import scipy.linalg, scipy.optimize, scipy.signal, scipy.special, scipy.stats  # so is SciPy
 OPS = ("grad", "value_and_grad", "elementwise_grad", "jacobian", "hessian", "deriv",
        "holomorphic_grad", "grad_and_aux", "hessian_tensor_product", "hessian_vector_product",
        "tensor_jacobian_product", "vector_jacobian_product")

@@ -25,16 +25,27 @@ __all__ = ["make_vjp", "make_jvp", "primitive", "notrace_primitive", "defvjp", "
 
 
 # -- reverse and forward mode ---------------------------------------------------------------------
+def as_float(x):
+    """``x`` with integer and bool arrays among its leaves made float: autograd differentiates
+    in an integer array (its values become the floats they equal), where wengert refuses."""
+    if type(x) is np.ndarray:
+        return x.astype(float) if x.dtype.kind in "biu" else x
+    if type(x) in (tuple, list, dict):
+        leaves, d = _tree_flatten(x)
+        return _tree_unflatten(d, [as_float(v) for v in leaves])
+    return x
+
+
 def make_vjp(fun, x):
     """``(vjp, ans)``: autograd's order; ``vjp(g)`` is the cotangent of ``x``."""
-    ans, pullback = _tf.vjp(fun, x)
+    ans, pullback = _tf.vjp(fun, as_float(x))
     return (lambda g: pullback(g)[0]), ans
 
 
 def make_jvp(fun, x):
     """``jvp(v) -> (ans, tangent)``."""
     def jvp(v):
-        return _tf.jvp(fun, (x,), (v,))
+        return _tf.jvp(fun, (as_float(x),), (v,))
     return jvp
 
 
@@ -264,14 +275,16 @@ def _deprecated(method):
 
 def _directions(t, p):
     """A batched tangent of ``p`` as a stack of single directions."""
-    return wnp.reshape(t, (-1,) + np.shape(plain(p)))
+    rest = np.shape(plain(p))
+    lead = np.shape(plain(t))[:np.ndim(plain(t)) - len(rest)]
+    return wnp.reshape(t, (int(np.prod(lead, dtype=int)),) + rest)
 
 
 def _per_direction(pullback, g, nb, dyn):
     """The cotangents of ``dyn`` for a batch of cotangents ``g`` (``nb`` leading axes), one
     direction at a time: user rules are written for one."""
     lead = np.shape(plain(g))[:nb]
-    rows = wnp.reshape(g, (-1,) + np.shape(plain(g))[nb:])
+    rows = wnp.reshape(g, (int(np.prod(lead, dtype=int)),) + np.shape(plain(g))[nb:])
     cols = [pullback(rows[j]) for j in range(rows.shape[0])]
     out = []
     for k, x in enumerate(dyn):

@@ -14,7 +14,7 @@ from ... import numpy as wnp, transforms as _tf
 from ...checkpoint import checkpoint as _wg_checkpoint
 from ...tree import flatten, unflatten
 from ...core import plain
-from .core import make_jvp as _make_jvp, make_vjp as _make_vjp, vspace
+from .core import as_float, make_jvp as _make_jvp, make_vjp as _make_vjp, vspace
 from .wrap_util import unary_to_nary
 
 __all__ = ["grad", "elementwise_grad", "value_and_grad", "grad_and_aux", "jacobian", "hessian",
@@ -47,21 +47,21 @@ def grad(fun, x):
     """
     Returns a function which gives the gradient of ``fun`` in its argument ``argnum``, with
     that argument's structure; ``fun``'s output must have one element (any shape)."""
-    ans, pullback = _tf.vjp(fun, x)
+    ans, pullback = _tf.vjp(fun, as_float(x))
     return pullback(_scalar_seed(ans, "grad", real=True))[0]
 
 
 @unary_to_nary
 def value_and_grad(fun, x):
     """``(value, gradient)``: for ``scipy.optimize.minimize(..., jac=True)``."""
-    ans, pullback = _tf.vjp(fun, x)
+    ans, pullback = _tf.vjp(fun, as_float(x))
     return ans, pullback(_scalar_seed(ans, "value_and_grad", real=True))[0]
 
 
 @unary_to_nary
 def elementwise_grad(fun, x):
     """The pullback of ones: the sum of the Jacobian's rows (its diagonal when it is one)."""
-    ans, pullback = _tf.vjp(fun, x)
+    ans, pullback = _tf.vjp(fun, as_float(x))
     vs = vspace(ans)
     if vs.iscomplex:
         raise TypeError("Elementwise_grad only applies to real-output functions.")
@@ -71,13 +71,13 @@ def elementwise_grad(fun, x):
 @unary_to_nary
 def deriv(fun, x):
     """The tangent of the output along ones: ``f'(x)`` for a scalar ``x``."""
-    return _tf.jvp(fun, (x,), (vspace(x).ones(),))[1]
+    return _tf.jvp(fun, (as_float(x),), (vspace(x).ones(),))[1]
 
 
 @unary_to_nary
 def jacobian(fun, x):
     """``out.shape + x.shape``, by reverse mode, one pass for all the rows."""
-    return _tf.jacobian(fun, mode="reverse")(x)
+    return _tf.jacobian(fun, mode="reverse")(as_float(x))
 
 
 @unary_to_nary
@@ -154,7 +154,7 @@ def grad_and_aux(fun, x):
         ans, aux = fun(v)
         _scalar_seed(ans, "grad_and_aux")
         return (wnp.reshape(ans, ()) if np.ndim(ans) else ans), aux
-    g, aux = _tf.grad(split, has_aux=True)(x)
+    g, aux = _tf.grad(split, has_aux=True)(as_float(x))
     leaves, d = flatten(g)  # wg.grad's steepest ascent; autograd's is its conjugate
     return unflatten(d, [np.conj(v) if np.iscomplexobj(v) else v for v in leaves]), aux
 
