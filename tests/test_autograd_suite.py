@@ -62,6 +62,19 @@ def test_size_one_output_is_a_scalar():
         ag.grad(lambda x: anp.sin(x) * anp.ones(2))(0.3)
 
 
+def test_integer_array_inputs_are_differentiated_as_floats():
+    """autograd differentiates in an integer array (lifelines passes one); wengert refuses."""
+    g = ag.grad(lambda x: anp.sum(x * 1.5 + x ** 2))(onp.array([1, 2]))
+    onp.testing.assert_allclose(g, [3.5, 5.5])
+    onp.testing.assert_allclose(ag.jacobian(lambda x: x * 2.0)(onp.array([1, 2])), 2 * onp.eye(2))
+    with pytest.raises(TypeError):
+        wg.grad(lambda x: wnp_sum(x * 1.5))(onp.array([1, 2]))
+
+
+def wnp_sum(x):
+    return anp.sum(x)
+
+
 def test_complex_gradients_in_autograds_convention():
     """autograd's gradient in a complex input is the conjugate of wg.grad's steepest ascent."""
     z = 1.0 + 2.0j
