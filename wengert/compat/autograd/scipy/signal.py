@@ -56,7 +56,8 @@ def _convolve(A, B, ax_a, ax_b, dot_a, dot_b, mode):
     if mode != "valid":  # zeros around B, so that every overlap is a full window
         pad = [(0, 0)] * (len(ign_b) + len(dot_b)) + [(a - 1, a - 1) for a in la]
         B = wnp.pad(B, pad)
-    B = windows(B, tuple(la))  # each convolved axis becomes (output position, window offset)
+    if k:  # each convolved axis becomes two: (output position, window offset)
+        B = windows(B, tuple(la))
     flip = (slice(None),) * (len(ign_a) + len(dot_a)) + (slice(None, None, -1),) * k
     A = A[flip]
     letters = iter(string.ascii_letters)
