@@ -280,6 +280,10 @@ def test_convolve_axes_and_dot_axes():
                     window = images[n, :, i:i + 3, j:j + 2][:, ::-1, ::-1]
                     loop[n, f, i, j] = onp.sum(window * filters[:, f])
     onp.testing.assert_allclose(out, loop)
+    # no convolved axis: a tensor dot
+    onp.testing.assert_allclose(signal.convolve(images, filters, axes=([], []),
+                                                dot_axes=([1], [0])),
+                                onp.tensordot(images, filters, axes=([1], [0])))
     wg.check_grad(lambda a, b: anp.sum(anp.tanh(signal.convolve(
         a, b, axes=([2, 3], [2, 3]), dot_axes=([1], [0]), mode="valid"))), images, filters,
         order=2)
