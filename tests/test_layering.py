@@ -15,6 +15,7 @@ own floor and below, and imports within a floor form no circle:
              (scipy.optimize, scipy.sparse.linalg, scipy.integrate: their rules call jvp/vjp)
 7 what users run: cli, explore, expr_derivatives (what both show of an expression)
 8 the package root, which no library module imports
+9 compat: other libraries' module trees (autograd's) built on all of the above
 
 An import inside a function is allowed only to load an optional dependency lazily.
 ``PENDING`` lists what still breaks these rules in the lower floors, being re-laid: it
@@ -46,6 +47,7 @@ FLOORS = {
         "wengert.scipy._optima", "wengert.scipy._ode", "wengert.scipy._ode_ivp"),
     7: ("wengert.cli", "wengert.explore", "wengert.explore.*", "wengert.expr_derivatives"),
     8: ("wengert",),
+    9: ("wengert.compat", "wengert.compat.*"),
 }
 # optional dependencies, which a function may import lazily (and only these)
 OPTIONAL = {"matplotlib", "tqdm", "numba"}  # the "plot", "progress" and "fast" extras
@@ -63,7 +65,11 @@ HEAVY = {"scipy.special", "scipy.linalg", "scipy.stats", "scipy.signal"}
 # otherwise never scipy.special).
 LAZY = {("wengert.rules.elementwise", "wengert.rules.special_base"),
         ("wengert._dispatch", "wengert.scipy.special"),
-        ("wengert.source.resolve", "wengert.scipy.special")}
+        ("wengert.source.resolve", "wengert.scipy.special"),
+        # autograd's odeint loads wengert's ODE solvers (SciPy's integrators) on first use; until
+        # wengert.scipy.integrate exists the import names its package
+        ("wengert.compat.autograd.scipy.integrate", "wengert.scipy.integrate"),
+        ("wengert.compat.autograd.scipy.integrate", "wengert.scipy")}
 
 # Known violations outside graph/, source/, checkpoint/, explore/, cli and expr (whose
 # rules hold): ("upward", module, imported), ("cycle", modules...), ("inner", module,

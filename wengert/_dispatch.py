@@ -307,8 +307,32 @@ def _public_name(func):
     return f"{mod}.{func.__name__}"
 
 
+def only_integers(args, kwargs):
+    """Whether every traced value among the arguments is of integer or bool dtype."""
+    def ok(a):
+        if isinstance(a, Tracer):
+            return a.dtype.kind in "biu"
+        if isinstance(a, (list, tuple)):
+            return all(ok(b) for b in a)
+        return True
+    return all(ok(a) for a in (*args, *kwargs.values()))
+
+
+def integer_values(args):
+    """``args`` (a tuple, list or dict) with each traced integer replaced by its primal value,
+    read as NumPy reads it (``__array__``: guarded inside a graph being traced)."""
+    if isinstance(args, dict):
+        return {k: integer_values([v])[0] for k, v in args.items()}
+    out = [np.asarray(a) if isinstance(a, Tracer) else
+           integer_values(a) if isinstance(a, (list, tuple)) else a for a in args]
+    return type(args)(out) if isinstance(args, tuple) else out
+
+
 def array_function(func, args, kwargs):
     fn = HANDLED.get(func)
+    if fn is None and only_integers(args, kwargs):
+        # no rule, but only integers traced (a count, positions): no derivative to follow
+        return func(*integer_values(args), **integer_values(kwargs))
     if fn is None:
         raise NotImplementedError(
             f"{_public_name(func)} has no wengert rule for traced values. Declare one with "

@@ -242,8 +242,10 @@ def structure(tree):
 def ravel(tree):
     """``(vector, unravel)``: the leaves of ``tree`` in one 1-D array (of their common dtype), and
     the function that rebuilds ``tree`` from such a vector, each leaf with its shape, dtype and
-    type (as ``jax.flatten_util.ravel_pytree``, ``autograd.misc.flatten``). Both are
-    differentiable: they run on NumPy's functions, which traced values dispatch (NEP 18).
+    type (as ``jax.flatten_util.ravel_pytree``). Both are differentiable: they run on NumPy's
+    functions, which traced values dispatch (NEP 18). Leaves come in the tree's own order, a
+    dict's by insertion: ``autograd.misc.flatten`` sorts a dict's keys instead, and gives every
+    leaf back as an array (``wengert.compat.autograd.misc.flatten`` does as autograd).
 
     >>> import numpy as np, wengert as wg
     >>> vec, unravel = wg.tree.ravel({"w": np.ones((2, 2)), "b": 0.5})

@@ -70,6 +70,8 @@ def _passthrough(name, fn):
     @_functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if _has_tracer(args) or _has_tracer(kwargs.values()):
+            if _dispatch.only_integers(args, kwargs):  # wnp.arange(n): n has no derivative
+                return fn(*_dispatch.integer_values(args), **_dispatch.integer_values(kwargs))
             raise NotImplementedError(
                 f"{name} has no wengert rule for traced values. Declare one with "
                 "@wg.primitive and @f.rrule / @f.frule (see docs/rules.md).")

@@ -8,7 +8,12 @@
   ``x.ravel()``; the adjoint adds cotangents back at those positions, so repeated
   indices accumulate (``np.add.at``).  Each is the other's adjoint.
 
-Indices are static: a traced value inside an index raises ``TypeError``.
+An index of integer or boolean dtype carries no derivative, so a traced one (``astype(int)``,
+a comparison, ``argmax``) is used by its primal value: under the eager engines it is read off;
+inside a graph being traced, an integer array indexing one axis (``x[i]``) is recorded as a
+traced index (``take_dynamic``: the compiled program takes each call's own positions), and
+everything else (masks, slice bounds, several index arrays) is guarded, since there its value
+decides the program's shapes.  A traced float value inside an index raises ``TypeError``.
 
 ``x[idx] = v`` on a traced array is functional underneath (``set_basic`` /
 ``set_flat``: a copy of ``x`` with ``v`` written at ``idx``): the tracer object is
@@ -23,13 +28,15 @@ import weakref
 
 import numpy as np
 
-from ..arrays import add_at_flat, asarray as _asarray, copy_of, dtype_of, host_values, \
-    implements, is_foreign, zeros
+from ..arrays import add_at_flat, asarray as _asarray, copy_of, dtype_of, implements, \
+    is_foreign, zeros
 from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import astype
 from .elementwise import where
-from .nondiff import _plain, batched, concrete, concrete_or_batched, strip_eager
+from .nondiff import _plain, concrete, concrete_or_batched, strip_eager
+from .indices import _batched_index, _has_tracer, _recorded_positions, normalize_index, \
+    static_index  # noqa: F401 (_has_tracer, static_index: for the modules importing them here)
 from .shape import broadcast_to, reshape, transpose
 from .take import put_in_library, same_library, take_along_in_library, take_dynamic, take_in_library, take_ordered
 
@@ -44,67 +51,6 @@ def _prod(shape):
     for d in shape:
         n *= int(d)
     return n
-
-
-# -- index normalisation ----------------------------------------------------------------
-_TRACED_INDEX = ("a traced value cannot be used inside an index: indices are not "
-                 "differentiable. Use x.value (or wnp.argmax/argsort..., which give plain "
-                 "integers) if the index really does not depend on the derivative.")
-_INDEX_ARRAY = ("x[i] or x[i] = v by an index array", "a mask's count is the output's shape")
-
-
-def normalize_index(idx):
-    """``(tuple index, advanced?)`` with lists turned into arrays; rejects traced values."""
-    if not isinstance(idx, tuple):
-        idx = (idx,)
-    out = []
-    advanced = False
-    for i in idx:
-        i = static_index(i)
-        if i is None or i is Ellipsis:
-            out.append(i)
-        elif isinstance(i, slice):
-            if any(isinstance(b, Tracer) for b in (i.start, i.stop, i.step)):
-                raise TypeError(_TRACED_INDEX)
-            out.append(i)
-        elif isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
-            out.append(int(i))
-        else:
-            a = np.asarray(host_values(i, *_INDEX_ARRAY))
-            if a.dtype == object or not (a.dtype == bool or np.issubdtype(a.dtype, np.integer)):
-                raise IndexError("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis "
-                                 "(`None`) and integer or boolean arrays are valid indices")
-            advanced = True
-            out.append(a)
-    return tuple(out), advanced
-
-
-def static_index(i, name=None):
-    """``i`` (an index, a mask, positions) as a plain value.  A traced value is refused; an
-    integer or boolean array computed inside a graph being traced (``x > 0``) is guarded."""
-    msg = _TRACED_INDEX if name is None else f"wnp.{name}: {_TRACED_INDEX}"
-    if isinstance(i, Tracer):
-        s = strip_eager(i)
-        if not isinstance(s, Tracer) or not (s.dtype == bool
-                                             or np.issubdtype(s.dtype, np.integer)):
-            raise TypeError(msg)
-        return concrete(np.asarray, host_values(s, *_INDEX_ARRAY))
-    if isinstance(i, (list, tuple)) and _has_tracer(i):
-        raise TypeError(msg)
-    return i
-
-
-def _batched_index(i):
-    """Whether ``i`` is an integer index holding one value per example (a trace whose values
-    are ``batched``: wg.vmap), so that no single plain index exists."""
-    return np.issubdtype(i.dtype, np.integer) and batched(i)
-
-
-def _has_tracer(seq):
-    for a in seq:
-        if isinstance(a, Tracer) or (isinstance(a, (list, tuple)) and _has_tracer(a)):
-            return True
-    return False
 
 
 def _flat_positions(shape, idx):
@@ -277,13 +223,14 @@ def scatter_add(g, flat, shape, nb=0):
         else:  # repeated positions add up: put_dynamic's weighted bincount, in g's library
             out = put_in_library(*same_library(gv, fl), size, 1)
         return out.reshape(lead + tuple(shape))
-    if fl.size and np.unique(fl).size == fl.size:
-        out = np.zeros((nlead, size), dtype=g.dtype)
-        out[:, fl] = gv
+    # one bincount, repeats or not: testing the positions for repeats (np.unique sorts them)
+    # cost more than the sum itself
+    if nlead == 1:
+        out = add_at_flat(fl % size if fl.size and fl.min() < 0 else fl, gv.ravel(), size)
     else:
-        pos = (np.arange(nlead, dtype=np.intp)[:, None] * size + fl[None, :]).ravel()
+        pos = (np.arange(nlead, dtype=np.intp)[:, None] * size + fl[None, :] % size).ravel()
         out = add_at_flat(pos, gv.ravel(), nlead * size)
-        out = out.astype(g.dtype if g.dtype.kind in "fc" else np.float64, copy=False)
+    out = out.astype(g.dtype if g.dtype.kind in "fc" else np.float64, copy=False)
     return out.reshape(lead + tuple(shape))
 
 
@@ -437,6 +384,9 @@ def getitem(x, idx):
     """``x[idx]`` for a (possibly traced) array ``x``."""
     if isinstance(idx, Tracer) and _batched_index(idx):
         return take_dynamic(x, idx)  # each example's own rows (wg.vmap)
+    if _recorded_positions(idx) and (isinstance(x, Tracer) or hasattr(x, "shape")) \
+            and ndim_of(x) >= 1:
+        return take_dynamic(x, strip_eager(idx))  # traced positions: no guard, no re-trace
     nidx, adv = normalize_index(idx)
     if not isinstance(x, Tracer):
         return np.asarray(x)[nidx]
@@ -701,20 +651,19 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         return take_dynamic(a, indices, axis % ndim_of(a))
     if is_foreign(indices) and mode == "raise":  # positions found in a CuPy or Dask library
         return take_in_library(a, indices, axis)
+    indices = static_index(indices, "take")
     if not isinstance(a, Tracer):
         return np.take(a, indices, axis=axis, mode=mode)
-    if isinstance(indices, Tracer):
-        raise TypeError(_TRACED_INDEX)
     pos = positions(a)
     return gather(a, np.take(pos, indices, axis=axis, mode=mode))
 
 
 def take_along_axis(arr, indices, axis=-1):
     arr = lift(arr)
+    if isinstance(indices, Tracer) and (isinstance(arr, Tracer) or indices.dtype.kind in "biu"):
+        indices = static_index(indices, "take_along_axis")
     if not isinstance(arr, Tracer):
         return np.take_along_axis(arr, indices, axis=axis)
-    if isinstance(indices, Tracer):
-        raise TypeError(_TRACED_INDEX)
     pos = positions(arr)
     if axis is None:
         pos = pos.ravel()

@@ -13,7 +13,7 @@ from ..core import Tracer, lift, ndim_of, shape_of
 from .conversion import _dtype, _plain, _traced, astype
 from .creation import asarray
 from .elementwise import where
-from .indexing import (_TRACED_INDEX, gather, getitem_basic, index_writer, positions,
+from .indexing import (static_index, gather, getitem_basic, index_writer, positions,
                        scatter_basic)
 from .joining import concatenate, stack
 from .nondiff import concrete
@@ -30,7 +30,7 @@ def choose(a, choices, out=None, mode="raise"):
     (broadcast) choices; ``a`` is an index, not differentiated."""
     if not _traced(choices):
         return np.choose(a, choices, out=out, mode=mode)
-    _static_index(a, "choose")
+    a = _static_index(a, "choose")
     if out is not None:
         raise NotImplementedError("wnp.choose with out= on traced values")
     choices = list(choices)
@@ -42,9 +42,7 @@ def choose(a, choices, out=None, mode="raise"):
 
 
 def _static_index(obj, name):
-    if _traced(obj):
-        raise TypeError(f"wnp.{name}: {_TRACED_INDEX}")
-    return obj
+    return static_index(obj, name) if _traced(obj) else obj
 
 
 def insert(arr, obj, values, axis=None):

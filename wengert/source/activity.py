@@ -6,6 +6,8 @@ import ast
 import builtins
 import types
 
+import numpy as np
+
 from . import methods
 from .resolve import resolve_callable
 
@@ -83,6 +85,8 @@ class Scope:
         if isinstance(e, ast.Subscript):
             return self.is_active(e.value, active)
         if isinstance(e, ast.Call):
+            if self.integer_cast(e):
+                return False   # x.astype(int): integers carry no derivative (an index)
             obj = self.lookup(e.func)
             if obj is getattr and e.args and not (
                     len(e.args) > 1 and isinstance(e.args[1], ast.Constant)
@@ -99,6 +103,23 @@ class Scope:
             return any(self.is_active(p, active) for p in parts)
         return any(self.is_active(c, active) for c in ast.iter_child_nodes(e)
                    if isinstance(c, ast.expr))
+
+    def integer_cast(self, call):
+        """Whether ``call`` is ``v.astype(T)`` (or ``dtype=T``) for an integer or bool ``T``."""
+        if not (isinstance(call.func, ast.Attribute) and call.func.attr == "astype"):
+            return False
+        dt = call.args[0] if call.args else next(
+            (k.value for k in call.keywords if k.arg == "dtype"), None)
+        if isinstance(dt, ast.Constant):
+            dt = dt.value
+        elif isinstance(dt, (ast.Name, ast.Attribute)):
+            dt = self.lookup(dt)
+        else:
+            return False
+        try:
+            return np.dtype(dt).kind in "biu"
+        except TypeError:
+            return False
 
     def lookup(self, node):
         """The object a (dotted) name refers to, if it is not a local variable."""
