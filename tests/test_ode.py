@@ -352,3 +352,20 @@ def test_ode_net_example_trains():
     assert abs(sum(np.sum(g[k] * d[k]) for k in g) - fd) < 1e-4 * abs(fd)
     _, history = mod.train(steps=15, hidden=8, n_times=10)
     assert history[-1] < 0.6 * history[0]
+
+
+def test_odeint_default_tolerances_reach_the_adjoint():
+    """odeint's adjoint solves at LSODA's own default tolerances (1.49e-8), not solve_ivp's
+    1e-3: autograd's test_odeint (default tolerances) checks to 1e-6 against differences."""
+    y0 = np.array([0.5, -0.1, 0.6])
+    t = np.linspace(0.1, 0.2, 4)
+    a1, a2 = np.array([1.5, -0.2, -0.2]), np.array([1.6, 0.8, -0.5])
+    w = np.random.default_rng(0).standard_normal((4, 3))
+
+    def func(y, tt, arg1, arg2):
+        return -wnp.sqrt(tt) - y + arg1 - wnp.mean((y + arg2) ** 2)
+
+    for adjoint in ("auto", "interpolate", "backsolve", "forward"):
+        def loss(y0, a1, a2):
+            return wnp.sum(w * odeint(func, y0, t, args=(a1, a2), adjoint=adjoint))
+        wg.check_grad(loss, y0, a1, a2, modes=("reverse",), order=1, rtol=1e-6, atol=1e-7)
