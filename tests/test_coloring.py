@@ -268,3 +268,23 @@ def test_a_dense_row_costs_linear_time():
     run(1000)
     small, large = min(run(10_000) for _ in range(2)), min(run(40_000) for _ in range(2))
     assert large < 12 * small + 0.5, (small, large)
+
+
+def test_wide_band_goes_to_the_orders(monkeypatch):
+    """Hand tracking's pattern (ht, issue 32): each residual reads the 26 pose columns and
+    its point's 2 barycentric ones, so its "band" spans 226 of 226 columns; the band rounds
+    would scan the pattern 226 times (1.2 s), the orders colour it in milliseconds."""
+    from wengert import coloring
+    pts = 100
+    i = np.arange(3 * pts)
+    cols = np.c_[np.repeat(2 * (i // 3)[:, None], 1, 1), 2 * (i // 3)[:, None] + 1,
+                 2 * pts + np.tile(np.arange(24), (3 * pts, 1))]
+    P = sp.csr_array((np.ones(cols.size, bool), (np.repeat(i, cols.shape[1]), cols.ravel())),
+                     shape=(3 * pts, 2 * pts + 26))
+
+    def no_rounds(*a):
+        raise AssertionError("band rounds on a pattern whose band spans it")
+    monkeypatch.setattr(coloring, "_band_columns", no_rounds)
+    c = coloring.column_coloring(P)
+    assert coloring.is_column_coloring(P, c) and c.max() + 1 == 26
+    assert coloring._banded(3, 10 ** 6) and coloring._banded(5, 10)  # long bands keep them
