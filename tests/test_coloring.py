@@ -288,3 +288,33 @@ def test_wide_band_goes_to_the_orders(monkeypatch):
     c = coloring.column_coloring(P)
     assert coloring.is_column_coloring(P, c) and c.max() + 1 == 26
     assert coloring._banded(3, 10 ** 6) and coloring._banded(5, 10)  # long bands keep them
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 40), st.floats(0.02, 0.7), st.integers(0, 2 ** 31))
+def test_bit_masks_give_the_set_route_colouring(m, n, density, seed):
+    """The greedy pass keeps each row's colours as bits while they are few (4x sooner on
+    bundle adjustment's pattern); the colouring must be the one the sets give, colour for
+    colour, in any order."""
+    rng = np.random.default_rng(seed)
+    a = coloring.as_pattern(sp.random_array((m, n), density=density, rng=rng) != 0)
+    at = sp.csr_array(a.T)
+    at.sort_indices()
+    order = rng.permutation(n)
+    masks = coloring._greedy_columns_masks(at.indptr.tolist(), at.indices.tolist(), order, m)
+    real = coloring._greedy_columns_masks
+    try:
+        coloring._greedy_columns_masks = lambda *a: None  # the set route alone
+        sets = coloring._greedy_columns(at, order, m)
+    finally:
+        coloring._greedy_columns_masks = real
+    assert np.array_equal(masks, sets)
+
+
+def test_bit_masks_hand_over_past_their_colours():
+    a = coloring.as_pattern(np.ones((2, coloring.MASK_COLOURS + 5), bool))
+    at = sp.csr_array(a.T)
+    order = np.arange(a.shape[1])
+    assert coloring._greedy_columns_masks(at.indptr.tolist(), at.indices.tolist(), order, 2) \
+        is None
+    assert np.array_equal(coloring._greedy_columns(at, order, 2), order)
