@@ -37,8 +37,8 @@ import types
 import numpy as np
 
 from .arrays import (check_library, expand_tangents as _expand_tangents,
-                     fill_tangent as _fill_tangent, ndim_of, shape_of, unbroadcast as _unbroadcast,
-                     zeros_like_value)
+                     fill_tangent as _fill_tangent, ndim_of, shape_of, times as _times,
+                     unbroadcast as _unbroadcast, zeros_like_value)
 
 __all__ = ["Primitive", "primitive", "Partials", "Tracer", "Trace", "EscapedTracerError",
            "SolverWarning", "new_level", "shape_of", "ndim_of", "check_differentiable", "check_live",
@@ -672,13 +672,7 @@ def scaled(t, p):
         return -t
     if type(p) is not type(t) and isinstance(p, Tracer):
         return p * t  # the tracer's own operator: its fast path, not NumPy's dispatch
-    if type(t) is np.ndarray and type(p) is np.ndarray and p.ndim and t.ndim >= p.ndim \
-            and p.shape[-1] == 1 and 2 <= t.shape[-1] <= 8 and t.size >= 4096:
-        # a partial of shape (..., 1) against a batch of tangents (..., 3): NumPy's inner
-        # loop would run 3 steps with a zero stride, ~3x slower than on the partial repeated
-        # (an array the size of one primal, not of the batch)
-        p = np.repeat(p, t.shape[-1], axis=-1)
-    return t * p
+    return _times(t, p)
 
 
 def _call_partials(pf, ans, primals, params):
