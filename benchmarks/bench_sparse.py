@@ -14,8 +14,9 @@ flat in n.
 Then bundle adjustment (ADBench / GradBench "ba"), the residual written in NumPy with
 wengert.numpy -- reprojection through a Rodrigues rotation and radial distortion, weighted,
 and the weight error 1 - w² -- at ADBench's ba1 shape (49 cameras, 7,776 points, 31,843
-observations): the Jacobian (95,529 x 55,710) by ``wg.sparse_jacobian``, 15 column colours
-(the widest row), as time ÷ the residual's (target, issue 32: ≤ 6.5×, ADBench's manual C++).
+observations): the Jacobian (95,529 x 55,710) by ``wg.sparse_jacobian``, 14 column colours
+(one pass with 14 tangents), eager and under ``wg.compile``, as time ÷ the residual's
+(target, issue 32: ≤ 6.5×, ADBench's manual C++).
 
     python benchmarks/bench_sparse.py [--quick]     (--quick: n up to 10⁴, BA at p = 1,000)
 """
@@ -139,6 +140,14 @@ def bundle_adjustment(quick):
     t_fn, t_f, over_f = paired_time(eager, F, x, rounds=5)
     row("  F (NumPy)", fmt(t_f * 1e3), fmt(1.0), width=40)
     row("  wg.sparse_jacobian", fmt(t_fn * 1e3), fmt(over_f), width=40)
+    compiled = wg.compile(eager)
+    t = time.perf_counter()
+    first = compiled(x)
+    t_cold = time.perf_counter() - t
+    assert abs(first - eager(x)).max() <= 1e-9 * abs(first).max()
+    t_fn, _, over_f = paired_time(compiled, F, x, rounds=5)
+    row(f"  wg.compile(wg.sparse_jacobian) (first call {t_cold:.1f} s)", fmt(t_fn * 1e3),
+        fmt(over_f), width=40)
 
 
 if __name__ == "__main__":

@@ -268,3 +268,53 @@ def test_a_dense_row_costs_linear_time():
     run(1000)
     small, large = min(run(10_000) for _ in range(2)), min(run(40_000) for _ in range(2))
     assert large < 12 * small + 0.5, (small, large)
+
+
+def test_wide_band_goes_to_the_orders(monkeypatch):
+    """Hand tracking's pattern (ht, issue 32): each residual reads the 26 pose columns and
+    its point's 2 barycentric ones, so its "band" spans 226 of 226 columns; the band rounds
+    would scan the pattern 226 times (1.2 s), the orders colour it in milliseconds."""
+    from wengert import coloring
+    pts = 100
+    i = np.arange(3 * pts)
+    cols = np.c_[np.repeat(2 * (i // 3)[:, None], 1, 1), 2 * (i // 3)[:, None] + 1,
+                 2 * pts + np.tile(np.arange(24), (3 * pts, 1))]
+    P = sp.csr_array((np.ones(cols.size, bool), (np.repeat(i, cols.shape[1]), cols.ravel())),
+                     shape=(3 * pts, 2 * pts + 26))
+
+    def no_rounds(*a):
+        raise AssertionError("band rounds on a pattern whose band spans it")
+    monkeypatch.setattr(coloring, "_band_columns", no_rounds)
+    c = coloring.column_coloring(P)
+    assert coloring.is_column_coloring(P, c) and c.max() + 1 == 26
+    assert coloring._banded(3, 10 ** 6) and coloring._banded(5, 10)  # long bands keep them
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 40), st.floats(0.02, 0.7), st.integers(0, 2 ** 31))
+def test_bit_masks_give_the_set_route_colouring(m, n, density, seed):
+    """The greedy pass keeps each row's colours as bits while they are few (4x sooner on
+    bundle adjustment's pattern); the colouring must be the one the sets give, colour for
+    colour, in any order."""
+    rng = np.random.default_rng(seed)
+    a = coloring.as_pattern(sp.random_array((m, n), density=density, rng=rng) != 0)
+    at = sp.csr_array(a.T)
+    at.sort_indices()
+    order = rng.permutation(n)
+    masks = coloring._greedy_columns_masks(at.indptr.tolist(), at.indices.tolist(), order, m)
+    real = coloring._greedy_columns_masks
+    try:
+        coloring._greedy_columns_masks = lambda *a: None  # the set route alone
+        sets = coloring._greedy_columns(at, order, m)
+    finally:
+        coloring._greedy_columns_masks = real
+    assert np.array_equal(masks, sets)
+
+
+def test_bit_masks_hand_over_past_their_colours():
+    a = coloring.as_pattern(np.ones((2, coloring.MASK_COLOURS + 5), bool))
+    at = sp.csr_array(a.T)
+    order = np.arange(a.shape[1])
+    assert coloring._greedy_columns_masks(at.indptr.tolist(), at.indices.tolist(), order, 2) \
+        is None
+    assert np.array_equal(coloring._greedy_columns(at, order, 2), order)

@@ -13,7 +13,7 @@ import numpy as np
 __all__ = ["shape_of", "ndim_of", "dtype_of", "zeros_like_value", "broadcast_view", "sum_to",
            "insert_axes", "unbroadcast", "real_for_real", "fill_tangent", "expand_tangents",
            "underneath", "is_foreign", "zeros", "ones", "asarray", "copy_of", "reshape",
-           "check_library", "host_values", "implements", "chunks_of", "add_at_flat"]
+           "check_library", "host_values", "implements", "chunks_of", "add_at_flat", "times"]
 
 
 def shape_of(x):
@@ -320,6 +320,18 @@ def real_for_real(g, x):
     if isinstance(x, complex) or getattr(x, "dtype", _FLOAT).kind == "c":
         return g
     return g.real  # a traced value's records the real primitive
+
+
+def times(t, p):
+    """``t * p``: a tangent (or cotangent) times a partial. A partial of shape ``(..., 1)``
+    against a batch of tangents ``(..., 3)`` is repeated along that axis first: NumPy's
+    inner loop would otherwise run 3 steps with a zero stride, ~3x slower than on the
+    repeated partial, an array the size of one primal, not of the batch (bundle
+    adjustment's 14-direction sparse Jacobian, issue 32)."""
+    if type(t) is np.ndarray and type(p) is np.ndarray and p.ndim and t.ndim >= p.ndim \
+            and p.shape[-1] == 1 and 2 <= t.shape[-1] <= 8 and t.size >= 4096:
+        p = np.repeat(p, t.shape[-1], axis=-1)
+    return t * p
 
 
 def fill_tangent(t, ans):

@@ -37,8 +37,8 @@ import types
 import numpy as np
 
 from .arrays import (check_library, expand_tangents as _expand_tangents,
-                     fill_tangent as _fill_tangent, ndim_of, shape_of, unbroadcast as _unbroadcast,
-                     zeros_like_value)
+                     fill_tangent as _fill_tangent, ndim_of, shape_of, times as _times,
+                     unbroadcast as _unbroadcast, zeros_like_value)
 
 __all__ = ["Primitive", "primitive", "Partials", "Tracer", "Trace", "EscapedTracerError",
            "SolverWarning", "new_level", "shape_of", "ndim_of", "check_differentiable", "check_live",
@@ -672,7 +672,7 @@ def scaled(t, p):
         return -t
     if type(p) is not type(t) and isinstance(p, Tracer):
         return p * t  # the tracer's own operator: its fast path, not NumPy's dispatch
-    return t * p
+    return _times(t, p)
 
 
 def _call_partials(pf, ans, primals, params):

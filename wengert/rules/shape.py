@@ -78,8 +78,36 @@ def reshape_vjp(x, shape):
 @primitive(name="sum")
 def sum_(x, axis=None, keepdims=False):
     if type(x) is np.ndarray:  # what np.sum calls, without its dispatch layers
+        short = _short_last_axis(x, axis)
+        if short:
+            return _sum_slices(x, short, keepdims)
         return x.sum(axis=axis, keepdims=keepdims)
     return np.sum(x, axis=axis, keepdims=keepdims)
+
+
+def _short_last_axis(x, axis):
+    """The length of ``x``'s last axis when ``axis`` names it alone, it is short and ``x``
+    is big (a point's 3 coordinates of many points); else 0. NumPy's reduction over such
+    an axis runs an inner loop of that length per element: 4-10x slower than adding slices."""
+    if type(axis) is tuple:
+        if len(axis) != 1:
+            return 0
+        axis = axis[0]
+    if type(axis) is not int or x.ndim == 0 or axis not in (-1, x.ndim - 1):
+        return 0
+    k = x.shape[-1]
+    if not 2 <= k <= 7 or x.size < 4096 or x.dtype.char not in "fd":
+        return 0
+    return k
+
+
+def _sum_slices(x, k, keepdims):
+    """``x.sum(axis=-1)`` for a short last axis by adding its slices left to right: the
+    order NumPy adds up to 7 terms in, so the result is the same to the bit."""
+    out = x[..., 0] + x[..., 1]
+    for i in range(2, k):
+        out += x[..., i]
+    return out[..., None] if keepdims else out
 
 
 @sum_.frule(symbolic_zeros=True)
