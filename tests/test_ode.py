@@ -352,3 +352,64 @@ def test_ode_net_example_trains():
     assert abs(sum(np.sum(g[k] * d[k]) for k in g) - fd) < 1e-4 * abs(fd)
     _, history = mod.train(steps=15, hidden=8, n_times=10)
     assert history[-1] < 0.6 * history[0]
+
+
+# -- a user's jac / Dfun steers SciPy's solve; float32 stays float32 ---------------------------
+@pytest.mark.parametrize("method", ["BDF", "Radau", "LSODA"])
+def test_user_jac_is_given_to_scipy_and_the_derivative_stays_wengerts(method):
+    calls = []
+
+    def loss(k):
+        def jac(t, y, k):
+            calls.append(t)
+            return -k * wnp.eye(2)
+        sol = solve_ivp(lambda t, y, k: -k * y, (0.0, 1.0), np.array([1.0, 2.0]), method=method,
+                        args=(k,), jac=jac, t_eval=[1.0], **TOL)
+        return wnp.sum(sol.y)
+    k = 1e3 if method == "LSODA" else 0.7   # LSODA asks for a Jacobian once stiff only
+    loss(k)
+    assert calls, "the user's jac was not given to SciPy"
+    g = wg.grad(loss)(k)
+    assert abs(g - (-3.0 * np.exp(-k))) <= 1e-8 * max(1.0, abs(g)) + 1e-300
+
+
+def test_a_traced_wrong_jac_only_steers_newton():
+    def loss(k):   # jac closes over k (traced) and is off by 5x: the derivative is wengert's
+        sol = solve_ivp(lambda t, y: -k * y, (0.0, 1.0), np.array([1.0, 2.0]), method="Radau",
+                        jac=lambda t, y: -5.0 * k * wnp.eye(2), t_eval=[1.0], **TOL)
+        return wnp.sum(sol.y)
+    want = -3.0 * np.exp(-0.7)
+    assert abs(wg.grad(loss)(0.7) - want) < 1e-8
+    assert abs(wg.derivative(loss)(0.7) - want) < 1e-8
+
+
+def test_odeint_dfun_is_given_to_lsoda():
+    calls = []
+
+    def Dfun(y, t, k):
+        calls.append(t)
+        return np.array([[-k, 0.0], [0.0, -2.0 * k]])
+
+    def loss(k):
+        ys = odeint(lambda y, t, k: wnp.stack([-k * y[0], -2.0 * k * y[1]]), np.ones(2),
+                    [0.0, 1.0], args=(k,), Dfun=Dfun, **TOL)
+        return wnp.sum(ys[-1])
+    loss(500.0)
+    assert calls, "Dfun was not given to odeint"
+    assert abs(wg.grad(loss)(2.0) - (-np.exp(-2.0) - 2 * np.exp(-4.0))) < 1e-8
+
+
+def test_float32_state_comes_back_float32():
+    y0 = np.array([1.0, 2.0], dtype=np.float32)
+    assert solve_ivp(lambda t, y: -y, (0.0, 1.0), y0).y.dtype == np.float32
+    assert odeint(lambda y, t: -y, y0, [0.0, 1.0]).dtype == np.float32
+    for adjoint in ADJOINTS:
+        def f(y, k):
+            sol = solve_ivp(lambda t, y: -k * y, (0.0, 1.0), y, t_eval=[1.0], adjoint=adjoint)
+            assert sol.y.dtype == np.float32
+            return wnp.sum(sol.y)
+        gy = wg.grad(f)(y0, 0.5)
+        assert gy.dtype == np.float32
+        np.testing.assert_allclose(gy, np.exp(-0.5), rtol=1e-4)
+    ys = odeint(lambda y, t: -y, wg.Tape().var(y0), [0.0, 1.0])
+    assert ys.value.dtype == np.float32

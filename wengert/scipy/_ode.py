@@ -162,9 +162,10 @@ class Spec:
     """The static part of a solve: the right-hand side, the SciPy method and its options,
     the sensitivity method for reverse mode, and the last plain solve (reused)."""
 
-    def __init__(self, rhs, method, options, adjoint="backsolve", sparse=None):
+    def __init__(self, rhs, method, options, adjoint="backsolve", sparse=None, user_jac=None):
         self.rhs, self.method, self.options = rhs, method, dict(options)
         self.adjoint = adjoint
+        self.user_jac = user_jac  # params -> the user's jac(t, y), for the primal solve only
         self.sparse = sparse   # None: detect for stiff methods; False: dense Jacobians
         self._cache = None     # (inputs, ys, dense solution)
         self._jac = None       # the traced Jacobian of the right-hand side in y (stiff)
@@ -232,6 +233,13 @@ class Spec:
             return lambda t, y: J(t, y, *params)
         return lambda t, y: J.plain(t, y, *params)
 
+    def primal_jac(self, params, y_example):
+        """The Jacobian SciPy's primal solve is given: the user's where given (it is
+        plain-valued there), else wengert's.  Never used for a derivative."""
+        if self.user_jac is not None and self.stiff:
+            return self.user_jac(params)
+        return self.jac(params, y_example)
+
     def _scipy(self, y0, ts, params, dense):
         n, m = y0.size, ts.size
         if m == 1 or ts[0] == ts[-1]:
@@ -241,7 +249,7 @@ class Spec:
             ys, sol = self._scipy(y0, ts[keep], params, dense)
             return ys[np.cumsum(keep) - 1], sol
         fun = self._fun(params)
-        jac = self.jac(params, y0)
+        jac = self.primal_jac(params, y0)
         opts = dict(self.options)
         if self.method == "odeint" and not dense:
             ys, info = si.odeint(fun, y0, ts, Dfun=jac, tfirst=True, full_output=True, **opts)
