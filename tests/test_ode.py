@@ -413,3 +413,35 @@ def test_float32_state_comes_back_float32():
         np.testing.assert_allclose(gy, np.exp(-0.5), rtol=1e-4)
     ys = odeint(lambda y, t: -y, wg.Tape().var(y0), [0.0, 1.0])
     assert ys.value.dtype == np.float32
+
+
+# -- generated code is shared between calls, never between different programs --------------------
+def test_a_second_gradient_regenerates_no_code(monkeypatch):
+    from wengert.scipy import _ode
+    built = []
+    real = _ode.build_function
+    monkeypatch.setattr(_ode, "build_function", lambda g: built.append(g.name) or real(g))
+
+    def loss(k, c):
+        sol = solve_ivp(lambda t, y: -k * y + c * wnp.sin(y), (0.0, 1.0), np.array([1.0, 0.5]),
+                        t_eval=[0.5, 1.0], adjoint="interpolate", **TOL)
+        return wnp.sum(sol.y ** 2)
+    vg = wg.value_and_grad(loss, argnums=(0, 1))
+    vg(0.7, 0.1)
+    first = len(built)
+    _, g = vg(0.9, 0.2)
+    assert len(built) == first
+    want = (loss(0.9 + 1e-6, 0.2) - loss(0.9 - 1e-6, 0.2)) / 2e-6
+    assert abs(g[0] - want) < 1e-6
+
+
+def test_different_constants_do_not_share_code():
+    def final(c):
+        return lambda k: solve_ivp(lambda t, y: -k * y + c, (0.0, 1.0), np.array([1.0]),
+                                   t_eval=[1.0], adjoint="interpolate", **TOL).y[0, -1]
+    for c in (0.0, 2.0, 0.0):
+        k = 0.7
+        want = np.exp(-k) + c / k * (1 - np.exp(-k))
+        assert abs(final(c)(k) - want) < 1e-9
+        dwant = -np.exp(-k) - c / k ** 2 * (1 - np.exp(-k)) + c / k * np.exp(-k)
+        assert abs(wg.grad(final(c))(k) - dwant) < 1e-8

@@ -24,7 +24,9 @@ from wengert, traced once per solve into graphs whose generated code SciPy calls
 from __future__ import annotations
 
 import bisect
+import threading
 import warnings
+from collections import OrderedDict
 
 import numpy as np
 import scipy.integrate as si
@@ -104,11 +106,15 @@ _BRANCH = ("the right-hand side took another branch than the one it was traced a
 
 class Rhs:
     """A traced function ``(t, y, *params, *captured)``: generated code on plain values,
-    the graph's primitives (so every transform sees them) on traced ones."""
+    the graph's primitives (so every transform sees them) on traced ones.
 
-    def __init__(self, graph, captured):
+    ``shared`` is what every structurally identical graph shares (:func:`_shared`): its
+    generated code and the graphs derived from it (adjoint, Jacobian), so that a loss called
+    again with new values, which re-traces its right-hand side, regenerates nothing."""
+
+    def __init__(self, graph, captured, shared=None):
         self.graph, self.captured = graph, captured
-        self._fast = None
+        self.shared = {} if shared is None else shared
 
     def __call__(self, *leaves):
         if any(isinstance(x, Tracer) for x in leaves):
@@ -119,12 +125,77 @@ class Rhs:
         return self.plain(*leaves)
 
     def plain(self, *leaves):
-        if self._fast is None:
-            self._fast = build_function(self.graph)
+        fast = self.shared.get("fast")
+        if fast is None:
+            fast = self.shared["fast"] = build_function(self.graph)
         try:
-            return self._fast(*leaves)
+            return fast(*leaves)
         except GuardFailure:
             raise ValueError(_BRANCH) from None
+
+    def bare(self):
+        """This function with nothing captured held (for what outlives the call)."""
+        return Rhs(self.shared.get("graph", self.graph), [], self.shared)
+
+    def derived(self, key, make):
+        """``make()`` once per structure of this graph (and ``key``): a graph traced from
+        this one (it closes over nothing, so it holds no traced values of any call)."""
+        hit = self.shared.get(key)
+        if hit is None:
+            hit = self.shared[key] = make()
+        return hit
+
+
+# generated code and derived graphs, shared between structurally identical right-hand sides
+_SHARED = OrderedDict()
+_SHARED_LOCK = threading.Lock()
+_SHARED_MAX = 64
+
+
+def _freeze(v):
+    """A hashable stand-in for a node's value or parameter, equal only for equal ones."""
+    if isinstance(v, np.ndarray):
+        return ("nd", v.shape, v.dtype.str, v.tobytes())
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__,) + tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return ("dict",) + tuple((k, _freeze(x)) for k, x in v.items())
+    if v is None or isinstance(v, (bool, int, float, complex, str, np.generic, np.dtype,
+                                   slice, type)):
+        return (type(v), repr(v)) if isinstance(v, (float, complex, np.generic)) else (type(v), v)
+    return ("id", id(v))   # kept alive by the cached graph, so the id stays its own
+
+
+def _signature(g):
+    """Everything of a graph its generated code reads: primitives, wiring, parameters,
+    constants, every node's type, shape and dtype, guards, names."""
+    sig = [g.name, repr(g.in_def), repr(g.out_def), tuple(g.input_nodes), tuple(g.outputs),
+           tuple(g.guards)]
+    for n in g.nodes:
+        v = n.value
+        shape = (type(v), getattr(v, "shape", None), str(getattr(v, "dtype", "")))
+        if n.kind == "const":
+            sig.append(("c", _freeze(v)))
+        else:
+            sig.append((n.kind, n.prim, n.args, _freeze(n.params), shape))
+    return tuple(sig)
+
+
+def _shared(g):
+    try:
+        key = _signature(g)
+        hash(key)
+    except TypeError:   # a parameter that cannot be compared: nothing shared
+        return None
+    with _SHARED_LOCK:
+        hit = _SHARED.get(key)
+        if hit is not None:
+            _SHARED.move_to_end(key)
+            return hit
+        hit = _SHARED[key] = {"graph": g}
+        while len(_SHARED) > _SHARED_MAX:
+            _SHARED.popitem(last=False)
+    return hit
 
 
 def trace_rhs(fn, example, name="rhs", flat=True):
@@ -154,7 +225,7 @@ def trace_rhs(fn, example, name="rhs", flat=True):
     names = [f"a{i}" for i in range(len(values))]
     g = Graph(tr.nodes, in_def, list(range(len(values))), inputs, names, out_def, outputs,
               tr.guards, name=name, example_args=tuple(values))
-    return Rhs(g, list(tr.captured))
+    return Rhs(g, list(tr.captured), _shared(g))
 
 
 # -- what one solve is ---------------------------------------------------------------------------
@@ -169,7 +240,6 @@ class Spec:
         self.sparse = sparse   # None: detect for stiff methods; False: dense Jacobians
         self._cache = None     # (inputs, ys, dense solution)
         self._jac = None       # the traced Jacobian of the right-hand side in y (stiff)
-        self._jac_pattern = None
 
     def __repr__(self):
         return f"<ode solve by {self.method}, adjoint {self.adjoint}>"
@@ -210,28 +280,28 @@ class Spec:
         if not self.stiff:
             return None
         if self._jac is None:
-            n = y_example.size
-            pattern = None
-            if self.sparse is not False and n >= 32:
-                t0 = float(self.rhs.graph.example_args[0])
-                pattern = jacobian_sparsity(
-                    lambda yy: self.rhs(t0, yy, *params), y_example)
-                if self.sparse is None and pattern.nnz > 0.25 * n * n:
-                    pattern = None
-            if pattern is not None:
-                rhs = self.rhs
-                self._jac_pattern = pattern
-                sj = sparse_jacobian(lambda yy, t, *ps: rhs(t, yy, *ps), sparsity=pattern)
-                self._jac = ("sparse", lambda t, y, *ps: sj(y, t, *ps))
-            else:
-                rhs = self.rhs
-                self._jac = ("dense", trace_rhs(
-                    lambda t, y, *ps: jacobian(lambda yy: rhs(t, yy, *ps), mode="forward")(y),
-                    [0.0, y_example, *params], "jac", flat=False))
+            key = ("jac", self.sparse, y_example.size, _shapes(params))
+            self._jac = self.rhs.derived(key, lambda: self._make_jac(params, y_example))
         kind, J = self._jac
         if kind == "sparse":
             return lambda t, y: J(t, y, *params)
         return lambda t, y: J.plain(t, y, *params)
+
+    def _make_jac(self, params, y_example):
+        rhs = self.rhs.bare()
+        n = y_example.size
+        pattern = None
+        if self.sparse is not False and n >= 32:
+            t0 = float(rhs.graph.example_args[0])
+            pattern = jacobian_sparsity(lambda yy: rhs(t0, yy, *params), y_example)
+            if self.sparse is None and pattern.nnz > 0.25 * n * n:
+                pattern = None
+        if pattern is not None:
+            sj = sparse_jacobian(lambda yy, t, *ps: rhs(t, yy, *ps), sparsity=pattern)
+            return ("sparse", lambda t, y, *ps: sj(y, t, *ps))
+        return ("dense", trace_rhs(
+            lambda t, y, *ps: jacobian(lambda yy: rhs(t, yy, *ps), mode="forward")(y),
+            [0.0, y_example, *params], "jac", flat=False))
 
     def primal_jac(self, params, y_example):
         """The Jacobian SciPy's primal solve is given: the user's where given (it is
@@ -570,9 +640,17 @@ def _fast_dense(sol):
     return at
 
 
+def _shapes(ps):
+    return tuple((np.shape(p), np.asarray(p).dtype.str) for p in ps)
+
+
 def _vjp_graph(spec, ps, n):
-    """``(t, y, a, *ps) -> [aᵀ J_y, aᵀ J_p]``, traced once, run as generated code."""
-    F = spec.rhs
+    """``(t, y, a, *ps) -> [aᵀ J_y, aᵀ J_p]``, traced once per structure of the right-hand
+    side, run as generated code."""
+    return spec.rhs.derived(("vjp", n, _shapes(ps)), lambda: _trace_vjp(spec.rhs.bare(), ps, n))
+
+
+def _trace_vjp(F, ps, n):
 
     def f(t, y, a, *pp):
         cts = vjp(lambda yy, *q: F(t, yy, *q), y, *pp)[1](a)
