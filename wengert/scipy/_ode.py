@@ -160,8 +160,10 @@ def _freeze(v):
         return (type(v).__name__,) + tuple(_freeze(x) for x in v)
     if isinstance(v, dict):
         return ("dict",) + tuple((k, _freeze(x)) for k, x in v.items())
+    if isinstance(v, slice):   # not hashable before Python 3.12
+        return ("slice", _freeze(v.start), _freeze(v.stop), _freeze(v.step))
     if v is None or isinstance(v, (bool, int, float, complex, str, np.generic, np.dtype,
-                                   slice, type)):
+                                   type)):
         return (type(v), repr(v)) if isinstance(v, (float, complex, np.generic)) else (type(v), v)
     return ("id", id(v))   # kept alive by the cached graph, so the id stays its own
 
@@ -549,7 +551,10 @@ def _pull_interpolate(primals, ys, g, spec):
     P = sum(p.size for p in ps)
     sol = _fast_dense(spec.dense(y0, ts, ps))
     pb = _vjp_graph(spec, ps, n)
-    method = "LSODA" if spec.method == "odeint" else spec.method
+    # stiff methods' adjoint by Radau, whatever the forward method: the cotangent's jump at
+    # each output time spoils a multistep method's memory (BDF, LSODA start again at order
+    # one, with many short steps), while a one-step method carries its step size on
+    method = "Radau" if spec.stiff else spec.method
     opts = {k: v for k, v in spec.options.items() if k in ("rtol", "atol", "max_step")}
     # the adjoint's scale is the cotangent's, not the state's: an absolute tolerance below
     # rtol * |g| / 100 only asks the stiff methods for digits that are not there
@@ -576,26 +581,37 @@ def _pull_interpolate(primals, ys, g, spec):
     m = ts.size
     gts = np.zeros(m)
     live = _live_rows(g, m)
-    h = None
+    h = solver = None
+    cls, quad = getattr(si, method), bool(P) and not joint
     for j, i in enumerate(live):
         a = a + g[i]
         gts[i] = g[i] @ F.plain(ts[i], ys[i], *ps)
         to = live[j + 1] if j + 1 < len(live) else 0
         if ts[i] == ts[to]:
             continue
-        if h is not None:  # a restart at a jump: the step size the last segment reached
-            opts["first_step"] = min(h, abs(ts[i] - ts[to]))
         z = np.concatenate([a, gp]) if joint else a
-        s = si.solve_ivp(fun, (ts[i], ts[to]), z, method=method,
-                         dense_output=bool(P) and not joint, **opts)
-        if not s.success:
-            _warn(f"scipy.integrate.solve_ivp ({method}, adjoint): {s.message}")
+        if not (solver is not None and solver.t == ts[i] and _resume(solver, z, ts[to])):
+            if h is not None:  # a restart at a jump: the step size the last segment reached
+                opts["first_step"] = min(h, abs(ts[i] - ts[to]))
+            solver = cls(fun, ts[i], z, ts[to], **opts)
+        steps, pieces = [ts[i]], []
+        while solver.status == "running":
+            solver.step()
+            if quad:
+                steps.append(solver.t)
+                pieces.append(solver.dense_output())
+        if solver.status == "failed":
+            _warn(f"scipy.integrate.solve_ivp ({method}, adjoint): step failed at "
+                  f"t={solver.t}")
         if joint:
-            gp = s.y[n:, -1].copy()
-        elif P:
-            gp += _quadrature(pb, sol, _fast_dense(s.sol), s.t, ps, n)
-        a = s.y[:n, -1].copy()
-        h = abs(s.t[-1] - s.t[-2]) if s.t.size > 1 else None
+            gp = solver.y[n:].copy()
+        elif quad and pieces:
+            gp += _quadrature(pb, sol, _fast_dense(si.OdeSolution(steps, pieces)),
+                              np.asarray(steps), ps, n)
+        a = solver.y[:n].copy()
+        h = solver.step_size
+        if solver.status == "failed":
+            solver = None
     gts[0] = -a @ F.plain(ts[0], y0, *ps)
     out = [a + g[0], gts]
     at = 0
@@ -603,6 +619,34 @@ def _pull_interpolate(primals, ys, g, spec):
         out.append(gp[at:at + p.size].reshape(p.shape) if p.ndim else float(gp[at]))
         at += p.size
     return tuple(out)
+
+
+def _resume(solver, z, t_bound):
+    """Carry a SciPy solver on through a jump of the adjoint's state to ``z`` (a cotangent
+    added at an output time), as a restart would but keeping what stays valid: the step
+    size reached, and, the adjoint being linear in its state, the Jacobian and its
+    factorisation.  The methods whose memory of past steps the jump spoils start again
+    from order one (BDF) or without an extrapolated guess (Radau).  False: restart."""
+    kinds = {si.BDF: "BDF", si.Radau: "Radau", si.RK45: "RK", si.RK23: "RK", si.DOP853: "RK"}
+    name = next((v for k, v in kinds.items() if isinstance(solver, k)), None)
+    if name is None:
+        return False
+    f = solver.fun(solver.t, z)
+    solver.y = z
+    if name == "BDF":
+        D = solver.D
+        D[:] = 0.0
+        D[0] = z
+        D[1] = f * solver.h_abs * solver.direction
+        solver.order, solver.n_equal_steps, solver.LU = 1, 0, None
+        solver.h_abs_old = solver.error_norm_old = None
+    else:
+        solver.f = f
+        if name == "Radau":
+            solver.sol = solver.Z = None
+            solver.h_abs_old = solver.error_norm_old = None
+    solver.t_bound, solver.status = t_bound, "running"
+    return True
 
 
 _GAUSS_X = np.array([-np.sqrt(0.6), 0.0, np.sqrt(0.6)])
