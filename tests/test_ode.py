@@ -445,3 +445,18 @@ def test_different_constants_do_not_share_code():
         assert abs(final(c)(k) - want) < 1e-9
         dwant = -np.exp(-k) - c / k ** 2 * (1 - np.exp(-k)) + c / k * np.exp(-k)
         assert abs(wg.grad(final(c))(k) - dwant) < 1e-8
+
+
+# -- a stiff problem's Hessian: "auto" takes forward sensitivities when differentiated again ------
+def test_stiff_hessian_by_auto_is_stable():
+    def loss(p):
+        def f(t, y):
+            return wnp.stack([-p[0] * y[0] + p[1] * y[1], 1000.0 * (y[0] - y[1])])
+        sol = solve_ivp(f, (0.0, 2.0), np.array([1.0, 0.0]), method="BDF",
+                        t_eval=[0.5, 1.0, 2.0], **TOL)
+        return wnp.sum(sol.y ** 2)
+    p = np.array([1.5, 0.5])
+    want = wg.jacfwd(wg.jacfwd(loss))(p)     # forward over forward: no adjoint at all
+    np.testing.assert_allclose(wg.hessian(loss)(p), want, rtol=1e-6)
+    np.testing.assert_allclose(wg.hvp(loss, p, np.array([1.0, -1.0])), want @ [1.0, -1.0],
+                               rtol=1e-6)

@@ -239,6 +239,7 @@ class Spec:
         self.rhs, self.method, self.options = rhs, method, dict(options)
         self.adjoint = adjoint
         self.user_jac = user_jac  # params -> the user's jac(t, y), for the primal solve only
+        self.auto = False         # the sensitivity method was picked by adjoint="auto"
         self.sparse = sparse   # None: detect for stiff methods; False: dense Jacobians
         self._cache = None     # (inputs, ys, dense solution)
         self._jac = None       # the traced Jacobian of the right-hand side in y (stiff)
@@ -441,7 +442,21 @@ def _pull(primals, ys, g, spec):
         return _pull_forward(primals, ys, g, spec)
     if spec.adjoint == "interpolate" and not nested:
         return _pull_interpolate(primals, ys, g, spec)
+    if nested and spec.stiff and spec.auto and _few(primals):
+        # differentiated again (a Hessian): the interpolating adjoint's traced form is
+        # backsolve, which integrates a stiff state backwards, unstably; forward
+        # sensitivities stay stable and are cheap for few states and parameters
+        return _pull_forward(primals, ys, g, spec)
     return _pull_backsolve(primals, ys, g, spec)
+
+
+FORWARD_LIMIT = 64   # n (n + P) at most: "auto" takes forward sensitivities
+
+
+def _few(primals):
+    y0, _, *ps = primals
+    n = _size(y0)
+    return n * (n + sum(_size(p) for p in ps)) <= 4 * FORWARD_LIMIT
 
 
 def _unravel(flat, like):

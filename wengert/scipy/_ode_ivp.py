@@ -18,7 +18,7 @@ from ..custom import stop_gradient
 from ..graph.trace import active_graph_traces
 from ..tree import flatten, unflatten
 from ..transforms import jvp
-from ._ode import (ADJOINTS, EXPLICIT, METHODS, Spec, _warn, batched, example_of, ode_solve,
+from ._ode import (ADJOINTS, EXPLICIT, FORWARD_LIMIT, METHODS, Spec, _warn, batched, example_of, ode_solve,
                    trace_rhs)
 
 __all__ = ["solve_ivp", "odeint"]
@@ -63,7 +63,7 @@ def _pick(adjoint, method, n, P):
                          f'"interpolate", "backsolve" or "forward"')
     if adjoint != "auto":
         return adjoint
-    if method in EXPLICIT and n * (n + P) <= 64:
+    if method in EXPLICIT and n * (n + P) <= FORWARD_LIMIT:
         return "forward"   # a few sensitivities are cheaper than a backward solve
     return "interpolate"
 
@@ -172,6 +172,7 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     how = _pick(adjoint, method, n, P)
     spec = Spec(rhs, method, options, "backsolve" if how == "checkpoint" else how,
                 user_jac=_user_jac(user_jac, rebuild, len(params)))
+    spec.auto = adjoint == "auto"
     plain_ps = [np.asarray(example_of(p)) for p in ps]
     evs = _events(events, args, rebuild, params, t0, y0)
     opts = dict(options)
@@ -426,6 +427,7 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
     how = _pick(adjoint, "LSODA", np.size(example_of(y0)), sum(np.size(example_of(p)) for p in ps))
     spec = Spec(rhs, "odeint", opts, how,
                 user_jac=_user_jac(Dfun, rebuild, len(params), tfirst, bool(col_deriv)))
+    spec.auto = adjoint == "auto"
     plain_ps = [np.asarray(example_of(p)) for p in ps]
     if not _traced(y0, t, ps):
         F = rhs.plain
