@@ -18,8 +18,8 @@ from ..custom import stop_gradient
 from ..graph.trace import active_graph_traces
 from ..tree import flatten, unflatten
 from ..transforms import jvp
-from ._ode import (ADJOINTS, EXPLICIT, FORWARD_LIMIT, METHODS, Spec, _warn, batched, example_of, ode_solve,
-                   trace_rhs)
+from ._ode import (ADJOINTS, EXPLICIT, FORWARD_LIMIT, METHODS, Spec, _warn, batched,
+                   example_of, ode_solve, trace_rhs)
 
 __all__ = ["solve_ivp", "odeint"]
 
