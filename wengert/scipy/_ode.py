@@ -639,27 +639,18 @@ def _pull_interpolate(primals, ys, g, spec):
 def _resume(solver, z, t_bound):
     """Carry a SciPy solver on through a jump of the adjoint's state to ``z`` (a cotangent
     added at an output time), as a restart would but keeping what stays valid: the step
-    size reached, and, the adjoint being linear in its state, the Jacobian and its
-    factorisation.  The methods whose memory of past steps the jump spoils start again
-    from order one (BDF) or without an extrapolated guess (Radau).  False: restart."""
-    kinds = {si.BDF: "BDF", si.Radau: "Radau", si.RK45: "RK", si.RK23: "RK", si.DOP853: "RK"}
+    size reached, and, the adjoint being linear in its state, Radau's Jacobian and its
+    factorisations (its extrapolated Newton guess is dropped).  The adjoint runs on an
+    explicit method or Radau; anything else (False) is restarted."""
+    kinds = {si.Radau: "Radau", si.RK45: "RK", si.RK23: "RK", si.DOP853: "RK"}
     name = next((v for k, v in kinds.items() if isinstance(solver, k)), None)
     if name is None:
         return False
-    f = solver.fun(solver.t, z)
+    solver.f = solver.fun(solver.t, z)
     solver.y = z
-    if name == "BDF":
-        D = solver.D
-        D[:] = 0.0
-        D[0] = z
-        D[1] = f * solver.h_abs * solver.direction
-        solver.order, solver.n_equal_steps, solver.LU = 1, 0, None
+    if name == "Radau":
+        solver.sol = solver.Z = None
         solver.h_abs_old = solver.error_norm_old = None
-    else:
-        solver.f = f
-        if name == "Radau":
-            solver.sol = solver.Z = None
-            solver.h_abs_old = solver.error_norm_old = None
     solver.t_bound, solver.status = t_bound, "running"
     return True
 
