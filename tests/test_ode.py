@@ -369,3 +369,130 @@ def test_odeint_default_tolerances_reach_the_adjoint():
         def loss(y0, a1, a2):
             return wnp.sum(w * odeint(func, y0, t, args=(a1, a2), adjoint=adjoint))
         wg.check_grad(loss, y0, a1, a2, modes=("reverse",), order=1, rtol=1e-6, atol=1e-7)
+
+
+# -- a user's jac / Dfun steers SciPy's solve; float32 stays float32 ---------------------------
+@pytest.mark.parametrize("method", ["BDF", "Radau", "LSODA"])
+def test_user_jac_is_given_to_scipy_and_the_derivative_stays_wengerts(method):
+    calls = []
+
+    def loss(k):
+        def jac(t, y, k):
+            calls.append(t)
+            return -k * wnp.eye(2)
+        sol = solve_ivp(lambda t, y, k: -k * y, (0.0, 1.0), np.array([1.0, 2.0]), method=method,
+                        args=(k,), jac=jac, t_eval=[1.0], **TOL)
+        return wnp.sum(sol.y)
+    k = 1e3 if method == "LSODA" else 0.7   # LSODA asks for a Jacobian once stiff only
+    loss(k)
+    assert calls, "the user's jac was not given to SciPy"
+    g = wg.grad(loss)(k)
+    assert abs(g - (-3.0 * np.exp(-k))) <= 1e-8 * max(1.0, abs(g)) + 1e-300
+
+
+def test_a_traced_wrong_jac_only_steers_newton():
+    def loss(k):   # jac closes over k (traced) and is off by 5x: the derivative is wengert's
+        sol = solve_ivp(lambda t, y: -k * y, (0.0, 1.0), np.array([1.0, 2.0]), method="Radau",
+                        jac=lambda t, y: -5.0 * k * wnp.eye(2), t_eval=[1.0], **TOL)
+        return wnp.sum(sol.y)
+    want = -3.0 * np.exp(-0.7)
+    assert abs(wg.grad(loss)(0.7) - want) < 1e-8
+    assert abs(wg.derivative(loss)(0.7) - want) < 1e-8
+
+
+def test_odeint_dfun_is_given_to_lsoda():
+    calls = []
+
+    def Dfun(y, t, k):
+        calls.append(t)
+        return np.array([[-k, 0.0], [0.0, -2.0 * k]])
+
+    def loss(k):
+        ys = odeint(lambda y, t, k: wnp.stack([-k * y[0], -2.0 * k * y[1]]), np.ones(2),
+                    [0.0, 1.0], args=(k,), Dfun=Dfun, **TOL)
+        return wnp.sum(ys[-1])
+    loss(500.0)
+    assert calls, "Dfun was not given to odeint"
+    assert abs(wg.grad(loss)(2.0) - (-np.exp(-2.0) - 2 * np.exp(-4.0))) < 1e-8
+
+
+def test_float32_state_comes_back_float32():
+    y0 = np.array([1.0, 2.0], dtype=np.float32)
+    assert solve_ivp(lambda t, y: -y, (0.0, 1.0), y0).y.dtype == np.float32
+    assert odeint(lambda y, t: -y, y0, [0.0, 1.0]).dtype == np.float32
+    for adjoint in ADJOINTS:
+        def f(y, k):
+            sol = solve_ivp(lambda t, y: -k * y, (0.0, 1.0), y, t_eval=[1.0], adjoint=adjoint)
+            assert sol.y.dtype == np.float32
+            return wnp.sum(sol.y)
+        gy = wg.grad(f)(y0, 0.5)
+        assert gy.dtype == np.float32
+        np.testing.assert_allclose(gy, np.exp(-0.5), rtol=1e-4)
+    ys = odeint(lambda y, t: -y, wg.Tape().var(y0), [0.0, 1.0])
+    assert ys.value.dtype == np.float32
+
+
+# -- generated code is shared between calls, never between different programs --------------------
+def test_a_second_gradient_regenerates_no_code(monkeypatch):
+    from wengert.scipy import _ode
+    built = []
+    real = _ode.build_function
+    monkeypatch.setattr(_ode, "build_function", lambda g: built.append(g.name) or real(g))
+
+    def loss(k, c):
+        sol = solve_ivp(lambda t, y: -k * y + c * wnp.sin(y), (0.0, 1.0), np.array([1.0, 0.5]),
+                        t_eval=[0.5, 1.0], adjoint="interpolate", **TOL)
+        return wnp.sum(sol.y ** 2)
+    vg = wg.value_and_grad(loss, argnums=(0, 1))
+    vg(0.7, 0.1)
+    first = len(built)
+    _, g = vg(0.9, 0.2)
+    assert len(built) == first
+    want = (loss(0.9 + 1e-6, 0.2) - loss(0.9 - 1e-6, 0.2)) / 2e-6
+    assert abs(g[0] - want) < 1e-6
+
+
+def test_different_constants_do_not_share_code():
+    def final(c):
+        return lambda k: solve_ivp(lambda t, y: -k * y + c, (0.0, 1.0), np.array([1.0]),
+                                   t_eval=[1.0], adjoint="interpolate", **TOL).y[0, -1]
+    for c in (0.0, 2.0, 0.0):
+        k = 0.7
+        want = np.exp(-k) + c / k * (1 - np.exp(-k))
+        assert abs(final(c)(k) - want) < 1e-9
+        dwant = -np.exp(-k) - c / k ** 2 * (1 - np.exp(-k)) + c / k * np.exp(-k)
+        assert abs(wg.grad(final(c))(k) - dwant) < 1e-8
+
+
+# -- a stiff problem's Hessian: "auto" takes forward sensitivities when differentiated again ------
+def test_stiff_hessian_by_auto_is_stable():
+    def loss(p):
+        def f(t, y):
+            return wnp.stack([-p[0] * y[0] + p[1] * y[1], 1000.0 * (y[0] - y[1])])
+        sol = solve_ivp(f, (0.0, 2.0), np.array([1.0, 0.0]), method="BDF",
+                        t_eval=[0.5, 1.0, 2.0], **TOL)
+        return wnp.sum(sol.y ** 2)
+    p = np.array([1.5, 0.5])
+    want = wg.jacfwd(wg.jacfwd(loss))(p)     # forward over forward: no adjoint at all
+    np.testing.assert_allclose(wg.hessian(loss)(p), want, rtol=1e-6)
+    np.testing.assert_allclose(wg.hvp(loss, p, np.array([1.0, -1.0])), want @ [1.0, -1.0],
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["RK45", "DOP853", "BDF", "Radau", "LSODA"])
+def test_interpolate_through_many_output_times_equals_closed_form(method):
+    """One adjoint solver carried through the cotangent's jump at each of 12 output times."""
+    ts = np.linspace(0.25, 3.0, 12)
+
+    def loss(k, y0):
+        sol = solve_ivp(lambda t, y: -k * y, (0.0, 3.0), y0, t_eval=ts, method=method,
+                        adjoint="interpolate", **TOL)
+        return wnp.sum(wnp.cos(sol.y) * ts)
+
+    def exact(k, y0):
+        return wnp.sum(wnp.cos(wnp.reshape(y0, (-1, 1)) * wnp.exp(-k * ts)) * ts)
+    args = (0.8, np.array([1.0, -0.5]))
+    got = wg.grad(loss, argnums=(0, 1))(*args)
+    want = wg.grad(exact, argnums=(0, 1))(*args)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-7)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-7)

@@ -24,7 +24,9 @@ from wengert, traced once per solve into graphs whose generated code SciPy calls
 from __future__ import annotations
 
 import bisect
+import threading
 import warnings
+from collections import OrderedDict
 
 import numpy as np
 import scipy.integrate as si
@@ -104,11 +106,15 @@ _BRANCH = ("the right-hand side took another branch than the one it was traced a
 
 class Rhs:
     """A traced function ``(t, y, *params, *captured)``: generated code on plain values,
-    the graph's primitives (so every transform sees them) on traced ones."""
+    the graph's primitives (so every transform sees them) on traced ones.
 
-    def __init__(self, graph, captured):
+    ``shared`` is what every structurally identical graph shares (:func:`_shared`): its
+    generated code and the graphs derived from it (adjoint, Jacobian), so that a loss called
+    again with new values, which re-traces its right-hand side, regenerates nothing."""
+
+    def __init__(self, graph, captured, shared=None):
         self.graph, self.captured = graph, captured
-        self._fast = None
+        self.shared = {} if shared is None else shared
 
     def __call__(self, *leaves):
         if any(isinstance(x, Tracer) for x in leaves):
@@ -119,12 +125,79 @@ class Rhs:
         return self.plain(*leaves)
 
     def plain(self, *leaves):
-        if self._fast is None:
-            self._fast = build_function(self.graph)
+        fast = self.shared.get("fast")
+        if fast is None:
+            fast = self.shared["fast"] = build_function(self.graph)
         try:
-            return self._fast(*leaves)
+            return fast(*leaves)
         except GuardFailure:
             raise ValueError(_BRANCH) from None
+
+    def bare(self):
+        """This function with nothing captured held (for what outlives the call)."""
+        return Rhs(self.shared.get("graph", self.graph), [], self.shared)
+
+    def derived(self, key, make):
+        """``make()`` once per structure of this graph (and ``key``): a graph traced from
+        this one (it closes over nothing, so it holds no traced values of any call)."""
+        hit = self.shared.get(key)
+        if hit is None:
+            hit = self.shared[key] = make()
+        return hit
+
+
+# generated code and derived graphs, shared between structurally identical right-hand sides
+_SHARED = OrderedDict()
+_SHARED_LOCK = threading.Lock()
+_SHARED_MAX = 64
+
+
+def _freeze(v):
+    """A hashable stand-in for a node's value or parameter, equal only for equal ones."""
+    if isinstance(v, np.ndarray):
+        return ("nd", v.shape, v.dtype.str, v.tobytes())
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__,) + tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return ("dict",) + tuple((k, _freeze(x)) for k, x in v.items())
+    if isinstance(v, slice):   # not hashable before Python 3.12
+        return ("slice", _freeze(v.start), _freeze(v.stop), _freeze(v.step))
+    if v is None or isinstance(v, (bool, int, float, complex, str, np.generic, np.dtype,
+                                   type)):
+        return (type(v), repr(v)) if isinstance(v, (float, complex, np.generic)) else (type(v), v)
+    return ("id", id(v))   # kept alive by the cached graph, so the id stays its own
+
+
+def _signature(g):
+    """Everything of a graph its generated code reads: primitives, wiring, parameters,
+    constants, every node's type, shape and dtype, guards, names."""
+    sig = [g.name, repr(g.in_def), repr(g.out_def), tuple(g.input_nodes), tuple(g.outputs),
+           tuple(g.guards)]
+    for n in g.nodes:
+        v = n.value
+        shape = (type(v), getattr(v, "shape", None), str(getattr(v, "dtype", "")))
+        if n.kind == "const":
+            sig.append(("c", _freeze(v)))
+        else:
+            sig.append((n.kind, n.prim, n.args, _freeze(n.params), shape))
+    return tuple(sig)
+
+
+def _shared(g):
+    try:
+        key = _signature(g)
+        hash(key)
+    except TypeError:   # a parameter that cannot be compared: nothing shared
+        return None
+    with _SHARED_LOCK:
+        hit = _SHARED.get(key)
+        if hit is not None:
+            _SHARED.move_to_end(key)
+            return hit
+        hit = _SHARED[key] = {"graph": g}
+        while len(_SHARED) > _SHARED_MAX:
+            _SHARED.popitem(last=False)
+    return hit
 
 
 def trace_rhs(fn, example, name="rhs", flat=True):
@@ -154,7 +227,7 @@ def trace_rhs(fn, example, name="rhs", flat=True):
     names = [f"a{i}" for i in range(len(values))]
     g = Graph(tr.nodes, in_def, list(range(len(values))), inputs, names, out_def, outputs,
               tr.guards, name=name, example_args=tuple(values))
-    return Rhs(g, list(tr.captured))
+    return Rhs(g, list(tr.captured), _shared(g))
 
 
 # -- what one solve is ---------------------------------------------------------------------------
@@ -162,13 +235,14 @@ class Spec:
     """The static part of a solve: the right-hand side, the SciPy method and its options,
     the sensitivity method for reverse mode, and the last plain solve (reused)."""
 
-    def __init__(self, rhs, method, options, adjoint="backsolve", sparse=None):
+    def __init__(self, rhs, method, options, adjoint="backsolve", sparse=None, user_jac=None):
         self.rhs, self.method, self.options = rhs, method, dict(options)
         self.adjoint = adjoint
+        self.user_jac = user_jac  # params -> the user's jac(t, y), for the primal solve only
+        self.auto = False         # the sensitivity method was picked by adjoint="auto"
         self.sparse = sparse   # None: detect for stiff methods; False: dense Jacobians
         self._cache = None     # (inputs, ys, dense solution)
         self._jac = None       # the traced Jacobian of the right-hand side in y (stiff)
-        self._jac_pattern = None
 
     def __repr__(self):
         return f"<ode solve by {self.method}, adjoint {self.adjoint}>"
@@ -209,28 +283,35 @@ class Spec:
         if not self.stiff:
             return None
         if self._jac is None:
-            n = y_example.size
-            pattern = None
-            if self.sparse is not False and n >= 32:
-                t0 = float(self.rhs.graph.example_args[0])
-                pattern = jacobian_sparsity(
-                    lambda yy: self.rhs(t0, yy, *params), y_example)
-                if self.sparse is None and pattern.nnz > 0.25 * n * n:
-                    pattern = None
-            if pattern is not None:
-                rhs = self.rhs
-                self._jac_pattern = pattern
-                sj = sparse_jacobian(lambda yy, t, *ps: rhs(t, yy, *ps), sparsity=pattern)
-                self._jac = ("sparse", lambda t, y, *ps: sj(y, t, *ps))
-            else:
-                rhs = self.rhs
-                self._jac = ("dense", trace_rhs(
-                    lambda t, y, *ps: jacobian(lambda yy: rhs(t, yy, *ps), mode="forward")(y),
-                    [0.0, y_example, *params], "jac", flat=False))
+            key = ("jac", self.sparse, y_example.size, _shapes(params))
+            self._jac = self.rhs.derived(key, lambda: self._make_jac(params, y_example))
         kind, J = self._jac
         if kind == "sparse":
             return lambda t, y: J(t, y, *params)
         return lambda t, y: J.plain(t, y, *params)
+
+    def _make_jac(self, params, y_example):
+        rhs = self.rhs.bare()
+        n = y_example.size
+        pattern = None
+        if self.sparse is not False and n >= 32:
+            t0 = float(rhs.graph.example_args[0])
+            pattern = jacobian_sparsity(lambda yy: rhs(t0, yy, *params), y_example)
+            if self.sparse is None and pattern.nnz > 0.25 * n * n:
+                pattern = None
+        if pattern is not None:
+            sj = sparse_jacobian(lambda yy, t, *ps: rhs(t, yy, *ps), sparsity=pattern)
+            return ("sparse", lambda t, y, *ps: sj(y, t, *ps))
+        return ("dense", trace_rhs(
+            lambda t, y, *ps: jacobian(lambda yy: rhs(t, yy, *ps), mode="forward")(y),
+            [0.0, y_example, *params], "jac", flat=False))
+
+    def primal_jac(self, params, y_example):
+        """The Jacobian SciPy's primal solve is given: the user's where given (it is
+        plain-valued there), else wengert's.  Never used for a derivative."""
+        if self.user_jac is not None and self.stiff:
+            return self.user_jac(params)
+        return self.jac(params, y_example)
 
     def _scipy(self, y0, ts, params, dense):
         n, m = y0.size, ts.size
@@ -241,7 +322,7 @@ class Spec:
             ys, sol = self._scipy(y0, ts[keep], params, dense)
             return ys[np.cumsum(keep) - 1], sol
         fun = self._fun(params)
-        jac = self.jac(params, y0)
+        jac = self.primal_jac(params, y0)
         opts = dict(self.options)
         if self.method == "odeint" and not dense:
             ys, info = si.odeint(fun, y0, ts, Dfun=jac, tfirst=True, full_output=True, **opts)
@@ -361,7 +442,21 @@ def _pull(primals, ys, g, spec):
         return _pull_forward(primals, ys, g, spec)
     if spec.adjoint == "interpolate" and not nested:
         return _pull_interpolate(primals, ys, g, spec)
+    if nested and spec.stiff and spec.auto and _few(primals):
+        # differentiated again (a Hessian): the interpolating adjoint's traced form is
+        # backsolve, which integrates a stiff state backwards, unstably; forward
+        # sensitivities stay stable and are cheap for few states and parameters
+        return _pull_forward(primals, ys, g, spec)
     return _pull_backsolve(primals, ys, g, spec)
+
+
+FORWARD_LIMIT = 64   # n (n + P) at most: "auto" takes forward sensitivities
+
+
+def _few(primals):
+    y0, _, *ps = primals
+    n = _size(y0)
+    return n * (n + sum(_size(p) for p in ps)) <= 4 * FORWARD_LIMIT
 
 
 def _unravel(flat, like):
@@ -471,7 +566,10 @@ def _pull_interpolate(primals, ys, g, spec):
     P = sum(p.size for p in ps)
     sol = _fast_dense(spec.dense(y0, ts, ps))
     pb = _vjp_graph(spec, ps, n)
-    method = "LSODA" if spec.method == "odeint" else spec.method
+    # stiff methods' adjoint by Radau, whatever the forward method: the cotangent's jump at
+    # each output time spoils a multistep method's memory (BDF, LSODA start again at order
+    # one, with many short steps), while a one-step method carries its step size on
+    method = "Radau" if spec.stiff else spec.method
     opts = {k: v for k, v in spec.options.items() if k in ("rtol", "atol", "max_step")}
     # the adjoint's scale is the cotangent's, not the state's: an absolute tolerance below
     # rtol * |g| / 100 only asks the stiff methods for digits that are not there
@@ -498,26 +596,37 @@ def _pull_interpolate(primals, ys, g, spec):
     m = ts.size
     gts = np.zeros(m)
     live = _live_rows(g, m)
-    h = None
+    h = solver = None
+    cls, quad = getattr(si, method), bool(P) and not joint
     for j, i in enumerate(live):
         a = a + g[i]
         gts[i] = g[i] @ F.plain(ts[i], ys[i], *ps)
         to = live[j + 1] if j + 1 < len(live) else 0
         if ts[i] == ts[to]:
             continue
-        if h is not None:  # a restart at a jump: the step size the last segment reached
-            opts["first_step"] = min(h, abs(ts[i] - ts[to]))
         z = np.concatenate([a, gp]) if joint else a
-        s = si.solve_ivp(fun, (ts[i], ts[to]), z, method=method,
-                         dense_output=bool(P) and not joint, **opts)
-        if not s.success:
-            _warn(f"scipy.integrate.solve_ivp ({method}, adjoint): {s.message}")
+        if not (solver is not None and solver.t == ts[i] and _resume(solver, z, ts[to])):
+            if h is not None:  # a restart at a jump: the step size the last segment reached
+                opts["first_step"] = min(h, abs(ts[i] - ts[to]))
+            solver = cls(fun, ts[i], z, ts[to], **opts)
+        steps, pieces = [ts[i]], []
+        while solver.status == "running":
+            solver.step()
+            if quad:
+                steps.append(solver.t)
+                pieces.append(solver.dense_output())
+        if solver.status == "failed":
+            _warn(f"scipy.integrate.solve_ivp ({method}, adjoint): step failed at "
+                  f"t={solver.t}")
         if joint:
-            gp = s.y[n:, -1].copy()
-        elif P:
-            gp += _quadrature(pb, sol, _fast_dense(s.sol), s.t, ps, n)
-        a = s.y[:n, -1].copy()
-        h = abs(s.t[-1] - s.t[-2]) if s.t.size > 1 else None
+            gp = solver.y[n:].copy()
+        elif quad and pieces:
+            gp += _quadrature(pb, sol, _fast_dense(si.OdeSolution(steps, pieces)),
+                              np.asarray(steps), ps, n)
+        a = solver.y[:n].copy()
+        h = solver.step_size
+        if solver.status == "failed":
+            solver = None
     gts[0] = -a @ F.plain(ts[0], y0, *ps)
     out = [a + g[0], gts]
     at = 0
@@ -525,6 +634,25 @@ def _pull_interpolate(primals, ys, g, spec):
         out.append(gp[at:at + p.size].reshape(p.shape) if p.ndim else float(gp[at]))
         at += p.size
     return tuple(out)
+
+
+def _resume(solver, z, t_bound):
+    """Carry a SciPy solver on through a jump of the adjoint's state to ``z`` (a cotangent
+    added at an output time), as a restart would but keeping what stays valid: the step
+    size reached, and, the adjoint being linear in its state, Radau's Jacobian and its
+    factorisations (its extrapolated Newton guess is dropped).  The adjoint runs on an
+    explicit method or Radau; anything else (False) is restarted."""
+    kinds = {si.Radau: "Radau", si.RK45: "RK", si.RK23: "RK", si.DOP853: "RK"}
+    name = next((v for k, v in kinds.items() if isinstance(solver, k)), None)
+    if name is None:
+        return False
+    solver.f = solver.fun(solver.t, z)
+    solver.y = z
+    if name == "Radau":
+        solver.sol = solver.Z = None
+        solver.h_abs_old = solver.error_norm_old = None
+    solver.t_bound, solver.status = t_bound, "running"
+    return True
 
 
 _GAUSS_X = np.array([-np.sqrt(0.6), 0.0, np.sqrt(0.6)])
@@ -562,9 +690,17 @@ def _fast_dense(sol):
     return at
 
 
+def _shapes(ps):
+    return tuple((np.shape(p), np.asarray(p).dtype.str) for p in ps)
+
+
 def _vjp_graph(spec, ps, n):
-    """``(t, y, a, *ps) -> [aᵀ J_y, aᵀ J_p]``, traced once, run as generated code."""
-    F = spec.rhs
+    """``(t, y, a, *ps) -> [aᵀ J_y, aᵀ J_p]``, traced once per structure of the right-hand
+    side, run as generated code."""
+    return spec.rhs.derived(("vjp", n, _shapes(ps)), lambda: _trace_vjp(spec.rhs.bare(), ps, n))
+
+
+def _trace_vjp(F, ps, n):
 
     def f(t, y, a, *pp):
         cts = vjp(lambda yy, *q: F(t, yy, *q), y, *pp)[1](a)

@@ -18,13 +18,14 @@ from ..custom import stop_gradient
 from ..graph.trace import active_graph_traces
 from ..tree import flatten, unflatten
 from ..transforms import jvp
-from ._ode import (ADJOINTS, EXPLICIT, METHODS, Spec, _warn, batched, example_of, ode_solve,
-                   trace_rhs)
+from ._ode import (ADJOINTS, EXPLICIT, FORWARD_LIMIT, METHODS, Spec, _warn, batched,
+                   example_of, ode_solve, trace_rhs)
 
 __all__ = ["solve_ivp", "odeint"]
 
 _SCHEDULES = ("all", "ctz", "binomial", "ctz-revolve")
-_NO_JAC = ("jac", "jac_sparsity", "lband", "uband")  # wengert gives stiff methods their Jacobian
+# wengert gives stiff methods their Jacobian (a user's `jac` steers SciPy's primal solve only)
+_NO_JAC = ("jac", "jac_sparsity", "lband", "uband")
 
 
 def _traced(*trees):
@@ -62,7 +63,7 @@ def _pick(adjoint, method, n, P):
                          f'"interpolate", "backsolve" or "forward"')
     if adjoint != "auto":
         return adjoint
-    if method in EXPLICIT and n * (n + P) <= 64:
+    if method in EXPLICIT and n * (n + P) <= FORWARD_LIMIT:
         return "forward"   # a few sensitivities are cheaper than a backward solve
     return "interpolate"
 
@@ -77,6 +78,42 @@ def _as_state(y0, what):
     if not isinstance(y0, Tracer):
         return y0
     return y0 if np.issubdtype(example_of(y0).dtype, np.floating) else y0 * 1.0
+
+
+def _dtype_of(y0):
+    """The float dtype the results keep (float32 in, float32 out, as elsewhere in wengert)."""
+    if isinstance(y0, (list, tuple)):
+        return np.result_type(*[np.asarray(example_of(v)).dtype for v in y0], np.float32)
+    d = np.asarray(example_of(y0)).dtype
+    return d if np.issubdtype(d, np.floating) else np.dtype(float)
+
+
+def _cast(x, dtype):
+    if dtype == np.float64:
+        return x
+    return wnp.asarray(x, dtype=dtype) if isinstance(x, Tracer) else np.asarray(x, dtype=dtype)
+
+
+def _user_jac(jac, rebuild, k, tfirst=True, col_deriv=False):
+    """A user's ``jac(t, y, *args)`` as ``(params) -> jac(t, y)`` on plain values, for SciPy's
+    primal solve only: it steers the Newton iterations, never the derivative (the adjoint's
+    Jacobian comes from wengert).  A traced result (a jac closing over traced values) gives
+    its plain value, the Jacobian at the primal point."""
+    if jac is None:
+        return None
+    if not callable(jac):
+        J = example_of(jac)
+        return lambda params: J
+
+    def bind(params):
+        args = rebuild([example_of(p) for p in params[:k]])
+
+        def J(t, y):
+            out = jac(t, y, *args) if tfirst else jac(y, t, *args)
+            out = example_of(out)
+            return np.transpose(out) if col_deriv else out
+        return J
+    return bind
 
 
 def _vector(x):
@@ -116,8 +153,10 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     if args is not None and not isinstance(args, tuple):
         args = (args,)  # SciPy accepts a lone argument the same way
     args = () if args is None else args
+    user_jac = options.pop("jac", None)
     for name in _NO_JAC:
         options.pop(name, None)
+    dtype = _dtype_of(y0)
     y0 = _as_state(y0, "solve_ivp")
     if len(t_span) != 2:
         raise ValueError("solve_ivp: `t_span` must be a pair (t0, tf)")
@@ -131,11 +170,13 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     ps = params + rhs.captured
     n, P = np.size(example_of(y0)), sum(np.size(example_of(p)) for p in ps)
     how = _pick(adjoint, method, n, P)
-    spec = Spec(rhs, method, options, "backsolve" if how == "checkpoint" else how)
+    spec = Spec(rhs, method, options, "backsolve" if how == "checkpoint" else how,
+                user_jac=_user_jac(user_jac, rebuild, len(params)))
+    spec.auto = adjoint == "auto"
     plain_ps = [np.asarray(example_of(p)) for p in ps]
     evs = _events(events, args, rebuild, params, t0, y0)
     opts = dict(options)
-    jac = spec.jac(plain_ps, np.asarray(example_of(y0), dtype=float))
+    jac = spec.primal_jac(plain_ps, np.asarray(example_of(y0), dtype=float))
     if jac is not None:
         opts["jac"] = jac
     te_plain = None if t_eval is None else np.asarray(example_of(t_eval), dtype=float)
@@ -151,6 +192,7 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     if not traced:
         if not dense_output:
             sol.sol = None
+        sol.y = _cast(sol.y, dtype)
         return sol
     if t_eval is None and (active_graph_traces() or batched(y0, t0, tf, ps)):
         raise ValueError("solve_ivp under wg.compile or wg.vmap needs t_eval: the step times "
@@ -196,6 +238,7 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
         sol.y = wnp.concatenate([sol.y[:, :-1], wnp.reshape(y_end, (-1, 1))], axis=1)
     if not dense_output:
         sol.sol = None
+    sol.y = _cast(sol.y, dtype)
     return sol
 
 
@@ -345,7 +388,8 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
            mxhnil=0, mxordn=12, mxords=5, printmessg=0, tfirst=False, *, adjoint="auto"):
     """``scipy.integrate.odeint`` (LSODA), differentiable in ``y0``, ``t``, ``args`` and
     every traced value ``func`` closes over.  ``Dfun`` is not needed: wengert gives LSODA
-    the Jacobian.  ``adjoint``: ``"interpolate"`` (``"auto"``), ``"backsolve"`` or
+    the Jacobian; a ``Dfun`` given steers SciPy's solve (the derivative's Jacobians still
+    come from wengert).  ``adjoint``: ``"interpolate"`` (``"auto"``), ``"backsolve"`` or
     ``"forward"``.
 
     >>> import numpy as np, wengert as wg
@@ -366,6 +410,7 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
     # (without them it ran at solve_ivp's 1e-3 and the gradient was off by 1e-3 relative)
     opts.setdefault("rtol", 1.49012e-8)
     opts.setdefault("atol", 1.49012e-8)
+    dtype = _dtype_of(y0)
     y0 = _as_state(np.ravel(y0) if not _traced(y0) else wnp.reshape(wnp.asarray(y0), (-1,)),
                    "odeint")
     t = _vector(t)
@@ -384,14 +429,19 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
         raise ValueError('odeint is LSODA, an implicit method: adjoint="checkpoint" needs '
                          'solve_ivp with RK45, RK23 or DOP853')
     how = _pick(adjoint, "LSODA", np.size(example_of(y0)), sum(np.size(example_of(p)) for p in ps))
-    spec = Spec(rhs, "odeint", opts, how)
+    spec = Spec(rhs, "odeint", opts, how,
+                user_jac=_user_jac(Dfun, rebuild, len(params), tfirst, bool(col_deriv)))
+    spec.auto = adjoint == "auto"
     plain_ps = [np.asarray(example_of(p)) for p in ps]
     if not _traced(y0, t, ps):
         F = rhs.plain
-        jac = spec.jac(plain_ps, np.asarray(y0))
-        return si.odeint(lambda tt, y: F(tt, y, *plain_ps), y0, tp, Dfun=jac, tfirst=True,
-                         full_output=full_output, **opts)
-    ys = ode_solve(y0, t, *ps, spec=spec)
+        jac = spec.primal_jac(plain_ps, np.asarray(y0))
+        out = si.odeint(lambda tt, y: F(tt, y, *plain_ps), y0, tp, Dfun=jac, tfirst=True,
+                        full_output=full_output, **opts)
+        if full_output:
+            return _cast(out[0], dtype), out[1]
+        return _cast(out, dtype)
+    ys = _cast(ode_solve(y0, t, *ps, spec=spec), dtype)
     if full_output:
         F = rhs.plain
         info = si.odeint(lambda tt, y: F(tt, y, *plain_ps), np.asarray(example_of(y0)), tp,
