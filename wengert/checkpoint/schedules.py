@@ -285,45 +285,14 @@ def _best_split(n, s):
 
 def _binomial_schedule(n, s):
     yield Action("store", 0)
-    cur = 0
-    work = [("rev", 0, n, s)]  # an explicit stack: no recursion limit
-    while work:
-        task = work.pop()
-        if task[0] == "free":
-            yield Action("free", task[1])
-            continue
-        _, a, m_n, m_s = task
-        if m_n == 1:
-            if cur != a:
-                yield Action("restore", a)
-            yield Action("reverse", a)
-            cur = None
-        elif m_s == 0:
-            for k in range(a + m_n - 1, a - 1, -1):
-                if cur != a:
-                    yield Action("restore", a)
-                if k > a:
-                    yield Action("advance", a, k)
-                yield Action("reverse", k)
-                cur = None
-        else:
-            m = _best_split(m_n, m_s)
-            if cur != a:
-                yield Action("restore", a)
-            yield Action("advance", a, a + m)
-            yield Action("store", a + m)
-            cur = a + m
-            # executed in the order: right part, free its snapshot, left part
-            work.append(("rev", a, m, m_s))
-            work.append(("free", a + m))
-            work.append(("rev", a + m, m_n - m, m_s - 1))
+    yield from _revolve_stretch(0, n, s, cur=0)
     yield Action("free", 0)
 
 
-def _revolve_stretch(a, n, s):
+def _revolve_stretch(a, n, s, cur=None):
     """Reverse steps ``a .. a+n-1`` from the stored state ``a`` with ``s`` free slots, by
-    revolve (``_binomial_schedule`` without storing or freeing ``a`` itself)."""
-    cur = None
+    revolve (binomial checkpointing), without storing or freeing ``a`` itself; ``cur``: the
+    state the computation holds now (``a`` when it was just stored, so no restore is needed)."""
     work = [("rev", a, n, s)]
     while work:
         task = work.pop()
@@ -351,6 +320,7 @@ def _revolve_stretch(a, n, s):
             yield Action("advance", b, b + m)
             yield Action("store", b + m)
             cur = b + m
+            # executed in the order: right part, free its snapshot, left part
             work.append(("rev", b, m, m_s))
             work.append(("free", b + m))
             work.append(("rev", b + m, m_n - m, m_s - 1))
