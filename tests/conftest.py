@@ -11,3 +11,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """This process's kernels forgotten, so that the next compile reads (or writes) the disk
+    cache anew: for the kernel-cache tests (test_kernel_cache.py, test_cache_trust.py)."""
+    import collections
+    import weakref
+    from wengert.graph import fuse, kernel_cache
+    monkeypatch.setattr(kernel_cache, "_LIVE", weakref.WeakValueDictionary())
+    monkeypatch.setattr(kernel_cache, "_RECENT", collections.OrderedDict())
+    monkeypatch.setattr(fuse, "_KERNELS", weakref.WeakValueDictionary())
+    monkeypatch.delenv("WENGERT_DISK_CACHE", raising=False)
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)  # wengert pins Numba's directory
+    return monkeypatch

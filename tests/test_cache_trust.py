@@ -43,20 +43,6 @@ def cos_prog(x):
     return wnp.cos(x) * 2 + x
 
 
-@pytest.fixture
-def fresh(monkeypatch):
-    """This process's kernels forgotten, so that the next compile reads the disk anew."""
-    import collections
-    import weakref
-    from wengert.graph import fuse
-    monkeypatch.setattr(kernel_cache, "_LIVE", weakref.WeakValueDictionary())
-    monkeypatch.setattr(kernel_cache, "_RECENT", collections.OrderedDict())
-    monkeypatch.setattr(fuse, "_KERNELS", weakref.WeakValueDictionary())
-    monkeypatch.delenv("WENGERT_DISK_CACHE", raising=False)
-    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
-    return monkeypatch
-
-
 def run(prog, cache, fresh):
     """``wg.compile(prog)(X)`` with the cache at ``cache`` and this process's tables empty;
     the result and the Numba dispatchers it compiled."""

@@ -7,7 +7,6 @@ concurrent writers leave one whole file.  Every test uses its own temporary dire
 Evidence that a process loaded rather than compiled is Numba's own count per dispatcher
 (``stats.cache_hits`` / ``cache_misses``) and its index files, not a timing.
 """
-import collections
 import json
 import os
 import re
@@ -15,7 +14,6 @@ import subprocess
 import sys
 import threading
 import warnings
-import weakref
 
 import numpy as np
 import pytest
@@ -23,7 +21,7 @@ import pytest
 import wengert as wg
 import wengert.numpy as wnp
 from wengert.checkpoint.compiled import plans_of
-from wengert.graph import fuse, kernel_cache
+from wengert.graph import kernel_cache
 
 pytest.importorskip("numba", reason="the kernel cache holds Numba kernels (the 'fast' extra)")
 
@@ -166,16 +164,6 @@ def chain(x):
     for _ in range(3):
         x = wnp.tanh(x) * 0.7 + 0.3
     return wnp.sum(x)
-
-
-@pytest.fixture
-def fresh(monkeypatch):
-    """This process's kernels forgotten, so that the next compile writes (or not) anew."""
-    monkeypatch.setattr(kernel_cache, "_LIVE", weakref.WeakValueDictionary())
-    monkeypatch.setattr(kernel_cache, "_RECENT", collections.OrderedDict())
-    monkeypatch.setattr(fuse, "_KERNELS", weakref.WeakValueDictionary())
-    monkeypatch.delenv("WENGERT_DISK_CACHE", raising=False)
-    return monkeypatch
 
 
 def compiled_kernels():
