@@ -256,7 +256,7 @@ def test_a_gather_of_a_kernel_result_is_folded_into_the_kernel(dtype, flat, nb):
 
     def f(x, c):
         y = c * x + c           # a (3, 5) group, x broadcast along the rows
-        return gather(wnp.reshape(y, (3, 5) if nb else (-1,)), flat, nb=nb) * 2.0
+        return gather(wnp.reshape(y, (3, 5) if nb else (-1,)), flat, lead=nb) * 2.0
     rng = np.random.default_rng(3)
     x, c = rng.standard_normal(5).astype(dtype), rng.standard_normal((3, 5)).astype(dtype)
     cf = wg.compile(f, fuse=True)

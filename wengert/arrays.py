@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 __all__ = ["shape_of", "ndim_of", "dtype_of", "zeros_like_value", "broadcast_view", "sum_to",
-           "insert_axes", "unbroadcast", "real_for_real", "fill_tangent", "expand_tangents",
+           "unbroadcast", "real_for_real", "fill_tangent",
            "underneath", "is_foreign", "zeros", "ones", "asarray", "copy_of", "reshape",
            "check_library", "host_values", "implements", "chunks_of", "add_at_flat", "times"]
 
@@ -261,30 +261,22 @@ def _dask_broadcast(x, shape, chunks):
         name="broadcast_to-" + sys.modules["dask.base"].tokenize(x, shape, out))
 
 
-def sum_to(g, nb, xs):
-    """Sum ``g`` (``nb`` leading batch axes) down to batch + shape ``xs``."""
+def sum_to(g, xs):
+    """Sum ``g`` down to shape ``xs`` (NumPy's broadcasting, undone)."""
     gs = shape_of(g)
-    rest = gs[nb:]
-    lead = len(rest) - len(xs)
-    axes = tuple(range(nb, nb + lead))
+    lead = len(gs) - len(xs)
+    axes = tuple(range(lead))
     for i, d in enumerate(xs):
-        if d == 1 and rest[lead + i] != 1:
-            axes += (nb + lead + i,)
-    want = gs[:nb] + tuple(xs)
+        if d == 1 and gs[lead + i] != 1:
+            axes += (lead + i,)
     if axes:
         g = g.sum(axis=axes)  # NumPy's method; a traced value's records the sum primitive
-    return g if shape_of(g) == want else g.reshape(want)
-
-
-def insert_axes(t, nb, k):
-    """Insert ``k`` unit axes after the ``nb`` batch axes of ``t``."""
-    s = shape_of(t)
-    return t.reshape(s[:nb] + (1,) * k + s[nb:])
+    return g if shape_of(g) == tuple(xs) else g.reshape(xs)
 
 
 # -- broadcasting: what the core does for every primitive declared ``broadcasting=True`` ---
 def unbroadcast(g, x, ans):
-    """Sum a cotangent of ``ans`` (with leading batch axes) back to ``x``'s shape."""
+    """Sum a cotangent of ``ans`` back to ``x``'s shape."""
     tx = type(x)
     if tx is type(g) and (tx is float or (tx is np.ndarray and x.shape == g.shape
                                           and (g.dtype.kind != "c" or x.dtype.kind == "c"))):
@@ -297,13 +289,9 @@ def unbroadcast(g, x, ans):
                                and getattr(gv, "dtype", _FLOAT).kind != "c"):
         return g  # of the right shape, and real
     g = real_for_real(g, x)
-    gs = shape_of(g)
-    nb = len(gs) - ndim_of(ans)
-    if nb < 0:  # a cotangent that is still a scalar broadcast
-        nb = 0
-    if gs[nb:] == xs:
+    if shape_of(g) == xs:
         return g
-    return sum_to(g, nb, xs)
+    return sum_to(g, xs)
 
 
 _FLOAT = np.dtype(float)
@@ -338,38 +326,7 @@ def fill_tangent(t, ans):
     """Broadcast a tangent that only some arguments fed (e.g. ``x + c``) to ``ans``'s shape."""
     if t is None:
         return t
-    a_s, ts = shape_of(ans), shape_of(t)
-    if ts == a_s:
+    a_s = shape_of(ans)
+    if shape_of(t) == a_s:
         return t  # the common case, quickly
-    nb = max(0, len(ts) - len(a_s))
-    if ts[nb:] == a_s:
-        return t
-    return broadcast_view(t, ts[:nb] + a_s)  # a traced one's records broadcast_to
-
-
-def expand_tangents(primals, tangents):
-    """Give a batched tangent of a lower-rank argument its broadcast axes."""
-    for p, t in zip(primals, tangents):
-        if t is not None and ndim_of(t) > ndim_of(p):
-            break
-    else:
-        return tangents  # nothing batched: the common case, quickly
-    nd = 0
-    for p in primals:
-        if type(p) is not float:
-            k = ndim_of(p)
-            if k > nd:
-                nd = k
-    if nd == 0:
-        return tangents
-    out = None
-    for i, (p, t) in enumerate(zip(primals, tangents)):
-        if t is None:
-            continue
-        k = ndim_of(p)
-        tn = ndim_of(t)
-        if k < nd and tn > k:  # batched and of lower rank than the result
-            if out is None:
-                out = list(tangents)
-            out[i] = insert_axes(t, tn - k, nd - k)
-    return tangents if out is None else out
+    return broadcast_view(t, a_s)  # a traced one's records broadcast_to

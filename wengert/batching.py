@@ -12,13 +12,16 @@ by the batching fact of its record (``Primitive.batch``), read here and nowhere 
   axes (``matmul``: 2, 2; ``inv``: 2); the loop axes are padded as above;
 * ``"axis"``: the arguments are batched and aligned, and ``axis``/``axes`` move past the
   batch axis (``None``, every axis, becomes every axis of one example);
-* ``"linear"``: a linear primitive's pushforward of a batch of tangents, which every rule
-  already takes (a tangent may carry leading batch axes: core.py) -- the default for
-  ``linear`` primitives;
 * a rule ``fn(args, batched, **params)`` (``@p.batching``), giving a batched result.
 
 A primitive with none of these runs once per example and the results are stacked
-(``loop_primitives`` lists which; the tests pin that list).  Python control flow on a
+(``loop_primitives`` lists which; the tests pin that list).  Linearity is no batching
+kind: rules take one direction's tangent (core.py), so a linear primitive, like any
+other, says how its batch axis moves.
+
+This is the only batching mechanism: ``jacobian``, ``jvp(batched=True)``, ``hessian``
+and the compressed passes of ``sparse_jacobian``/``sparse_hessian`` are ``vmap`` over
+``jvp`` or over a pullback.  Python control flow on a
 batched value cannot be vectorised (each example may take another branch): it raises
 ``TypeError`` naming ``wnp.where``, as ``jax.vmap`` does.
 """
@@ -34,7 +37,8 @@ from ._validate import check_callable
 from .arrays import asarray, copy_of, is_foreign, ndim_of, shape_of
 from .core import Primitive, Trace, Tracer, check_live, new_level
 
-__all__ = ["vmap", "BatchTrace", "BatchTracer", "batching_kind", "BatchedControlFlowError"]
+__all__ = ["vmap", "BatchTrace", "BatchTracer", "batching_kind", "BatchedControlFlowError",
+           "per_example"]
 
 
 class BatchedControlFlowError(TypeError):
@@ -149,8 +153,6 @@ def batching_kind(prim):
     if prim.broadcasting or prim.ufunc is not None or (
             prim.fast_partials is not None and not prim.nondiff):
         return "elementwise"
-    if prim.linear:
-        return "linear"
     return "loop"
 
 
@@ -165,10 +167,8 @@ def apply_batching(prim, vals, batched, params, size):
         return prim(*_align(vals, batched, kind[1:]), **params)
     if kind == "axis":
         return _axis_rule(prim, vals, batched, params, size)
-    if kind == "linear":
-        return _linear_rule(prim, vals, batched, params, size)
     if kind == "loop":
-        return _loop(prim, vals, batched, params, size)
+        return per_example(prim, vals, batched, params, size)
     raise ValueError(f"primitive '{prim.name}' declares an unknown batching kind {kind!r}")
 
 
@@ -234,15 +234,8 @@ def _defaults(prim):
         return {}
 
 
-def _linear_rule(prim, vals, batched, params, size):
-    """A linear primitive of a batch is its pushforward of that batch as tangents."""
-    tangents = _batched_all(vals, batched, size)
-    primals = [t[0] if _is_array(v) else t for v, t in zip(vals, tangents)]
-    _, t = prim.pushforward(primals, tangents, params)
-    return t
-
-
-def _loop(prim, vals, batched, params, size):
+def per_example(prim, vals, batched, params, size):
+    """``prim`` once per example, the results stacked: the batching of last resort."""
     outs = [prim(*[v[i] if b else v for v, b in zip(vals, batched)], **params)
             for i in range(size)]
     if prim.multiple_results:

@@ -12,11 +12,13 @@ Vocabulary, used everywhere in wengert:
   gives one local derivative per argument and both rules are derived from it.
 * ``None``   -- a symbolic zero tangent or cotangent: cheaper than an array of zeros.
 
-Tangents and cotangents may carry *leading batch axes* (several directions at
-once): a tangent of a primal of shape ``s`` has shape ``B + s``.  Rules therefore
-address axes from the end, and the broadcasting bookkeeping (expanding tangents,
-summing cotangents back to an argument's shape) is done here, once, for every
-primitive declared ``broadcasting=True``.
+A tangent or cotangent has its primal's shape: it carries no batch axes.  Several
+directions at once (a Jacobian, a Hessian, a sparse Jacobian's colours) are ``wg.vmap``
+over ``jvp`` or over a pullback, as in JAX: the tangents are then ``BatchTracer`` values,
+each one direction, and ``wengert.batching`` maps every primitive they meet by its
+``batch`` fact.  A rule is therefore written for one direction, and never looks for a
+batch axis.  The broadcasting bookkeeping (summing cotangents back to an argument's
+shape) is done here, once, for every primitive declared ``broadcasting=True``.
 
 Engines (forward, reverse, graph) subclass :class:`Trace` and :class:`Tracer`;
 they never name a primitive.  Rules never import an engine.  Neither does this module name
@@ -36,9 +38,8 @@ import types
 
 import numpy as np
 
-from .arrays import (check_library, expand_tangents as _expand_tangents,
-                     fill_tangent as _fill_tangent, ndim_of, shape_of, times as _times,
-                     unbroadcast as _unbroadcast, zeros_like_value)
+from .arrays import (check_library, fill_tangent as _fill_tangent, ndim_of, shape_of,
+                     times as _times, unbroadcast as _unbroadcast, zeros_like_value)
 
 __all__ = ["Primitive", "primitive", "Partials", "Tracer", "Trace", "EscapedTracerError",
            "SolverWarning", "new_level", "shape_of", "ndim_of", "check_differentiable", "check_live",
@@ -411,7 +412,7 @@ class Primitive:
         # how its results depend on its arguments, structurally (rules/patterns.py); None:
         # every element on every element, which sparsity detection treats as dense
         self.sparsity = sparsity
-        # how wg.vmap maps it: "elementwise", "linear", "axis", ("stacked", core ranks...) or
+        # how wg.vmap maps it: "elementwise", "axis", ("stacked", core ranks...) or
         # a rule (wengert/batching.py); None: read off the facts above, else a loop
         self.batch = batch
 
@@ -537,8 +538,6 @@ class Primitive:
 
         ``plain`` says no primal is traced by another (outer) trace.
         """
-        if self.broadcasting:
-            tangents = _expand_tangents(primals, tangents)
         fp = self.fast_partials
         if fp is not None:
             ans = self.impl(*primals, **params) if plain else self(*primals, **params)

@@ -24,10 +24,8 @@ from __future__ import annotations
 import functools
 import inspect
 
-import numpy as np
-
-from . import numpy as wnp
-from .arrays import ndim_of, shape_of, zeros_like_value
+from .arrays import shape_of, zeros_like_value
+from .batching import BatchedControlFlowError
 from .core import Primitive, Tracer, new_level, primitive
 from .forward import Dual, ForwardTrace
 from .reverse import Tape, Var
@@ -278,38 +276,21 @@ class _Custom:
         return tuple(vals), tuple(tans)
 
 
-def _batch_of(primals, tangents):
-    """The leading batch shape of tangents (or cotangents) ``ts`` of values ``primals``."""
-    for p, t in zip(primals, tangents):
-        if t is not None:
-            nb = ndim_of(t) - ndim_of(p)
-            return shape_of(t)[:nb] if nb > 0 else ()
-    return ()
-
-
-def _direction(t, like, batch, k):
-    """Direction ``k`` of a batched (co)tangent ``t`` of a value shaped like ``like``."""
-    if t is None:
-        return None
-    return wnp.reshape(t, (-1,) + shape_of(like))[k]
-
-
-def _stack(parts, like, batch):
-    """Directions stacked back into a batched (co)tangent of ``batch + like.shape``."""
-    if all(p is None for p in parts):
-        return None
-    z = zeros_like_value(like)
-    parts = [z if p is None else p for p in parts]
-    if all(type(p) is np.ndarray or type(p) is float for p in parts):
-        return np.stack(parts).reshape(batch + shape_of(like))
-    return wnp.reshape(wnp.stack(parts), batch + shape_of(like))
-
-
-def _per_direction(fn, values, ts, outs_like, batch):
-    """``fn(ts) -> results`` for each direction of batched ``ts`` (user rules see one)."""
-    n = int(np.prod(batch, dtype=int))
-    cols = [fn([_direction(t, v, batch, k) for t, v in zip(ts, values)]) for k in range(n)]
-    return tuple(_stack([c[j] for c in cols], like, batch) for j, like in enumerate(outs_like))
+def _user_rule(owner, which, rule, *args):
+    """A user's rule, called on one direction: under ``wg.jacobian``, ``wg.hessian``,
+    ``jvp(batched=True)``, ``sparse_jacobian`` and ``wg.vmap`` that direction is a batched
+    value (``wengert.batching``), which NumPy calls on it map; a conversion to a plain array
+    cannot, and is explained here."""
+    try:
+        return rule(*args)
+    except BatchedControlFlowError as e:
+        raise BatchedControlFlowError(
+            f"{owner.kind} function '{owner.__name__}': its {which} was called with a batch "
+            f"of directions (wg.jacobian, wg.hessian, jvp(batched=True), sparse_jacobian and "
+            f"wg.vmap push or pull several at once, as batched values) and converted one to a "
+            f"plain array or number. Write the rule with NumPy functions or wengert.numpy "
+            f"(they map over the batch), or take one direction at a time (wg.jvp, wg.vjp). "
+            f"({e})") from e
 
 
 # -- custom_vjp -----------------------------------------------------------------------------------------
@@ -355,16 +336,11 @@ class CustomVJP(_Custom):
         outs = tuple(call.outputs(out, self, "fwd"))
         nondiff = tuple(call.nondiff[i] for i in sorted(call.nondiff))
 
-        def one(gs):
+        def pullback(gs):
             g = unflatten(call.out_def, [zeros_like_value(o) if c is None else c
                                          for o, c in zip(outs, gs)])
-            return self._cotangents(self.bwd(*nondiff, residuals, g), diff, call)
-
-        def pullback(gs):
-            batch = _batch_of(outs, gs)
-            if not batch:
-                return one(gs)
-            return _per_direction(one, outs, gs, primals, batch)
+            return self._cotangents(_user_rule(self, "bwd rule", self.bwd, *nondiff, residuals,
+                                               g), diff, call)
         return outs, pullback
 
     def _cotangents(self, cts, diff, call):
@@ -448,7 +424,7 @@ class CustomJVP(_Custom):
         zeros = [zeros_like_value(p) if t is None else t for p, t in zip(primals, ts)]
         tdiff = _tangent_args(diff, call, zeros)
         nondiff = tuple(call.nondiff[i] for i in sorted(call.nondiff))
-        res = self.rule(*nondiff, tuple(diff), tuple(tdiff))
+        res = _user_rule(self, "jvp rule", self.rule, *nondiff, tuple(diff), tuple(tdiff))
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
             raise self._error("the jvp rule must return a pair (output, tangent_out)")
         out, tout = res
@@ -467,15 +443,8 @@ class CustomJVP(_Custom):
 
     def _jvp(self, primals, tangents, call):
         self._check_rules()
-        batch = _batch_of(primals, tangents)
-        if not batch:
-            outs, tl = self._apply(primals, tangents, call)
-            return tuple(outs), tuple(tl)
-        # a rule is written for one direction: batched tangents (a Jacobian) go one by one
-        outs = self._apply(primals, [None] * len(primals), call)[0]
-        tans = _per_direction(lambda ts: self._apply(primals, ts, call)[1], primals,
-                              tangents, outs, batch)
-        return tuple(outs), tans
+        outs, tl = self._apply(primals, tangents, call)
+        return tuple(outs), tuple(tl)
 
     def _vjp(self, *primals, call, needs):
         """The rule's tangent map, recorded on a tape of its own at zero tangents (it is

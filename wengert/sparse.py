@@ -26,12 +26,12 @@ import scipy.sparse as sp
 
 from . import coloring
 from . import numpy as wnp
-from .core import plain as _plain, Tracer, new_level, shape_of
-from .forward import Dual, ForwardTrace
+from .core import plain as _plain, Tracer, shape_of
 from .reverse import Tape, Var
 from .sparsity import PatternTrace, PatternTracer, stack_patterns
 from .transforms import (_argnums_tuple, _check_args, _leaf_dtype, _place_inputs,
-                         _value_and_grad, _value_in, check_output)
+                         _value_and_grad, _value_in, check_output, pull_directions,
+                         push_directions)
 from .tree import flatten, unflatten
 
 __all__ = ["jacobian_sparsity", "hessian_sparsity", "sparse_jacobian", "sparse_hessian",
@@ -363,32 +363,16 @@ def _check_shape(pattern, in_info, out_info, transform):
 
 # -- the compressed passes ---------------------------------------------------------------------------
 def _push(f, args, kwargs, nums, one, leaves, in_def, plan, transform):
-    """``(J S)ᵀ``, shape ``(k, m)``: one forward pass with a batch of ``k`` tangents."""
+    """``(J S)ᵀ``, shape ``(k, m)``: ``vmap`` over ``jvp``, the ``k`` seeds in one pass."""
     k = plan.num_colors
-    trace = ForwardTrace(new_level())
-    try:
-        wrapped = [Dual(x, s, trace) for x, s in zip(leaves, plan.seeds)]
-        out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
-        check_output(out, transform)
-        blocks = []
-        for o in flatten(out)[0]:
-            if isinstance(o, Dual) and o._trace is trace and o._tangent is not None:
-                t = o._tangent
-                shape = (k,) + shape_of(o.value)
-                if shape_of(t) != shape:
-                    t = wnp.broadcast_to(t, shape)
-                blocks.append(wnp.reshape(t, (k, -1)))
-            else:
-                v = o.value if isinstance(o, Dual) and o._trace is trace else \
-                    _value_in(o, trace, transform)
-                blocks.append(np.zeros((k, _size(v)), _leaf_dtype(v) or float))
-        return _joined(blocks)
-    finally:
-        trace.finish(transform, f)
+    _, _, tangents = push_directions(f, args, kwargs, nums, leaves, in_def, one, plan.seeds,
+                                     transform)
+    return _joined([wnp.reshape(t, (k, -1)) for t in tangents])
 
 
 def _pull(f, args, kwargs, nums, one, leaves, in_def, plan, transform):
-    """``Wᵀ J``, shape ``(k, n)``: one reverse sweep with a batch of ``k`` cotangents."""
+    """``Wᵀ J``, shape ``(k, n)``: ``vmap`` over the pullback, one sweep for the ``k``
+    seeds."""
     k = plan.num_colors
     tape = Tape()
     try:
@@ -407,15 +391,10 @@ def _pull(f, args, kwargs, nums, one, leaves, in_def, plan, transform):
                 seeds[o.index] = w if o.index not in seeds else seeds[o.index] + w
             else:
                 _value_in(o, tape, transform)
-        adj = tape.sweep(seeds) if seeds else [None] * len(tape)
-        blocks = []
-        for x, i in zip(leaves, index):
-            g = adj[i]
-            if g is None:
-                blocks.append(np.zeros((k, _size(x)), _leaf_dtype(x)))
-            else:
-                blocks.append(wnp.reshape(g, (k, -1)))
-        return _joined(blocks)
+        if not seeds:
+            return _joined([np.zeros((k, _size(x)), _leaf_dtype(x)) for x in leaves])
+        return _joined([wnp.reshape(g, (k, -1))
+                        for g in pull_directions(tape, seeds, index, leaves)])
     finally:
         tape.finish(transform, f)
 

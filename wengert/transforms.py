@@ -17,6 +17,7 @@ from . import _progress, complex_ad, numpy as wnp
 from .arrays import asarray, ndim_of, ones, shape_of, zeros, zeros_like_value
 from .core import (Tracer, check_differentiable, check_live, leaf_dtype as _leaf_dtype,
                    new_level, plain as _plain, plain_store_errors)
+from .batching import vmap
 from .forward import Dual, ForwardTrace
 from .jet import taylor_coefficients
 from .reverse import Tape, Var
@@ -351,8 +352,7 @@ def _jvp(f, primals, tangents, transform, batched=False):
     if len(primals) != len(tangents):
         raise ValueError("jvp needs one tangent per primal")
     _check_args(f, primals, tuple(range(len(primals))), transform[3:])
-    trace = ForwardTrace(new_level())
-    args, batch = [], None
+    batch = None
     for p, t in zip(primals, tangents):
         pl, pd = flatten(p)
         tl, td = flatten(t)
@@ -378,16 +378,27 @@ def _jvp(f, primals, tangents, transform, batched=False):
                     f"tangent of shape {ts} for a primal of shape {xs}"
                     + (". For several directions at once, stack them on a leading axis and "
                        "pass batched=True" if ts[1:] == xs else ""))
-        args.append(unflatten(pd, [Dual(x, dx, trace) for x, dx in zip(pl, tl)]))
+    if batched:  # vmap over jvp: every direction in one pass, each tangent one direction
+        return vmap(lambda *ts: _jvp_one(f, primals, ts, transform),
+                    out_axes=(None, 0))(*tangents)
+    return _jvp_one(f, primals, tangents, transform)
+
+
+def _jvp_one(f, primals, tangents, transform):
+    trace = ForwardTrace(new_level())
+    args = []
+    for p, t in zip(primals, tangents):
+        pl, pd = flatten(p)
+        args.append(unflatten(pd, [Dual(x, dx, trace) for x, dx in zip(pl, flatten(t)[0])]))
     try:
         out = f(*args)
         check_output(out, transform)
-        return _split_dual(out, trace, batch or (), transform=transform)
+        return _split_dual(out, trace, transform=transform)
     finally:
         trace.finish(transform, f)  # its Duals are dead from now on
 
 
-def _split_dual(out, trace, batch_shape=(), transform="the transform"):
+def _split_dual(out, trace, transform="the transform"):
     leaves, d = flatten(out)
     vals, tans = [], []
     for o in leaves:
@@ -395,13 +406,13 @@ def _split_dual(out, trace, batch_shape=(), transform="the transform"):
             vals.append(o.value)
             t = o._tangent
             if t is None:
-                t = zeros(batch_shape + shape_of(o.value), _leaf_dtype(o.value), like=o.value)
+                t = zeros(shape_of(o.value), _leaf_dtype(o.value), like=o.value)
             elif type(t) is np.ndarray and not t.flags.writeable:
                 t = t.copy()  # a broadcast view (x + c): an array of its own, as users expect
             tans.append(t)
         else:
             vals.append(_value_in(o, trace, transform))  # an outer tracer must be live
-            tans.append(zeros(batch_shape + shape_of(o), _leaf_dtype(o) or float, like=o))
+            tans.append(zeros(shape_of(o), _leaf_dtype(o) or float, like=o))
     return unflatten(d, vals), unflatten(d, tans)
 
 
@@ -539,21 +550,11 @@ def _concat(parts):
 
 def _jac_forward(f, args, kwargs, nums, in_leaves, in_def, n, one, transform, progress=False,
                  widen=None):
-    trace = ForwardTrace(new_level())
-    try:
-        return _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one,
-                               transform, progress, widen)
-    finally:
-        trace.finish(transform, f)  # its Duals are dead from now on
-
-
-def _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one, transform,
-                    progress=False, widen=None):
     parts = []
     with _progress.bar(progress, n, f"{transform} forward", "column") as bar:
         for lo, hi in _chunks(n, progress):
-            shapes, out_def, ts = _forward_columns(trace, f, args, kwargs, nums, in_leaves,
-                                                   in_def, one, transform, lo, hi)
+            shapes, out_def, ts = _forward_columns(f, args, kwargs, nums, in_leaves, in_def,
+                                                   one, transform, lo, hi)
             parts.append(ts)
             bar.update(hi - lo)
     tangents = parts[0] if len(parts) == 1 else \
@@ -574,11 +575,11 @@ def _jac_forward_on(trace, f, args, kwargs, nums, in_leaves, in_def, n, one, tra
     return unflatten(out_def, rows)
 
 
-def _forward_columns(trace, f, args, kwargs, nums, in_leaves, in_def, one, transform, lo, hi):
-    """One run of ``f`` pushing columns ``lo:hi`` of the identity forward: the output
-    shapes, its treedef, and per output leaf the tangents, ``(hi - lo, *out)``."""
+def _forward_columns(f, args, kwargs, nums, in_leaves, in_def, one, transform, lo, hi):
+    """Columns ``lo:hi`` of the identity pushed forward: the output shapes, its treedef,
+    and per output leaf the tangents, ``(hi - lo, *out)``."""
     c = hi - lo
-    wrapped = []
+    seeds = []
     off = 0
     for x in in_leaves:
         s = shape_of(x)
@@ -592,25 +593,43 @@ def _forward_columns(trace, f, args, kwargs, nums, in_leaves, in_def, one, trans
             if a < b:
                 seed[np.arange(a - lo, b - lo), np.arange(a - off, b - off)] = 1
         # the identity's columns, in x's array library (a NumPy seed is moved there)
-        wrapped.append(Dual(x, asarray(seed.reshape((c,) + s), like=x), trace))
+        seeds.append(asarray(seed.reshape((c,) + s), like=x))
         off += k
-    out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
-    check_output(out, transform)
-    out_leaves, out_def = flatten(out)
-    shapes, tangents = [], []
-    for o in out_leaves:
-        os_ = shape_of(o.value if isinstance(o, Dual) and o._trace is trace else o)
-        if isinstance(o, Dual) and o._trace is trace and o._tangent is not None:
-            t = o._tangent
-            if shape_of(t) != (c,) + os_:
-                t = wnp.broadcast_to(t, (c,) + os_)
-        else:
-            _value_in(o, trace, transform)  # an outer tracer must be live
-            t = zeros((c,) + os_, _leaf_dtype(o if not isinstance(o, Dual) else o.value)
-                      or float, like=o)
-        shapes.append(os_)
-        tangents.append(t)
-    return shapes, out_def, tangents
+    return push_directions(f, args, kwargs, nums, in_leaves, in_def, one, seeds, transform)
+
+
+def push_directions(f, args, kwargs, nums, in_leaves, in_def, one, seeds, transform):
+    """``vmap`` over ``jvp`` (JAX's jacfwd): ``seeds[i]`` holds ``k`` tangents of input leaf
+    ``i`` on a leading axis; returns the output shapes, treedef and per output leaf its
+    ``k`` tangents, ``(k, *out)``.  The tangents in the pass are one direction each
+    (``BatchTracer`` values): rules never see a batch axis."""
+    found = []
+
+    def pushed(*ts):
+        trace = ForwardTrace(new_level())
+        try:
+            wrapped = [Dual(x, t, trace) for x, t in zip(in_leaves, ts)]
+            out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
+            check_output(out, transform)
+            out_leaves, out_def = flatten(out)
+            shapes, tangents = [], []
+            for o in out_leaves:
+                mine = isinstance(o, Dual) and o._trace is trace
+                v = o.value if mine else _value_in(o, trace, transform)
+                os_ = shape_of(v)
+                t = o._tangent if mine else None
+                if t is None:
+                    t = zeros(os_, _leaf_dtype(v) or float, like=v)
+                elif shape_of(t) != os_:
+                    t = wnp.broadcast_to(t, os_)
+                shapes.append(os_)
+                tangents.append(t)
+            found[:] = (shapes, out_def)
+            return tangents
+        finally:
+            trace.finish(transform, f)  # its Duals are dead from now on
+    tangents = vmap(pushed)(*seeds)
+    return found[0], found[1], tangents
 
 
 def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one, transform, progress=False,
@@ -697,14 +716,23 @@ def _reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi, phase=1.0):
             seed = asarray(seed, like=o.value)  # in o's array library
             seeds[o.index] = seed if o.index not in seeds else seeds[o.index] + seed
         off += k
-    adj = tape.sweep(seeds) if seeds else [None] * len(tape)
-    cols = []
-    for x, k in zip(in_leaves, in_index):
-        g = adj[k]
-        if g is None:
-            g = zeros((c,) + shape_of(x), _leaf_dtype(x), like=x)
-        cols.append(g)
-    return cols
+    if not seeds:
+        return [zeros((c,) + shape_of(x), _leaf_dtype(x), like=x) for x in in_leaves]
+    return pull_directions(tape, seeds, in_index, in_leaves)
+
+
+def pull_directions(tape, seeds, index, like):
+    """``vmap`` over the pullback (JAX's jacrev): ``seeds`` maps tape entries to ``k``
+    cotangents on a leading axis; one sweep of ``tape`` pulls them all back, each one
+    direction (``BatchTracer`` values: rules never see a batch axis).  Per entry
+    ``index[i]``, its ``k`` cotangents, ``(k, *like[i].shape)``."""
+    keys = list(seeds)
+
+    def pulled(*ws):
+        adj = tape.sweep(dict(zip(keys, ws)))
+        return [zeros(shape_of(x), _leaf_dtype(x), like=x) if adj[i] is None else adj[i]
+                for x, i in zip(like, index)]
+    return vmap(pulled)(*seeds.values())
 
 
 def hessian(f, argnums=0, *, progress=False, holomorphic=False):

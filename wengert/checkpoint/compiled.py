@@ -13,7 +13,10 @@ executor the eager scan uses (``schedules.execute``): the same schedule, the sam
 bound on stored states.
 
 Other engines meeting these nodes (a graph evaluated on ``Dual``s, a second
-derivative, cotangents with batch axes) run the eager ``wg.scan`` on the step graph.
+derivative) run the eager ``wg.scan`` on the step graph.  Under ``wg.vmap`` over a
+pullback (a reverse Jacobian) ``scan_reverse`` is mapped by the plan's batch rule: the
+cotangents alone batched run the schedule once, each step's VJP compiled for the batch
+(``vmap`` over the step's pullback); anything else batched runs once per example.
 A step that branches on its values (a guard), or whose carry changes type, is not
 lowered: the scan unrolls as before.
 """
@@ -24,6 +27,8 @@ import numpy as np
 from .. import transforms
 from ..core import Tracer, plain, shape_of
 from ..arrays import zeros_like_value
+from ..batching import per_example, vmap
+from ..numpy import broadcast_to as _broadcast
 from ..graph.codegen import build_function
 from ..graph.fuse import warn_unfused
 from ..graph.graph import Graph
@@ -266,8 +271,8 @@ class LoopPlan:
         return tuple(final) + tuple(self._stack(ys)) + (_Residual(cur, stored, rest),)
 
     def vjp_fn(self, batch=()):
-        """The step's compiled VJP, for cotangents with leading axes ``batch`` (a reverse
-        Jacobian pulls back every row at once)."""
+        """The step's compiled VJP, for cotangents with leading axes ``batch``: ``vmap``
+        over the step's pullback (a reverse Jacobian pulls back every row at once)."""
         fn = self._vjp_fns.get(batch)
         if fn is None:
             fn = self._vjp_fns.setdefault(batch, build_function(self._vjp_graph(batch).simplify()))
@@ -291,7 +296,11 @@ class LoopPlan:
                 outs = step.evaluate(full)
                 return [outs[j] for j in outf]
             res, pb = transforms.vjp(fn, *[prim[i] for i in fl])
-            return (list(res) if with_results else []) + list(pb(list(cts)))
+            if batch:  # one direction per example of the batch: rules see no batch axis
+                pulled = list(vmap(lambda *c: pb(list(c)))(*cts))
+            else:
+                pulled = list(pb(list(cts)))
+            return (list(res) if with_results else []) + pulled
         example = list(step.example_args) + [
             np.zeros(batch + shape_of(v), np.result_type(v)) if batch else v
             for v, f in zip(self.carry_ex + self.y_ex, self.out_float) if f]
@@ -460,6 +469,17 @@ class LoopPlan:
         if prim is scan_forward:
             return tuple(out) + (_Residual(),), tuple(tout) + (None,)
         return tuple(out), tuple(tout)
+
+    def batch(self, prim, args, batched):
+        """``wg.vmap`` of a node: ``scan_reverse`` with only its cotangents batched (a
+        reverse Jacobian) runs the schedule once on the whole batch; else once per example."""
+        size = shape_of(next(a for a, b in zip(args, batched) if b))[0]
+        head = 1 + self.n_args
+        if prim is scan_reverse and not any(batched[:head]):
+            gs = [g if b or g is None else _broadcast(g, (size,) + shape_of(g))
+                  for g, b in zip(args[head:], batched[head:])]
+            return scan_reverse(*args[:head], *gs, plan=self)
+        return per_example(prim, list(args), batched, {"plan": self}, size)
 
 
 def _vjp_rule(fn, args, needs):

@@ -433,8 +433,8 @@ class _Scan:
             i = a.index
             xl = [_index(x, i) for x in self.xs_vals]
             out_cts = list(g_carry)
-            for g, nd in zip(g_ys, self.ys_ndim):
-                out_cts.append(None if g is None else _index(g, i, ndim_of(g) - nd))
+            for g in g_ys:
+                out_cts.append(None if g is None else _index(g, i))
             cts = vjp(taped_step, list(cur) + xl, carry_want + x_want, out_cts)
             g_carry = cts[:n_c]
             for j, c in enumerate(cts[n_c:]):
@@ -455,8 +455,6 @@ def _stack_cts(cts, x):
     if not live:
         return None
     c0 = live[0]
-    x0 = _index(x, 0)
-    nb = ndim_of(c0) - ndim_of(x0)
     zero = None
     full = []
     for c in cts:
@@ -465,5 +463,5 @@ def _stack_cts(cts, x):
                 zero = zeros(shape_of(c0), _dtype(c0), like=c0)
             c = zero
         full.append(c)
-    return _stack_list(full, axis=nb)
+    return _stack_list(full)
 

@@ -342,7 +342,7 @@ def _positions(x, params, y, ans):
     """Each gathered element's flat position in ``y`` (the group's result, of which the
     gather's operand ``x`` is a C-order view), or None where NumPy's gather would raise."""
     flat = np.asarray(params["flat"])
-    nb = params.get("nb", 0)
+    nb = params.get("lead", 0)
     if type(x) is not np.ndarray or type(ans) is not np.ndarray or ans.dtype != y.dtype or \
             x.size != y.size or flat.dtype.kind not in "iu" or not ans.size:
         return None

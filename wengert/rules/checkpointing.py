@@ -2,7 +2,7 @@
 it back, stack slices; and a whole loop as one node of a compiled program.
 
 ``wg.scan`` reads its ``xs`` one step at a time and stacks its ``ys`` with them.
-Cotangents may carry leading batch axes, so each takes the axis to work on.
+Each takes the axis to work on (under ``wg.vmap`` it moves past the batch axis).
 
 Under ``wg.compile`` a scan is one ``scan_loop`` node; its reverse rule records
 ``scan_forward`` (the schedule's forward phase, whose last result holds the snapshots)
@@ -12,7 +12,7 @@ schedule); every rule here hands over to it.
 """
 import numpy as np
 
-from ..core import ndim_of, primitive, shape_of
+from ..core import primitive, shape_of
 from ..arrays import dtype_of
 from . import patterns
 
@@ -44,7 +44,7 @@ def _take_jvp(primals, tangents, index=0, axis=0):
     ans = checkpoint_take(x, index=index, axis=axis)
     if dx is None:
         return ans, None
-    return ans, checkpoint_take(dx, index=index, axis=axis + ndim_of(dx) - ndim_of(x))
+    return ans, checkpoint_take(dx, index=index, axis=axis)
 
 
 @checkpoint_take.rrule
@@ -53,7 +53,7 @@ def _take_vjp(x, index=0, axis=0):
     n = shape_of(x)[axis]
 
     def pullback(g):
-        return (checkpoint_put(g, index=index, axis=axis + ndim_of(g) - ndim_of(ans), n=n),)
+        return (checkpoint_put(g, index=index, axis=axis, n=n),)
     return ans, pullback
 
 
@@ -63,7 +63,7 @@ def _put_jvp(primals, tangents, index=0, axis=0, n=1):
     ans = checkpoint_put(g, index=index, axis=axis, n=n)
     if dg is None:
         return ans, None
-    return ans, checkpoint_put(dg, index=index, axis=axis + ndim_of(dg) - ndim_of(g), n=n)
+    return ans, checkpoint_put(dg, index=index, axis=axis, n=n)
 
 
 @checkpoint_put.rrule
@@ -71,7 +71,7 @@ def _put_vjp(g, index=0, axis=0, n=1):
     ans = checkpoint_put(g, index=index, axis=axis, n=n)
 
     def pullback(h):
-        return (checkpoint_take(h, index=index, axis=axis + ndim_of(h) - ndim_of(ans)),)
+        return (checkpoint_take(h, index=index, axis=axis),)
     return ans, pullback
 
 
@@ -81,12 +81,10 @@ def _stack_jvp(primals, tangents, axis=0):
     live = [(p, t) for p, t in zip(primals, tangents) if t is not None]
     if not live:
         return ans, None
-    p0, t0 = live[0]
-    nb = ndim_of(t0) - ndim_of(p0)
-    batch = shape_of(t0)[:nb]
-    ts = [t if t is not None else np.zeros(batch + shape_of(p), dtype_of(t0))
+    t0 = live[0][1]
+    ts = [t if t is not None else np.zeros(shape_of(p), dtype_of(t0))
           for p, t in zip(primals, tangents)]
-    return ans, checkpoint_stack(*ts, axis=axis + nb)
+    return ans, checkpoint_stack(*ts, axis=axis)
 
 
 @checkpoint_stack.rrule
@@ -94,8 +92,7 @@ def _stack_vjp(*xs, axis=0):
     ans = checkpoint_stack(*xs, axis=axis)
 
     def pullback(g):
-        nb = ndim_of(g) - ndim_of(ans)
-        return tuple(checkpoint_take(g, index=k, axis=axis + nb) for k in range(len(xs)))
+        return tuple(checkpoint_take(g, index=k, axis=axis) for k in range(len(xs)))
     return ans, pullback
 
 
@@ -127,8 +124,9 @@ for _p in (scan_loop, scan_forward, scan_reverse):
     _p.rrule(lambda *args, plan, needs, _p=_p: plan.rrule(_p, args, needs), needs=True)
     _p.frule(lambda primals, tangents, plan, _p=_p: plan.frule(_p, primals, tangents),
              symbolic_zeros=True)
+    _p.batching(lambda args, batched, plan, _p=_p: plan.batch(_p, args, batched))
 
 
-# wg.vmap: each is linear, so a batch is its pushforward of the batch as tangents
+# wg.vmap: each works along ``axis``, which moves past the batch axis
 for _p in (checkpoint_take, checkpoint_put, checkpoint_stack):
-    _p.batch = "linear"
+    _p.batch = "axis"

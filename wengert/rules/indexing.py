@@ -140,29 +140,22 @@ def _nb_scatter(a, p, v, out):
 getitem_basic.numba_form, scatter_basic.numba_form = _nb_getitem, _nb_scatter
 
 
-def _prefix(nb, idx):
-    return (slice(None),) * nb + idx if nb else idx
-
-
 @getitem_basic.frule(symbolic_zeros=True)
 def _getitem_basic_jvp(primals, tangents, idx):
     (x,), (dx,) = primals, tangents
     ans = getitem_basic(x, idx)
     if dx is None:
         return ans, None
-    return ans, getitem_basic(dx, _prefix(ndim_of(dx) - ndim_of(x), idx))
+    return ans, getitem_basic(dx, idx)
 
 
 @getitem_basic.rrule
 def _getitem_basic_vjp(x, idx):
     ans = getitem_basic(x, idx)
     xs = shape_of(x)
-    nd = ndim_of(ans)
 
     def pullback(g):
-        gs = shape_of(g)
-        nb = len(gs) - nd
-        return (scatter_basic(g, gs[:nb] + xs, _prefix(nb, idx)),)
+        return (scatter_basic(g, xs, idx),)
     return ans, pullback
 
 
@@ -172,30 +165,27 @@ def _scatter_basic_jvp(primals, tangents, shape, idx):
     ans = scatter_basic(g, shape, idx)
     if dg is None:
         return ans, None
-    nb = ndim_of(dg) - ndim_of(g)
-    return ans, scatter_basic(dg, shape_of(dg)[:nb] + tuple(shape), _prefix(nb, idx))
+    return ans, scatter_basic(dg, shape, idx)
 
 
 @scatter_basic.rrule
 def _scatter_basic_vjp(g, shape, idx):
     ans = scatter_basic(g, shape, idx)
-    nd = len(shape)
 
     def pullback(h):
-        nb = ndim_of(h) - nd
-        return (getitem_basic(h, _prefix(nb, idx)),)
+        return (getitem_basic(h, idx),)
     return ans, pullback
 
 
 # -- gather / scatter-add by flat positions -------------------------------------------------------
 @primitive(nargs=1)
-def gather(x, flat, nb=0):
-    """``x.reshape(lead + (-1,))[..., flat]`` with ``lead = x.shape[:nb]``."""
+def gather(x, flat, lead=0):
+    """``x.reshape(x.shape[:lead] + (-1,))[..., flat]``: past ``lead`` axes (a batch's)."""
     x = _asarray(x)
-    lead = x.shape[:nb]
+    lead, axis = x.shape[:lead], lead
     if is_foreign(x):  # a CuPy or Dask array stays one (Dask indexes by one 1-d array)
         fl = np.asarray(flat)
-        out = np.take(x.reshape(lead + (-1,)), fl.ravel(), axis=nb)
+        out = np.take(x.reshape(lead + (-1,)), fl.ravel(), axis=axis)
         return out.reshape(lead + fl.shape)
     x = x.reshape(lead + (-1,))
     if type(flat) is np.ndarray and flat.dtype.kind in "iu":
@@ -203,15 +193,16 @@ def gather(x, flat, nb=0):
     return x[..., flat]
 
 
-# the fuser's fact: reads ``x``'s elements at the flat positions ``flat`` past ``nb`` axes
+# the fuser's fact: reads ``x``'s elements at the flat positions ``flat`` past ``lead`` axes
 gather.gather_flat = True
 
 
 @primitive(nargs=1)
-def scatter_add(g, flat, shape, nb=0):
-    """Zeros of ``g.shape[:nb] + shape``; ``g`` added at the flat positions (repeats add up)."""
+def scatter_add(g, flat, shape, lead=0):
+    """Zeros of ``g.shape[:lead] + shape``; ``g`` added at the flat positions (repeats add
+    up)."""
     g = _asarray(g)
-    lead = g.shape[:nb]
+    lead = g.shape[:lead]
     size = _prod(shape)
     nlead = _prod(lead)
     fl = np.asarray(flat).ravel()
@@ -235,43 +226,39 @@ def scatter_add(g, flat, shape, nb=0):
 
 
 @gather.frule(symbolic_zeros=True)
-def _gather_jvp(primals, tangents, flat, nb=0):
+def _gather_jvp(primals, tangents, flat, lead=0):
     (x,), (dx,) = primals, tangents
-    ans = gather(x, flat, nb)
+    ans = gather(x, flat, lead)
     if dx is None:
         return ans, None
-    return ans, gather(dx, flat, nb + ndim_of(dx) - ndim_of(x))
+    return ans, gather(dx, flat, lead)
 
 
 @gather.rrule
-def _gather_vjp(x, flat, nb=0):
-    ans = gather(x, flat, nb)
+def _gather_vjp(x, flat, lead=0):
+    ans = gather(x, flat, lead)
     xs = shape_of(x)
-    nd = ndim_of(ans)
 
     def pullback(g):
-        k = ndim_of(g) - nd
-        return (scatter_add(g, flat, xs[nb:], nb + k),)
+        return (scatter_add(g, flat, xs[lead:], lead),)
     return ans, pullback
 
 
 @scatter_add.frule(symbolic_zeros=True)
-def _scatter_add_jvp(primals, tangents, flat, shape, nb=0):
+def _scatter_add_jvp(primals, tangents, flat, shape, lead=0):
     (g,), (dg,) = primals, tangents
-    ans = scatter_add(g, flat, shape, nb)
+    ans = scatter_add(g, flat, shape, lead)
     if dg is None:
         return ans, None
-    return ans, scatter_add(dg, flat, shape, nb + ndim_of(dg) - ndim_of(g))
+    return ans, scatter_add(dg, flat, shape, lead)
 
 
 @scatter_add.rrule
-def _scatter_add_vjp(g, flat, shape, nb=0):
-    ans = scatter_add(g, flat, shape, nb)
-    nd = ndim_of(ans)
+def _scatter_add_vjp(g, flat, shape, lead=0):
+    ans = scatter_add(g, flat, shape, lead)
 
     def pullback(h):
-        k = ndim_of(h) - nd
-        return (gather(h, flat, nb + k),)
+        return (gather(h, flat, lead),)
     return ans, pullback
 
 
@@ -413,67 +400,56 @@ def _set_basic_jvp(primals, tangents, idx):
     ans = set_basic(x, v, idx)
     if dx is None and dv is None:
         return ans, None
-    if dx is not None:
-        nb = ndim_of(dx) - ndim_of(x)
-        lead = shape_of(dx)[:nb]
-    else:
-        nb = ndim_of(dv) - ndim_of(v)
-        lead = shape_of(dv)[:nb]
-        dx = np.zeros(lead + shape_of(x), dtype=np.asarray(_plain(x)).dtype)
-    return ans, set_basic(dx, 0.0 if dv is None else dv, _prefix(nb, idx))
+    if dx is None:
+        dx = np.zeros(shape_of(x), dtype=np.asarray(_plain(x)).dtype)
+    return ans, set_basic(dx, 0.0 if dv is None else dv, idx)
 
 
 @set_basic.rrule(needs=True)
 def _set_basic_vjp(x, v, needs, idx):
     ans = set_basic(x, v, idx)
-    nd = ndim_of(ans)
 
     def pullback(g):
-        pre = _prefix(ndim_of(g) - nd, idx)
-        return (set_basic(g, 0.0, pre) if needs[0] else None,
-                getitem_basic(g, pre) if needs[1] else None)
+        return (set_basic(g, 0.0, idx) if needs[0] else None,
+                getitem_basic(g, idx) if needs[1] else None)
     return ans, pullback
 
 
 @primitive(nargs=2)
-def set_flat(x, vals, flat, nb=0):
-    """A copy of ``x`` with ``vals`` written at flat positions (after ``nb`` leading axes)."""
+def set_flat(x, vals, flat, lead=0):
+    """A copy of ``x`` with ``vals`` written at flat positions (after ``lead`` axes)."""
+    axis = lead
     if is_foreign(x):  # no write-through views (Dask): assign into a flat copy
-        lead, fl = shape_of(x)[:nb], np.asarray(flat).ravel()
+        lead, fl = shape_of(x)[:axis], np.asarray(flat).ravel()
         n = _prod(lead)
         out = x.reshape((n, -1)).copy()
         vals = np.broadcast_to(vals, lead + np.shape(flat))
         out[:, fl] = np.reshape(vals, (n, fl.size))
         return out.reshape(shape_of(x))
     out = np.array(x, copy=True)
-    out.reshape(out.shape[:nb] + (-1,))[..., flat] = vals
+    out.reshape(out.shape[:axis] + (-1,))[..., flat] = vals
     return out
 
 
 @set_flat.frule(symbolic_zeros=True)
-def _set_flat_jvp(primals, tangents, flat, nb=0):
+def _set_flat_jvp(primals, tangents, flat, lead=0):
     x, vals = primals
     dx, dv = tangents
-    ans = set_flat(x, vals, flat, nb)
+    ans = set_flat(x, vals, flat, lead)
     if dx is None and dv is None:
         return ans, None
-    if dx is not None:
-        k = ndim_of(dx) - ndim_of(x)
-    else:
-        k = ndim_of(dv) - ndim_of(vals)
-        dx = np.zeros(shape_of(dv)[:k] + shape_of(x), dtype=np.asarray(_plain(x)).dtype)
-    return ans, set_flat(dx, 0.0 if dv is None else dv, flat, nb + k)
+    if dx is None:
+        dx = np.zeros(shape_of(x), dtype=np.asarray(_plain(x)).dtype)
+    return ans, set_flat(dx, 0.0 if dv is None else dv, flat, lead)
 
 
 @set_flat.rrule(needs=True)
-def _set_flat_vjp(x, vals, needs, flat, nb=0):
-    ans = set_flat(x, vals, flat, nb)
-    nd = ndim_of(ans)
+def _set_flat_vjp(x, vals, needs, flat, lead=0):
+    ans = set_flat(x, vals, flat, lead)
 
     def pullback(g):
-        k = nb + ndim_of(g) - nd
-        return (set_flat(g, 0.0, flat, k) if needs[0] else None,
-                gather(g, flat, k) if needs[1] else None)
+        return (set_flat(g, 0.0, flat, lead) if needs[0] else None,
+                gather(g, flat, lead) if needs[1] else None)
     return ans, pullback
 
 
@@ -741,7 +717,54 @@ for _p in (getitem_basic, scatter_basic, gather, set_basic, set_flat):
 scatter_add.sparsity = patterns.ScatterAdd()
 
 
-# wg.vmap: linear in the arrays, and every rule here takes leading batch axes on its
-# tangents: a batch is the pushforward of the batch as tangents
-for _p in (getitem_basic, scatter_basic, gather, scatter_add, set_basic, set_flat):
-    _p.batch = "linear"
+# wg.vmap: the batch axis leads; each index passes over it (one more leading axis)
+_ALL = (slice(None),)
+
+
+@getitem_basic.batching
+def _getitem_basic_batch(args, batched, idx):
+    return getitem_basic(args[0], _ALL + idx)
+
+
+@scatter_basic.batching
+def _scatter_basic_batch(args, batched, shape, idx):
+    (g,) = args
+    return scatter_basic(g, shape_of(g)[:1] + tuple(shape), _ALL + idx)
+
+
+@gather.batching
+def _gather_batch(args, batched, flat, lead=0):
+    return gather(args[0], flat, lead + 1)
+
+
+@scatter_add.batching
+def _scatter_add_batch(args, batched, flat, shape, lead=0):
+    return scatter_add(args[0], flat, shape, lead + 1)
+
+
+def _written(x, v, batched, rank):
+    """``x`` and the values ``v`` written into it, both with the batch axis in front: an
+    unbatched ``x`` broadcast along it, a batched ``v`` padded after it to ``rank`` axes."""
+    size = shape_of(x if batched[0] else v)[0]
+    if not batched[0]:
+        x = broadcast_to(x, (size,) + shape_of(x))
+    if batched[1] and ndim_of(v) - 1 < rank:
+        vs = shape_of(v)
+        v = reshape(v, vs[:1] + (1,) * (rank - len(vs) + 1) + vs[1:])
+    return x, v
+
+
+@set_basic.batching
+def _set_basic_batch(args, batched, idx):
+    x, v = args
+    sel = np.broadcast_to(np.empty((), np.int8), shape_of(x)[1 if batched[0] else 0:])[idx]
+    x, v = _written(x, v, batched, np.ndim(sel))
+    return set_basic(x, v, _ALL + idx)
+
+
+@set_flat.batching
+def _set_flat_batch(args, batched, flat, lead=0):
+    x, v = args
+    rank = lead + np.ndim(flat)
+    x, v = _written(x, v, batched, rank)
+    return set_flat(x, v, flat, lead + 1)

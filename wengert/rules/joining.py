@@ -28,27 +28,20 @@ def _concatenate(*arrays, axis=0):
 @_concatenate.frule(symbolic_zeros=True)
 def _concatenate_jvp(primals, tangents, axis=0):
     ans = _concatenate(*primals, axis=axis)
-    lead = None
-    for x, t in zip(primals, tangents):
-        if t is not None:
-            lead = shape_of(t)[:ndim_of(t) - ndim_of(x)]
-            break
-    if lead is None:
+    if all(t is None for t in tangents):
         return ans, None
-    ts = [np.zeros(lead + shape_of(x), dtype=_dtype(x)) if t is None else t
+    ts = [np.zeros(shape_of(x), dtype=_dtype(x)) if t is None else t
           for x, t in zip(primals, tangents)]
-    return ans, _concatenate(*ts, axis=axis + len(lead))
+    return ans, _concatenate(*ts, axis=axis)
 
 
 @_concatenate.rrule(needs=True)
 def _concatenate_vjp(*arrays, needs, axis=0):
     ans = _concatenate(*arrays, axis=axis)
-    nd = ndim_of(ans)
     bounds = np.cumsum([0] + [shape_of(a)[axis] for a in arrays])
 
     def pullback(g):
-        nb = ndim_of(g) - nd
-        pre = (slice(None),) * (nb + axis)
+        pre = (slice(None),) * (axis % ndim_of(ans))
         return tuple(getitem_basic(g, pre + (slice(int(lo), int(hi)),)) if need else None
                      for need, lo, hi in zip(needs, bounds[:-1], bounds[1:]))
     return ans, pullback

@@ -141,8 +141,8 @@ class Moves(Sparsity):
 
 
 class ScatterAdd(Sparsity):
-    """``scatter_add(g, flat, shape, nb)``: zeros with ``g`` added at flat positions
-    (after ``nb`` leading axes); repeated positions add up, so each result element depends
+    """``scatter_add(g, flat, shape, lead)``: zeros with ``g`` added at flat positions
+    (after ``lead`` leading axes); repeated positions add up, so each result element depends
     on every element of ``g`` sent to it."""
 
     hessian = "linear"
@@ -152,8 +152,7 @@ class ScatterAdd(Sparsity):
             return [None]
         g = primals[0]
         flat = np.asarray(params["flat"], dtype=np.intp).ravel()
-        nb = params.get("nb", 0)
-        nlead = _size(np.shape(g)[:nb])
+        nlead = _size(np.shape(g)[:params.get("lead", 0)])
         size = _size(params["shape"])
         rows = (np.arange(nlead, dtype=np.intp)[:, None] * size + flat[None, :]).ravel()
         cols = np.arange(rows.size, dtype=np.intp)
@@ -221,18 +220,18 @@ def _prefix_map(shape, axis):
 
 def matmul_subscripts(a_shape, b_shape):
     """Einsum subscripts of ``np.matmul`` for operands of these shapes."""
-    na, nb = len(a_shape), len(b_shape)
-    if na == 1 and nb == 1:
+    na, rb = len(a_shape), len(b_shape)
+    if na == 1 and rb == 1:
         return ["y", "y"], ""
-    if nb == 1:
+    if rb == 1:
         batch = "abcdefghijklmnop"[:na - 2]
         return [batch + "xy", "y"], batch + "x"
     if na == 1:
-        batch = "abcdefghijklmnop"[:nb - 2]
+        batch = "abcdefghijklmnop"[:rb - 2]
         return ["y", batch + "yz"], batch + "z"
-    nd = max(na, nb)
+    nd = max(na, rb)
     batch = "abcdefghijklmnop"[:nd - 2]
-    return [batch[nd - na:] + "xy", batch[nd - nb:] + "yz"], batch + "xz"
+    return [batch[nd - na:] + "xy", batch[nd - rb:] + "yz"], batch + "xz"
 
 
 def einsum_subscripts(primals, params):

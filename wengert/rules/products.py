@@ -1,10 +1,9 @@
 """Products: matmul and einsum are primitives; dot, vdot, inner, outer, tensordot, kron
 and cross are compositions.
 
-Tangents and cotangents may carry leading batch axes (a whole Jacobian in one
-pass): matmul is declared ``broadcasting=True`` so the core gives a batched
-tangent of a lower-rank operand its broadcast axes and sums cotangents back to
-each operand's shape; einsum gives the batch axes letters of their own.
+A tangent has its primal's shape (core.py): matmul is declared ``broadcasting=True`` so
+the core sums cotangents back to each operand's shape.  A whole Jacobian in one pass is
+``wg.vmap`` over the pass: each product's batch rule (at the end) maps it.
 """
 import math
 import string
@@ -82,8 +81,7 @@ def _product(x, y):
 # ``A @ v``, ``v @ A`` and ``u @ v`` as primitives of their own: NumPy's 1-D semantics
 # directly, rather than reshapes around ``_matmul``.  Every pass over such a product
 # (forward, reverse, forward over reverse) then costs one operation, not three.  Their
-# primals are exactly (2-D, 1-D), (1-D, 2-D) and (1-D, 1-D); batched tangents and
-# cotangents (Jacobians) go through the general matmul.
+# primals, tangents and cotangents are exactly (2-D, 1-D), (1-D, 2-D) and (1-D, 1-D).
 _matvec = primitive(np.matmul, name="matvec", nargs=2)
 _vecmat = primitive(np.matmul, name="vecmat", nargs=2)
 _dot1 = primitive(np.matmul, name="dot", nargs=2)
@@ -104,21 +102,17 @@ def _matvec_jvp(primals, tangents):
     da, dv = tangents
     t = None
     if da is not None:
-        t = _matvec(da, v) if ndim_of(da) == 2 else matmul(da, v)
+        t = _matvec(da, v)
     if dv is not None:
-        t2 = _matvec(a, dv) if ndim_of(dv) == 1 else _matmul(dv, _swap_last(a))
+        t2 = _matvec(a, dv)
         t = t2 if t is None else t + t2
     return _matvec(a, v), t
 
 
 @_matvec.rrule(needs=True)
 def _matvec_vjp(a, v, needs):
-    def pullback(g):  # g: (m,), or (B..., m) batched
-        ga = _column(g) * v if needs[0] else None
-        gv = None
-        if needs[1]:
-            gv = _vecmat(g, a) if ndim_of(g) == 1 else _matmul(g, a)
-        return ga, gv
+    def pullback(g):  # g: (m,)
+        return (_column(g) * v if needs[0] else None), (_vecmat(g, a) if needs[1] else None)
     return _matvec(a, v), pullback
 
 
@@ -128,21 +122,18 @@ def _vecmat_jvp(primals, tangents):
     dv, da = tangents
     t = None
     if dv is not None:
-        t = _vecmat(dv, a) if ndim_of(dv) == 1 else _matmul(dv, a)
+        t = _vecmat(dv, a)
     if da is not None:
-        t2 = _vecmat(v, da) if ndim_of(da) == 2 else matmul(v, da)
+        t2 = _vecmat(v, da)
         t = t2 if t is None else t + t2
     return _vecmat(v, a), t
 
 
 @_vecmat.rrule(needs=True)
 def _vecmat_vjp(v, a, needs):
-    def pullback(g):  # g: (n,), or (B..., n)
-        gv = None
-        if needs[0]:
-            gv = _matvec(a, g) if ndim_of(g) == 1 else _matmul(g, _swap_last(a))
-        ga = _column(v) * _row(g) if needs[1] else None
-        return gv, ga
+    def pullback(g):  # g: (n,)
+        return (_matvec(a, g) if needs[0] else None), \
+            (_column(v) * _row(g) if needs[1] else None)
     return _vecmat(v, a), pullback
 
 
@@ -152,20 +143,17 @@ def _dot1_jvp(primals, tangents):
     du, dv = tangents
     t = None
     if du is not None:
-        t = _dot1(du, v) if ndim_of(du) == 1 else matmul(du, v)
+        t = _dot1(du, v)
     if dv is not None:
-        t2 = _dot1(u, dv) if ndim_of(dv) == 1 else matmul(dv, u)
+        t2 = _dot1(u, dv)
         t = t2 if t is None else t + t2
     return _dot1(u, v), t
 
 
 @_dot1.rrule(needs=True)
 def _dot1_vjp(u, v, needs):
-    def pullback(g):  # g: (), or (B...,)
-        if ndim_of(g) == 0:
-            return (g * v if needs[0] else None), (g * u if needs[1] else None)
-        gc = _column(g)
-        return (gc * v if needs[0] else None), (gc * u if needs[1] else None)
+    def pullback(g):  # g: ()
+        return (g * v if needs[0] else None), (g * u if needs[1] else None)
     return _dot1(u, v), pullback
 
 
@@ -195,19 +183,19 @@ def matmul(x1, x2, /, out=None, **kwargs):
         raise NotImplementedError("wnp.matmul with out= is not supported on traced values")
     a = x1 if isinstance(x1, Tracer) or type(x1) is np.ndarray else _as(x1)
     b = x2 if isinstance(x2, Tracer) or type(x2) is np.ndarray else _as(x2)
-    na, nb = ndim_of(a), ndim_of(b)
-    if na == 0 or nb == 0:
+    ra, rb = ndim_of(a), ndim_of(b)
+    if ra == 0 or rb == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions")
     ka = shape_of(a)[-1]
-    kb = shape_of(b)[0 if nb == 1 else -2]
+    kb = shape_of(b)[0 if rb == 1 else -2]
     if ka != kb:
         raise ValueError(f"matmul: Input operand 1 has a mismatch in its core dimension 0 "
                          f"(size {kb} is different from {ka})")
-    if nb == 1 and na <= 2:
-        return _matvec(a, b) if na == 2 else _dot1(a, b)
-    if na == 1 and nb == 2:
+    if rb == 1 and ra <= 2:
+        return _matvec(a, b) if ra == 2 else _dot1(a, b)
+    if ra == 1 and rb == 2:
         return _vecmat(a, b)
-    va, vb = na == 1, nb == 1
+    va, vb = ra == 1, rb == 1
     if va:
         a = reshape(a, (1,) + shape_of(a))
     if vb:
@@ -242,13 +230,9 @@ def _einsum_jvp(primals, tangents, ins, out):
     for i, dt in enumerate(tangents):
         if dt is None:
             continue
-        nb = ndim_of(dt) - ndim_of(primals[i])
-        bl = _free_letters(ins, out, nb)
         ops = list(primals)
         ops[i] = dt
-        sub = list(ins)
-        sub[i] = bl + ins[i]
-        term = _einsum(*ops, ins=tuple(sub), out=bl + out)
+        term = _einsum(*ops, ins=ins, out=out)
         t = term if t is None else t + term
     return ans, t
 
@@ -258,8 +242,6 @@ def _einsum_vjp(*operands, needs, ins, out):
     ans = _einsum(*operands, ins=ins, out=out)
 
     def pullback(g):
-        nb = ndim_of(g) - len(out)
-        bl = _free_letters(ins, out, nb)
         cts = []
         for i, need in enumerate(needs):
             if not need:
@@ -267,7 +249,7 @@ def _einsum_vjp(*operands, needs, ins, out):
                 continue
             others = [op for j, op in enumerate(operands) if j != i]
             osubs = tuple(s for j, s in enumerate(ins) if j != i)
-            cts.append(_einsum(g, *others, ins=(bl + out,) + osubs, out=bl + ins[i]))
+            cts.append(_einsum(g, *others, ins=(out,) + osubs, out=ins[i]))
         return tuple(cts)
     return ans, pullback
 
@@ -414,12 +396,12 @@ def dot(a, b, out=None):
     if out is not None:
         raise NotImplementedError("wnp.dot with out= is not supported on traced values")
     a, b = _as(a), _as(b)
-    na, nb = ndim_of(a), ndim_of(b)
-    if na == 0 or nb == 0:
+    ra, rb = ndim_of(a), ndim_of(b)
+    if ra == 0 or rb == 0:
         return a * b
-    if na <= 2 and nb <= 2:
+    if ra <= 2 and rb <= 2:
         return matmul(a, b)
-    return tensordot(a, b, axes=([-1], [0 if nb == 1 else -2]))
+    return tensordot(a, b, axes=([-1], [0 if rb == 1 else -2]))
 
 
 def vdot(a, b, /):

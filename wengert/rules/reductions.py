@@ -125,18 +125,16 @@ def _cumsum_jvp(primals, tangents, axis):
     ans = _cumsum(x, axis)
     if dx is None:
         return ans, None
-    return ans, _cumsum(dx, axis + ndim_of(dx) - ndim_of(x))
+    return ans, _cumsum(dx, axis)
 
 
 @_cumsum.rrule
 def _cumsum_vjp(x, axis):
     ans = _cumsum(x, axis)
-    nd = ndim_of(ans)
 
     def pullback(g):
-        ax = axis + ndim_of(g) - nd
-        r = _reverse_idx(ax)
-        return (getitem_basic(_cumsum(getitem_basic(g, r), ax), r),)
+        r = _reverse_idx(axis)
+        return (getitem_basic(_cumsum(getitem_basic(g, r), axis), r),)
     return ans, pullback
 
 
@@ -167,14 +165,11 @@ def _cumprod_jvp(primals, tangents, axis):
     ans = _cumprod(x, axis)
     if dx is None:
         return ans, None
-    nd = ndim_of(x)
-    nb = ndim_of(dx) - nd
     D, perm = _cumprod_matrix(x, axis)
-    bperm = tuple(range(nb)) + tuple(p + nb for p in perm)
-    dm = transpose(dx, bperm)
+    dm = transpose(dx, perm)
     dm = reshape(dm, shape_of(dm) + (1,))
-    t = sum_(dm * D, axis=nb + nd - 1)
-    return ans, transpose(t, tuple(range(nb)) + tuple(p + nb for p in _inv(perm)))
+    t = sum_(dm * D, axis=ndim_of(x) - 1)
+    return ans, transpose(t, _inv(perm))
 
 
 @_cumprod.rrule
@@ -183,14 +178,12 @@ def _cumprod_vjp(x, axis):
     nd = ndim_of(x)
 
     def pullback(g):
-        nb = ndim_of(g) - nd
         D, perm = _cumprod_matrix(x, axis)
-        bperm = tuple(range(nb)) + tuple(p + nb for p in perm)
-        gm = transpose(g, bperm)
+        gm = transpose(g, perm)
         gs = shape_of(gm)
         gm = reshape(gm, gs[:-1] + (1, gs[-1]))
-        t = sum_(gm * D, axis=nb + nd)
-        return (transpose(t, tuple(range(nb)) + tuple(p + nb for p in _inv(perm))),)
+        t = sum_(gm * D, axis=nd)
+        return (transpose(t, _inv(perm)),)
     return ans, pullback
 
 
@@ -278,11 +271,10 @@ def _prod_jvp(primals, tangents, axis=None, keepdims=False):
     if dx is None:
         return ans, None
     axes = _norm_axes(axis, ndim_of(x))
-    nb = ndim_of(dx) - ndim_of(x)
     if not axes:
         return ans, dx
     o = _prod_others(x, axes)
-    return ans, sum_(dx * o, axis=tuple(a + nb for a in axes), keepdims=keepdims)
+    return ans, sum_(dx * o, axis=axes, keepdims=keepdims)
 
 
 @_prod.rrule
@@ -325,9 +317,8 @@ def _extremum(np_fn, name):
         if dx is None:
             return ans, None
         axes = _norm_axes(axis, ndim_of(x))
-        nb = ndim_of(dx) - ndim_of(x)
         w = weights(x, ans, axes)
-        return ans, sum_(dx * w, axis=tuple(a + nb for a in axes), keepdims=keepdims)
+        return ans, sum_(dx * w, axis=axes, keepdims=keepdims)
 
     @p.rrule
     def vjp(x, axis=None, keepdims=False):

@@ -1,7 +1,7 @@
 """Shape primitives the engines' bookkeeping needs: reshape, sum, broadcast_to, as_float.
 
-The tangent of a linear function is the function applied to the tangent, with
-the tangent's leading batch axes kept in front.
+The tangent of a linear function is the function applied to the tangent.  Tangents
+carry no batch axes (core.py): ``wg.vmap`` maps each of these by its batch rule below.
 """
 import numpy as np
 
@@ -25,27 +25,20 @@ def kept_shape(xs, axis):
 
 
 def sum_tangent(dx, x_ndim, axis, keepdims=False):
-    """The tangent of a sum over ``axis``: the same sum, past ``dx``'s batch axes."""
-    nb = ndim_of(dx) - x_ndim
-    return sum_(dx, axis=tuple(a + nb for a in _norm_axes(axis, x_ndim)), keepdims=keepdims)
+    """The tangent of a sum over ``axis``: the same sum."""
+    return sum_(dx, axis=_norm_axes(axis, x_ndim), keepdims=keepdims)
 
 
 def expand_reduced(g, ans, xs, axis, chunks=None):
-    """A cotangent of a reduction over ``axis`` (batch axes in front), broadcast back
-    to the reduced operand's shape ``xs`` (in its ``chunks``, when it is a Dask array)."""
+    """A cotangent of a reduction over ``axis``, broadcast back to the reduced operand's
+    shape ``xs`` (in its ``chunks``, when it is a Dask array)."""
     gs = shape_of(g)
-    if not gs:  # 0-d, unbatched (a full reduction's seed): it broadcasts as it is
+    if not gs:  # 0-d (a full reduction's seed): it broadcasts as it is
         return broadcast_to(g, tuple(xs), chunks)
-    nb = len(gs) - ndim_of(ans)
     kept = kept_shape(xs, axis)
-    if gs[nb:] != kept:
-        g = reshape(g, gs[:nb] + kept)
-    return broadcast_to(g, gs[:nb] + tuple(xs), _lead_chunks(chunks, gs[:nb]))
-
-
-def _lead_chunks(chunks, lead):
-    """``chunks`` with one chunk for each leading (batch) axis."""
-    return None if chunks is None else tuple((d,) for d in lead) + chunks
+    if gs != kept:
+        g = reshape(g, kept)
+    return broadcast_to(g, tuple(xs), chunks)
 
 
 @primitive(nargs=1)
@@ -60,8 +53,7 @@ def reshape_jvp(primals, tangents, shape):
     ans = reshape(x, shape)
     if dx is None:
         return ans, None
-    nb = ndim_of(dx) - ndim_of(x)
-    return ans, reshape(dx, shape_of(dx)[:nb] + shape_of(ans))
+    return ans, reshape(dx, shape_of(ans))
 
 
 @reshape.rrule
@@ -70,8 +62,7 @@ def reshape_vjp(x, shape):
     xs = shape_of(x)
 
     def pullback(g):
-        nb = ndim_of(g) - ndim_of(ans)
-        return (reshape(g, shape_of(g)[:nb] + xs),)
+        return (reshape(g, xs),)
     return ans, pullback
 
 
@@ -141,12 +132,7 @@ def broadcast_to_jvp(primals, tangents, shape, chunks=None):
     ans = broadcast_to(x, shape, chunks)
     if dx is None:
         return ans, None
-    nb = ndim_of(dx) - ndim_of(x)
-    ds = shape_of(dx)
-    lift = len(shape) - ndim_of(x)
-    if nb and lift:  # batch axes stay in front: the new axes go after them
-        dx = reshape(dx, ds[:nb] + (1,) * lift + ds[nb:])
-    return ans, broadcast_to(dx, ds[:nb] + tuple(shape), _lead_chunks(chunks, ds[:nb]))
+    return ans, broadcast_to(dx, tuple(shape), chunks)
 
 
 @broadcast_to.rrule
@@ -155,8 +141,7 @@ def broadcast_to_vjp(x, shape, chunks=None):
     ans = broadcast_to(x, shape, chunks)
 
     def pullback(g):
-        nb = ndim_of(g) - len(shape)
-        return (sum_to(g, nb, xs),)
+        return (sum_to(g, xs),)
     return ans, pullback
 
 
@@ -175,10 +160,7 @@ def transpose_jvp(primals, tangents, axes=None):
     ans = transpose(x, axes)
     if dx is None:
         return ans, None
-    nd = ndim_of(x)
-    nb = ndim_of(dx) - nd
-    perm = tuple(range(nb)) + tuple(nb + a for a in _full_axes(axes, nd))
-    return ans, transpose(dx, perm)
+    return ans, transpose(dx, axes)
 
 
 @transpose.rrule
@@ -187,8 +169,7 @@ def transpose_vjp(x, axes=None):
     inv = tuple(np.argsort(_full_axes(axes, nd)))
 
     def pullback(g):
-        nb = ndim_of(g) - nd
-        return (transpose(g, tuple(range(nb)) + tuple(nb + int(a) for a in inv)),)
+        return (transpose(g, tuple(int(a) for a in inv)),)
     return transpose(x, axes), pullback
 
 
@@ -225,10 +206,40 @@ for _p in (reshape, broadcast_to, transpose):
 sum_.sparsity = patterns.Reduction()
 
 
-# wg.vmap: a sum reduces along ``axis`` (cheaper than as a linear map); as_float is the
-# identity on values (its pushforward: the batch itself)
+# wg.vmap: a sum reduces along ``axis``; the moves move the batch axis (leading) along
 sum_.batch = "axis"
-as_float.batch = "linear"
+
+
+@reshape.batching
+def _reshape_batch(args, batched, shape):
+    (x,) = args
+    shape = tuple(shape) if np.ndim(shape) else (shape,)
+    return reshape(x, shape_of(x)[:1] + shape)
+
+
+@broadcast_to.batching
+def _broadcast_to_batch(args, batched, shape, chunks=None):
+    (x,) = args
+    xs = shape_of(x)
+    shape = tuple(shape) if np.ndim(shape) else (shape,)
+    lift = len(shape) - (len(xs) - 1)
+    if lift:  # the new axes go after the batch axis
+        x = reshape(x, xs[:1] + (1,) * lift + xs[1:])
+    lead = xs[:1]
+    return broadcast_to(x, lead + shape, None if chunks is None else ((lead[0],),) + chunks)
+
+
+@transpose.batching
+def _transpose_batch(args, batched, axes=None):
+    (x,) = args
+    return transpose(x, (0,) + tuple(a + 1 for a in _full_axes(axes, ndim_of(x) - 1)))
+
+
+@as_float.batching
+def _as_float_batch(args, batched):
+    """One float per example: the batch as an array of float64s."""
+    (x,) = args
+    return x.astype(np.float64) if type(x) is np.ndarray else x * 1.0
 
 
 # Numba (a compiled scan's loop, wengert/graph/numba_array.py): each written on whole arrays

@@ -17,10 +17,10 @@ __all__ = ["take_dynamic", "put_dynamic"]
 
 
 @primitive(nargs=2)
-def take_dynamic(x, i, nb=0):
-    """``np.take(x, i, axis=nb)``: the rows of ``x`` after ``nb`` leading axes at positions
+def take_dynamic(x, i, lead=0):
+    """``np.take(x, i, axis=lead)``: the rows of ``x`` after ``lead`` leading axes at positions
     ``i`` (an integer array; not differentiated)."""
-    return take_flat(_asarray(x, like=i), i, nb)  # NumPy x moved to a CuPy i's library
+    return take_flat(_asarray(x, like=i), i, lead)  # NumPy x moved to a CuPy i's library
 
 
 def take_in_library(a, i, axis):
@@ -59,15 +59,15 @@ def take_flat(x, i, axis):
 
 
 @primitive(nargs=2)
-def put_dynamic(g, i, n, nb=0):
-    """Zeros of ``lead + (n,) + rest`` with ``g``'s rows added at positions ``i`` (repeats add
-    up): ``take_dynamic``'s transpose."""
+def put_dynamic(g, i, n, lead=0):
+    """Zeros of ``g.shape[:lead] + (n,) + rest`` with ``g``'s rows added at positions ``i``
+    (repeats add up): ``take_dynamic``'s transpose."""
     g, i = same_library(g, i)
     if is_foreign(g):
-        return put_in_library(g, i, n, nb)
+        return put_in_library(g, i, n, lead)
     g, i = np.asarray(g), np.asarray(i)
-    out = np.zeros(g.shape[:nb] + (n,) + g.shape[nb + i.ndim:], dtype=g.dtype)
-    np.add.at(out, (slice(None),) * nb + (i,), g)
+    out = np.zeros(g.shape[:lead] + (n,) + g.shape[lead + i.ndim:], dtype=g.dtype)
+    np.add.at(out, (slice(None),) * lead + (i,), g)
     return out
 
 
@@ -76,54 +76,54 @@ def same_library(a, b):
     return _asarray(a, like=b), _asarray(b, like=a)
 
 
-def put_in_library(g, i, n, nb):
+def put_in_library(g, i, n, lead):
     """``put_dynamic`` in ``g``'s library (CuPy, Dask), which may have no ``np.add.at``: a
     ``bincount`` of every entry's flat position, weighted by the entry."""
     i = i % n  # NumPy's negative positions, for bincount
-    lead, k = g.shape[:nb], math.prod(i.shape)
-    rest = g.shape[nb + i.ndim:]
-    nl, nr = math.prod(lead), math.prod(rest)
+    front, k = g.shape[:lead], math.prod(i.shape)
+    rest = g.shape[lead + i.ndim:]
+    nl, nr = math.prod(front), math.prod(rest)
     pos = (_asarray(np.arange(nl).reshape(nl, 1, 1) * n, like=i) + i.reshape(1, k, 1)) * nr \
         + _asarray(np.arange(nr).reshape(1, 1, nr), like=i)
     pos, w, size = pos.reshape(-1), g.reshape(-1), nl * n * nr
     out = add_at_flat(pos, w, size)
-    return out.astype(g.dtype, copy=False).reshape(lead + (n,) + rest)
+    return out.astype(g.dtype, copy=False).reshape(front + (n,) + rest)
 
 
 @take_dynamic.frule(symbolic_zeros=True)
-def _take_jvp(primals, tangents, nb=0):
+def _take_jvp(primals, tangents, lead=0):
     (x, i), (dx, _) = primals, tangents
-    ans = take_dynamic(x, i, nb)
+    ans = take_dynamic(x, i, lead)
     if dx is None:
         return ans, None
-    return ans, take_dynamic(dx, i, nb + ndim_of(dx) - ndim_of(x))
+    return ans, take_dynamic(dx, i, lead)
 
 
 @take_dynamic.rrule
-def _take_vjp(x, i, nb=0):
-    ans = take_dynamic(x, i, nb)
-    n = shape_of(x)[nb]
+def _take_vjp(x, i, lead=0):
+    ans = take_dynamic(x, i, lead)
+    n = shape_of(x)[lead]
 
     def pullback(g):
-        return put_dynamic(g, i, n, nb + ndim_of(g) - ndim_of(ans)), None
+        return put_dynamic(g, i, n, lead), None
     return ans, pullback
 
 
 @put_dynamic.frule(symbolic_zeros=True)
-def _put_jvp(primals, tangents, n, nb=0):
+def _put_jvp(primals, tangents, n, lead=0):
     (g, i), (dg, _) = primals, tangents
-    ans = put_dynamic(g, i, n, nb)
+    ans = put_dynamic(g, i, n, lead)
     if dg is None:
         return ans, None
-    return ans, put_dynamic(dg, i, n, nb + ndim_of(dg) - ndim_of(g))
+    return ans, put_dynamic(dg, i, n, lead)
 
 
 @put_dynamic.rrule
-def _put_vjp(g, i, n, nb=0):
-    ans = put_dynamic(g, i, n, nb)
+def _put_vjp(g, i, n, lead=0):
+    ans = put_dynamic(g, i, n, lead)
 
     def pullback(h):
-        return take_dynamic(h, i, nb + ndim_of(h) - ndim_of(ans)), None
+        return take_dynamic(h, i, lead), None
     return ans, pullback
 
 
@@ -143,27 +143,27 @@ def _offsets(i, n):
 
 
 @take_dynamic.batching
-def _take_batch(args, batched, nb=0):
+def _take_batch(args, batched, lead=0):
     (x, i), (bx, bi) = args, batched
     if not bi:  # the same positions for every example: the batch is one more leading axis
-        return take_dynamic(x, i, nb + 1)
+        return take_dynamic(x, i, lead + 1)
     if not bx:
-        return _moveaxis(take_dynamic(x, i, nb), nb, 0)
-    s = shape_of(x)  # (B,) + lead + (n,) + rest: the examples' rows side by side, then taken
-    n = s[1 + nb]
-    flat = reshape(_moveaxis(x, 0, nb), s[1:1 + nb] + (s[0] * n,) + s[2 + nb:])
-    return _moveaxis(take_dynamic(flat, _offsets(i, n), nb), nb, 0)
+        return _moveaxis(take_dynamic(x, i, lead), lead, 0)
+    s = shape_of(x)  # (B,) + lead axes + (n,) + rest: the examples' rows side by side, then taken
+    n = s[1 + lead]
+    flat = reshape(_moveaxis(x, 0, lead), s[1:1 + lead] + (s[0] * n,) + s[2 + lead:])
+    return _moveaxis(take_dynamic(flat, _offsets(i, n), lead), lead, 0)
 
 
 @put_dynamic.batching
-def _put_batch(args, batched, n, nb=0):
+def _put_batch(args, batched, n, lead=0):
     (g, i), (bg, bi) = args, batched
     if not bi:
-        return put_dynamic(g, i, n, nb + 1)
+        return put_dynamic(g, i, n, lead + 1)
     size = shape_of(i)[0]
     if not bg:
         g = broadcast_to(g, (size,) + shape_of(g))
-    s = shape_of(g)  # (B,) + lead + index shape + rest
-    rest = s[nb + ndim_of(i):]
-    r = put_dynamic(_moveaxis(g, 0, nb), _offsets(i, n), size * n, nb)
-    return _moveaxis(reshape(r, s[1:1 + nb] + (size, n) + rest), nb, 0)
+    s = shape_of(g)  # (B,) + lead axes + index shape + rest
+    rest = s[lead + ndim_of(i):]
+    r = put_dynamic(_moveaxis(g, 0, lead), _offsets(i, n), size * n, lead)
+    return _moveaxis(reshape(r, s[1:1 + lead] + (size, n) + rest), lead, 0)

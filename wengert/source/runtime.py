@@ -183,7 +183,7 @@ def unbroadcast(g, like):
         return g
     if len(gs) < len(full):
         g = wnp.broadcast_to(g, full)
-    return sum_to(g, 0, xs)
+    return sum_to(g, xs)
 
 
 def broadcast_like(t, like):
