@@ -39,7 +39,7 @@ FLOORS = {
     4: ("wengert.forward", "wengert.reverse", "wengert.jet", "wengert.sparsity",
         "wengert.batching", "wengert._validate"),
     5: ("wengert.transforms", "wengert.sparse", "wengert.custom", "wengert.complex_ad",
-        "wengert.checking"),
+        "wengert.checking", "wengert.directions"),
     6: ("wengert.graph", "wengert.graph.*", "wengert.source", "wengert.source.*",
         "wengert.checkpoint", "wengert.checkpoint.*", "wengert.implicit_diff",
         "wengert.scipy.optimize", "wengert.scipy.sparse", "wengert.scipy.sparse.*",

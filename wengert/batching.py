@@ -34,11 +34,11 @@ from . import numpy as wnp
 from . import tree
 from ._pickling import travels
 from ._validate import check_callable
-from .arrays import asarray, copy_of, is_foreign, ndim_of, shape_of
+from .arrays import asarray, copy_of, is_foreign, ndim_of, shape_of, zeros_like_value
 from .core import Primitive, Trace, Tracer, check_live, new_level
 
 __all__ = ["vmap", "BatchTrace", "BatchTracer", "batching_kind", "BatchedControlFlowError",
-           "per_example"]
+           "per_example", "per_example_call"]
 
 
 class BatchedControlFlowError(TypeError):
@@ -241,6 +241,59 @@ def per_example(prim, vals, batched, params, size):
     if prim.multiple_results:
         return tuple(_stack(prim, [o[k] for o in outs]) for k in range(len(outs[0])))
     return _stack(prim, outs)
+
+
+def per_example_call(fn, *args):
+    """``fn(*args)`` for a function that cannot take batched values (SciPy's solvers, a
+    user's rule that converts to NumPy): run once per example of the innermost live ``vmap``
+    whose values ``args`` hold, its results stacked into that vmap's values -- the loop
+    ``per_example`` runs for a primitive, for a function.  ``fn(*args)`` when they hold none.
+    (A tangent of a Jacobian's pass is such a value: ``jacobian`` is ``vmap`` over ``jvp``.)"""
+    leaves, treedef = tree.flatten(args)
+    top = None
+    for x in leaves:
+        if isinstance(x, BatchTracer) and x._trace.finished_by is None and (
+                top is None or x._trace.level > top.level):
+            top = x._trace
+    if top is None:
+        return fn(*args)
+    outs = []
+    for i in range(top.size):
+        one = [x.value[i] if isinstance(x, BatchTracer) and x._trace is top else x
+               for x in leaves]
+        outs.append(per_example_call(fn, *tree.unflatten(treedef, one)))
+    return _stacked(outs, top, getattr(fn, "__name__", "a function"))
+
+
+def _stacked(outs, trace, name):
+    """Per-example results ``outs`` as one result of ``trace``'s values (``None``: a zero)."""
+    if all(o is None for o in outs):
+        return None
+    if any(o is None for o in outs):  # a zero for some examples only
+        like = next(o for o in outs if o is not None)
+        outs = [tree.unflatten(tree.flatten(like)[1],
+                               [zeros_like_value(v) for v in tree.flatten(like)[0]])
+                if o is None else o for o in outs]
+    first = outs[0]
+    if isinstance(first, (tuple, list)) and all(
+            type(o) is type(first) and len(o) == len(first) for o in outs):
+        return type(first)(_stacked([o[k] for o in outs], trace, name)
+                           for k in range(len(first)))
+    flat = [tree.flatten(o) for o in outs]
+    if any(d != flat[0][1] for _, d in flat):
+        raise ValueError(f"wg.vmap: {name} gives results of different structures for "
+                         f"different examples, which no batch can hold; loop over the "
+                         f"examples in Python")
+    res = []
+    for k in range(len(flat[0][0])):
+        vals = [f[0][k] for f in flat]
+        shapes = {shape_of(v) for v in vals}
+        if len(shapes) > 1:
+            raise ValueError(f"wg.vmap: {name} gives results of different shapes for "
+                             f"different examples ({sorted(shapes)}), which no batch can hold; "
+                             f"loop over the examples in Python")
+        res.append(BatchTracer(wnp.stack(vals), trace))
+    return tree.unflatten(flat[0][1], res)
 
 
 def _stack(prim, outs):

@@ -25,7 +25,7 @@ import functools
 import inspect
 
 from .arrays import shape_of, zeros_like_value
-from .batching import BatchedControlFlowError
+from .batching import BatchedControlFlowError, per_example_call
 from .core import Primitive, Tracer, new_level, primitive
 from .forward import Dual, ForwardTrace
 from .reverse import Tape, Var
@@ -276,21 +276,28 @@ class _Custom:
         return tuple(vals), tuple(tans)
 
 
-def _user_rule(owner, which, rule, *args):
-    """A user's rule, called on one direction: under ``wg.jacobian``, ``wg.hessian``,
+def _user_rule(rule, *args, pair=False):
+    """A user's rule, called on one direction.  Under ``wg.jacobian``, ``wg.hessian``,
     ``jvp(batched=True)``, ``sparse_jacobian`` and ``wg.vmap`` that direction is a batched
-    value (``wengert.batching``), which NumPy calls on it map; a conversion to a plain array
-    cannot, and is explained here."""
+    value (``wengert.batching``), which NumPy calls map over; a rule that converts it to a
+    plain array runs once per example instead (BatchTrace's loop, ``per_example_call``).
+    ``pair``: the rule gives ``(out, tangent)``, of which only the tangent is batched."""
     try:
         return rule(*args)
-    except BatchedControlFlowError as e:
-        raise BatchedControlFlowError(
-            f"{owner.kind} function '{owner.__name__}': its {which} was called with a batch "
-            f"of directions (wg.jacobian, wg.hessian, jvp(batched=True), sparse_jacobian and "
-            f"wg.vmap push or pull several at once, as batched values) and converted one to a "
-            f"plain array or number. Write the rule with NumPy functions or wengert.numpy "
-            f"(they map over the batch), or take one direction at a time (wg.jvp, wg.vjp). "
-            f"({e})") from e
+    except BatchedControlFlowError:
+        pass
+    if not pair:
+        return per_example_call(rule, *args)
+    first = []
+
+    def tangent(*a):
+        res = rule(*a)
+        if not (isinstance(res, (tuple, list)) and len(res) == 2):
+            return res  # (the caller says what is wrong with it)
+        first[:] = [res[0]]
+        return res[1]
+    tout = per_example_call(tangent, *args)
+    return (first[0], tout) if first else tout
 
 
 # -- custom_vjp -----------------------------------------------------------------------------------------
@@ -339,8 +346,7 @@ class CustomVJP(_Custom):
         def pullback(gs):
             g = unflatten(call.out_def, [zeros_like_value(o) if c is None else c
                                          for o, c in zip(outs, gs)])
-            return self._cotangents(_user_rule(self, "bwd rule", self.bwd, *nondiff, residuals,
-                                               g), diff, call)
+            return self._cotangents(_user_rule(self.bwd, *nondiff, residuals, g), diff, call)
         return outs, pullback
 
     def _cotangents(self, cts, diff, call):
@@ -424,7 +430,7 @@ class CustomJVP(_Custom):
         zeros = [zeros_like_value(p) if t is None else t for p, t in zip(primals, ts)]
         tdiff = _tangent_args(diff, call, zeros)
         nondiff = tuple(call.nondiff[i] for i in sorted(call.nondiff))
-        res = _user_rule(self, "jvp rule", self.rule, *nondiff, tuple(diff), tuple(tdiff))
+        res = _user_rule(self.rule, *nondiff, tuple(diff), tuple(tdiff), pair=True)
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
             raise self._error("the jvp rule must return a pair (output, tangent_out)")
         out, tout = res

@@ -1,8 +1,9 @@
 """Forward mode: dual numbers, value + tangent, pushed through every primitive's frule.
 
 A ``Dual`` belongs to a ``ForwardTrace``; each transform opens a trace at a new
-level, so nested derivatives never confuse their perturbations.  The tangent may
-carry leading batch axes: several directions in one pass (a Jacobian in one go).
+level, so nested derivatives never confuse their perturbations.  A tangent has its
+primal's shape; several directions in one pass (a Jacobian in one go) are ``wg.vmap``
+over the pass, the tangents then batched values of a lower trace (``BatchTracer``).
 """
 import numpy as np
 
@@ -79,12 +80,15 @@ class ForwardTrace(Trace):
                 return None  # Python floats raise where NumPy gives inf: the general path
             t = None if t is None or p is None else scaled(t, p)
         elif prim.linear:
-            if t is not None and (type(t) is not type(v) or type(v) is not float
-                                  and t.ndim != v.ndim):
-                return None  # batched: the frule knows where the batch axes go
-            impl = prim.impl
-            ans = impl(v, **params)
-            t = None if t is None else impl(t, **params)
+            if t is not None and type(t) is not type(v):
+                if not _batched(t):
+                    return None
+                ans = prim.impl(v, **params)
+                t = prim(t, **params)  # a batch of directions: mapped by its batch rule
+            else:
+                impl = prim.impl
+                ans = impl(v, **params)
+                t = None if t is None else impl(t, **params)
         else:
             return None
         d = _new(Dual)
@@ -92,11 +96,12 @@ class ForwardTrace(Trace):
         return d
 
     def _binary(self, prim, args, params):
-        """Two-argument primitives on plain values with unbatched tangents, in fewer calls.
+        """Two-argument primitives on plain values, in fewer calls.
 
         A bilinear primitive's tangent is ``f(da, b) + f(a, db)``; an elementwise one's
-        is the sum of tangents times partials, spread over the result's shape.  Batched
-        tangents, nested traces and anything else: ``None``, for the general path.
+        is the sum of tangents times partials, spread over the result's shape.  A tangent
+        may be a batch of directions (a ``vmap``'s value); nested traces and anything else:
+        ``None``, for the general path.
         """
         vals = []
         tans = []
@@ -107,8 +112,7 @@ class ForwardTrace(Trace):
                     return None
                 v, t = x.value, x._tangent
                 tv = type(v)
-                if tv not in _PLAIN or t is not None and (
-                        type(t) is not tv or tv is not float and t.ndim != v.ndim):
+                if tv not in _PLAIN or t is not None and type(t) is not tv and not _batched(t):
                     return None
             elif tx in _PLAIN_ARG:
                 v, t = x, None
@@ -123,10 +127,10 @@ class ForwardTrace(Trace):
         impl = prim.impl
         ans = impl(a, b, **params)
         fp = prim.fast_partials
-        if fp is None:  # bilinear
-            t = None if da is None else impl(da, b, **params)
+        if fp is None:  # bilinear (a batch of directions: mapped by its batch rule)
+            t = None if da is None else (impl if type(da) is type(a) else prim)(da, b, **params)
             if db is not None:
-                u = impl(a, db, **params)
+                u = (impl if type(db) is type(b) else prim)(a, db, **params)
                 t = u if t is None else t + u
         else:
             ps_params = params
@@ -147,6 +151,11 @@ class ForwardTrace(Trace):
 
 
 _PLAIN = (float, np.ndarray, np.float64, np.float32)
+
+
+def _batched(t):
+    """Whether tangent ``t`` is a batch of directions (``vmap`` over the pass: jacobian)."""
+    return isinstance(t, Tracer) and t._trace.batched
 _PLAIN_ARG = _PLAIN + (int,)
 _new = object.__new__
 
@@ -155,9 +164,9 @@ def _binary_fast_path(prim, name, reflected, general):
     """An operator method for Duals of plain numbers and arrays that skips the dispatch layers.
 
     It reads the primitive's own partials (``fast_partials``), so it is the same rule,
-    taken in fewer Python calls.  It covers unbatched tangents of plain values; anything
-    else (batched tangents, nested traces, Python's exceptions on floats) takes the
-    ``general`` path.
+    taken in fewer Python calls.  It covers tangents of plain values (or batches of
+    directions: ``vmap`` over the pass); anything else (nested traces, Python's exceptions
+    on floats) takes the ``general`` path.
     """
     impl, partials = prim.impl, prim.fast_partials.fn
     impl = getattr(impl, "python_operator", impl)
@@ -187,10 +196,10 @@ def _binary_fast_path(prim, name, reflected, general):
             scalar = True
         elif (tya in arrays or tya is float) and tyb in plain:
             scalar = False
-            # unbatched tangents only: a batched one needs the general path's broadcast axes
-            if ta is not None and (type(ta) is not tya or tya is not float and ta.ndim != a.ndim):
+            # tangents of the values' types, or batches of directions (jacobian's vmap)
+            if ta is not None and type(ta) is not tya and not _batched(ta):
                 return general(self, other)
-            if tb is not None and (type(tb) is not tyb or tyb is not float and tb.ndim != b.ndim):
+            if tb is not None and type(tb) is not tyb and not _batched(tb):
                 return general(self, other)
         else:
             return general(self, other)

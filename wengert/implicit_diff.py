@@ -30,7 +30,6 @@ import numpy as np
 
 from . import numpy as wnp
 from .core import Primitive, Tracer, ndim_of, plain, shape_of
-from .custom import _batch_of
 from .transforms import jacobian, jvp, vjp
 from .tree import LEAF, flatten, ravel, unflatten
 
@@ -288,30 +287,29 @@ def _residual_of(problem, active, primals, idx):
 @implicit_solve.frule(symbolic_zeros=True)
 def implicit_solve_jvp(primals, tangents, problem):
     """``dz = -J⁻¹ ∂F/∂θ·dθ``.  With the dense Jacobian, one forward pass pushes the ``n``
-    unit directions of ``z`` (``J``'s columns) and the ``k`` directions of ``θ`` together."""
+    unit directions of ``z`` (``J``'s columns) and ``θ``'s direction together (several
+    directions of ``θ``: ``wg.vmap`` over this rule, the tangents batched values)."""
     z, active = implicit_solve(*primals, problem=problem)
     idx = [i for i, t in enumerate(tangents) if t is not None and _diff(primals[i])]
     if not idx:
         return (z, active), (None, None)
-    batch = _batch_of(primals, tangents)
-    k = int(np.prod(batch)) if batch else 1
     n = shape_of(z)[0]
     residual = _residual_of(problem, active, primals, idx)
     ps = tuple(primals[i] for i in idx)
-    ts = tuple(_reshape(tangents[i], (k,) + shape_of(primals[i])) for i in idx)
+    ts = tuple(_reshape(tangents[i], (1,) + shape_of(primals[i])) for i in idx)
     if _dense(problem):
-        tz = np.concatenate([np.eye(n), np.zeros((k, n))])
+        tz = np.concatenate([np.eye(n), np.zeros((1, n))])
         tps = tuple(wnp.concatenate([wnp.zeros((n,) + shape_of(p)), t])
                     for p, t in zip(ps, ts))
-        _, cols = jvp(residual, (z,) + ps, (tz,) + tps, batched=True)   # (n + k, n)
+        _, cols = jvp(residual, (z,) + ps, (tz,) + tps, batched=True)   # (n + 1, n)
         jac = _T(cols[:n])
         rhs = _T(cols[n:])
-        dz = -_solve(jac, rhs)                                # (n, k)
+        dz = -_solve(jac, rhs)                                # (n, 1)
     else:
-        _, v = jvp(lambda *vals: residual(z, *vals), ps, ts, batched=True)    # (k, n)
+        _, v = jvp(lambda *vals: residual(z, *vals), ps, ts, batched=True)    # (1, n)
         dz = -problem.tangent_solve(z, active, primals, _T(v), False)
     dz = _T(dz)
-    return (z, active), (_reshape(dz, tuple(batch) + (n,)) if batch else dz[0], None)
+    return (z, active), (dz[0], None)
 
 
 @implicit_solve.rrule(needs=True)

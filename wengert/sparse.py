@@ -30,8 +30,8 @@ from .core import plain as _plain, Tracer, shape_of
 from .reverse import Tape, Var
 from .sparsity import PatternTrace, PatternTracer, stack_patterns
 from .transforms import (_argnums_tuple, _check_args, _leaf_dtype, _place_inputs,
-                         _value_and_grad, _value_in, check_output, pull_directions,
-                         push_directions)
+                         _value_and_grad, _value_in, check_output)
+from .directions import pull_directions, push_directions
 from .tree import flatten, unflatten
 
 __all__ = ["jacobian_sparsity", "hessian_sparsity", "sparse_jacobian", "sparse_hessian",
@@ -365,8 +365,9 @@ def _check_shape(pattern, in_info, out_info, transform):
 def _push(f, args, kwargs, nums, one, leaves, in_def, plan, transform):
     """``(J S)ᵀ``, shape ``(k, m)``: ``vmap`` over ``jvp``, the ``k`` seeds in one pass."""
     k = plan.num_colors
-    _, _, tangents = push_directions(f, args, kwargs, nums, leaves, in_def, one, plan.seeds,
-                                     transform)
+    _, _, tangents = push_directions(
+        lambda w: f(*_place_inputs(args, nums, in_def, w, one), **kwargs), leaves, plan.seeds,
+        transform, f)
     return _joined([wnp.reshape(t, (k, -1)) for t in tangents])
 
 

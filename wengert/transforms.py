@@ -3,7 +3,9 @@
 ``grad``, ``value_and_grad``, ``vjp`` and the reverse ``jacobian`` open a
 ``Tape``; ``derivative``, ``jvp``, ``hvp`` and the forward ``jacobian`` open a
 ``ForwardTrace``.  Every call opens a fresh level, so transforms nest to any
-depth without confusing their perturbations.
+depth without confusing their perturbations.  Several directions at once (``jacobian``,
+``hessian``, ``jvp(batched=True)``) are ``wg.vmap`` over one direction's pass
+(``wengert.directions``): tangents and cotangents never carry batch axes.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from .arrays import asarray, ndim_of, ones, shape_of, zeros, zeros_like_value
 from .core import (Tracer, check_differentiable, check_live, leaf_dtype as _leaf_dtype,
                    new_level, plain as _plain, plain_store_errors)
 from .batching import vmap
+from .directions import pull_directions, pull_stacked, push_directions
 from .forward import Dual, ForwardTrace
 from .jet import taylor_coefficients
 from .reverse import Tape, Var
@@ -288,12 +291,19 @@ def vjp(f, *primals):
             raise ValueError("the cotangent must have the structure of the output "
                              f"({out_def!r}), got {ct_def!r}")
         seeds = {}
+        batch = None
         for o, c in zip(out_leaves, ct_leaves):
             if isinstance(o, Var) and o._trace is tape:
-                if shape_of(c) != shape_of(o) and ndim_of(c) <= ndim_of(o):
-                    raise ValueError(f"cotangent of shape {shape_of(c)} for an output of "
-                                     f"shape {shape_of(o)}")
+                cs, os_ = shape_of(c), shape_of(o)
+                if cs != os_:
+                    b = cs[:len(cs) - len(os_)]
+                    if len(cs) <= len(os_) or cs[len(b):] != os_ or batch not in (None, b):
+                        raise ValueError(f"cotangent of shape {cs} for an output of shape "
+                                         f"{os_}")
+                    batch = b
                 seeds[o.index] = c if o.index not in seeds else seeds[o.index] + c
+        if batch is not None:  # several cotangents on leading axes: vmap over the sweep
+            return pull_stacked(pullback, out_leaves, ct_leaves, out_def, batch)
         adj = _sweep_finished(tape, seeds) if seeds else None
         res = []
         for leaves, d, vs in inputs:
@@ -468,9 +478,9 @@ def _size(x):
 def jacobian(f, argnums=0, *, mode="auto", progress=False, holomorphic=False):
     """The Jacobian, shaped ``out.shape + in.shape`` (pytrees: out-tree of in-trees).
 
-    ``mode="forward"`` pushes every input direction at once (batched tangents);
-    ``mode="reverse"`` pulls every output row back in one sweep (batched
-    cotangents); ``"auto"`` picks forward when the input has fewer elements.
+    ``mode="forward"`` pushes every input direction at once (``vmap`` over ``jvp``);
+    ``mode="reverse"`` pulls every output row back in one sweep (``vmap`` over the
+    pullback); ``"auto"`` picks forward when the input has fewer elements.
     ``progress=True`` shows tqdm bars on stderr: the columns pushed forward, or the
     recording (forward sweep) and the rows pulled back; so that a bar can move, the
     work is then done in up to a hundred pieces (forward mode runs ``f`` once per piece).
@@ -595,41 +605,8 @@ def _forward_columns(f, args, kwargs, nums, in_leaves, in_def, one, transform, l
         # the identity's columns, in x's array library (a NumPy seed is moved there)
         seeds.append(asarray(seed.reshape((c,) + s), like=x))
         off += k
-    return push_directions(f, args, kwargs, nums, in_leaves, in_def, one, seeds, transform)
-
-
-def push_directions(f, args, kwargs, nums, in_leaves, in_def, one, seeds, transform):
-    """``vmap`` over ``jvp`` (JAX's jacfwd): ``seeds[i]`` holds ``k`` tangents of input leaf
-    ``i`` on a leading axis; returns the output shapes, treedef and per output leaf its
-    ``k`` tangents, ``(k, *out)``.  The tangents in the pass are one direction each
-    (``BatchTracer`` values): rules never see a batch axis."""
-    found = []
-
-    def pushed(*ts):
-        trace = ForwardTrace(new_level())
-        try:
-            wrapped = [Dual(x, t, trace) for x, t in zip(in_leaves, ts)]
-            out = f(*_place_inputs(args, nums, in_def, wrapped, one), **kwargs)
-            check_output(out, transform)
-            out_leaves, out_def = flatten(out)
-            shapes, tangents = [], []
-            for o in out_leaves:
-                mine = isinstance(o, Dual) and o._trace is trace
-                v = o.value if mine else _value_in(o, trace, transform)
-                os_ = shape_of(v)
-                t = o._tangent if mine else None
-                if t is None:
-                    t = zeros(os_, _leaf_dtype(v) or float, like=v)
-                elif shape_of(t) != os_:
-                    t = wnp.broadcast_to(t, os_)
-                shapes.append(os_)
-                tangents.append(t)
-            found[:] = (shapes, out_def)
-            return tangents
-        finally:
-            trace.finish(transform, f)  # its Duals are dead from now on
-    tangents = vmap(pushed)(*seeds)
-    return found[0], found[1], tangents
+    return push_directions(lambda w: f(*_place_inputs(args, nums, in_def, w, one), **kwargs),
+                           in_leaves, seeds, transform, f)
 
 
 def _jac_reverse(f, args, kwargs, nums, in_leaves, in_def, n, one, transform, progress=False,
@@ -719,20 +696,6 @@ def _reverse_rows(tape, out_leaves, in_leaves, in_index, lo, hi, phase=1.0):
     if not seeds:
         return [zeros((c,) + shape_of(x), _leaf_dtype(x), like=x) for x in in_leaves]
     return pull_directions(tape, seeds, in_index, in_leaves)
-
-
-def pull_directions(tape, seeds, index, like):
-    """``vmap`` over the pullback (JAX's jacrev): ``seeds`` maps tape entries to ``k``
-    cotangents on a leading axis; one sweep of ``tape`` pulls them all back, each one
-    direction (``BatchTracer`` values: rules never see a batch axis).  Per entry
-    ``index[i]``, its ``k`` cotangents, ``(k, *like[i].shape)``."""
-    keys = list(seeds)
-
-    def pulled(*ws):
-        adj = tape.sweep(dict(zip(keys, ws)))
-        return [zeros(shape_of(x), _leaf_dtype(x), like=x) if adj[i] is None else adj[i]
-                for x, i in zip(like, index)]
-    return vmap(pulled)(*seeds.values())
 
 
 def hessian(f, argnums=0, *, progress=False, holomorphic=False):

@@ -33,9 +33,8 @@ import scipy.integrate as si
 import scipy.sparse as sp
 
 from .. import numpy as wnp
-from ..batching import BatchTracer
+from ..batching import BatchTracer, per_example_call
 from ..core import Primitive, SolverWarning, Tracer
-from ..custom import _batch_of, _per_direction
 from ..graph.codegen import build_function
 from ..graph.graph import Graph
 from ..graph.ir import GuardFailure, Node
@@ -372,12 +371,11 @@ def _example(x):
 
 @ode_solve.frule(symbolic_zeros=True)
 def _frule(primals, tangents, spec):
-    batch = _batch_of(primals, tangents)
-    if batch:
-        ys = ode_solve(*primals, spec=spec)
-        return ys, _per_direction(lambda ts: (_pushforward(primals, ts, spec)[1],), primals,
-                                  tangents, (ys,), batch)[0]
-    return _pushforward(primals, tangents, spec)
+    if not any(isinstance(t, BatchTracer) for t in tangents):
+        return _pushforward(primals, tangents, spec)
+    # SciPy solves for one tangent: several at once (a Jacobian's, batched values) one by one
+    ys = ode_solve(*primals, spec=spec)
+    return ys, per_example_call(lambda ts: _pushforward(primals, ts, spec)[1], tangents)
 
 
 def _pushforward(primals, tangents, spec):
@@ -424,13 +422,9 @@ def _rhs_rows(F, ts, ys, ps):
 def _rrule(y0, ts, *ps, spec):
     ys = ode_solve(y0, ts, *ps, spec=spec)
 
-    def pullback(g):
-        batch = _batch_of((ys,), (g,))
+    def pullback(g):  # (a batch of cotangents, a Jacobian's rows: one by one)
         primals = (y0, ts, *ps)
-        if batch:
-            return _per_direction(lambda gs: _pull(primals, ys, gs[0], spec), (ys,), (g,),
-                                  primals, batch)
-        return _pull(primals, ys, g, spec)
+        return per_example_call(lambda gg: _pull(primals, ys, gg, spec), g)
     return ys, pullback
 
 

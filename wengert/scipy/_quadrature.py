@@ -19,7 +19,7 @@ import scipy.special as _ss
 
 from .. import numpy as wnp
 from ..core import Primitive, Tracer, plain, shape_of
-from ..custom import _batch_of
+from ..batching import per_example_call
 from ..implicit_diff import Captured, PerThread, running
 from ..transforms import jvp, vjp
 from ..tree import flatten
@@ -106,16 +106,14 @@ def integral_jvp(primals, tangents, problem):
     idx = [i for i, t in enumerate(tangents) if t is not None and _diffable(primals[i])]
     if not idx:
         return ans, None
-    batch = _batch_of(primals, tangents)
-    if batch:
-        k = int(np.prod(batch))
-        cols = []
-        for j in range(k):
-            ts = [None if t is None else wnp.reshape(t, (k,) + shape_of(p))[j]
-                  for p, t in zip(primals, tangents)]
-            cols.append(integral_jvp(primals, ts, problem)[1])
-        return ans, wnp.reshape(wnp.stack(cols), tuple(batch) + shape_of(ans))
-    ts = tuple(tangents[i] for i in idx)
+    # SciPy integrates one tangent: several at once (a Jacobian's) one by one
+    return ans, per_example_call(
+        lambda ts: _integral_tangent(primals, ts, idx, problem, shape_of(ans)),
+        tuple(tangents[i] for i in idx))
+
+
+def _integral_tangent(primals, ts, idx, problem, shape):
+    ts = tuple(ts)
     ps = tuple(primals[i] for i in idx)
     f_of, a, b = problem.parts(primals)
 
@@ -124,7 +122,7 @@ def integral_jvp(primals, tangents, problem):
     body = quad_vec(df, a, b, **_options_for_derivative(problem))[0]
     lims = _limit_terms(problem, primals, idx, ts, f_of, a, b)
     out = body if lims is None else body + lims
-    return ans, wnp.reshape(out, shape_of(ans))
+    return wnp.reshape(out, shape)
 
 
 @integral.rrule(needs=True)
@@ -134,19 +132,13 @@ def integral_vjp(*primals, problem, needs):
     shapes = [shape_of(primals[i]) for i in idx]
     sizes = [int(np.prod(s)) for s in shapes]
 
-    def pullback(g):
-        out = [None] * len(primals)
+    def pullback(g):  # (a batch of cotangents, a Jacobian's rows: one by one)
         if g is None or not idx:
-            return tuple(out)
-        batch = shape_of(g)[:len(shape_of(g)) - len(shape_of(ans))]
-        if batch:
-            k = int(np.prod(batch))
-            gs = wnp.reshape(g, (k,) + shape_of(ans))
-            cols = [pullback(gs[j]) for j in range(k)]
-            return tuple(None if i not in idx else
-                         wnp.reshape(wnp.stack([c[i] for c in cols]),
-                                     tuple(batch) + shape_of(primals[i]))
-                         for i in range(len(primals)))
+            return (None,) * len(primals)
+        return per_example_call(pull, g)
+
+    def pull(g):
+        out = [None] * len(primals)
         ps = [primals[i] for i in idx]
         f_of, a, b = problem.parts(primals)
 

@@ -14,7 +14,8 @@ import warnings
 
 import numpy as np
 
-from ... import numpy as wnp, transforms as _tf
+from ...batching import BatchedControlFlowError, per_example_call
+from ... import transforms as _tf
 from ...core import Primitive, Tracer, plain
 from ...tree import flatten as _tree_flatten, unflatten as _tree_unflatten
 
@@ -227,10 +228,7 @@ class _Primitive:
         def pullback(g):
             if vjp is None:
                 return [None] * len(dyn)
-            nb = np.ndim(plain(g)) - np.ndim(plain(ans))
-            if nb > 0:  # several cotangents at once (a Jacobian's rows): one by one
-                return _per_direction(pullback, g, nb, dyn)
-            per_arg = dict(zip(want, vjp(g)))
+            per_arg = dict(zip(want, _one_direction(vjp, g)))
             out = []
             for n, d, _, where in call.parts:
                 out.extend(call.leaves_of(n, per_arg.get(n)))
@@ -248,16 +246,8 @@ class _Primitive:
         if maker is None:
             raise NotImplementedError(f"JVP of {self.prim.name} wrt argnums {tuple(nums)} not "
                                       "defined: declare it with autograd.extend.defjvp")
-        k = next(i for i, t in enumerate(tangents) if t is not None)
-        nb = np.ndim(plain(tangents[k])) - np.ndim(plain(primals[k]))
-        if nb > 0:  # several directions at once (batched tangents): one by one
-            dirs = [None if t is None else _directions(t, p) for t, p in zip(tangents, primals)]
-            count = dirs[k].shape[0]
-            cols = [self._jvp_one(maker, nums, [None if d is None else d[j] for d in dirs],
-                                  ans, args, call) for j in range(count)]
-            return ans, wnp.reshape(wnp.stack(cols), np.shape(plain(tangents[k]))[:nb]
-                                    + np.shape(plain(ans)))
-        return ans, self._jvp_one(maker, nums, tangents, ans, args, call)
+        return ans, _one_direction(
+            lambda ts: self._jvp_one(maker, nums, ts, ans, args, call), list(tangents))
 
     @staticmethod
     def _jvp_one(maker, nums, tangents, ans, args, call):
@@ -273,28 +263,14 @@ def _deprecated(method):
                   DeprecationWarning, stacklevel=3)
 
 
-def _directions(t, p):
-    """A batched tangent of ``p`` as a stack of single directions."""
-    rest = np.shape(plain(p))
-    lead = np.shape(plain(t))[:np.ndim(plain(t)) - len(rest)]
-    return wnp.reshape(t, (int(np.prod(lead, dtype=int)),) + rest)
-
-
-def _per_direction(pullback, g, nb, dyn):
-    """The cotangents of ``dyn`` for a batch of cotangents ``g`` (``nb`` leading axes), one
-    direction at a time: user rules are written for one."""
-    lead = np.shape(plain(g))[:nb]
-    rows = wnp.reshape(g, (int(np.prod(lead, dtype=int)),) + np.shape(plain(g))[nb:])
-    cols = [pullback(rows[j]) for j in range(rows.shape[0])]
-    out = []
-    for k, x in enumerate(dyn):
-        parts = [c[k] for c in cols]
-        if all(p is None for p in parts):
-            out.append(None)
-            continue
-        parts = [np.zeros(np.shape(plain(x))) if p is None else p for p in parts]
-        out.append(wnp.reshape(wnp.stack(parts), lead + np.shape(plain(x))))
-    return out
+def _one_direction(rule, t):
+    """A user's rule on one direction ``t``.  Several directions at once (a Jacobian's, as
+    batched values: wengert.batching) go through it as they are, NumPy's calls mapping over
+    them; a rule that converts one to a plain array runs once per example."""
+    try:
+        return rule(t)
+    except BatchedControlFlowError:
+        return per_example_call(rule, t)
 
 
 def primitive(fun):
