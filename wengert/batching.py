@@ -74,10 +74,20 @@ class BatchTrace(Trace):
         if self.finished_by is not None:
             raise self.escaped(f"in {prim.name}")
         vals, batched = [], []
+        plain = True  # every value a NumPy array or a float: no trace below to dispatch to
         for a in args:
-            mine = isinstance(a, BatchTracer) and a._trace is self
-            vals.append(a.value if mine else a)
-            batched.append(mine)
+            if type(a) is BatchTracer and a._trace is self:
+                a = a.value
+                batched.append(True)
+            else:
+                batched.append(isinstance(a, BatchTracer) and a._trace is self)
+            vals.append(a)
+            if type(a) not in _PLAIN:
+                plain = False
+        if plain and not params and prim.batch is None and prim.ufunc is not None \
+                and _aligned(vals, batched):
+            # an elementwise ufunc whose batched arguments need no padding: NumPy's own call
+            return BatchTracer(prim.ufunc(*vals), self)
         out = apply_batching(prim, vals, tuple(batched), params, self.size)
         if prim.multiple_results:
             return tuple(BatchTracer(o, self) for o in out)
@@ -172,6 +182,23 @@ def apply_batching(prim, vals, batched, params, size):
     raise ValueError(f"primitive '{prim.name}' declares an unknown batching kind {kind!r}")
 
 
+_PLAIN = (np.ndarray, float)
+
+
+def _aligned(vals, batched):
+    """Whether broadcasting already pairs example with example: every batched argument has
+    as many axes (past the batch axis) as the argument with the most."""
+    least, most = None, 0
+    for v, b in zip(vals, batched):
+        nd = v.ndim if type(v) is np.ndarray else 0
+        if b:
+            nd -= 1
+            least = nd if least is None or nd < least else least
+        if nd > most:
+            most = nd
+    return least is not None and least >= most
+
+
 def _align(vals, batched, cores):
     """Pad each batched argument's loop axes (those before its ``cores[i]`` core axes) with
     length-1 axes after the batch axis, up to the most any argument has: NumPy's
@@ -228,10 +255,17 @@ _ABSENT = object()
 
 
 def _defaults(prim):
-    try:
-        return {k: p.default for k, p in inspect.signature(prim.impl).parameters.items()}
-    except (TypeError, ValueError):
-        return {}
+    got = _DEFAULTS.get(prim.impl)
+    if got is None:
+        try:
+            got = {k: p.default for k, p in inspect.signature(prim.impl).parameters.items()}
+        except (TypeError, ValueError):
+            got = {}
+        _DEFAULTS[prim.impl] = got
+    return got
+
+
+_DEFAULTS = {}  # an implementation's keyword defaults (its signature, read once)
 
 
 def per_example(prim, vals, batched, params, size):
@@ -395,6 +429,8 @@ def _batch_size(leaves, axes, axis_size):
 def _to_front(x, a):
     if isinstance(x, Tracer):
         return x if a in (0, -ndim_of(x)) else wnp.moveaxis(x, a, 0)
+    if type(x) is np.ndarray and a in (0, -x.ndim):
+        return x
     return np.moveaxis(asarray(x), a, 0)  # a CuPy or Dask array stays one
 
 
