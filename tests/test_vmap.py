@@ -44,8 +44,6 @@ PRIMS = _registry()
 ELEMENTWISE = [p for p in PRIMS if batching_kind(p) == "elementwise"]
 
 # the primitives vmap runs once per example (no batching rule): this list may only shrink
-# (scan_loop/_forward/_reverse: a compiled scan's loop, made only under wg.compile/wg.trace:
-# a vmapped call runs the compiled loop once per example)
 # (a compiled scan's nodes are mapped by their plan: scan_reverse with batched cotangents
 # in one run of the schedule, anything else once per example)
 LOOPED = ["convolve", "correlate", "lstsq", "same_value", "solve_banded", "solve_triangular",
@@ -750,3 +748,108 @@ def test_vmap_of_a_compiled_scan(schedule):
     got = wg.vmap(g, in_axes=(None, 0))(w, xs)
     want = np.stack([wg.grad(f)(w, x) for x in xs])
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+# -- one batching mechanism: several directions are vmap over one direction's pass ----------------
+def _shape_recording_square():
+    """``x ** 2`` as a primitive whose rules record the shapes they are given."""
+    seen = []
+
+    @wg.primitive
+    def square(x):
+        return x * x
+
+    @square.frule
+    def _(primals, tangents):
+        (x,), (dx,) = primals, tangents
+        seen.append(("tangent", np.shape(x), dx.shape))
+        return square(x), 2.0 * x * dx
+
+    @square.rrule
+    def _(x):
+        def pullback(g):
+            seen.append(("cotangent", np.shape(x), g.shape))
+            return (2.0 * x * g,)
+        return square(x), pullback
+    return square, seen
+
+
+@pytest.mark.parametrize("how", ["jacfwd", "jacrev", "hessian", "jvp_batched", "sparse_fwd",
+                                 "sparse_rev", "vjp_stacked"])
+def test_rules_see_one_direction_at_a_time(how):
+    """Tangents and cotangents carry no batch axes: under every transform that pushes or
+    pulls several directions, a rule gets one direction, of its primal's shape (the
+    directions are vmap's values), and the results are the closed form's."""
+    square, seen = _shape_recording_square()
+    x = np.array([0.5, -1.0, 2.0])
+    f = lambda x: wnp.sin(square(x))  # noqa: E731
+    J = np.diag(2 * x * np.cos(x ** 2))
+    if how == "jacfwd":
+        np.testing.assert_allclose(wg.jacobian(f, mode="forward")(x), J, rtol=1e-13)
+    elif how == "jacrev":
+        np.testing.assert_allclose(wg.jacobian(f, mode="reverse")(x), J, rtol=1e-13)
+    elif how == "hessian":
+        H = np.diag(2 * np.cos(x ** 2) - 4 * x ** 2 * np.sin(x ** 2))
+        np.testing.assert_allclose(wg.hessian(lambda x: wnp.sum(f(x)))(x), H, rtol=1e-12)
+    elif how == "jvp_batched":
+        V = np.arange(6.0).reshape(2, 3)
+        np.testing.assert_allclose(wg.jvp(f, (x,), (V,), batched=True)[1], V @ J.T,
+                                   rtol=1e-13)
+    elif how in ("sparse_fwd", "sparse_rev"):
+        Js = wg.sparse_jacobian(f, mode="forward" if how == "sparse_fwd" else "reverse")(x)
+        np.testing.assert_allclose(Js.toarray(), J, rtol=1e-13)
+    else:
+        out, pb = wg.vjp(f, x)
+        W = np.arange(6.0).reshape(2, 3)
+        np.testing.assert_allclose(pb(W)[0], W @ J, rtol=1e-13)
+    assert seen and all(shape == got for _, shape, got in seen), seen
+
+
+def test_no_rule_addresses_batch_axes():
+    """The issue's check: no ``nb`` (a count of leading batch axes) in the rules."""
+    import pathlib
+    import re
+    root = pathlib.Path(rules.__file__).parent
+    hits = [f"{p.name}:{i}" for p in sorted(root.glob("*.py"))
+            for i, line in enumerate(p.read_text().splitlines(), 1)
+            if re.search(r"\bnb\b", line)]
+    assert hits == []
+
+
+def test_a_custom_rule_that_needs_plain_arrays_runs_once_per_direction():
+    """A custom_jvp / custom_vjp rule that converts its tangent to NumPy (np.asarray: no
+    batch can go through it) runs once per direction under jacobian: BatchTrace's loop."""
+    @wg.custom_jvp
+    def f(x):
+        return wnp.sin(x)
+
+    @f.defjvp
+    def _(primals, tangents):
+        (x,), (dx,) = primals, tangents
+        return f(x), wnp.cos(x) * np.asarray(dx)
+
+    @wg.custom_vjp
+    def g(x):
+        return wnp.sin(x)
+
+    g.defvjp(lambda x: (g(x), x), lambda x, ct: (np.cos(x) * np.asarray(ct),))
+    x = np.array([0.3, 1.2])
+    for h in (f, g):
+        np.testing.assert_allclose(wg.jacobian(h, mode="reverse" if h is g else "forward")(x),
+                                   np.diag(np.cos(x)), rtol=1e-14)
+
+
+def test_per_example_call_stacks_results_and_zeros():
+    """A function that takes plain arrays only, on a batch: once per example, the results
+    stacked; a zero (None) for some examples is an array of zeros, for all of them None."""
+    from wengert.batching import per_example_call
+
+    def fn(t):
+        t = np.asarray(t)  # no batch goes through this
+        return None, (t * 2.0 if t.sum() > 0 else None)
+    f = wg.vmap(lambda t: per_example_call(fn, t)[1])
+    np.testing.assert_allclose(f(np.array([[1.0, 2.0], [-3.0, 1.0], [3.0, 4.0]])),
+                               [[2.0, 4.0], [0.0, 0.0], [6.0, 8.0]])
+    assert wg.vmap(lambda t: per_example_call(fn, t)[0] is None and t)(np.ones((2, 1))) \
+        .shape == (2, 1)
+    assert per_example_call(fn, np.array([1.0]))[1] == pytest.approx([2.0])
