@@ -179,6 +179,13 @@ def apply_batching(prim, vals, batched, params, size):
         return _axis_rule(prim, vals, batched, params, size)
     if kind == "loop":
         return per_example(prim, vals, batched, params, size)
+    if kind == "linear":
+        raise ValueError(
+            f"primitive '{prim.name}' declares batch='linear', which is no batching kind: "
+            f"tangents carry no batch axes, so a linear rule cannot map a batch. Declare "
+            f"'elementwise', 'axis', ('stacked', core ranks...) or a rule with "
+            f"@{prim.name}.batching (docs/vmap.md), or leave batch unset to run it once per "
+            f"example")
     raise ValueError(f"primitive '{prim.name}' declares an unknown batching kind {kind!r}")
 
 
