@@ -46,8 +46,7 @@ ELEMENTWISE = [p for p in PRIMS if batching_kind(p) == "elementwise"]
 # the primitives vmap runs once per example (no batching rule): this list may only shrink
 # (a compiled scan's nodes are mapped by their plan: scan_reverse with batched cotangents
 # in one run of the schedule, anything else once per example)
-LOOPED = ["convolve", "correlate", "lstsq", "same_value", "solve_banded", "solve_triangular",
-          "sqrtm"]
+LOOPED = ["lstsq", "same_value", "solve_banded", "solve_triangular", "sqrtm"]
 
 
 def test_the_loop_fallback_is_listed():

@@ -9,14 +9,15 @@ from . import patterns
 from .indexing import gather
 from .joining import concatenate
 from .products import _as, _matmul, _plain, _swap_last, _traced
+from .shape import reshape
 
 __all__ = ["convolve", "correlate"]
 
 
 # -- convolve and correlate ------------------------------------------------------------------------
 # Primitives so the values are NumPy's to the bit (a gathered Toeplitz product is not).  Both
-# are bilinear, so their rules are convolutions again.  A tangent or cotangent with leading
-# batch axes (a Jacobian in one pass) goes through the Toeplitz product, which matmul batches.
+# are bilinear, so their rules are convolutions again.  A batch of them (wg.vmap; a Jacobian
+# in one pass) goes through the Toeplitz product, which matmul batches.
 _MODES = ("full", "same", "valid")
 
 
@@ -54,7 +55,7 @@ def _correlate_window(n, m, mode):
 
 def _conv(x, w, off, length):
     """Entries ``off:off + length`` of the full convolution of x (along its last axis; it may
-    carry batch axes) with the 1-D w."""
+    carry a batch axis: wg.vmap) with the 1-D w."""
     n, m = shape_of(x)[-1], shape_of(w)[0]
     if ndim_of(x) == 1:
         for mode in _MODES:
@@ -110,6 +111,32 @@ def _declare_conv_rules(prim, window, flip):
 
 _declare_conv_rules(_convolve, _window, flip=False)
 _declare_conv_rules(_correlate, _correlate_window, flip=True)
+
+
+def _declare_conv_batching(prim, window, flip):
+    """``wg.vmap``: the Toeplitz product of ``_conv``, whose matmul maps the batch axis; a
+    batched filter makes a batch of Toeplitz matrices."""
+    @prim.batching
+    def _batch(args, batched, mode):
+        (a, v), (ba, bv) = args, batched
+        n, m = shape_of(a)[-1], shape_of(v)[-1]
+        off, length = window(n, m, mode)
+        if flip:  # correlate(a, v) is convolve(a, v reversed), in its own window
+            v = v[..., ::-1]
+        if not bv:
+            return _conv(a, v, off, length)
+        if not ba:  # convolution commutes
+            return _conv(v, a, off, length)
+        k = np.arange(off, off + length)[:, None] - np.arange(n)[None, :]
+        k = np.where((k >= 0) & (k < m), k, m).astype(np.intp)
+        size = shape_of(v)[0]
+        vz = concatenate([v, np.zeros((size, 1), dtype=np.result_type(_plain(v)))], axis=-1)
+        t = gather(vz, k, 1)                                  # (B, length, n)
+        return reshape(_matmul(t, reshape(a, (size, n, 1))), (size, length))
+
+
+_declare_conv_batching(_convolve, _window, flip=False)
+_declare_conv_batching(_correlate, _correlate_window, flip=True)
 
 
 def _one_d_pair(a, v):

@@ -7,8 +7,7 @@ array, ``rfft``) the pullback keeps the real part: the cotangent of a real input
 real.
 
 All FFT primitives are linear, so each rule applies a transform to the tangent
-or cotangent.  Axes are stored negative, so tangents with leading batch axes are
-transformed along the right axes.
+or cotangent.  Axes are stored negative (counted from the end).
 """
 import numpy as np
 

@@ -3,9 +3,9 @@ norms, expm and sqrtm here; the solves (solve, inv, cholesky, pinv, triangular, 
 Sylvester) in rules/solvers.py, the decompositions (eigh, eig, svd, qr) in
 rules/decompositions.py, on the helpers of rules/matrices.py.  ``PRIMITIVES`` lists them all.
 
-Every rule works on stacks of matrices ``(..., m, n)`` and on tangents and
-cotangents with extra leading batch axes: matrix products broadcast over the
-leading axes, and axes are addressed from the end.  Rule bodies use wengert
+Every rule works on stacks of matrices ``(..., m, n)``: matrix products broadcast over
+the leading axes, and axes are addressed from the end.  A tangent has its primal's shape
+(several directions at once are ``wg.vmap`` over the pass, core.py).  Rule bodies use wengert
 operations only (``_solve``, ``inv``, ``_eigh``... and matmul), so every rule
 can be differentiated again.
 
@@ -255,7 +255,7 @@ def expm(a):
 
 def _expm_frechet(a, e):
     """``L(a, e)``, the derivative of ``expm`` at ``a`` in direction ``e``: the top-right
-    block of ``expm([[a, e], [0, a]])``.  ``e`` may carry leading batch axes."""
+    block of ``expm([[a, e], [0, a]])``.  ``e`` may be a stack of directions."""
     n = shape_of(a)[-1]
     a = broadcast_to(a, shape_of(e)) if shape_of(a) != shape_of(e) else a
     zero = np.zeros(shape_of(e), dtype=np.result_type(dtype_of(a), dtype_of(e)))

@@ -1,8 +1,8 @@
 """Stacks of matrices ``(..., m, n)`` as wengert operations: the helpers the linear-algebra
 rules share (products and transposes over the last two axes, diagonals, triangles).
 
-Tangents and cotangents may carry extra leading batch axes: matrix products broadcast over
-the leading axes, and axes are addressed from the end.
+Matrix products broadcast over the leading axes (a stack of matrices), and axes are
+addressed from the end.
 """
 import numpy as np
 
