@@ -908,17 +908,15 @@ def total(x):
 def _total_vjp(x):
     shape = np.shape(x)  # the rule needs a shape: no symbolic text, a run-time call
 
-    def pullback(g):  # g may carry leading batch axes
-        gs = np.shape(g)
-        return (wnp.broadcast_to(wnp.reshape(g, gs + (1,) * len(shape)), gs + shape),)
+    def pullback(g):  # one cotangent, of the result's shape (several at once: vmap)
+        return (wnp.broadcast_to(g, shape),)
     return total(x), pullback
 
 
 @total.frule
 def _total_jvp(primals, tangents):
     (x,), (dx,) = primals, tangents
-    nb = np.ndim(dx) - np.ndim(x)
-    return total(x), wnp.sum(dx, axis=tuple(range(nb, np.ndim(dx))))
+    return total(x), wnp.sum(dx)
 
 
 def uses_custom(x, y):
