@@ -32,6 +32,7 @@ import numpy as np
 
 from . import numpy as wnp
 from . import tree
+from ._dispatch import install_fast_paths
 from ._pickling import travels
 from ._validate import check_callable
 from .arrays import asarray, copy_of, is_foreign, ndim_of, shape_of, zeros_like_value
@@ -151,6 +152,48 @@ def _comparison(op):
 for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
     setattr(BatchTracer, f"__{_name}__", _comparison(getattr(operator, _name)))
 BatchTracer.__hash__ = lambda self: id(self)  # (defining __eq__ removed it)
+
+
+def _binary_fast_path(prim, name, reflected, general):
+    """``a * b`` on a batch of plain arrays (a Jacobian's tangent arithmetic), as NumPy's
+    own call: what ``BatchTrace.process`` does for an elementwise ufunc whose batched
+    arguments need no padding, without the dispatch layers.  Anything else: ``general``."""
+    own = BatchTracer.__dict__.get(name)
+    if own is not None:  # the comparisons above: a batched boolean
+        return own
+    ufunc = prim.ufunc
+    if ufunc is None or prim.batch is not None:
+        return general
+    plain = (np.ndarray, float, int)
+
+    def method(self, other):
+        tr = self._trace
+        a = self.value
+        if tr.finished_by is not None or type(a) is not np.ndarray:
+            return general(self, other)
+        to = type(other)
+        if to is BatchTracer:
+            if other._trace is not tr:
+                return general(self, other)
+            b = other.value
+            if type(b) is not np.ndarray or b.ndim != a.ndim:
+                return general(self, other)
+        elif to in plain:
+            b = other
+            if to is np.ndarray and b.ndim >= a.ndim:
+                return general(self, other)  # the batched argument needs padding
+        else:
+            return general(self, other)
+        return BatchTracer(ufunc(b, a) if reflected else ufunc(a, b), tr)
+    method.__name__ = name
+    return method
+
+
+def _unary_fast_path(prim, name, general):
+    return general
+
+
+install_fast_paths(BatchTracer, _binary_fast_path, _unary_fast_path)
 
 
 # -- the batching facts --------------------------------------------------------------------------
@@ -328,6 +371,10 @@ def _stacked(outs, trace, name):
     res = []
     for k in range(len(flat[0][0])):
         vals = [f[0][k] for f in flat]
+        if any(isinstance(v, BatchTracer) and v._trace is trace for v in vals):
+            # it read a batched value it was not given (one it closed over): no example's
+            # result is its own
+            raise _control_flow(f"{name} closed over a batched value it converts")
         shapes = {shape_of(v) for v in vals}
         if len(shapes) > 1:
             raise ValueError(f"wg.vmap: {name} gives results of different shapes for "

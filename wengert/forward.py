@@ -8,7 +8,8 @@ over the pass, the tangents then batched values of a lower trace (``BatchTracer`
 import numpy as np
 
 from ._dispatch import install_fast_paths
-from .arrays import broadcast_view as _broadcast_view, ones, zeros_like_value
+from .arrays import broadcast_view as _broadcast_view, ones, shape_of, zeros_like_value
+from .batching import BatchTrace, BatchTracer
 from .core import MINUS_ONE, ONE, Trace, Tracer, scaled, tangent_sum
 
 __all__ = ["Dual", "ForwardTrace"]
@@ -268,10 +269,15 @@ class Dual(Tracer):
 
     def __init__(self, value, tangent=0.0, _trace=USER_TRACE):
         self.value = value
-        if _trace is USER_TRACE and type(tangent) in (float, int) and getattr(value, "ndim", 0):
-            # a number as the tangent of an array (Dual(x) for a constant): give it x's shape
-            tangent = None if tangent == 0 else \
-                ones(value.shape, value.dtype, like=value) * tangent
+        if _trace is USER_TRACE:
+            if type(tangent) in (float, int) and getattr(value, "ndim", 0):
+                # a number as the tangent of an array (Dual(x) for a constant): x's shape
+                tangent = None if tangent == 0 else \
+                    ones(value.shape, value.dtype, like=value) * tangent
+            elif _directions(value, tangent):
+                # several directions, stacked on a leading axis: a batch of one-direction
+                # tangents (vmap's values), as jacobian pushes them; rules see one each
+                tangent = BatchTracer(tangent, _user_batch(shape_of(tangent)[0]))
         self._tangent = tangent
         self._trace = _trace
 
@@ -280,6 +286,8 @@ class Dual(Tracer):
         t = self._tangent
         if t is None:
             return zeros_like_value(self.value)
+        if self._trace is USER_TRACE and type(t) is BatchTracer and t._trace.level < 0:
+            return t.value  # a hand-made Dual's directions, stacked as they were given
         return t
 
     def __repr__(self):
@@ -287,3 +295,23 @@ class Dual(Tracer):
 
 
 install_fast_paths(Dual, _binary_fast_path, _unary_fast_path)
+
+
+def _directions(value, tangent):
+    """Whether a hand-made Dual's ``tangent`` stacks several directions of ``value``."""
+    if isinstance(tangent, Tracer) or not hasattr(tangent, "shape"):
+        return False
+    ts, vs = shape_of(tangent), shape_of(value)
+    return len(ts) == len(vs) + 1 and ts[1:] == vs
+
+
+_USER_BATCHES = {}  # k -> the batch trace of hand-made Duals' k directions
+
+
+def _user_batch(k):
+    """One batch trace per number of directions, below every transform's level (the Dual's
+    own trace is level 0), and never finished: hand-made Duals live as long as the user's."""
+    tr = _USER_BATCHES.get(k)
+    if tr is None:
+        tr = _USER_BATCHES.setdefault(k, BatchTrace(-1, k))
+    return tr
