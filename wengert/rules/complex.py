@@ -18,7 +18,10 @@ def _is_complex(x):
     return np.issubdtype(dtype_of(x), np.complexfloating)
 
 
-@primitive
+# real, imag and conj are real-linear (for real coefficients), angle is not; on real input
+# graph simplification may drop real
+@primitive(linear=True, sparsity=patterns.ELEMENTWISE, batch="elementwise",
+           same_shape_identity=True)
 def real(val):
     return np.real(val)
 
@@ -34,10 +37,8 @@ def real_vjp(z):
     return real(z), lambda g: (g,)  # Re(g dz) = g Re(dz) for real g
 
 
-real.same_shape_identity = True  # on real input, graph simplification may drop it
 
-
-@primitive
+@primitive(linear=True, sparsity=patterns.ELEMENTWISE, batch="elementwise")
 def imag(val):
     return np.imag(val)
 
@@ -54,7 +55,7 @@ def imag_vjp(z):
     return imag(z), lambda g: ((-1j) * g if cplx else None,)  # Im(dz) = Re(-i dz)
 
 
-@primitive
+@primitive(linear=True, sparsity=patterns.ELEMENTWISE, batch="elementwise")
 def conj(x):
     return np.conjugate(x)
 
@@ -73,7 +74,7 @@ def conj_vjp(z):
     return conj(z), lambda g: (conj(g),)
 
 
-@primitive
+@primitive(sparsity=patterns.ELEMENTWISE, batch="elementwise")
 def angle(z, deg=False):
     return np.angle(z, deg=deg)
 
@@ -102,14 +103,3 @@ def angle_vjp(z, deg=False):
 
 
 COMPLEX = {p.name: p for p in (real, imag, conj, angle)}
-
-
-# sparsity: elementwise; real, imag and conj are real-linear, angle is not
-for _p in (real, imag, conj):
-    _p.sparsity = patterns.Elementwise(hessian="linear")
-angle.sparsity = patterns.ELEMENTWISE
-
-
-# wg.vmap: elementwise
-for _p in (real, imag, conj, angle):
-    _p.batch = "elementwise"

@@ -21,18 +21,19 @@ REGISTRY = {}  # name -> primitive, for tests and the coverage table
 
 
 def elementwise(np_fn, partials, *, name=None, domain=(-2.0, 2.0), nondiff=False,
-                registry=REGISTRY, needs=False, sparsity=patterns.ELEMENTWISE):
+                registry=REGISTRY, needs=False, sparsity=patterns.ELEMENTWISE, **facts):
     """Declare an elementwise primitive over ``np_fn`` with its partials (``None`` when
     ``nondiff``: the derivative is zero).
 
     ``needs=True``: ``partials`` takes ``needs=`` and skips the partials not asked for.
     ``sparsity``: element r of the result depends on element r of each argument; which
-    arguments interact at second order (``patterns.Elementwise(hessian=...)``).
+    arguments interact at second order (``patterns.Elementwise(hessian=...)``). Any other
+    fact of the record (``linear=``, ``batch=``...) is a keyword too (``wg.primitive``'s).
     """
     nargs = np_fn.nin if isinstance(np_fn, np.ufunc) else None
     p = primitive(np_fn, name=name or np_fn.__name__, broadcasting=nargs != 1, nondiff=nondiff,
                   domain=domain, ufunc=np_fn if isinstance(np_fn, np.ufunc) else None,
-                  sparsity=sparsity)
+                  sparsity=sparsity, **facts)
     if partials is not None:
         p.partials(partials, needs=needs)
     registry[p.name] = p
@@ -133,7 +134,8 @@ reciprocal = elementwise(np.reciprocal, lambda ans, x: (-(ans * ans),), domain=(
 
 
 # ufuncs with two results -----------------------------------------------------------------------
-@primitive(name="modf", multiple_results=True)
+@primitive(name="modf", multiple_results=True, linear="piecewise", batch="elementwise",
+           sparsity=patterns.Elementwise(results=(0,)))
 def modf(x):
     """``(fractional part, integral part)``: derivative 1 in the first, 0 in the second."""
     return np.modf(x)
@@ -148,8 +150,6 @@ def modf_jvp(primals, tangents):
 def modf_vjp(x):
     return modf(x), lambda g: (g[0],)
 
-
-modf.sparsity = patterns.Elementwise(hessian="linear", results=(0,))
 
 
 def frexp(x):
@@ -178,10 +178,11 @@ def _min_partials(ans, x, y):
     return wx, 1.0 - wx
 
 
-maximum = elementwise(np.maximum, _max_partials)
-minimum = elementwise(np.minimum, _min_partials)
-fmax = elementwise(np.fmax, _max_partials)
-fmin = elementwise(np.fmin, _min_partials)
+# piecewise linear: first derivatives elementwise, no second derivatives (almost everywhere)
+maximum = elementwise(np.maximum, _max_partials, linear="piecewise")
+minimum = elementwise(np.minimum, _min_partials, linear="piecewise")
+fmax = elementwise(np.fmax, _max_partials, linear="piecewise")
+fmin = elementwise(np.fmin, _min_partials, linear="piecewise")
 
 
 # sign-like: zero derivative almost everywhere ---------------------------------------------------
@@ -195,12 +196,14 @@ fix = elementwise(np.fix, None, nondiff=True, name="fix")
 heaviside = elementwise(np.heaviside, lambda ans, x, h0: (None, _mask(x == 0, False, ans)))
 ldexp = elementwise(np.ldexp, lambda ans, x, n: (  # x 2^n, whose derivative 2^n is exact
     np.ldexp(np.ones((), dtype_of(ans)), n), None))
-fabs = elementwise(np.fabs, lambda ans, x: (sign(x),))
-copysign = elementwise(np.copysign, lambda ans, x, y: (sign(x) * sign(ans), None))
-deg2rad = elementwise(np.deg2rad, lambda ans, x: (math.pi / 180.0,))
-rad2deg = elementwise(np.rad2deg, lambda ans, x: (180.0 / math.pi,))
-degrees = elementwise(np.degrees, lambda ans, x: (180.0 / math.pi,))  # ufuncs of their own
-radians = elementwise(np.radians, lambda ans, x: (math.pi / 180.0,))
+fabs = elementwise(np.fabs, lambda ans, x: (sign(x),), linear="piecewise")
+copysign = elementwise(np.copysign, lambda ans, x, y: (sign(x) * sign(ans), None),
+                       linear="piecewise")
+deg2rad = elementwise(np.deg2rad, lambda ans, x: (math.pi / 180.0,), linear=True)
+rad2deg = elementwise(np.rad2deg, lambda ans, x: (180.0 / math.pi,), linear=True)
+degrees = elementwise(np.degrees, lambda ans, x: (180.0 / math.pi,),  # ufuncs of their own
+                      linear=True)
+radians = elementwise(np.radians, lambda ans, x: (math.pi / 180.0,), linear=True)
 
 
 def _fmod_partials(ans, x, y, needs=(True, True)):
@@ -208,26 +211,26 @@ def _fmod_partials(ans, x, y, needs=(True, True)):
     return 1.0, (-rint((x - ans) / y) if needs[1] else None)
 
 
-fmod = elementwise(np.fmod, _fmod_partials, needs=True)
+fmod = elementwise(np.fmod, _fmod_partials, needs=True, linear="piecewise")
 i0 = elementwise(np.i0, lambda ans, x: (_special("i1")(x),), name="i0")  # NumPy's values
 
 
 # sinc: in rules/_series.py, next to the series its rule takes near 0
 
 
-@primitive(name="round")
+@primitive(name="round", sparsity=patterns.ELEMENTWISE, domain=(-2.0, 2.0), nondiff=True,
+           batch="elementwise")
 def round_(x, decimals=0):
     return np.round(x, decimals)
 
 
-round_.sparsity = patterns.ELEMENTWISE
-round_.domain, round_.nondiff = (-2.0, 2.0), True
 REGISTRY["round"] = round_
 around = round_
 
 
 # selection ----------------------------------------------------------------------------------------------
-@primitive(broadcasting=True)
+@primitive(broadcasting=True, domain=(-2.0, 2.0), linear="piecewise",
+           sparsity=patterns.ELEMENTWISE)
 def where(condition, x, y):
     """``np.where`` with three arguments; the condition is not differentiated."""
     return np.where(condition, x, y)
@@ -251,10 +254,9 @@ def where_vjp(c, x, y, needs):
                                       where(c, 0.0, g) if needs[2] else None)
 
 
-where.domain = (-2.0, 2.0)
 
-
-@primitive(broadcasting=True)
+@primitive(broadcasting=True, domain=(-2.0, 2.0), linear="piecewise",
+           sparsity=patterns.ELEMENTWISE)
 def clip(x, a_min, a_max):
     return np.clip(x, a_min, a_max)
 
@@ -268,14 +270,6 @@ def clip_partials(ans, x, lo, hi):
             None if hi is None else _mask(above, False, ans))
 
 
-clip.domain = (-2.0, 2.0)
-# piecewise linear: first derivatives elementwise, no second derivatives (almost everywhere)
-for _p in (where, clip, maximum, minimum, fmax, fmin, fabs, copysign, fmod, deg2rad, rad2deg,
-           degrees, radians):
-    _p.sparsity = patterns.PIECEWISE_LINEAR
 REGISTRY["clip"] = clip
 REGISTRY["where"] = where
 
-
-# wg.vmap: elementwise (declared by neither partials nor broadcasting)
-modf.batch = round_.batch = "elementwise"

@@ -48,7 +48,10 @@ def _lead_chunks(chunks, lead):
     return None if chunks is None else tuple((d,) for d in lead) + chunks
 
 
-@primitive(nargs=1)
+# Taylor coefficients of the linear ones map one by one; the moves' sparsity is read off
+# their implementations, a sum reduces over its axes (and wg.vmap maps it along ``axis``,
+# cheaper than as a linear map); the identity when the result has the operand's shape
+@primitive(nargs=1, linear=True, sparsity=patterns.MOVES, same_shape_identity=True)
 def reshape(x, shape):
     # the method skips np.reshape's dispatch layers: a third of the cost on small arrays
     return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
@@ -75,7 +78,7 @@ def reshape_vjp(x, shape):
     return ans, pullback
 
 
-@primitive(name="sum")
+@primitive(name="sum", linear=True, sparsity=patterns.Reduction(), batch="axis")
 def sum_(x, axis=None, keepdims=False):
     if type(x) is np.ndarray:  # what np.sum calls, without its dispatch layers
         short = _short_last_axis(x, axis)
@@ -130,7 +133,7 @@ def sum_vjp(x, axis=None, keepdims=False):
     return ans, pullback
 
 
-@primitive(nargs=1)
+@primitive(nargs=1, linear=True, sparsity=patterns.MOVES, same_shape_identity=True)
 def broadcast_to(x, shape, chunks=None):
     return broadcast_view(x, shape, chunks)
 
@@ -160,7 +163,8 @@ def broadcast_to_vjp(x, shape, chunks=None):
     return ans, pullback
 
 
-@primitive
+# the identity for the identity permutation
+@primitive(linear=True, sparsity=patterns.MOVES, permutation_param="axes")
 def transpose(x, axes=None):
     return x.transpose(axes) if type(x) is np.ndarray else np.transpose(x, axes)
 
@@ -196,8 +200,9 @@ def _as_float_impl(x):
     return float(x)
 
 
-as_float = primitive(_as_float_impl, name="as_float")  # a 0-d value as a Python float
-as_float.sparsity = patterns.Elementwise(hessian="linear")
+# a 0-d value as a Python float; wg.vmap maps it as the identity on values (linear)
+as_float = primitive(_as_float_impl, name="as_float", linear=True,
+                     sparsity=patterns.ELEMENTWISE)
 
 
 @as_float.frule(symbolic_zeros=True)
@@ -211,24 +216,8 @@ def as_float_vjp(x):
     return as_float(x), lambda g: (g,)
 
 
-for _p in (reshape, sum_, broadcast_to, transpose):
-    _p.linear = True  # Taylor coefficients map one by one
-for _p in (reshape, broadcast_to):
-    _p.same_shape_identity = True  # the identity when the result has the operand's shape
-transpose.permutation_param = "axes"  # the identity for the identity permutation
 reshape.flat_view = True  # the operand's elements in the same (C) order: the fuser reads through it
 
-
-# sparsity: the moves read off their implementations; sum reduces over its axes
-for _p in (reshape, broadcast_to, transpose):
-    _p.sparsity = patterns.MOVES
-sum_.sparsity = patterns.Reduction()
-
-
-# wg.vmap: a sum reduces along ``axis`` (cheaper than as a linear map); as_float is the
-# identity on values (its pushforward: the batch itself)
-sum_.batch = "axis"
-as_float.batch = "linear"
 
 
 # Numba (a compiled scan's loop, wengert/graph/numba_array.py): each written on whole arrays

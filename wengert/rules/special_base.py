@@ -315,8 +315,10 @@ def several_results(np_fn, derivatives):
     ``wanted`` is false: reverse mode asks only for the results that have a cotangent, so
     Si's gradient at 0 never meets Ci's infinite slope there.
     """
-    p = primitive(np_fn, name=np_fn.__name__, multiple_results=True)
-    p.sparsity = patterns.ELEMENTWISE  # every result elementwise in x
+    # every result elementwise in x, and so under wg.vmap; no domain: several results, each
+    # family's own tests check them
+    p = primitive(np_fn, name=np_fn.__name__, multiple_results=True,
+                  sparsity=patterns.ELEMENTWISE, batch="elementwise")
 
     @p.frule(symbolic_zeros=True)
     def jvp(primals, tangents):
@@ -343,6 +345,5 @@ def several_results(np_fn, derivatives):
             return (out,)
         return ans, pullback
 
-    p.domain = None  # several results: each family's own tests check them
     SPECIAL[p.name] = p
     return p

@@ -258,8 +258,3 @@ _lambertw.__name__ = "lambertw"
 # infinite at the branch point z = -1/e (W = -1)
 lambertw = _special(_lambertw, lambda ans, z, k=0, tol=1e-8: (1.0 / (exp(ans) * (1.0 + ans)),),
                     domain=None)
-
-
-# wg.vmap: elementwise, several results
-for _p in (sici, shichi, fresnel):
-    _p.batch = "elementwise"
