@@ -544,14 +544,19 @@ def test_forward_shortcuts_match_general_path(monkeypatch):
 
 
 def test_primitive_facts_are_keywords_and_attributes():
-    """The record's facts are keywords, readable and settable as attributes afterwards."""
+    """The record's facts are keywords, readable as attributes afterwards, never assigned."""
     from wengert.core import Primitive
     p = Primitive(np.cbrt, broadcasting=True, linear=False, bilinear=False, domain=(0.2, 2.0),
                   ufunc=np.cbrt, nargs=1)
     assert (p.broadcasting, p.linear, p.bilinear, p.nondiff, p.domain, p.ufunc, p.nargs) == \
         (True, False, False, False, (0.2, 2.0), np.cbrt, 1)
-    p.linear, p.domain = True, (0.5, 1.0)
-    assert p.linear and p.domain == (0.5, 1.0)
+    for fact, value in (("linear", True), ("domain", (0.5, 1.0)), ("sparsity", None),
+                        ("batch", "linear"), ("nondiff", True), ("linearity", "linear"),
+                        ("same_shape_identity", True), ("made_up", 1)):
+        with pytest.raises(AttributeError, match="declaration"):
+            setattr(p, fact, value)
+    assert not p.linear and p.domain == (0.2, 2.0) and p.sealed
+    assert not hasattr(p, "__dict__")  # __slots__: no fact can hide in an instance dict
     q = wg.primitive(lambda x, y: x @ y, name="mm", bilinear=True)
     assert q.bilinear and q.name == "mm" and not q.broadcasting and q.fast_partials is None
     with pytest.raises(TypeError):
@@ -575,14 +580,15 @@ def test_nondiff_declares_a_zero_derivative_in_every_engine():
     np.testing.assert_array_equal(wg.taylor(lambda y: wnp.sum(step(x, y)), y, np.ones(1), 2)[1:],
                                   [0.0, 0.0])
     wg.check_grad(f, x, y, order=2)
-    # set after construction, it declares the same rule (and unset, takes it back)
+    # a keyword of the declaration, not assignable later
     p = wg.primitive(lambda x: 2.0 * x, name="twice")
     with pytest.raises(NotImplementedError):
         wg.grad(p)(1.0)
-    p.nondiff = True
-    assert wg.grad(p)(1.0) == 0.0 and wg.derivative(p)(1.0) == 0.0
-    p.nondiff = False
+    with pytest.raises(AttributeError, match="nondiff=..."):
+        p.nondiff = True
     assert p.fast_partials is None and not p.has_rrule
+    q = wg.primitive(lambda x: 2.0 * x, name="twice", nondiff=True)
+    assert wg.grad(q)(1.0) == 0.0 and wg.derivative(q)(1.0) == 0.0
 
 
 def test_engines_fast_paths_read_the_public_hook(monkeypatch):

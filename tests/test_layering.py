@@ -6,7 +6,7 @@ own floor and below, and imports within a floor form no circle:
 
 0 utilities  tree, _allocator, _version, _progress, coloring (graph colourings, pure SciPy),
              arrays (bookkeeping for any array, traced or not)
-1 core       the Primitive record and the tracer protocol
+1 core       the Primitive record (core) and the tracer protocol (tracing)
 2 rules      every primitive (checkpoint's and the graph tracer's own too)
 3 namespaces numpy, scipy, _dispatch (NEP 13/18), coverage, expr (the CLI's language)
 4 engines    forward, reverse, jet, sparsity (index sets: sparsity detection)
@@ -32,7 +32,7 @@ FLOORS = {
     0: ("wengert.tree", "wengert._allocator", "wengert._version", "wengert._progress",
         "wengert.coloring", "wengert.arrays", "wengert._pickling",
         "wengert._interrupt"),
-    1: ("wengert.core",),
+    1: ("wengert.core", "wengert.tracing"),
     2: ("wengert.rules", "wengert.rules.*"),
     3: ("wengert.numpy", "wengert.numpy.*", "wengert.scipy", "wengert.scipy.*",
         "wengert._dispatch", "wengert.coverage", "wengert.expr"),

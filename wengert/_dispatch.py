@@ -62,13 +62,12 @@ def install_fast_paths(cls, binary, unary):
     the method; ``general`` is the operator every tracer has, for the cases it leaves."""
     for name, fn in OPERATORS.items():
         prim = getattr(fn, "_reflects", fn)
-        fast = getattr(prim, "fast_partials", None)
-        if fast is None:
+        if not isinstance(prim, Primitive) or prim.fast_partials is None:
             continue
         general = _as_method(fn)
         if prim.nargs == 2:
             setattr(cls, name, binary(prim, name, name.startswith("__r"), general))
-        elif prim.nargs == 1 and not prim.broadcasting and not fast.needs:
+        elif prim.nargs == 1 and not prim.broadcasting and not prim.fast_partials.needs:
             setattr(cls, name, unary(prim, name, general))
 
 

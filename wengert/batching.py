@@ -149,7 +149,7 @@ def batching_kind(prim):
     if prim.broadcasting or prim.ufunc is not None or (
             prim.fast_partials is not None and not prim.nondiff):
         return "elementwise"
-    if prim.linear:
+    if prim.linearity == "linear":  # the one linearity fact: a batch is a batch of tangents
         return "linear"
     return "loop"
 

@@ -65,6 +65,12 @@ LOWERING_FACTS = ("numba_scalar", "numba_form", "gather_at_index", "scatter_into
                   "gather_flat", "flat_view")
 
 
+# what a sealed record lets be assigned: its rules (what the decorators declare; a test may
+# wrap one) and, for now, the lowering facts
+_RULES = ("fast_partials", "_frule", "_rrule", "_symbolic_zeros", "_rrule_needs")
+_ASSIGNABLE = frozenset(_RULES + LOWERING_FACTS)
+
+
 class _PerRecord(str):
     """``Primitive.__doc__`` / ``__module__``: the class's own string on the class, the
     record's (its ``impl``'s) on a record, so help() and pickle see a function's."""
@@ -150,7 +156,7 @@ class Primitive:
         self._sealed = True
 
     def __setattr__(self, name, value):
-        if getattr(self, "_sealed", False) and name not in LOWERING_FACTS:
+        if getattr(self, "_sealed", False) and name not in _ASSIGNABLE:
             raise AttributeError(
                 f"primitive '{self.name}': '{name}' is a fact of its declaration, read-only "
                 f"afterwards; pass it as a keyword where it is declared "

@@ -12,7 +12,7 @@ polynomially with the order instead of exponentially as nested duals would.
 from __future__ import annotations
 
 from .arrays import shape_of, zeros_like_value
-from .core import Trace, Tracer, check_differentiable, check_live, new_level
+from .core import Trace, Tracer, check_differentiable, check_live, leaf_dtype, new_level
 from .tree import flatten, unflatten
 
 __all__ = ["taylor_coefficients", "JetTrace", "Jet"]
@@ -44,8 +44,9 @@ class JetTrace(Trace):
             out = tuple(Jet(self, a, "generic", prim, args, params, group=group, index=i)
                         for i, a in enumerate(ans))
         else:
-            kind = ("linear" if getattr(prim, "linear", False) else
-                    "bilinear" if getattr(prim, "bilinear", False) else "generic")
+            # a linear primitive maps coefficients one by one, a bilinear one takes the
+            # Cauchy product: its record's linearity says which
+            kind = _KIND.get(prim.linearity, "generic")
             out = Jet(self, ans, kind, prim, args, params)
         if key is not None:
             self._memo[key] = out
@@ -188,7 +189,7 @@ def _compute(node, k):
         cs = [_coef(a, k, trace) for a in node.args]
         if all(c is None for c in cs):
             return None
-        cs = [zeros_like_value(_coef(a, 0, trace)) if c is None else c
+        cs = [_zero_coefficient(_coef(a, 0, trace)) if c is None else c
               for a, c in zip(node.args, cs)]
         return node.prim(*cs, **node.params)
     if kind == "bilinear":
@@ -206,6 +207,16 @@ def _compute(node, k):
         return None
     c = _coef(t, k - 1, trace)
     return None if c is None else c / float(k)
+
+
+_KIND = {"linear": "linear", "bilinear": "bilinear"}
+
+
+def _zero_coefficient(c0):
+    """A higher coefficient of a constant argument of a linear primitive: zero, but an
+    argument that is not differentiable (an index) is the same at every order."""
+    dt = leaf_dtype(c0)
+    return zeros_like_value(c0) if dt is not None and dt.kind in "fc" else c0
 
 
 def _ensure(node, k):

@@ -156,9 +156,9 @@ def _identity(b, n, args, fast_math):
             return inner.args[0] if _same_kind(ans, b.nodes[inner.args[0]].value) else None
     elif op is operator.pos:
         return keep(0)
-    if getattr(n.prim, "same_shape_identity", False) and len(args) == 1:
+    if n.prim.same_shape_identity and len(args) == 1:
         return keep(0)
-    perm = getattr(n.prim, "permutation_param", None)
+    perm = n.prim.permutation_param
     if perm is not None and len(args) == 1:
         nd = np.ndim(vals[0])
         axes = n.params.get(perm)
@@ -242,7 +242,7 @@ def simplify(g, *, fast_math=False, report=False):
                 rep[i] = b.cse[key] = b.add(Node("proj", None, (parent,), {"index": j}, n.value))
         else:
             args = tuple(rep[a] for a in n.args)
-            if all(b.is_const(a) for a in args) and not getattr(n.prim, "impure", False):
+            if all(b.is_const(a) for a in args) and not n.prim.impure:
                 rep[i] = b.const(n.value)
                 b.stats["folded"] += 1
                 continue
