@@ -18,6 +18,10 @@ from .rules import OPERATORS
 from .rules.conversion import astype
 from .rules.indexing import sort_inplace
 
+__all__ = ["HANDLED", "array_function", "array_ufunc", "call_with_ufunc_keywords",
+           "conversion_message", "install", "install_fast_paths", "integer_values",
+           "only_integers", "scipy_caller"]
+
 _namespace = None  # the namespace that installed the dispatch (wengert.numpy): see ``install``
 
 

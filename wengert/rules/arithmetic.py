@@ -11,6 +11,13 @@ from . import patterns
 from .complex import _is_complex, conj, real
 from .elementwise import elementwise, log, sign, where
 
+__all__ = ["abs_jvp", "abs_pullback_factor", "absolute", "absolute_jvp", "absolute_vjp", "add",
+           "add_partials", "divide", "divide_partials", "divmod", "float_power", "floor_divide",
+           "floor_divide_partials", "multiply", "multiply_partials", "negative",
+           "negative_partials", "positive", "positive_partials", "power", "power_exponent_slope",
+           "power_jvp", "power_slope", "power_vjp", "remainder", "remainder_partials", "subtract",
+           "subtract_partials"]
+
 
 def _scalar_safe(op, np_op):
     """Python's operator on floats (fast), NumPy's semantics where Python raises."""

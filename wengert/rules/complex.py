@@ -13,6 +13,9 @@ from ..core import primitive
 from ..arrays import dtype_of
 from . import patterns
 
+__all__ = ["COMPLEX", "angle", "angle_jvp", "angle_vjp", "conj", "conj_jvp", "conj_vjp",
+           "conjugate", "imag", "imag_jvp", "imag_vjp", "real", "real_jvp", "real_vjp"]
+
 
 def _is_complex(x):
     return np.issubdtype(dtype_of(x), np.complexfloating)

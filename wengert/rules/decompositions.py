@@ -18,6 +18,10 @@ from .elementwise import where
 from .shape import sum_
 from .solvers import _solve, inv
 
+__all__ = ["eig_jvp", "eig_vjp", "eigh_jvp", "eigh_vjp", "eigvals", "eigvals_jvp", "eigvals_vjp",
+           "eigvalsh", "eigvalsh_jvp", "eigvalsh_vjp", "qr_jvp", "qr_vjp", "svd_jvp", "svd_vjp",
+           "svdvals", "svdvals_jvp", "svdvals_vjp"]
+
 
 def _cplx(x):
     return np.issubdtype(dtype_of(x), np.complexfloating)

@@ -14,6 +14,13 @@ from ..arrays import dtype_of
 from . import patterns
 from .nondiff import recorded as _recorded
 
+__all__ = ["arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh", "around",
+           "cbrt", "ceil", "clip", "copysign", "cos", "cosh", "deg2rad", "degrees", "exp", "exp2",
+           "expm1", "fabs", "fix", "floor", "fmax", "fmin", "fmod", "frexp", "heaviside", "hypot",
+           "i0", "ldexp", "log", "log10", "log1p", "log2", "logaddexp", "logaddexp2", "maximum",
+           "minimum", "modf", "rad2deg", "radians", "reciprocal", "rint", "sign", "sin", "sinh",
+           "sqrt", "square", "tan", "tanh", "trunc", "where"]
+
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 

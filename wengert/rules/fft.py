@@ -17,6 +17,9 @@ from ..arrays import dtype_of
 from . import patterns
 from .complex import _is_complex, conj, real
 
+__all__ = ["FFT", "fft", "fft2", "fftn", "fix_length_jvp", "fix_length_vjp", "ifft", "ifft2",
+           "ifftn", "irfft", "irfft2", "irfftn", "rfft", "rfft2", "rfftn"]
+
 # -- padding / truncation: the adjoint of n= and s= ---------------------------------------------
 
 

@@ -39,6 +39,10 @@ from .shape import broadcast_to, expand_reduced, kept_shape, reshape, sum_, sum_
 from .solvers import (_cholesky, _per_matrix, _pinv_cotangent, _pinv_tangent, _solve,
                       _solve_banded, _solve_sylvester, _solve_triangular, inv, pinv)
 
+__all__ = ["PRIMITIVES", "det", "det_jvp", "det_vjp", "expm", "expm_jvp", "expm_vjp", "lstsq",
+           "lstsq_jvp", "lstsq_vjp", "slogdet", "slogdet_jvp", "slogdet_vjp", "sqrtm", "sqrtm_jvp",
+           "sqrtm_vjp", "vector_norm_jvp", "vector_norm_vjp"]
+
 
 # -- determinants -----------------------------------------------------------------------------
 def _trace_prod(x, y):

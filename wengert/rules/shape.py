@@ -9,6 +9,11 @@ from ..core import ndim_of, primitive, shape_of
 from ..arrays import broadcast_view, chunks_of, sum_to
 from . import patterns
 
+__all__ = ["as_float", "as_float_jvp", "as_float_vjp", "broadcast_to", "broadcast_to_jvp",
+           "broadcast_to_vjp", "expand_reduced", "kept_shape", "reshape", "reshape_jvp",
+           "reshape_vjp", "sum_", "sum_jvp", "sum_tangent", "sum_vjp", "transpose",
+           "transpose_jvp", "transpose_vjp"]
+
 
 def _norm_axes(axis, nd):
     if axis is None:

@@ -16,6 +16,10 @@ from .matrices import (_col, _eye, _mm, _mT, _sym_cotangent, _sym_tangent, _tril
                        real_only)
 from .shape import sum_
 
+__all__ = ["cholesky_jvp", "cholesky_vjp", "inv", "inv_jvp", "inv_vjp", "pinv", "pinv_jvp",
+           "pinv_vjp", "solve_banded_jvp", "solve_banded_vjp", "solve_jvp", "solve_sylvester_jvp",
+           "solve_sylvester_vjp", "solve_triangular_jvp", "solve_triangular_vjp", "solve_vjp"]
+
 
 # -- solve, inv -------------------------------------------------------------------------
 

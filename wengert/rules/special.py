@@ -16,6 +16,9 @@ from .elementwise import exp
 from .shape import broadcast_to, expand_reduced, kept_shape, reshape, sum_tangent
 from .special_base import SPECIAL, _plain, _traced
 
+__all__ = ["log_softmax", "logsumexp", "logsumexp_b_jvp", "logsumexp_b_vjp", "logsumexp_jvp",
+           "logsumexp_vjp", "softmax", "softplus"]
+
 
 # reductions ------------------------------------------------------------------------------------
 def _lse_impl(a, axis=None, keepdims=False):

@@ -18,6 +18,15 @@ from ._series import near_zero, power_series
 from .arithmetic import absolute
 from .elementwise import exp, log, log1p, sign, sin, sqrt, where
 
+__all__ = ["SPECIAL", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "cosdg", "cosm1", "cotdg",
+           "dawsn", "digamma", "ellipe", "ellipk", "entr", "erf", "erfc", "erfcinv", "erfcx",
+           "erfi", "erfinv", "expit", "exprel", "gamma", "gammainc", "gammaincc", "gammaln",
+           "gammasgn", "huber", "i0", "i0e", "i1", "i1e", "inv_boxcox", "inv_boxcox1p", "iv",
+           "ive", "j0", "j1", "jv", "k0", "k0e", "k1", "k1e", "kl_div", "kv", "kve", "log_expit",
+           "log_ndtr", "loggamma", "logit", "multigammaln", "ndtr", "ndtri", "ndtri_exp", "poch",
+           "polygamma", "pseudo_huber", "psi", "radian", "rel_entr", "rgamma", "several_results",
+           "sindg", "spence", "tandg", "xlog1py", "xlogy", "y0", "y1", "yn", "yv"]
+
 _SQRT_PI = math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)

@@ -20,6 +20,11 @@ from .elementwise import maximum, sqrt, where
 from .special_base import (SPECIAL, _keep_float32, _special, i0, j0, k0, rgamma, several_results,
                       y0)
 
+__all__ = ["airy", "airye", "bei", "beip", "ber", "berp", "h1vp", "h2vp", "it2i0k0", "it2j0y0",
+           "it2struve0", "itairy", "iti0k0", "itj0y0", "itmodstruve0", "itstruve0", "ivp", "jve",
+           "jvp", "kei", "keip", "ker", "kerp", "kn", "kvp", "modstruve", "spherical_in",
+           "spherical_jn", "spherical_kn", "spherical_yn", "struve", "yve", "yvp"]
+
 _SQRT_PI = math.sqrt(math.pi)
 
 

@@ -16,6 +16,10 @@ from .arithmetic import absolute, power, power_exponent_slope, power_slope
 from .elementwise import cos, cosh, exp, rint, sin, sinh, sqrt, where
 from .special_base import SPECIAL, _keep_float32, _special, _traced, erf, several_results
 
+__all__ = ["ellipeinc", "ellipkinc", "elliprc", "elliprd", "elliprf", "elliprg", "exp1", "expi",
+           "expn", "fresnel", "hyp0f1", "hyp1f1", "hyp2f1", "hyperu", "lambertw", "owens_t",
+           "powm1", "shichi", "sici", "wrightomega", "zeta"]
+
 _PI = math.pi
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _SQRT_HALF = math.sqrt(0.5)
