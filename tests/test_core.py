@@ -552,7 +552,7 @@ def test_primitive_facts_are_keywords_and_attributes():
         (True, False, False, False, (0.2, 2.0), np.cbrt, 1)
     for fact, value in (("linear", True), ("domain", (0.5, 1.0)), ("sparsity", None),
                         ("batch", "linear"), ("nondiff", True), ("linearity", "linear"),
-                        ("same_shape_identity", True), ("made_up", 1)):
+                        ("identity_when", True), ("made_up", 1)):
         with pytest.raises(AttributeError, match="declaration"):
             setattr(p, fact, value)
     assert not p.linear and p.domain == (0.2, 2.0) and p.sealed

@@ -1,4 +1,11 @@
-"""The rule registry and the tracer protocol that every engine shares.
+"""The rule record every engine reads: ``Primitive``, a primitive's value, rules and facts.
+
+A record is closed (``__slots__``) and sealed once declared: every fact is a keyword of its
+one declaration (``FACTS``), read by engines as a plain attribute, never probed with
+``getattr`` nor assigned later; rules are declared by its decorators. One linearity fact
+(``linear=``) gives the default forward rule here, and Taylor's, vmap's and sparsity's linear
+cases where those engines read it. The tracer protocol (``Trace``, ``Tracer``) is
+``wengert.tracing``'s, re-exported here.
 
 Vocabulary, used everywhere in wengert:
 
@@ -42,7 +49,8 @@ from .tracing import (DEAD_LEVEL, EscapedTracerError, SolverWarning, Trace, Trac
 __all__ = ["Primitive", "primitive", "Partials", "Tracer", "Trace", "EscapedTracerError",
            "SolverWarning", "new_level", "shape_of", "ndim_of", "check_differentiable", "check_live",
            "leaf_dtype", "NoDerivative", "plain", "holds_tracer", "lift", "plain_store_errors",
-           "DEAD_LEVEL", "tangent_sum", "scaled", "ONE", "MINUS_ONE", "LINEARITIES"]
+           "DEAD_LEVEL", "tangent_sum", "scaled", "ONE", "MINUS_ONE", "LINEARITIES",
+           "UFUNC_NAMES", "without_ufunc_keywords"]
 
 
 # The degrees of linearity a primitive may declare (``linear=``), and what each gives:
@@ -57,7 +65,7 @@ LINEARITIES = (None, "linear", "bilinear", "piecewise")
 
 # the facts of a record other than its rules; each is a keyword of ``Primitive``/``primitive``
 FACTS = ("broadcasting", "multiple_results", "nargs", "linearity", "nondiff", "domain", "ufunc",
-         "sparsity", "batch", "same_shape_identity", "permutation_param", "impure", "lowering")
+         "sparsity", "batch", "identity_when", "impure", "lowering")
 # facts the graph emitters read until one ``lowering`` fact replaces them; assignable after
 # declaration meanwhile
 # until the lowering fact lands
@@ -103,9 +111,9 @@ class Primitive:
     ``ufunc`` (the NumPy ufunc it computes: it then takes NumPy's keywords, ``dtype=``...),
     ``sparsity`` (which result elements depend on which argument elements:
     rules/patterns.py), ``batch`` (how ``wg.vmap`` maps it: wengert/batching.py),
-    ``same_shape_identity`` (the identity when its result has its operand's shape),
-    ``permutation_param`` (the parameter naming an axis permutation: the identity for the
-    identity one), ``impure`` (never folded into a constant), ``lowering`` (how compile writes
+    ``identity_when`` (when it returns its one operand unchanged: ``True``, whenever the
+    result keeps the operand's shape and dtype, or a predicate ``when(x, **params)``; a
+    rewrite declared with the primitive, not known to an engine), ``impure`` (never folded into a constant), ``lowering`` (how compile writes
     it). Rules are declared by decorators after it (``@p.frule``, ``@p.rrule``,
     ``@p.partials``, ``@p.batching``), the documented way; a fact is never assigned later, so
     what an engine reads is what the declaration says.
@@ -113,14 +121,14 @@ class Primitive:
 
     __slots__ = ("impl", "nargs", "_static_names", "name", "__name__", "__qualname__", "_doc",
                  "_module", "__weakref__", "broadcasting", "multiple_results", "linearity",
-                 "nondiff", "domain", "ufunc", "sparsity", "batch", "same_shape_identity",
-                 "permutation_param", "impure", "lowering", "fast_partials", "_frule", "_rrule",
-                 "_symbolic_zeros", "_rrule_needs", "_sealed") + LOWERING_FACTS
+                 "nondiff", "domain", "ufunc", "sparsity", "batch", "identity_when", "impure",
+                 "lowering", "fast_partials", "_frule", "_rrule", "_symbolic_zeros",
+                 "_rrule_needs", "_sealed") + LOWERING_FACTS
 
     def __init__(self, impl, name=None, *, broadcasting=False, multiple_results=False,
                  nargs=None, linear=False, bilinear=False, nondiff=False, domain=None,
-                 ufunc=None, sparsity=None, batch=None, same_shape_identity=False,
-                 permutation_param=None, impure=False, lowering=None):
+                 ufunc=None, sparsity=None, batch=None, identity_when=None, impure=False,
+                 lowering=None):
         self.impl = impl
         # positional arguments past ``nargs`` are static parameters, passed to rules by name
         self.nargs, self._static_names = _array_arity(impl, nargs)
@@ -149,8 +157,9 @@ class Primitive:
         # how wg.vmap maps it: "elementwise", "linear", "axis", ("stacked", core ranks...) or
         # a rule (wengert/batching.py); None: read off the facts above, else a loop
         self.batch = batch
-        self.same_shape_identity = same_shape_identity
-        self.permutation_param = permutation_param
+        # when it returns its one operand unchanged (graph simplification drops it then, if
+        # the result keeps the operand's shape and dtype): True, or ``when(x, **params)``
+        self.identity_when = identity_when
         self.impure = impure
         self.lowering = lowering
         self._sealed = True
@@ -217,11 +226,22 @@ class Primitive:
         return top.process(self, args, params)
 
     def call_with_ufunc_keywords(self, args, kwargs):
-        """``wnp.add(x, 1, dtype=np.float32)``: NumPy's keywords on a ufunc's primitive.
+        """``wnp.add(x, 1, dtype=np.float32)``: a ufunc's primitive called with NumPy's keywords.
 
-        What they mean is NumPy's business: ``wengert._dispatch`` installs this method.
+        On plain values it is NumPy's own call (``out=`` included); on traced values the
+        keywords are applied as ``np.add(x, 1, dtype=...)`` on a traced value is.
         """
-        raise NotImplementedError(f"{self.name}() with NumPy's keywords needs wengert.numpy")
+        ufunc = self.ufunc
+        if not any(isinstance(a, Tracer) for a in args):
+            return ufunc(*args, **kwargs)
+        name = UFUNC_NAMES.get(ufunc.__name__, ufunc.__name__)
+        if kwargs.get("out") is not None:
+            raise NotImplementedError(
+                f"wnp.{name} with out= on a traced value has no wengert rule (it writes in "
+                "place); call it without out=.")
+        kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+        args, _ = without_ufunc_keywords(ufunc, name, args, kwargs)
+        return self(*args)
 
     def _split_static(self, args, params):
         n = self.nargs
@@ -378,6 +398,33 @@ class Primitive:
 
 Primitive.__doc__ = _PerRecord(Primitive.__doc__, "_doc")
 Primitive.__module__ = _PerRecord(__name__, "_module")
+
+
+# wengert.numpy's names of the ufuncs whose NumPy names differ
+UFUNC_NAMES = {"true_divide": "divide", "absolute": "absolute", "conjugate": "conj"}
+
+
+def without_ufunc_keywords(ufunc, name, inputs, kwargs):
+    """The arithmetic primitives are Python's operators, which take no ufunc keywords:
+    NumPy checks them (on empty arrays of the inputs' dtypes, so its errors are its own),
+    ``dtype=`` casts the inputs first (``astype``, the tracers' method), as NumPy's loop does,
+    and the rest change nothing for a call without ``out=``."""
+    where = kwargs.get("where", True)
+    if where is not True:
+        raise NotImplementedError(
+            f"numpy.{name} with where= on a traced value: without out= the unselected "
+            f"entries are uninitialised memory. Use wnp.where(cond, wnp.{name}(...), other).")
+    probe = [np.empty(0, _dtype(x)) if isinstance(x, (Tracer, np.ndarray)) else x
+             for x in inputs]
+    dt = ufunc(*probe, **kwargs).dtype  # NumPy's checks (casting=, dtype=, signature=)
+    if "dtype" in kwargs or "signature" in kwargs:
+        inputs = [x.astype(dt) if isinstance(x, Tracer) and _dtype(x) != dt else
+                  np.asarray(x).astype(dt) if _dtype(x) != dt else x for x in inputs]
+    return inputs, {}
+
+
+def _dtype(x):
+    return np.asarray(plain(x)).dtype
 
 
 def _linearity(linear, bilinear, name):

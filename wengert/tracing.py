@@ -43,6 +43,10 @@ class SolverWarning(RuntimeWarning):
     """SciPy reported failure; the derivative was taken at the point it returned anyway."""
 
 
+# users meet both as wengert.core's (their public home: docs/api.md), and so they are named
+EscapedTracerError.__module__ = SolverWarning.__module__ = "wengert.core"
+
+
 # The level of a finished trace: above every live one, so ``Primitive.__call__`` sends any
 # operation that touches one of its tracers to its ``process``, which raises. A dead
 # tracer is therefore never taken for an outer transform's constant, and the dispatch
@@ -264,12 +268,17 @@ def lift(x):
     would make of it (``wnp.asarray``), so ``wnp.f([x, 2 * x])`` is differentiated where
     NumPy's conversion would call ``__array__`` and drop the derivative."""
     if (type(x) is list or type(x) is tuple) and holds_tracer(x):
-        return _NESTED_ARRAY[0](x)
+        return _stacked(x)
     return x
 
 
-# how a list holding tracers becomes one traced array: rules/creation.py installs wnp.asarray
-_NESTED_ARRAY = [lambda x: x]
+def _stacked(seq):
+    """The traced array of a list holding traced values: its entries (plain lists as NumPy's
+    arrays) stacked by ``np.stack``, whose NEP 18 hook on a tracer is wengert.numpy's stack,
+    as every NumPy function on a tracer is; nothing here names a primitive."""
+    parts = [(_stacked(o) if holds_tracer(o) else np.array(o)) if type(o) in (list, tuple)
+             else o if isinstance(o, Tracer) else np.asarray(o) for o in seq]
+    return np.stack(parts)
 
 
 def plain_store_errors(fn):

@@ -56,7 +56,7 @@ power = primitive(_scalar_safe(operator.pow, np.power), name="power", broadcasti
                   ufunc=np.power, sparsity=_EW)
 negative = primitive(operator.neg, name="negative", ufunc=np.negative, linear=True, sparsity=_EW)
 positive = primitive(operator.pos, name="positive", ufunc=np.positive, linear=True, sparsity=_EW,
-                     same_shape_identity=True)  # graph simplification may drop it
+                     identity_when=True)  # graph simplification may drop it
 absolute = primitive(abs, name="absolute", ufunc=np.absolute, sparsity=_EW)
 
 

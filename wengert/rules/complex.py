@@ -24,7 +24,7 @@ def _is_complex(x):
 # real, imag and conj are real-linear (for real coefficients), angle is not; on real input
 # graph simplification may drop real
 @primitive(linear=True, sparsity=patterns.ELEMENTWISE, batch="elementwise",
-           same_shape_identity=True)
+           identity_when=True)
 def real(val):
     return np.real(val)
 

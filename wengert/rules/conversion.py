@@ -57,7 +57,7 @@ def _astype_vjp(x, dtype):
 
 
 @primitive(name="copy", linear=True, sparsity=patterns.ELEMENTWISE, batch="elementwise",
-           same_shape_identity=True)  # graph simplification may drop it
+           identity_when=True)  # graph simplification may drop it
 def _copy(x):
     return x.copy() if is_foreign(x) else np.array(x, copy=True)  # np.array would convert
 

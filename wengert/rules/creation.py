@@ -7,7 +7,6 @@ returns when no argument is traced.
 """
 import numpy as np
 
-from .. import tracing
 from ..core import Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import _astype, _copy, _dtype, _plain, _traced, astype, copy
@@ -61,7 +60,6 @@ def asarray(a, dtype=None, order=None, *, like=None, **kwargs):
 
 
 asanyarray = asarray
-tracing._NESTED_ARRAY[0] = asarray  # tracing.lift: a list holding traced values, as one array
 
 
 def ascontiguousarray(a, dtype=None, *, like=None):

@@ -24,27 +24,7 @@ __all__ = ["arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arcta
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
-REGISTRY = {}  # name -> primitive, for tests and the coverage table
-
-
-def elementwise(np_fn, partials, *, name=None, domain=(-2.0, 2.0), nondiff=False,
-                registry=REGISTRY, needs=False, sparsity=patterns.ELEMENTWISE, **facts):
-    """Declare an elementwise primitive over ``np_fn`` with its partials (``None`` when
-    ``nondiff``: the derivative is zero).
-
-    ``needs=True``: ``partials`` takes ``needs=`` and skips the partials not asked for.
-    ``sparsity``: element r of the result depends on element r of each argument; which
-    arguments interact at second order (``patterns.Elementwise(hessian=...)``). Any other
-    fact of the record (``linear=``, ``batch=``...) is a keyword too (``wg.primitive``'s).
-    """
-    nargs = np_fn.nin if isinstance(np_fn, np.ufunc) else None
-    p = primitive(np_fn, name=name or np_fn.__name__, broadcasting=nargs != 1, nondiff=nondiff,
-                  domain=domain, ufunc=np_fn if isinstance(np_fn, np.ufunc) else None,
-                  sparsity=sparsity, **facts)
-    if partials is not None:
-        p.partials(partials, needs=needs)
-    registry[p.name] = p
-    return p
+from .declaring import REGISTRY, elementwise  # noqa: E402  (REGISTRY: re-exported)
 
 
 # trigonometric -----------------------------------------------------------------------
@@ -117,13 +97,13 @@ _SPECIAL = {}
 
 
 def _special(name):
-    """A ``scipy.special`` primitive of rules/special_base.py, bound on first use: that module
-    imports this one, and it loads scipy.special, which takes about 0.1 s (as long as
-    ``import wengert`` itself), so it loads only when a rule needs it."""
+    """A ``scipy.special`` primitive of rules/special_core.py (expit, i1), bound on first use:
+    that module loads scipy.special, which takes about 0.1 s (as long as ``import wengert``
+    itself), so it loads only when a rule needs it."""
     fn = _SPECIAL.get(name)
     if fn is None:
-        from . import special_base  # scipy.special, loaded lazily (see the docstring)
-        fn = _SPECIAL.setdefault(name, getattr(special_base, name))
+        from . import special_core  # scipy.special, loaded lazily (see the docstring)
+        fn = _SPECIAL.setdefault(name, getattr(special_core, name))
     return fn
 
 

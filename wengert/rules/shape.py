@@ -56,7 +56,7 @@ def _lead_chunks(chunks, lead):
 # Taylor coefficients of the linear ones map one by one; the moves' sparsity is read off
 # their implementations, a sum reduces over its axes (and wg.vmap maps it along ``axis``,
 # cheaper than as a linear map); the identity when the result has the operand's shape
-@primitive(nargs=1, linear=True, sparsity=patterns.MOVES, same_shape_identity=True)
+@primitive(nargs=1, linear=True, sparsity=patterns.MOVES, identity_when=True)
 def reshape(x, shape):
     # the method skips np.reshape's dispatch layers: a third of the cost on small arrays
     return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
@@ -138,7 +138,7 @@ def sum_vjp(x, axis=None, keepdims=False):
     return ans, pullback
 
 
-@primitive(nargs=1, linear=True, sparsity=patterns.MOVES, same_shape_identity=True)
+@primitive(nargs=1, linear=True, sparsity=patterns.MOVES, identity_when=True)
 def broadcast_to(x, shape, chunks=None):
     return broadcast_view(x, shape, chunks)
 
@@ -168,8 +168,14 @@ def broadcast_to_vjp(x, shape, chunks=None):
     return ans, pullback
 
 
-# the identity for the identity permutation
-@primitive(linear=True, sparsity=patterns.MOVES, permutation_param="axes")
+def _identity_permutation(x, axes=None):
+    nd = np.ndim(x)
+    return nd <= 1 if axes is None else tuple(a % nd for a in axes) == tuple(range(nd))
+
+
+# the identity for the identity permutation (a transpose keeps a square matrix's shape, so
+# shape alone does not tell)
+@primitive(linear=True, sparsity=patterns.MOVES, identity_when=_identity_permutation)
 def transpose(x, axes=None):
     return x.transpose(axes) if type(x) is np.ndarray else np.transpose(x, axes)
 

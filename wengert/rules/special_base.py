@@ -31,7 +31,9 @@ _SQRT_PI = math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
-SPECIAL = {}  # name -> primitive or composite, for tests and the coverage table
+# expit, iv, i0 and i1, which NumPy's logaddexp and i0 need, are declared in special_core (no
+# circle with elementwise), in the one table of special functions
+from .special_core import SPECIAL, expit, i0, i1, iv  # noqa: E402
 
 
 # the partial in an order (or a dimension): not implemented, so using it raises
@@ -113,7 +115,6 @@ log_ndtr = _special(_sp.log_ndtr,
                     domain=(-4.0, 3.0))
 
 # logistic ------------------------------------------------------------------------------------
-expit = _special(_sp.expit, lambda ans, x: (ans * (1.0 - ans),))
 logit = _special(_sp.logit, lambda ans, x: (1.0 / (x * (1.0 - x)),), domain=(0.1, 0.9))
 log_expit = _special(_sp.log_expit, lambda ans, x: (expit(-x),))
 
@@ -162,14 +163,10 @@ xlogy.numba_scalar, xlog1py.numba_scalar = _nb_xlogy("log"), _nb_xlogy("log1p")
 entr.numba_scalar = lambda x: (f"(-{x} * np.log({x}) if {x} > 0.0 else (0.0 if {x} == 0.0 else "
                                f"(-np.inf if {x} < 0.0 else {x})))")
 
-# modified Bessel functions of the first kind: I_v' = (I_{v-1} + I_{v+1}) / 2 --------------------
-iv = _special(_sp.iv, lambda ans, v, x: (_NO["iv", "v"], 0.5 * (iv(v - 1, x) + iv(v + 1, x))),
-              domain=(0.2, 3.0))
+# modified Bessel functions of the first kind (iv, i0, i1: special_core) ----------------------------
 # ive = iv * exp(-|x|) for real x
 ive = _special(_sp.ive, lambda ans, v, x: (_NO["ive", "v"], 0.5 * (ive(v - 1, x) + ive(v + 1, x))
                                            - sign(x) * ans), domain=(0.2, 3.0))
-i0 = _special(_sp.i0, lambda ans, x: (i1(x),))
-i1 = _special(_sp.i1, lambda ans, x: (0.5 * (i0(x) + iv(2.0, x)),))
 i0e = _special(_sp.i0e, lambda ans, x: (i1e(x) - sign(x) * ans,), domain=(0.2, 3.0))
 i1e = _special(_sp.i1e, lambda ans, x: (0.5 * (i0e(x) + ive(2.0, x)) - sign(x) * ans,),
                domain=(0.2, 3.0))

@@ -56,21 +56,11 @@ def __getattr__(name):
     return attr
 
 
-# scipy.special's ufuncs called on a traced value (NEP 13) come here
-for _name, _fn in list(_SPECIAL.items()):
-    _np_fn = getattr(_sp, _name, None)
-    if isinstance(_np_fn, np.ufunc):
-        _dispatch.HANDLED[_np_fn] = _fn
+# scipy.special's ufuncs called on a traced value (NEP 13) come to their rules
+_dispatch.register_special()
 # and SciPy's other names for the same ufuncs (``jn`` is ``jv``)
 for _name in dir(_sp):
     _np_fn = getattr(_sp, _name)
     if _name not in _SPECIAL and isinstance(_np_fn, np.ufunc) and _np_fn in _dispatch.HANDLED:
         globals()[_name] = _dispatch.HANDLED[_np_fn]
-del _name, _fn, _np_fn
-# and the private ufuncs SciPy's Python wrappers call: sp.zeta(traced) is _zeta(x, q, out)
-for _private, _public in (("_zeta", "zeta"), ("_riemann_zeta", "zeta"),
-                          ("_lambertw", "lambertw")):
-    _np_fn = getattr(_sp._ufuncs, _private, None)
-    if isinstance(_np_fn, np.ufunc) and _public in _SPECIAL:
-        _dispatch.HANDLED[_np_fn] = _SPECIAL[_public]
-del _private, _public, _np_fn
+del _name, _np_fn
