@@ -465,3 +465,49 @@ def test_the_numpy_namespace_holds_numpys_names():
     assert modules == {"fft", "linalg", "random"}
     for n in modules:
         assert getattr(wnp, n).__name__ == f"wengert.numpy.{n}"
+
+
+HOLES_PROBE = r"""
+import os, sys, types
+# the package without its __init__ (which imports every floor): core and what core imports
+stub = types.ModuleType("wengert")
+stub.__path__ = [os.path.join(os.environ["PYTHONPATH"], "wengert")]
+sys.modules["wengert"] = stub
+import wengert.core
+low = [m for m in sorted(sys.modules) if m.startswith("wengert.")]
+def snapshot():
+    out = {}
+    for m in low:
+        mod = sys.modules[m]
+        # a slot in a list counts too (core's _NESTED_ARRAY[0] was one)
+        out[m] = {k: (id(v), tuple(map(id, v)) if type(v) is list else ())
+                  for k, v in vars(mod).items()
+                  if not (isinstance(v, types.ModuleType) and v.__name__ == m + "." + k)}
+        for k, v in vars(mod).items():
+            if isinstance(v, type) and v.__module__ == m:
+                out[m + "." + k] = {a: id(b) for a, b in vars(v).items()}
+    return out
+before = snapshot()
+del sys.modules["wengert"]
+import wengert, wengert.numpy, wengert.scipy.special, wengert.source, wengert.checkpoint
+import wengert.rules.special  # noqa: E401
+after = snapshot()
+for key in sorted(before):
+    changed = sorted(k for k in set(before[key]) | set(after[key])
+                     if before[key].get(k) != after[key].get(k))
+    if changed:
+        print(key, changed)
+"""
+
+
+def test_no_lower_floor_is_filled_from_above():
+    """What ``wengert.core`` loads (core, tracing, arrays and what they import) is complete
+    when it has loaded: importing every floor above adds or replaces nothing in those modules
+    or their classes (once, Tracer got its operators and core a list-stacker that way)."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", HOLES_PROBE], capture_output=True, text=True,
+                         cwd=PKG.parent, env={**__import__("os").environ,
+                                              "PYTHONPATH": str(PKG.parent)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "", "filled from above:\n" + out.stdout

@@ -1,9 +1,10 @@
 """NEP 13/18 dispatch and Python operators on tracers: both lead to the same primitives.
 
-The namespace (``wengert.numpy``) installs all of it on :class:`~wengert.core.Tracer` once
-it is built (``install``): the operators from the rules' table, NumPy's methods and the
-NEP 13/18 hooks.  Engines give their tracers the operators' shortcuts through
-``install_fast_paths``.
+``ArrayTracer`` is the tracer that behaves as a NumPy array: every engine's tracer is one
+(``wengert.core.Tracer`` is only the protocol, below the rules). The namespace
+(``wengert.numpy``, on this floor) gives it all of that once it is built (``install``): the
+operators from the rules' table, NumPy's methods and the NEP 13/18 hooks.  Engines give their
+tracers the operators' shortcuts through ``install_fast_paths``.
 """
 import contextvars
 import importlib
@@ -18,11 +19,19 @@ from .core import (UFUNC_NAMES, plain as _value, Primitive, Tracer,
 from .rules import OPERATORS
 from .rules.indexing import sort_inplace
 
-__all__ = ["HANDLED", "array_function", "array_ufunc", "conversion_message", "install",
+__all__ = ["ArrayTracer", "HANDLED", "array_function", "array_ufunc", "conversion_message", "install",
            "install_fast_paths", "integer_values", "only_integers", "register_special",
            "scipy_caller"]
 
 _namespace = None  # the namespace that installed the dispatch (wengert.numpy): see ``install``
+
+
+class ArrayTracer(Tracer):
+    """A traced value that behaves as a NumPy array: Python's operators, comparisons,
+    ndarray's methods and properties, NEP 13/18, each leading to the function of that name in
+    wengert.numpy (``install``). The class every engine's tracer derives from."""
+
+    __slots__ = ()
 
 
 
@@ -40,22 +49,23 @@ def install(namespace):
     """
     global _namespace
     _namespace = namespace
+    cls = ArrayTracer
     for name, fn in OPERATORS.items():
-        setattr(Tracer, name, _as_method(fn))
+        setattr(cls, name, _as_method(fn))
     for name in ("lt", "le", "gt", "ge", "eq", "ne"):
-        setattr(Tracer, f"__{name}__", _compare(getattr(operator, name)))
-    Tracer.__hash__ = lambda self: id(self)
+        setattr(cls, f"__{name}__", _compare(getattr(operator, name)))
+    cls.__hash__ = lambda self: id(self)
     for name in _METHODS:
-        setattr(Tracer, name, _method(name))
-    Tracer.reshape = _reshape
-    Tracer.transpose = _transpose
-    Tracer.T = property(lambda self: namespace.transpose(self))
-    Tracer.mT = property(lambda self: namespace.swapaxes(self, -1, -2))
-    Tracer.real = property(lambda self: namespace.real(self))  # complex intermediates (fft)
-    Tracer.imag = property(lambda self: namespace.imag(self))
-    Tracer.__array_ufunc__ = _array_ufunc_method
-    Tracer.__array_function__ = _array_function_method
-    Tracer._conversion_message = staticmethod(conversion_message)  # SciPy's conversions
+        setattr(cls, name, _method(name))
+    cls.reshape = _reshape
+    cls.transpose = _transpose
+    cls.T = property(lambda self: namespace.transpose(self))
+    cls.mT = property(lambda self: namespace.swapaxes(self, -1, -2))
+    cls.real = property(lambda self: namespace.real(self))  # complex intermediates (fft)
+    cls.imag = property(lambda self: namespace.imag(self))
+    cls.__array_ufunc__ = _array_ufunc_method
+    cls.__array_function__ = _array_function_method
+    cls._conversion_message = staticmethod(conversion_message)  # SciPy's conversions
 
 
 def install_fast_paths(cls, binary, unary):

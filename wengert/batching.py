@@ -32,6 +32,7 @@ from . import tree
 from ._pickling import travels
 from ._validate import check_callable
 from .arrays import asarray, copy_of, is_foreign, ndim_of, shape_of
+from ._dispatch import ArrayTracer
 from .core import Primitive, Trace, Tracer, check_live, new_level
 
 __all__ = ["vmap", "BatchTrace", "BatchTracer", "batching_kind", "BatchedControlFlowError"]
@@ -89,7 +90,7 @@ class BatchTrace(Trace):
         raise _control_flow("an index, a count or a sort order")
 
 
-class BatchTracer(Tracer):
+class BatchTracer(ArrayTracer):
     """The values of every example, batch axis leading; its ``shape`` is one example's."""
 
     __slots__ = ("value", "_trace")
@@ -149,7 +150,9 @@ def batching_kind(prim):
     if prim.broadcasting or prim.ufunc is not None or (
             prim.fast_partials is not None and not prim.nondiff):
         return "elementwise"
-    if prim.linearity == "linear":  # the one linearity fact: a batch is a batch of tangents
+    if prim.linearity == "linear" and prim.frule_declared:
+        # the one linearity fact: a batch is a batch of tangents, which a declared forward
+        # rule takes (axes from the end); the derived one, the primitive itself, need not
         return "linear"
     return "loop"
 

@@ -25,16 +25,16 @@ address axes from the end, and the broadcasting bookkeeping (expanding tangents,
 summing cotangents back to an argument's shape) is done here, once, for every
 primitive declared ``broadcasting=True``.
 
-Engines (forward, reverse, graph) subclass :class:`Trace` and :class:`Tracer`;
-they never name a primitive.  Rules never import an engine.  Neither does this module name
-a primitive: NumPy's protocols on tracers (Python operators, ndarray methods, NEP 13/18)
-are installed by the namespace floor above (``wengert._dispatch``); the array bookkeeping
-it needs (``wengert.arrays``) reaches primitives through them.
+Engines (forward, reverse, graph) subclass :class:`Trace` and the namespace floor's
+``wengert._dispatch.ArrayTracer`` (a :class:`Tracer` with NumPy's protocols: Python
+operators, ndarray methods, NEP 13/18); they never name a primitive.  Rules never import an
+engine.  Neither does this module name a primitive: the array bookkeeping it needs
+(``wengert.arrays``, stacking a list of tracers, a ufunc's keywords) reaches primitives
+through those protocols of the tracers it is given.
 """
 from __future__ import annotations
 
 import inspect
-import sys
 import types
 
 import numpy as np
@@ -67,14 +67,13 @@ LINEARITIES = (None, "linear", "bilinear", "piecewise")
 FACTS = ("broadcasting", "multiple_results", "nargs", "linearity", "nondiff", "domain", "ufunc",
          "sparsity", "batch", "identity_when", "impure", "lowering")
 # facts the graph emitters read until one ``lowering`` fact replaces them; assignable after
-# declaration meanwhile
-# until the lowering fact lands
+# declaration meanwhile (until the lowering fact lands)
 LOWERING_FACTS = ("numba_scalar", "numba_form", "gather_at_index", "scatter_into_zeros",
-                  "gather_flat", "flat_view")
+                  "gather_flat", "flat_view")  # until the lowering fact lands
 
 
 # what a sealed record lets be assigned: its rules (what the decorators declare; a test may
-# wrap one) and, for now, the lowering facts
+# wrap one) and, until the lowering fact lands, the lowering facts
 _RULES = ("fast_partials", "_frule", "_rrule", "_symbolic_zeros", "_rrule_needs")
 _ASSIGNABLE = frozenset(_RULES + LOWERING_FACTS)
 
@@ -113,8 +112,8 @@ class Primitive:
     rules/patterns.py), ``batch`` (how ``wg.vmap`` maps it: wengert/batching.py),
     ``identity_when`` (when it returns its one operand unchanged: ``True``, whenever the
     result keeps the operand's shape and dtype, or a predicate ``when(x, **params)``; a
-    rewrite declared with the primitive, not known to an engine), ``impure`` (never folded into a constant), ``lowering`` (how compile writes
-    it). Rules are declared by decorators after it (``@p.frule``, ``@p.rrule``,
+    rewrite declared with the primitive, not known to an engine), ``impure`` (never folded
+    into a constant), ``lowering`` (how compile writes it). Rules are declared by decorators after it (``@p.frule``, ``@p.rrule``,
     ``@p.partials``, ``@p.batching``), the documented way; a fact is never assigned later, so
     what an engine reads is what the declaration says.
     """
@@ -123,7 +122,8 @@ class Primitive:
                  "_module", "__weakref__", "broadcasting", "multiple_results", "linearity",
                  "nondiff", "domain", "ufunc", "sparsity", "batch", "identity_when", "impure",
                  "lowering", "fast_partials", "_frule", "_rrule", "_symbolic_zeros",
-                 "_rrule_needs", "_sealed") + LOWERING_FACTS
+                 "_rrule_needs", "_sealed") \
+        + LOWERING_FACTS  # until the lowering fact lands
 
     def __init__(self, impl, name=None, *, broadcasting=False, multiple_results=False,
                  nargs=None, linear=False, bilinear=False, nondiff=False, domain=None,
@@ -306,6 +306,12 @@ class Primitive:
         return self._rrule is not None or self.fast_partials is not None
 
     @property
+    def frule_declared(self):
+        """Whether its forward rule was declared (``@p.frule``), not derived (from partials,
+        or from ``linear``: itself on the tangents, one tangent at a time)."""
+        return self._frule is not None
+
+    @property
     def symbolic_zeros(self):
         """Whether ``jvp_rule`` takes ``None`` (a zero) for a tangent as it is."""
         return self._symbolic_zeros or (self._frule is None and self.linear)
@@ -345,13 +351,12 @@ class Primitive:
         return rr(*primals, **params)
 
     def _linear_pushforward(self, primals, tangents, params):
-        """A linear primitive's pushforward: itself, applied to the tangents (an argument
-        that is not differentiable, an index, is passed as it is)."""
+        """A linear primitive's pushforward: itself, applied to the tangents (zeros where
+        none: it is linear jointly in its array arguments; an index is a static parameter)."""
         ans = self(*primals, **params)
         if all(t is None for t in tangents):
             return ans, None
-        args = [t if t is not None else p if not _differentiable(p) else zeros_like_value(p)
-                for p, t in zip(primals, tangents)]
+        args = [zeros_like_value(p) if t is None else t for p, t in zip(primals, tangents)]
         return ans, self(*args, **params)
 
     # -- used by engines ------------------------------------------------------------
@@ -443,10 +448,6 @@ def _linearity(linear, bilinear, name):
                          f"'piecewise' (or leave it out)")
     return linear
 
-
-def _differentiable(x):
-    dt = leaf_dtype(x)
-    return dt is not None and dt.kind in "fc"
 
 
 class Partials:

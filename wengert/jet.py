@@ -11,8 +11,9 @@ polynomially with the order instead of exponentially as nested duals would.
 """
 from __future__ import annotations
 
+from ._dispatch import ArrayTracer
 from .arrays import shape_of, zeros_like_value
-from .core import Trace, Tracer, check_differentiable, check_live, leaf_dtype, new_level
+from .core import Trace, check_differentiable, check_live, new_level
 from .tree import flatten, unflatten
 
 __all__ = ["taylor_coefficients", "JetTrace", "Jet"]
@@ -84,7 +85,7 @@ class _Group:
         self.prim, self.args, self.params, self.tangents = prim, args, params, None
 
 
-class Jet(Tracer):
+class Jet(ArrayTracer):
     """A truncated Taylor series; ``.value`` is the constant coefficient."""
 
     __slots__ = ("_trace", "coeffs", "kind", "prim", "args", "params", "tangent_jet",
@@ -189,7 +190,7 @@ def _compute(node, k):
         cs = [_coef(a, k, trace) for a in node.args]
         if all(c is None for c in cs):
             return None
-        cs = [_zero_coefficient(_coef(a, 0, trace)) if c is None else c
+        cs = [zeros_like_value(_coef(a, 0, trace)) if c is None else c
               for a, c in zip(node.args, cs)]
         return node.prim(*cs, **node.params)
     if kind == "bilinear":
@@ -210,13 +211,6 @@ def _compute(node, k):
 
 
 _KIND = {"linear": "linear", "bilinear": "bilinear"}
-
-
-def _zero_coefficient(c0):
-    """A higher coefficient of a constant argument of a linear primitive: zero, but an
-    argument that is not differentiable (an index) is the same at every order."""
-    dt = leaf_dtype(c0)
-    return zeros_like_value(c0) if dt is not None and dt.kind in "fc" else c0
 
 
 def _ensure(node, k):

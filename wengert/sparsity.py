@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ._dispatch import ArrayTracer
 from .core import plain as _plain, Trace, Tracer, new_level
 
 __all__ = ["PatternTrace", "PatternTracer", "stack_patterns", "MAX_ENTRIES"]
@@ -208,7 +209,7 @@ class PatternTrace(Trace):
                 terms.append(t.T)
 
 
-class PatternTracer(Tracer):
+class PatternTracer(ArrayTracer):
     """A value during sparsity detection: its example ``value`` and its ``pattern``."""
 
     __slots__ = ("value", "pattern", "_trace", "node")

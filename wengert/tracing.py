@@ -3,9 +3,10 @@
 A :class:`Trace` is one active differentiation (a forward perturbation, a tape, a graph);
 its :class:`Tracer` values stand in for arrays while a function runs, and every operation
 on one reaches a primitive (``wengert.core``), whose record says how to differentiate it.
-NumPy's protocols on tracers (Python operators, ndarray methods, NEP 13/18) are installed by
-the namespace floor (``wengert._dispatch``); a conversion to a plain number or array, which
-would drop a derivative, is refused here with what to write instead.
+NumPy's protocols (Python operators, ndarray methods, NEP 13/18) are those of the engines'
+tracers, ``wengert._dispatch.ArrayTracer`` on the namespace floor, which lead to primitives;
+a conversion to a plain number or array, which would drop a derivative, is refused here with
+what to write instead.
 """
 from __future__ import annotations
 
@@ -162,12 +163,12 @@ class Tracer:
     def __float__(self):
         if _integral(self):
             return self._converted(float)
-        raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number")
+        raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number", self)
 
     def __complex__(self):
         if _integral(self):
             return self._converted(complex)
-        raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number")
+        raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number", self)
 
     def __int__(self):
         if _integral(self):
@@ -203,11 +204,11 @@ class Tracer:
         # no derivative to lose, NumPy's array of them (guarded under tracing)
         if _integral(self) or (dtype is not None and np.dtype(dtype).kind in "biu"):
             return self._converted(_as_array, dtype, copy)
-        raise _conversion_error(sys._getframe(1), _ARRAY_MESSAGE, "a plain NumPy array")
+        raise _conversion_error(sys._getframe(1), _ARRAY_MESSAGE, "a plain NumPy array",
+                                self)
 
-    # -- installed by wengert._dispatch: NEP 13 / NEP 18 and the Python operators (each
-    # -- leading to a primitive), and what a conversion error says about the SciPy
-    # -- function that converted, if one did
+    # -- what a conversion error says about the NumPy or SciPy function that converted, if one
+    # -- did: the engines' tracers (wengert._dispatch.ArrayTracer, with NumPy's protocols) say
     @staticmethod
     def _conversion_message(frame, generic, into):
         return generic
@@ -226,9 +227,10 @@ def _as_array(v, dtype, copy):
     return np.array(v, dtype=dtype, copy=copy)
 
 
-def _conversion_error(frame, generic, into=None):
+def _conversion_error(frame, generic, into=None, tracer=None):
     """The ``TypeError`` for a traced value converted to a plain one in ``frame``: ``a[i] = x``
-    into a plain array, a SciPy function (``into`` names what it wanted), or ``generic``."""
+    into a plain array, a SciPy function (``into`` names what it wanted: the ``tracer``'s class
+    words it), or ``generic``."""
     code = frame.f_code.co_code
     if 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] == _STORE_SUBSCR:
         err = TypeError(_STORE_MESSAGE)
@@ -236,7 +238,7 @@ def _conversion_error(frame, generic, into=None):
         return err
     if into is None:
         return TypeError(generic)
-    return TypeError(Tracer._conversion_message(frame, generic, into))
+    return TypeError(type(tracer)._conversion_message(frame, generic, into))
 
 
 _STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
