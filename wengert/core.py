@@ -76,6 +76,7 @@ LOWERING_FACTS = ("numba_scalar", "numba_form", "gather_at_index", "scatter_into
 # wrap one) and, until the lowering fact lands, the lowering facts
 _RULES = ("fast_partials", "_frule", "_rrule", "_symbolic_zeros", "_rrule_needs")
 _ASSIGNABLE = frozenset(_RULES + LOWERING_FACTS)
+_KEYWORD = {"linearity": "linear", "bilinear": "linear"}  # the keyword declaring a fact
 
 
 class _PerRecord(str):
@@ -169,7 +170,8 @@ class Primitive:
             raise AttributeError(
                 f"primitive '{self.name}': '{name}' is a fact of its declaration, read-only "
                 f"afterwards; pass it as a keyword where it is declared "
-                f"(wg.primitive(..., {name.lstrip('_')}=...)), or declare a rule with "
+                f"(wg.primitive(..., {_KEYWORD.get(name, name.lstrip('_'))}=...)), or declare "
+                f"a rule with "
                 f"@{self.name}.frule / .rrule / .partials / .batching (docs/rules.md)")
         object.__setattr__(self, name, value)
 
