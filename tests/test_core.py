@@ -544,14 +544,19 @@ def test_forward_shortcuts_match_general_path(monkeypatch):
 
 
 def test_primitive_facts_are_keywords_and_attributes():
-    """The record's facts are keywords, readable and settable as attributes afterwards."""
+    """The record's facts are keywords, readable as attributes afterwards, never assigned."""
     from wengert.core import Primitive
     p = Primitive(np.cbrt, broadcasting=True, linear=False, bilinear=False, domain=(0.2, 2.0),
                   ufunc=np.cbrt, nargs=1)
     assert (p.broadcasting, p.linear, p.bilinear, p.nondiff, p.domain, p.ufunc, p.nargs) == \
         (True, False, False, False, (0.2, 2.0), np.cbrt, 1)
-    p.linear, p.domain = True, (0.5, 1.0)
-    assert p.linear and p.domain == (0.5, 1.0)
+    for fact, value in (("linear", True), ("domain", (0.5, 1.0)), ("sparsity", None),
+                        ("batch", "linear"), ("nondiff", True), ("linearity", "linear"),
+                        ("identity_when", True), ("made_up", 1)):
+        with pytest.raises(AttributeError, match="declaration"):
+            setattr(p, fact, value)
+    assert not p.linear and p.domain == (0.2, 2.0) and p.sealed
+    assert not hasattr(p, "__dict__")  # __slots__: no fact can hide in an instance dict
     q = wg.primitive(lambda x, y: x @ y, name="mm", bilinear=True)
     assert q.bilinear and q.name == "mm" and not q.broadcasting and q.fast_partials is None
     with pytest.raises(TypeError):
@@ -575,14 +580,15 @@ def test_nondiff_declares_a_zero_derivative_in_every_engine():
     np.testing.assert_array_equal(wg.taylor(lambda y: wnp.sum(step(x, y)), y, np.ones(1), 2)[1:],
                                   [0.0, 0.0])
     wg.check_grad(f, x, y, order=2)
-    # set after construction, it declares the same rule (and unset, takes it back)
+    # a keyword of the declaration, not assignable later
     p = wg.primitive(lambda x: 2.0 * x, name="twice")
     with pytest.raises(NotImplementedError):
         wg.grad(p)(1.0)
-    p.nondiff = True
-    assert wg.grad(p)(1.0) == 0.0 and wg.derivative(p)(1.0) == 0.0
-    p.nondiff = False
+    with pytest.raises(AttributeError, match="nondiff=..."):
+        p.nondiff = True
     assert p.fast_partials is None and not p.has_rrule
+    q = wg.primitive(lambda x: 2.0 * x, name="twice", nondiff=True)
+    assert wg.grad(q)(1.0) == 0.0 and wg.derivative(q)(1.0) == 0.0
 
 
 def test_engines_fast_paths_read_the_public_hook(monkeypatch):
@@ -770,3 +776,90 @@ def test_dead_tracer_is_reported_before_a_live_trace_sees_it():
     wg.derivative(_leaky(leak))(0.5)
     with pytest.raises(wg.EscapedTracerError, match="wg.derivative"):
         wg.grad(lambda x: scaled(x, leak[0]))(1.0)
+
+
+# -- the one linearity fact, and the public rules ---------------------------------------------------
+def _flip():
+    @wg.primitive(linear=True, sparsity=None)
+    def flip(x):
+        return x[::-1].copy()
+
+    @flip.rrule
+    def _(x):
+        return flip(x), lambda g: (flip(g),)
+    return flip
+
+
+def test_a_linear_primitive_needs_no_frule():
+    """``linear=True`` gives the pushforward (itself on the tangent) in forward mode and Taylor
+    mode (coefficients one by one); wg.vmap maps a batch as tangents only through a declared
+    forward rule (which takes leading batch axes): the primitive itself need not."""
+    flip = _flip()
+    x, t = np.array([0.3, -1.2, 2.0]), np.array([1.0, 0.5, -2.0])
+    assert flip.has_frule and flip.symbolic_zeros and flip.linearity == "linear"
+    ans, dt = wg.jvp(lambda x: wnp.sin(flip(x)), (x,), (t,))
+    np.testing.assert_allclose(dt, np.cos(x[::-1]) * t[::-1])
+    coeffs = wg.taylor(lambda x: wnp.sum(flip(x) * flip(x)), x, t, 2)
+    np.testing.assert_allclose(coeffs[2], np.sum(t * t))
+    from wengert.batching import batching_kind
+    assert batching_kind(flip) == "loop"
+    xs = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(wg.vmap(flip)(xs), xs[:, ::-1])
+    wg.check_grad(lambda x: wnp.sum(wnp.sin(flip(x)) * x), x, order=2)
+    assert flip.jvp_rule((x,), (None,))[1] is None  # a zero stays a symbolic zero
+
+
+def test_the_linearity_fact_is_one_of_its_kinds():
+    with pytest.raises(ValueError, match="'bilinear' or 'piecewise'"):
+        wg.primitive(lambda x: x, linear="affine")
+    with pytest.raises(ValueError, match="declare one of them"):
+        wg.primitive(lambda x, y: x * y, linear=True, bilinear=True)
+    q = wg.primitive(lambda x, y: x * y, bilinear=True)
+    assert (q.linearity, q.bilinear, q.linear) == ("bilinear", True, False)
+    assert wg.primitive(lambda x: abs(x), linear="piecewise").linearity == "piecewise"
+
+
+def test_jvp_rule_and_vjp_rule_are_the_declared_rules():
+    """The public forms of the declared rules (source mode writes their text from them)."""
+    from wengert.rules.indexing import set_basic
+    from wengert.rules.shape import reshape
+    x = np.arange(4.0)
+    ans, t = reshape.jvp_rule((x,), (np.ones(4),), shape=(2, 2))
+    assert ans.shape == (2, 2) and np.array_equal(t, np.ones((2, 2)))
+    ans, pb = reshape.vjp_rule(x, shape=(2, 2))
+    assert np.array_equal(pb(np.ones((2, 2)))[0], np.ones(4))
+    # needs= reaches a rule declared to take it; a rule without symbolic zeros gets zeros
+    ans, pb = set_basic.vjp_rule(x, 5.0, idx=1, needs=(False, True))
+    assert pb(np.ones(4))[0] is None
+    flip = _flip()
+    with pytest.raises(NotImplementedError, match="no reverse rule"):
+        wg.primitive(lambda x: x).vjp_rule(1.0)
+    with pytest.raises(NotImplementedError, match="no forward rule"):
+        wg.primitive(lambda x: x).jvp_rule((1.0,), (1.0,))
+    assert np.array_equal(flip.jvp_rule((x,), (x,))[1], x[::-1])
+
+
+def _uses_flip(x):
+    return wnp.sum(FLIP(x) * x)
+
+
+FLIP = _flip()
+
+
+def test_source_mode_reads_the_public_rules():
+    """wg.source writes a linear primitive's tangent from its derived rule, and its pullback
+    from the declared one, through jvp_rule / vjp_rule."""
+    x, t = np.array([0.3, -1.2, 2.0]), np.array([1.0, 0.5, -2.0])
+    np.testing.assert_allclose(wg.source.grad(_uses_flip)(x), wg.grad(_uses_flip)(x))
+    np.testing.assert_allclose(wg.source.jvp(_uses_flip)((x,), (t,))[1],
+                               wg.jvp(_uses_flip, (x,), (t,))[1])
+
+
+def test_taylor_of_a_linear_primitive_with_an_integer_constant():
+    """An integer constant of a linear primitive (``s - 1``) has zero higher coefficients,
+    as a float one: its value is not repeated at every order."""
+    x, v = np.array([0.3, -0.2]), np.array([1.0, 0.5])
+    f = lambda x: (wnp.sum(x) - 1) ** 3  # noqa: E731
+    c = wg.taylor(f, x, v, 3)
+    s, ds = np.sum(x), np.sum(v)
+    np.testing.assert_allclose(c[1:], [3 * (s - 1) ** 2 * ds, 3 * (s - 1) * ds ** 2, ds ** 3])

@@ -6,7 +6,7 @@ own floor and below, and imports within a floor form no circle:
 
 0 utilities  tree, _allocator, _version, _progress, coloring (graph colourings, pure SciPy),
              arrays (bookkeeping for any array, traced or not)
-1 core       the Primitive record and the tracer protocol
+1 core       the Primitive record (core) and the tracer protocol (tracing)
 2 rules      every primitive (checkpoint's and the graph tracer's own too)
 3 namespaces numpy, scipy, _dispatch (NEP 13/18), coverage, expr (the CLI's language)
 4 engines    forward, reverse, jet, sparsity (index sets: sparsity detection)
@@ -25,6 +25,8 @@ import ast
 import collections
 import pathlib
 
+import pytest
+
 PKG = pathlib.Path(__file__).resolve().parents[1] / "wengert"
 MAX_LINES = 800
 
@@ -32,7 +34,7 @@ FLOORS = {
     0: ("wengert.tree", "wengert._allocator", "wengert._version", "wengert._progress",
         "wengert.coloring", "wengert.arrays", "wengert._pickling",
         "wengert._interrupt"),
-    1: ("wengert.core",),
+    1: ("wengert.core", "wengert.tracing"),
     2: ("wengert.rules", "wengert.rules.*"),
     3: ("wengert.numpy", "wengert.numpy.*", "wengert.scipy", "wengert.scipy.*",
         "wengert._dispatch", "wengert.coverage", "wengert.expr"),
@@ -57,14 +59,13 @@ OPTIONAL = {"matplotlib", "tqdm", "numba"}  # the "plot", "progress" and "fast" 
 # through) longer still
 HEAVY = {"scipy.special", "scipy.linalg", "scipy.stats", "scipy.signal"}
 # the imports of wengert modules inside a function, each of one that loads scipy.special
-# (HEAVY): elementwise's rules for np.logaddexp and np.i0 need scipy.special's expit and i1,
-# whose primitives live in special_base (no circle at module level: special_base imports
-# elementwise); the dispatch meets a scipy.special ufunc on a tracer before
-# wengert.scipy.special, which registers them, was imported; source mode resolves math.erf /
-# erfc / gamma / lgamma to wengert.scipy.special's (the command line imports source/ and
-# otherwise never scipy.special).
-LAZY = {("wengert.rules.elementwise", "wengert.rules.special_base"),
-        ("wengert._dispatch", "wengert.scipy.special"),
+# (HEAVY), none closing a circle: elementwise's rules for np.logaddexp and np.i0 need
+# scipy.special's expit and i1 (rules/special_core, which imports no rules module but the
+# declaring helper); the dispatch meets a scipy.special ufunc on a tracer and loads its rules
+# (wengert.rules.special, below it); source mode resolves math.erf / erfc / gamma / lgamma to
+# wengert.scipy.special's (the command line imports source/ and otherwise never scipy.special).
+LAZY = {("wengert.rules.elementwise", "wengert.rules.special_core"),
+        ("wengert._dispatch", "wengert.rules.special"),
         ("wengert.source.resolve", "wengert.scipy.special"),
         # autograd's odeint loads wengert's ODE solvers (SciPy's integrators) on first use; until
         # wengert.scipy.integrate exists the import names its package
@@ -75,6 +76,7 @@ LAZY = {("wengert.rules.elementwise", "wengert.rules.special_base"),
 # rules hold): ("upward", module, imported), ("cycle", modules...), ("inner", module,
 # imported) for an import inside a function, ("size", module) for more than MAX_LINES
 # lines, ("root", module) for an import of the package root.
+# ("lazy-cycle", modules...): a circle closed by an import inside a function
 PENDING = set()  # none left: every module keeps every rule
 
 
@@ -225,7 +227,13 @@ def violations():
         for t in targets:
             if floor_of(t) > floor_of(m):
                 found.add(("upward", m, t))
-    found.update(("cycle",) + comp for comp in _cycles(graph))
+    cycles = _cycles(graph)
+    found.update(("cycle",) + comp for comp in cycles)
+    # and with the imports inside functions: a lazy import is still an import circle
+    lazy = collections.defaultdict(set, {m: set(t) for m, t in graph.items()})
+    for m, (_, inner) in IMPORTS.items():
+        lazy[m].update(t for t in inner if _wengert_module(t) is not None)
+    found.update(("lazy-cycle",) + comp for comp in _cycles(lazy) if comp not in cycles)
     for m, (top, inner) in IMPORTS.items():
         for t in inner:
             if (m, t) in LAZY or t in HEAVY:
@@ -247,8 +255,8 @@ def test_every_module_has_a_floor():
 
 
 def test_floors_no_circle_no_import_in_functions_no_large_module():
-    """(a) module-level imports go to the same floor or below; (b) no import circle at
-    module level; (c) no import inside a function but of an optional dependency; (d) no
+    """(a) module-level imports go to the same floor or below; (b) no import circle, at
+    module level or through imports inside functions; (c) no import inside a function but of an optional dependency; (d) no
     module over MAX_LINES lines; (e) the package root is imported by no library module."""
     found = violations()
     new = sorted(found - PENDING)
@@ -318,3 +326,188 @@ def test_engines_take_only_bookkeeping_from_rules():
                     f"{path.name} imports rules.{'.'.join(sub)}"
                 if sub[0] == "":
                     assert set(names) <= {"OPERATORS"}, f"{path.name} imports {names}"
+
+
+# -- the rule record: closed, sealed, read only in core -----------------------------------------
+# the names a probe or an assignment of a primitive's fact would use: every fact, the rules the
+# decorators declare, and the linearity's readable forms; not the lowering facts (graph/ reads
+# those until one ``lowering`` fact replaces them: the lead removes this exemption with them)
+# nor what any function has too (``name``, ``__name__``, ``impl``)
+RECORD_NAMES = {"broadcasting", "multiple_results", "nargs", "linearity", "nondiff", "domain",
+                "ufunc", "sparsity", "batch", "identity_when", "impure", "lowering",
+                "fast_partials", "_frule", "_rrule", "_symbolic_zeros", "_rrule_needs", "_sealed",
+                "sealed", "linear", "bilinear"}
+LOWERING_EXEMPT = {"numba_scalar", "numba_form", "gather_at_index", "scatter_into_zeros",
+                   "gather_flat", "flat_view"}  # until the lowering fact lands
+
+
+def _record_names():
+    return RECORD_NAMES
+
+
+def test_the_record_names_are_the_records():
+    """The names checked are core's: its facts, and slots or properties of the record."""
+    from wengert.core import FACTS, LOWERING_FACTS, Primitive
+    assert set(FACTS) <= RECORD_NAMES and set(LOWERING_FACTS) == LOWERING_EXEMPT
+    assert RECORD_NAMES - set(FACTS) <= set(Primitive.__slots__) | set(dir(Primitive))
+
+
+def _record_violations(path, names):
+    """``getattr``/``hasattr``/``setattr`` of a fact by its name, and ``x.fact = ...`` (but a
+    class's own ``self.fact``: custom.py's records have their own ``nondiff``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in (
+                "getattr", "hasattr", "setattr") and len(node.args) >= 2 and isinstance(
+                node.args[1], ast.Constant) and node.args[1].value in names:
+            found.append(f"{node.func.id}(..., {node.args[1].value!r}) at line {node.lineno}")
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        for t in targets:
+            for a in ast.walk(t):
+                if isinstance(a, ast.Attribute) and isinstance(a.ctx, ast.Store) and \
+                        a.attr in names and getattr(a.value, "id", None) != "self":
+                    found.append(f"{ast.unparse(a)} = ... at line {node.lineno}")
+    return found
+
+
+def test_no_fact_is_probed_or_assigned_outside_core():
+    """Every fact is a keyword of the primitive's declaration and an attribute of its closed
+    record: nothing outside core.py asks ``getattr(prim, "fact", default)`` (as if the record
+    might lack it) or assigns one after the declaration."""
+    names = _record_names()
+    bad = {}
+    for path in sorted(PKG.rglob("*.py")):
+        if path == PKG / "core.py":
+            continue
+        found = _record_violations(path, names)
+        if found:
+            bad[str(path.relative_to(PKG))] = found
+    assert not bad, f"facts probed or assigned outside core.py: {bad}"
+
+
+def test_the_record_checker_sees_what_it_checks(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("p.sparsity = 1\nq.a.batch = 2\nself.nondiff = 3\n"
+                   "getattr(p, 'linear', False)\nhasattr(p, 'domain')\ngetattr(p, '__name__')\n")
+    found = _record_violations(src, _record_names())
+    assert [f.split(" ")[0] for f in found] == ["p.sparsity", "q.a.batch", "getattr(...,",
+                                                "hasattr(...,"]
+
+
+def _every_primitive():
+    """Every Primitive that importing every module of wengert declares."""
+    import gc
+    import importlib
+    from wengert.core import Primitive
+    for m in sorted(MODULES):
+        if m.startswith(("wengert.explore", "wengert.compat.autograd.__main__")):
+            continue
+        importlib.import_module(m)
+    return [o for o in gc.get_objects() if type(o) is Primitive]
+
+
+def test_every_primitive_is_sealed():
+    """At run time: every record is closed (``__slots__``, no ``__dict__``) and sealed: a fact
+    assigned after the declaration raises, naming the keyword to use instead."""
+    from wengert.core import FACTS
+    prims = _every_primitive()
+    assert len(prims) > 300
+    for p in prims:
+        assert p.sealed and not hasattr(p, "__dict__"), p
+    p = prims[0]
+    for fact in FACTS + ("linear", "made_up"):
+        if fact == "lowering":
+            continue
+        with pytest.raises(AttributeError, match="declaration"):
+            setattr(p, fact, getattr(p, fact, None))
+
+
+# -- what a module exports ----------------------------------------------------------------------
+def _binds_public_names(path):
+    """Whether a module defines a public name (a function, a class, a variable)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+            return True
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and not t.id.startswith("_") and t.id != "__all__"
+                for t in node.targets):
+            return True
+    return False
+
+
+def test_every_module_that_exports_names_has_all():
+    """``__all__`` says what ``from m import *`` gives: without it, every module a module
+    imports leaks (``wnp.np``, ``wnp.math``, ``wnp.patterns`` once did)."""
+    missing = []
+    for m, (path, is_pkg) in sorted(MODULES.items()):
+        if m.startswith("wengert.compat"):  # other libraries' module trees, as they are
+            continue
+        text = path.read_text()
+        if (_binds_public_names(path) or "import *" in text) and "__all__" not in text:
+            missing.append(m)
+    assert not missing, f"modules without __all__: {missing}"
+
+
+# documented names of wengert.numpy that NumPy (2.x) lacks (docs/api.md)
+NUMPY_EXTRAS = {"index_update", "logsumexp", "flatten", "round_"}
+
+
+def test_the_numpy_namespace_holds_numpys_names():
+    """``wengert.numpy``'s public names are NumPy's (plus the documented extras), and no
+    module leaks in but NumPy's own submodules (fft, linalg, random)."""
+    import types
+    import numpy as np
+    import wengert.numpy as wnp
+    names = {n for n in vars(wnp) if not n.startswith("_")}
+    assert names - set(dir(np)) == NUMPY_EXTRAS
+    modules = {n for n in names if isinstance(getattr(wnp, n), types.ModuleType)}
+    assert modules == {"fft", "linalg", "random"}
+    for n in modules:
+        assert getattr(wnp, n).__name__ == f"wengert.numpy.{n}"
+
+
+HOLES_PROBE = r"""
+import os, sys, types
+# the package without its __init__ (which imports every floor): core and what core imports
+stub = types.ModuleType("wengert")
+stub.__path__ = [os.path.join(os.environ["PYTHONPATH"], "wengert")]
+sys.modules["wengert"] = stub
+import wengert.core
+low = [m for m in sorted(sys.modules) if m.startswith("wengert.")]
+def snapshot():
+    out = {}
+    for m in low:
+        mod = sys.modules[m]
+        # a slot in a list counts too (core's _NESTED_ARRAY[0] was one)
+        out[m] = {k: (id(v), tuple(map(id, v)) if type(v) is list else ())
+                  for k, v in vars(mod).items()
+                  if not (isinstance(v, types.ModuleType) and v.__name__ == m + "." + k)}
+        for k, v in vars(mod).items():
+            if isinstance(v, type) and v.__module__ == m:
+                out[m + "." + k] = {a: id(b) for a, b in vars(v).items()}
+    return out
+before = snapshot()
+del sys.modules["wengert"]
+import wengert, wengert.numpy, wengert.scipy.special, wengert.source, wengert.checkpoint
+import wengert.rules.special  # noqa: E401
+after = snapshot()
+for key in sorted(before):
+    changed = sorted(k for k in set(before[key]) | set(after[key])
+                     if before[key].get(k) != after[key].get(k))
+    if changed:
+        print(key, changed)
+"""
+
+
+def test_no_lower_floor_is_filled_from_above():
+    """What ``wengert.core`` loads (core, tracing, arrays and what they import) is complete
+    when it has loaded: importing every floor above adds or replaces nothing in those modules
+    or their classes (once, Tracer got its operators and core a list-stacker that way)."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", HOLES_PROBE], capture_output=True, text=True,
+                         cwd=PKG.parent, env={**__import__("os").environ,
+                                              "PYTHONPATH": str(PKG.parent)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "", "filled from above:\n" + out.stdout

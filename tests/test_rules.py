@@ -224,3 +224,125 @@ def test_user_rule_from_api_md():
     wg.check_grad(softplus, 0.3, order=2)
     wg.check_grad(softplus, np.array([-1.0, 0.5, 2.0]), order=2)
     assert wg.grad(softplus)(0.0) == 0.5
+
+
+# -- linearity: the one fact a wrong Hessian would follow from, checked numerically ----------------
+def _linear_programs():
+    """Small programs (and their gradients) that meet every primitive declaring a linearity."""
+    from wengert.checkpoint import checkpoint
+    from wengert.compat.autograd.scipy.signal import unwindows, windows
+    from wengert.rules.checkpointing import checkpoint_put, checkpoint_stack, checkpoint_take
+    from wengert.rules.shape import as_float
+    from wengert.scipy.sparse.linalg import expm_multiply
+    A = np.array([[0.1, 0.2, 0.0], [0.0, -0.3, 0.1], [0.2, 0.0, 0.1]])
+    c = np.array([[0.5, -1.0, 2.0, 0.25], [1.5, 0.5, -0.5, 1.0], [0.3, 0.7, -1.2, 0.1]])
+    return [
+        lambda x: wnp.sum((x + c - x * c - (-x) + (+x)) * wnp.reshape(wnp.transpose(x), (3, 4))),
+        lambda x: wnp.sum(wnp.cumsum(x, axis=1) * wnp.concatenate([x, -x])[1:4] ** 2),
+        lambda x: wnp.sum(wnp.broadcast_to(x[0], (2, 4)) * x[[0, 2]]) + as_float(x[1, 1]) * x[0, 0],
+        lambda x: wnp.sum(wnp.real(wnp.fft.fft(x) * wnp.conj(wnp.fft.ifft2(x)))
+                          + wnp.imag(wnp.fft.fftn(x * 1j)) ** 2),
+        lambda x: wnp.sum(wnp.fft.irfft(wnp.fft.rfft(x, n=6), n=5) ** 2)
+        + wnp.sum(wnp.fft.irfft2(wnp.fft.rfft2(x)) * wnp.fft.irfftn(wnp.fft.rfftn(x ** 2))),
+        lambda x: wnp.sum(wnp.deg2rad(x) * wnp.rad2deg(x) + wnp.degrees(x) * wnp.radians(x)),
+        lambda x: wnp.sum(wnp.copy(x) ** 2 * wnp.index_update(x, (1, slice(1, 3)), x[0, :2])),
+        lambda x: wnp.sum(wnp.index_update(x, ([0, 2], [1, 3]), x[1, :2]) ** 2),
+        lambda x: wnp.sum(wnp.real(wnp.fft.ifft(x) * wnp.fft.ifftn(x)) ** 2),
+        lambda x: wnp.sum(x @ x[0] + x[0] @ x.T) + wnp.dot(x[0], x[1]) * wnp.sum(x[2]),
+        lambda x: wnp.sum(expm_multiply(A, x) ** 2),
+        lambda x: wnp.sum(unwindows(windows(x, (2,)) ** 2, (2,))),
+        lambda x: wnp.sum(checkpoint_put(checkpoint_take(x, index=1, axis=0), index=0, axis=0,
+                                         n=2) * checkpoint_stack(x[0], x[2], axis=0) ** 2),
+        lambda x: wnp.sum(checkpoint(lambda y: wnp.sin(y) * y)(x)),
+        lambda x: wnp.sum(wnp.maximum(x, c) * wnp.minimum(x, 0.3) + wnp.fmax(x, c) * wnp.fmin(x, c)
+                          + wnp.where(x > 0, x, c) ** 2 + wnp.clip(x, -0.5, 0.5) * x
+                          + wnp.fabs(x) * wnp.copysign(x, c) + wnp.fmod(x, 0.7) * x
+                          + wnp.remainder(x, 0.7) * x + wnp.max(x, axis=0)[0] * wnp.min(x)
+                          + wnp.modf(x)[0] * x + x.astype(np.float32).astype(float) * x),
+    ]
+
+
+def _declared_calls():
+    """``(primitive, argument values, params)`` of each primitive declaring a linearity, as
+    the graphs of ``_linear_programs`` and their gradients call it."""
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1.0, 1.0, (3, 4))
+    calls = {}
+    for f in _linear_programs():
+        for g in (wg.trace(f, x), wg.trace(wg.grad(f), x)):
+            for n in g.nodes:
+                if n.kind == "op" and n.prim.linearity is not None:
+                    calls.setdefault(n.prim, []).append(
+                        ([g.nodes[a].value for a in n.args], dict(n.params)))
+    return calls
+
+
+def _float_args(vals):
+    return [i for i, v in enumerate(vals) if np.asarray(v).dtype.kind in "fc"]
+
+
+def _like(rng, v):
+    v = np.asarray(v)
+    y = rng.uniform(-1.0, 1.0, v.shape)
+    if v.dtype.kind == "c":
+        y = y + 1j * rng.uniform(-1.0, 1.0, v.shape)
+    return y.astype(v.dtype) if v.shape else v.dtype.type(y)
+
+
+def _close(a, b):
+    if isinstance(a, (tuple, list)):
+        return all(_close(u, v) for u, v in zip(a, b))
+    a, b = np.asarray(a), np.asarray(b)
+    tol = 1e-4 if np.float32 in (a.dtype.type, b.dtype.type) else 1e-9
+    return a.shape == b.shape and np.allclose(a, b, rtol=tol, atol=tol)
+
+
+def _combine(s, u, t, v):
+    if isinstance(u, (tuple, list)):
+        return type(u)(_combine(s, a, t, b) for a, b in zip(u, v))
+    return s * np.asarray(u) + t * np.asarray(v)
+
+
+def test_every_declared_linearity_holds_numerically():
+    """``linear=True``: f(a x + b y) = a f(x) + b f(y), jointly in the float arguments (real a, b:
+    real, imag and conj are real-linear); ``"bilinear"``: so in each argument alone;
+    ``"piecewise"``: no curvature, a zero second difference away from the kinks. Each primitive
+    declaring one is met by a program above (a wrongly linear primitive gives wrong Hessians,
+    Taylor coefficients and vmap batches)."""
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from test_layering import _every_primitive
+    calls = _declared_calls()
+    declared = {p for p in _every_primitive() if p.linearity is not None
+                and not (p.__module__ or "").startswith("test")}  # not the tests' own
+    assert {p.name for p in declared - set(calls)} == set(), "no program meets them"
+    rng = np.random.default_rng(7)
+    a, b = 0.75, -1.25
+    for p, seen in calls.items():
+        for vals, params in seen:
+            fl = _float_args(vals)
+            if not fl:
+                continue
+            f0 = p(*vals, **params)
+            if p.linearity == "piecewise":
+                d = [_like(rng, vals[i]) if i in fl else None for i in range(len(vals))]
+                h = 1e-6
+                at = [[v + s * h * d[i] if i in fl else v for i, v in enumerate(vals)]
+                      for s in (1.0, -1.0)]
+                up, down = p(*at[0], **params), p(*at[1], **params)
+                assert _close(_combine(1.0, up, 1.0, down), _combine(2.0, f0, 0.0, f0)) or \
+                    _close(_combine(0.5, up, -0.5, down), _combine(1.0, up, -1.0, f0)), p.name
+                continue
+            groups = [fl] if p.linearity == "linear" else [[i] for i in fl]
+            for group in groups:
+                ys = [_like(rng, vals[i]) if i in group else v for i, v in enumerate(vals)]
+                mixed = [a * vals[i] + b * ys[i] if i in group else v
+                         for i, v in enumerate(vals)]
+                want = _combine(a, f0, b, p(*ys, **params))
+                assert _close(p(*mixed, **params), want), (p.name, group)
+
+
+def test_a_nonlinear_primitive_fails_the_linearity_check():
+    """The check can fail: sin declared linear would not pass it."""
+    x, y = np.array([0.3, 1.1]), np.array([-0.4, 0.9])
+    assert not _close(wnp.sin(0.75 * x - 1.25 * y), 0.75 * wnp.sin(x) - 1.25 * wnp.sin(y))

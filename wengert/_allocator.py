@@ -13,6 +13,8 @@ touched, so it costs an mmap and a munmap. With other allocators it changes noth
 """
 import numpy as np
 
+__all__ = ["settle"]
+
 
 def settle():
     """Allocate and free one untouched 8 MB array (see the module docstring)."""

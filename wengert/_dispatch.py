@@ -1,9 +1,10 @@
 """NEP 13/18 dispatch and Python operators on tracers: both lead to the same primitives.
 
-The namespace (``wengert.numpy``) installs all of it on :class:`~wengert.core.Tracer` once
-it is built (``install``): the operators from the rules' table, NumPy's methods and the
-NEP 13/18 hooks.  Engines give their tracers the operators' shortcuts through
-``install_fast_paths``.
+``ArrayTracer`` is the tracer that behaves as a NumPy array: every engine's tracer is one
+(``wengert.core.Tracer`` is only the protocol, below the rules). The namespace
+(``wengert.numpy``, on this floor) gives it all of that once it is built (``install``): the
+operators from the rules' table, NumPy's methods and the NEP 13/18 hooks.  Engines give their
+tracers the operators' shortcuts through ``install_fast_paths``.
 """
 import contextvars
 import importlib
@@ -13,12 +14,24 @@ import types
 
 import numpy as np
 
-from .core import plain as _value, Primitive, Tracer
+from .core import (UFUNC_NAMES, plain as _value, Primitive, Tracer,
+                   without_ufunc_keywords as _without_ufunc_kwargs)
 from .rules import OPERATORS
-from .rules.conversion import astype
 from .rules.indexing import sort_inplace
 
+__all__ = ["ArrayTracer", "HANDLED", "array_function", "array_ufunc", "conversion_message", "install",
+           "install_fast_paths", "integer_values", "only_integers", "register_special",
+           "scipy_caller"]
+
 _namespace = None  # the namespace that installed the dispatch (wengert.numpy): see ``install``
+
+
+class ArrayTracer(Tracer):
+    """A traced value that behaves as a NumPy array: Python's operators, comparisons,
+    ndarray's methods and properties, NEP 13/18, each leading to the function of that name in
+    wengert.numpy (``install``). The class every engine's tracer derives from."""
+
+    __slots__ = ()
 
 
 
@@ -36,23 +49,23 @@ def install(namespace):
     """
     global _namespace
     _namespace = namespace
+    cls = ArrayTracer
     for name, fn in OPERATORS.items():
-        setattr(Tracer, name, _as_method(fn))
+        setattr(cls, name, _as_method(fn))
     for name in ("lt", "le", "gt", "ge", "eq", "ne"):
-        setattr(Tracer, f"__{name}__", _compare(getattr(operator, name)))
-    Tracer.__hash__ = lambda self: id(self)
+        setattr(cls, f"__{name}__", _compare(getattr(operator, name)))
+    cls.__hash__ = lambda self: id(self)
     for name in _METHODS:
-        setattr(Tracer, name, _method(name))
-    Tracer.reshape = _reshape
-    Tracer.transpose = _transpose
-    Tracer.T = property(lambda self: namespace.transpose(self))
-    Tracer.mT = property(lambda self: namespace.swapaxes(self, -1, -2))
-    Tracer.real = property(lambda self: namespace.real(self))  # complex intermediates (fft)
-    Tracer.imag = property(lambda self: namespace.imag(self))
-    Tracer.__array_ufunc__ = _array_ufunc_method
-    Tracer.__array_function__ = _array_function_method
-    Tracer._conversion_message = staticmethod(conversion_message)  # SciPy's conversions
-    Primitive.call_with_ufunc_keywords = call_with_ufunc_keywords
+        setattr(cls, name, _method(name))
+    cls.reshape = _reshape
+    cls.transpose = _transpose
+    cls.T = property(lambda self: namespace.transpose(self))
+    cls.mT = property(lambda self: namespace.swapaxes(self, -1, -2))
+    cls.real = property(lambda self: namespace.real(self))  # complex intermediates (fft)
+    cls.imag = property(lambda self: namespace.imag(self))
+    cls.__array_ufunc__ = _array_ufunc_method
+    cls.__array_function__ = _array_function_method
+    cls._conversion_message = staticmethod(conversion_message)  # SciPy's conversions
 
 
 def install_fast_paths(cls, binary, unary):
@@ -62,13 +75,12 @@ def install_fast_paths(cls, binary, unary):
     the method; ``general`` is the operator every tracer has, for the cases it leaves."""
     for name, fn in OPERATORS.items():
         prim = getattr(fn, "_reflects", fn)
-        fast = getattr(prim, "fast_partials", None)
-        if fast is None:
+        if not isinstance(prim, Primitive) or prim.fast_partials is None:
             continue
         general = _as_method(fn)
         if prim.nargs == 2:
             setattr(cls, name, binary(prim, name, name.startswith("__r"), general))
-        elif prim.nargs == 1 and not prim.broadcasting and not fast.needs:
+        elif prim.nargs == 1 and not prim.broadcasting and not prim.fast_partials.needs:
             setattr(cls, name, unary(prim, name, general))
 
 
@@ -121,7 +133,7 @@ def _array_function_method(self, func, types, args, kwargs):
     return array_function(func, args, kwargs)
 
 
-_UFUNC_ALIASES = {"true_divide": "divide", "absolute": "absolute", "conjugate": "conj"}
+_UFUNC_ALIASES = UFUNC_NAMES
 
 
 # ``ndarray * tracer`` reaches us as np.multiply(ndarray, tracer): send the common binary
@@ -157,9 +169,7 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     fn = HANDLED.get(ufunc)
     if fn is None:
         if _home(ufunc)[0] == "scipy.special":
-            # lazily: SciPy (a heavy import) loads on first use, and importing
-            # wengert.scipy.special registers its ufuncs
-            from .scipy import special as _  # noqa: F401
+            register_special()
             fn = HANDLED.get(ufunc)
         if fn is None:  # (scipy.special's cbrt, exp2, expm1, log1p, round are NumPy's too)
             fn = getattr(_namespace, name, None)
@@ -209,45 +219,32 @@ def _augmented_message(ufunc, name):
             f"x {op or '+'}= v updates it in place and is differentiated.")
 
 
-def call_with_ufunc_keywords(prim, args, kwargs):
-    """``wnp.add(x, 1, dtype=np.float32)``: a ufunc's primitive called with NumPy's keywords.
-
-    On plain values it is NumPy's own call (``out=`` included); on traced values the
-    keywords are applied as ``np.add(x, 1, dtype=...)`` on a traced value is.
-    """
-    ufunc = prim.ufunc
-    if not any(isinstance(a, Tracer) for a in args):
-        return ufunc(*args, **kwargs)
-    name = _UFUNC_ALIASES.get(ufunc.__name__, ufunc.__name__)
-    if kwargs.get("out") is not None:
-        raise NotImplementedError(
-            f"wnp.{name} with out= on a traced value has no wengert rule (it writes in "
-            "place); call it without out=.")
-    kwargs = {k: v for k, v in kwargs.items() if k != "out"}
-    args, _ = _without_ufunc_kwargs(ufunc, name, args, kwargs)
-    return prim(*args)
-
-
-def _without_ufunc_kwargs(ufunc, name, inputs, kwargs):
-    """The arithmetic primitives are Python's operators, which take no ufunc keywords:
-    NumPy checks them (on empty arrays of the inputs' dtypes, so its errors are its own),
-    ``dtype=`` casts the inputs first, as NumPy's loop does, and the rest change nothing
-    for a call without ``out=``."""
-    where = kwargs.get("where", True)
-    if where is not True:
-        raise NotImplementedError(
-            f"numpy.{name} with where= on a traced value: without out= the unselected "
-            f"entries are uninitialised memory. Use wnp.where(cond, wnp.{name}(...), other).")
-    probe = [np.empty(0, _dtype(x)) if isinstance(x, (Tracer, np.ndarray)) else x
-             for x in inputs]
-    dt = ufunc(*probe, **kwargs).dtype  # NumPy's checks (casting=, dtype=, signature=)
-    if "dtype" in kwargs or "signature" in kwargs:
-        inputs = [astype(x, dt) if _dtype(x) != dt else x for x in inputs]
-    return inputs, {}
-
-
 def _dtype(x):
     return np.asarray(_value(x)).dtype
+
+
+def register_special():
+    """Send scipy.special's ufuncs met on a traced value (NEP 13) to their rules
+    (``wengert.rules.special``, below this floor), and return those rules by name. Loaded on
+    first use: scipy.special is a heavy import (HEAVY in tests/test_layering.py)."""
+    import scipy.special as sp
+    from .rules.special import SPECIAL  # loads scipy.special (see the docstring)
+    if not _SPECIAL_DONE:
+        for name, fn in list(SPECIAL.items()):
+            u = getattr(sp, name, None)
+            if isinstance(u, np.ufunc):
+                HANDLED[u] = fn
+        # the private ufuncs SciPy's Python wrappers call: sp.zeta(traced) is _zeta(x, q, out)
+        for private, public in (("_zeta", "zeta"), ("_riemann_zeta", "zeta"),
+                                ("_lambertw", "lambertw")):
+            u = getattr(sp._ufuncs, private, None)
+            if isinstance(u, np.ufunc) and public in SPECIAL:
+                HANDLED[u] = SPECIAL[public]
+        _SPECIAL_DONE.append(True)
+    return SPECIAL
+
+
+_SPECIAL_DONE = []  # whether register_special has run
 
 
 # ufunc methods that are NumPy functions with rules: np.add.reduce(x) is np.sum(x, axis=0)

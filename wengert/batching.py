@@ -36,6 +36,7 @@ from ._dispatch import install_fast_paths
 from ._pickling import travels
 from ._validate import check_callable
 from .arrays import asarray, copy_of, is_foreign, ndim_of, shape_of, zeros_like_value
+from ._dispatch import ArrayTracer
 from .core import Primitive, Trace, Tracer, check_live, new_level
 
 __all__ = ["vmap", "BatchTrace", "BatchTracer", "batching_kind", "BatchedControlFlowError",
@@ -104,7 +105,7 @@ class BatchTrace(Trace):
         raise _control_flow("an index, a count or a sort order")
 
 
-class BatchTracer(Tracer):
+class BatchTracer(ArrayTracer):
     """The values of every example, batch axis leading; its ``shape`` is one example's."""
 
     __slots__ = ("value", "_trace")

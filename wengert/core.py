@@ -1,4 +1,11 @@
-"""The rule registry and the tracer protocol that every engine shares.
+"""The rule record every engine reads: ``Primitive``, a primitive's value, rules and facts.
+
+A record is closed (``__slots__``) and sealed once declared: every fact is a keyword of its
+one declaration (``FACTS``), read by engines as a plain attribute, never probed with
+``getattr`` nor assigned later; rules are declared by its decorators. One linearity fact
+(``linear=``) gives the default forward rule here, and Taylor's, vmap's and sparsity's linear
+cases where those engines read it. The tracer protocol (``Trace``, ``Tracer``) is
+``wengert.tracing``'s, re-exported here.
 
 Vocabulary, used everywhere in wengert:
 
@@ -20,348 +27,70 @@ each one direction, and ``wengert.batching`` maps every primitive they meet by i
 batch axis.  The broadcasting bookkeeping (summing cotangents back to an argument's
 shape) is done here, once, for every primitive declared ``broadcasting=True``.
 
-Engines (forward, reverse, graph) subclass :class:`Trace` and :class:`Tracer`;
-they never name a primitive.  Rules never import an engine.  Neither does this module name
-a primitive: NumPy's protocols on tracers (Python operators, ndarray methods, NEP 13/18)
-are installed by the namespace floor above (``wengert._dispatch``); the array bookkeeping
-it needs (``wengert.arrays``) reaches primitives through them.
+Engines (forward, reverse, graph) subclass :class:`Trace` and the namespace floor's
+``wengert._dispatch.ArrayTracer`` (a :class:`Tracer` with NumPy's protocols: Python
+operators, ndarray methods, NEP 13/18); they never name a primitive.  Rules never import an
+engine.  Neither does this module name a primitive: the array bookkeeping it needs
+(``wengert.arrays``, stacking a list of tracers, a ufunc's keywords) reaches primitives
+through those protocols of the tracers it is given.
 """
 from __future__ import annotations
 
-import dis
-import functools
 import inspect
-import itertools
-import operator
-import sys
 import types
 
 import numpy as np
 
 from .arrays import (check_library, fill_tangent as _fill_tangent, ndim_of, shape_of,
                      times as _times, unbroadcast as _unbroadcast, zeros_like_value)
+from .tracing import (DEAD_LEVEL, EscapedTracerError, SolverWarning, Trace, Tracer,
+                      check_differentiable, check_live, holds_tracer, leaf_dtype, lift,
+                      new_level, plain, plain_store_errors)
 
 __all__ = ["Primitive", "primitive", "Partials", "Tracer", "Trace", "EscapedTracerError",
            "SolverWarning", "new_level", "shape_of", "ndim_of", "check_differentiable", "check_live",
-           "leaf_dtype", "NoDerivative"]
-
-_levels = itertools.count(1)
-
-
-def new_level():
-    """A fresh nesting level: later (inner) transforms get higher levels."""
-    return next(_levels)
-
-
-class EscapedTracerError(RuntimeError):
-    """A tracer was used after the transform that made it had finished.
-
-    It escaped the function (a global, a list, a closure): its derivative belongs to a
-    computation that is over, so any answer computed from it would be wrong."""
-
-
-class SolverWarning(RuntimeWarning):
-    """SciPy reported failure; the derivative was taken at the point it returned anyway."""
-
-
-# The level of a finished trace: above every live one, so ``Primitive.__call__`` sends any
-# operation that touches one of its tracers to its ``process``, which raises. A dead
-# tracer is therefore never taken for an outer transform's constant, and the dispatch
-# loop pays nothing for the check.
-DEAD_LEVEL = sys.maxsize
-
-
-class Trace:
-    """One active differentiation: a forward perturbation, a tape, a graph."""
-
-    level = 0
-    # whether a tracer's value underneath holds a batch of values, one per example (wg.vmap),
-    # rather than one: then no single plain value (an index, a branch) can be read off it
-    batched = False
-    # once the transform that ran it has returned: (transform name, function, live level)
-    finished_by = None
-    tracer_name = "traced value"
-
-    def process(self, prim, args, params):  # pragma: no cover - interface
-        raise NotImplementedError
-
-    # -- liveness --------------------------------------------------------------------------
-    def finish(self, transform, fn=None):
-        """The transform ``transform`` (e.g. ``"wg.grad"``) of ``fn`` has returned: from now
-        on this trace's tracers are dead and using one raises ``EscapedTracerError``."""
-        if self.finished_by is None:
-            self.finished_by = (transform, fn, self.level)
-            self.level = DEAD_LEVEL
-
-    def revive(self):
-        """Undo ``finish`` (a ``vjp`` pullback sweeping its tape again); returns the
-        transform and function to pass back to ``finish``."""
-        by = self.finished_by
-        if by is None:
-            return None
-        self.level = by[2]
-        self.finished_by = None
-        return by[:2]
-
-    def escaped(self, what=None):
-        """The ``EscapedTracerError`` to raise for a use (``what``) of a dead tracer."""
-        transform, fn = (self.finished_by or ("a transform", None))[:2]
-        made_by = transform if fn is None else f"{transform}({_function_name(fn)})"
-        use = f" ({what})" if what else ""
-        return EscapedTracerError(
-            f"this {self.tracer_name} was made by {made_by}, which has finished: it escaped "
-            f"the function (e.g. stored in a global, a list or a closure) and was used "
-            f"afterwards{use}, where its derivative would be wrong. Return it from the "
-            f"function instead (wg.grad(f, has_aux=True) returns values besides the "
-            f"gradient), or keep its plain value, x.value.")
-
-
-def _function_name(fn):
-    name = getattr(fn, "__name__", None)
-    return name if isinstance(name, str) else type(fn).__name__
-
-
-def check_live(x, what):
-    """Raise ``EscapedTracerError`` if ``x`` or a tracer under it is dead; ``what`` says
-    where it was met, or a function giving that. For boundaries, not every operation."""
-    while isinstance(x, Tracer):
-        tr = x._trace
-        if tr.finished_by is not None:
-            raise tr.escaped(what() if callable(what) else what)
-        x = x.value
-
-
-class Tracer:
-    """A value being watched by a trace.  Operators dispatch to primitives."""
-
-    __slots__ = ("__weakref__",)  # weak references: wengert.numpy tracks views for x[i] = v
-    __array_priority__ = 1000  # make ndarray's binary operators defer to us
-
-    # -- what engines provide -------------------------------------------------
-    # .value : the primal; ._trace : the Trace that owns this tracer
-
-    # -- array-like attributes ------------------------------------------------
-    @property
-    def shape(self):
-        return shape_of(self.value)
-
-    @property
-    def ndim(self):
-        return ndim_of(self.value)
-
-    @property
-    def size(self):
-        return int(np.size(self.value))
-
-    @property
-    def dtype(self):
-        v = self.value
-        return v.dtype if hasattr(v, "dtype") else np.result_type(v)
-
-    def __len__(self):
-        if self.ndim == 0:
-            raise TypeError("len() of a 0-d traced value")
-        return self.shape[0]
-
-    def __iter__(self):
-        if self.ndim == 0:
-            raise TypeError("iteration over a 0-d traced value")
-        for i in range(self.shape[0]):
-            yield self[i]
-
-    def __bool__(self):
-        return bool(self.value)
-
-    # -- conversions to Python numbers ------------------------------------------------
-    # A float value would lose its derivative: refused, with what to write instead. A
-    # boolean or integer value has none to lose (a mask, a count): converted, as NumPy
-    # converts it, through ``_converted``, where a graph being traced records a guard.
-    def __float__(self):
-        if _integral(self):
-            return self._converted(float)
-        raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number")
-
-    def __complex__(self):
-        if _integral(self):
-            return self._converted(complex)
-        raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number")
-
-    def __int__(self):
-        if _integral(self):
-            return self._converted(int)
-        raise _conversion_error(sys._getframe(1), "int() of a traced value drops its "
-                                "derivative; use wnp.floor(x) or x.value if the integer "
-                                "really is not differentiated.")
-
-    def __index__(self):
-        if _integral(self):
-            return self._converted(operator.index)
-        raise _conversion_error(sys._getframe(1), "a traced value cannot be used as an index "
-                                "or size; use x.value if the integer really is not "
-                                "differentiated.")
-
-    def item(self, *args):
-        """The Python number inside (``x.item()``, as NumPy's): an explicit request for it,
-        like ``x.value``, so its derivative is not followed."""
-        return self._converted(_item, *args)
-
-    def _converted(self, how, *args):
-        """``how(value, *args)``: a Python number read off this tracer's value."""
-        v = self.value
-        if isinstance(v, Tracer):
-            return v._converted(how, *args)
-        return how(v, *args)
-
-    def __hash__(self):
-        return id(self)
-
-    def __array__(self, dtype=None, copy=None):
-        # a mask, counts, or integers asked for (np.asarray(x, dtype=int), as x.astype(int)):
-        # no derivative to lose, NumPy's array of them (guarded under tracing)
-        if _integral(self) or (dtype is not None and np.dtype(dtype).kind in "biu"):
-            return self._converted(_as_array, dtype, copy)
-        raise _conversion_error(sys._getframe(1), _ARRAY_MESSAGE, "a plain NumPy array")
-
-    # -- installed by wengert._dispatch: NEP 13 / NEP 18 and the Python operators (each
-    # -- leading to a primitive), and what a conversion error says about the SciPy
-    # -- function that converted, if one did
-    @staticmethod
-    def _conversion_message(frame, generic, into):
-        return generic
-
-
-def _integral(x):
-    """Whether a tracer's value is boolean or integer: no derivative to lose."""
-    return x.dtype.kind in "biu"
-
-
-def _item(v, *args):
-    return np.asarray(v).item(*args)
-
-
-def _as_array(v, dtype, copy):
-    return np.array(v, dtype=dtype, copy=copy)
-
-
-def _conversion_error(frame, generic, into=None):
-    """The ``TypeError`` for a traced value converted to a plain one in ``frame``: ``a[i] = x``
-    into a plain array, a SciPy function (``into`` names what it wanted), or ``generic``."""
-    code = frame.f_code.co_code
-    if 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] == _STORE_SUBSCR:
-        err = TypeError(_STORE_MESSAGE)
-        err.stored = True  # NumPy wraps it in its own ValueError: see plain_store_errors
-        return err
-    if into is None:
-        return TypeError(generic)
-    return TypeError(Tracer._conversion_message(frame, generic, into))
-
-
-_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
-_STORE_MESSAGE = (
-    "a[i] = v put a traced value v into a plain NumPy array a, which can hold only plain "
-    "numbers: v's derivative would be lost. Make the array traced, and the assignment works "
-    "and is differentiated: a = wnp.zeros(n, like=v), or a = wnp.zeros_like(x) for a traced "
-    "x (np.zeros_like(x) and np.copy(x) of a traced x are traced too); or build the array "
-    "from traced values with wnp.stack([...]).")
-
-
-def plain(x):
-    """The primal under every trace (a tracer's ``.value``, until it is not a tracer)."""
-    while isinstance(x, Tracer):
-        x = x.value
-    return x
-
-
-def holds_tracer(seq):
-    """Whether a (nested) list or tuple holds a traced value."""
-    for x in seq:
-        if isinstance(x, Tracer) or (type(x) in (list, tuple) and holds_tracer(x)):
-            return True
-    return False
-
-
-def lift(x):
-    """``x``; a (nested) list or tuple holding traced values becomes the traced array NumPy
-    would make of it (``wnp.asarray``), so ``wnp.f([x, 2 * x])`` is differentiated where
-    NumPy's conversion would call ``__array__`` and drop the derivative."""
-    if (type(x) is list or type(x) is tuple) and holds_tracer(x):
-        return _NESTED_ARRAY[0](x)
-    return x
-
-
-# how a list holding tracers becomes one traced array: rules/creation.py installs wnp.asarray
-_NESTED_ARRAY = [lambda x: x]
-
-
-def plain_store_errors(fn):
-    """``fn`` (a transform's entry), raising wengert's ``TypeError`` for ``a[i] = x`` into a
-    plain array where NumPy raises "setting an array element with a sequence" (it catches
-    the conversion's error and keeps it only as the cause, since a tracer is indexable)."""
-    @functools.wraps(fn)
-    def entry(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except ValueError as e:
-            cause = e.__cause__
-            if getattr(cause, "stored", False):
-                raise TypeError(str(cause)).with_traceback(e.__traceback__) from None
-            raise
-    return entry
-
-
-_FLOAT_MESSAGE = (
-    "float() or a math.* function was called on a traced value, which would drop "
-    "its derivative. Use wengert.numpy instead (e.g. wnp.sin(x) for math.sin(x)), "
-    "or x.value for the plain number without its derivative. If it was stored into a "
-    "plain NumPy array (a[i] = x), build the array from traced values with "
-    "wnp.stack([...]) or wnp.array([...]), or assign into a traced array instead "
-    "(e.g. a = wnp.zeros(n, like=x); a[i] = x).")
-_ARRAY_MESSAGE = (
-    "a traced value was converted to a plain NumPy array, which would drop its "
-    "derivative. Call the wengert.numpy function (wnp.*) or use x.value. To fill an "
-    "array with traced values use wnp.stack([...]) / wnp.array([...]), or assign "
-    "into a traced array (a = wnp.zeros(n, like=x); a[i] = x). A NumPy function given a "
-    "list holding traced values (np.array([x, y]), np.sin([x, y])) converts the list itself: "
-    "NumPy dispatches on its arguments, not on what a list holds, so call wengert.numpy's "
-    "(wnp.array([x, y]), wnp.sin([x, y]), wnp.r_[x, y]), which stack it.")
-
-
-# -- input checks ------------------------------------------------------------------------------
-def leaf_dtype(x):
-    """The dtype of ``x``'s plain value (``None`` for what has none)."""
-    while isinstance(x, Tracer):
-        x = x.value
-    if isinstance(x, (bool, np.bool_)):
-        return np.dtype(bool)
-    if isinstance(x, int):
-        return np.dtype(int)
-    if isinstance(x, float):
-        return np.dtype(float)
-    if isinstance(x, complex):
-        return np.dtype(complex)
-    return getattr(x, "dtype", None)
-
-
-def check_differentiable(x, what):
-    """Raise ``TypeError`` unless ``x`` is a float or complex (array); ``what`` names it.
-
-    ``what`` may be a function giving the name, so it costs nothing unless needed.
-    """
-    if type(x) is float or (type(x) is np.ndarray and x.dtype.kind == "f"):
-        return  # the common cases, quickly
-    if isinstance(x, Tracer):  # nested transforms: an outer tracer, which must be live
-        check_live(x, lambda: f"passed to {what() if callable(what) else what}")
-    check_library(x, what)  # an array wengert cannot keep in its own library
-    dt = leaf_dtype(x)
-    if dt is None or dt.kind not in "fc":
-        if callable(what):
-            what = what()
-        kind = "bool" if dt == np.dtype(bool) else (
-            "integer" if dt is not None and np.issubdtype(dt, np.integer) else type(x).__name__)
-        raise TypeError(
-            f"{what} is of {kind} type ({x!r:.60}); only floats and float or complex arrays "
-            f"can be differentiated. Pass a float (e.g. 2.0 instead of 2) or cast with "
-            f"np.asarray(x, dtype=float).")
+           "leaf_dtype", "NoDerivative", "plain", "holds_tracer", "lift", "plain_store_errors",
+           "DEAD_LEVEL", "tangent_sum", "scaled", "ONE", "MINUS_ONE", "LINEARITIES",
+           "UFUNC_NAMES", "without_ufunc_keywords"]
+
+
+# The degrees of linearity a primitive may declare (``linear=``), and what each gives:
+# "linear"    f(a x + b y) = a f(x) + b f(y) jointly in its array arguments: its pushforward is
+#             itself applied to the tangents (the default frule), Taylor coefficients map one
+#             by one, wg.vmap maps a batch of tangents through it, its Hessian is zero;
+# "bilinear"  linear in each of its two array arguments (multiply, matmul): Taylor's Cauchy
+#             product, a Hessian that pairs the two arguments only;
+# "piecewise" linear on each piece of a partition (abs, maximum, where, clip): a zero Hessian
+#             wherever it has one, and nothing else.
+LINEARITIES = (None, "linear", "bilinear", "piecewise")
+
+# the facts of a record other than its rules; each is a keyword of ``Primitive``/``primitive``
+FACTS = ("broadcasting", "multiple_results", "nargs", "linearity", "nondiff", "domain", "ufunc",
+         "sparsity", "batch", "identity_when", "impure", "lowering")
+# facts the graph emitters read until one ``lowering`` fact replaces them; assignable after
+# declaration meanwhile (until the lowering fact lands)
+LOWERING_FACTS = ("numba_scalar", "numba_form", "gather_at_index", "scatter_into_zeros",
+                  "gather_flat", "flat_view")  # until the lowering fact lands
+
+
+# what a sealed record lets be assigned: its rules (what the decorators declare; a test may
+# wrap one) and, until the lowering fact lands, the lowering facts
+_RULES = ("fast_partials", "_frule", "_rrule", "_symbolic_zeros", "_rrule_needs")
+_ASSIGNABLE = frozenset(_RULES + LOWERING_FACTS)
+_KEYWORD = {"linearity": "linear", "bilinear": "linear"}  # the keyword declaring a fact
+
+
+class _PerRecord(str):
+    """``Primitive.__doc__`` / ``__module__``: the class's own string on the class, the
+    record's (its ``impl``'s) on a record, so help() and pickle see a function's."""
+
+    def __new__(cls, value, slot):
+        s = str.__new__(cls, value or "")
+        s.slot = slot
+        return s
+
+    def __get__(self, obj, cls=None):
+        return self if obj is None else getattr(obj, self.slot)
 
 
 class Primitive:
@@ -374,39 +103,54 @@ class Primitive:
         def softplus(x):
             return np.logaddexp(0.0, x)
 
-    The facts engines and tests read are keywords, and attributes after (docs/rules.md):
+    Its facts are keywords of the declaration, read-only afterwards (docs/rules.md):
     ``broadcasting`` (elementwise over broadcast arguments: cotangents are summed back to
     each argument's shape), ``multiple_results``, ``nargs`` (how many leading positional
-    arguments are arrays), ``linear`` (``f(a x + b y) = a f(x) + b f(y)`` in its array
-    arguments), ``bilinear`` (linear in each of its two), ``nondiff`` (not differentiated:
-    its derivative is zero), ``domain`` (where generated tests sample it), ``ufunc`` (the
-    NumPy ufunc it computes: it then takes NumPy's keywords, ``dtype=``...), ``sparsity``
-    (which result elements depend on which argument elements: rules/patterns.py), ``batch``
-    (how ``wg.vmap`` maps it over a leading batch axis: wengert/batching.py).
+    arguments are arrays), ``linear`` (``True``, ``"bilinear"`` or ``"piecewise"``:
+    ``LINEARITIES``; ``bilinear=True`` is ``linear="bilinear"``), ``nondiff`` (not
+    differentiated: its derivative is zero), ``domain`` (where generated tests sample it),
+    ``ufunc`` (the NumPy ufunc it computes: it then takes NumPy's keywords, ``dtype=``...),
+    ``sparsity`` (which result elements depend on which argument elements:
+    rules/patterns.py), ``batch`` (how ``wg.vmap`` maps it: wengert/batching.py),
+    ``identity_when`` (when it returns its one operand unchanged: ``True``, whenever the
+    result keeps the operand's shape and dtype, or a predicate ``when(x, **params)``; a
+    rewrite declared with the primitive, not known to an engine), ``impure`` (never folded
+    into a constant), ``lowering`` (how compile writes it). Rules are declared by decorators after it (``@p.frule``, ``@p.rrule``,
+    ``@p.partials``, ``@p.batching``), the documented way; a fact is never assigned later, so
+    what an engine reads is what the declaration says.
     """
+
+    __slots__ = ("impl", "nargs", "_static_names", "name", "__name__", "__qualname__", "_doc",
+                 "_module", "__weakref__", "broadcasting", "multiple_results", "linearity",
+                 "nondiff", "domain", "ufunc", "sparsity", "batch", "identity_when", "impure",
+                 "lowering", "fast_partials", "_frule", "_rrule", "_symbolic_zeros",
+                 "_rrule_needs", "_sealed") \
+        + LOWERING_FACTS  # until the lowering fact lands
 
     def __init__(self, impl, name=None, *, broadcasting=False, multiple_results=False,
                  nargs=None, linear=False, bilinear=False, nondiff=False, domain=None,
-                 ufunc=None, sparsity=None, batch=None):
+                 ufunc=None, sparsity=None, batch=None, identity_when=None, impure=False,
+                 lowering=None):
         self.impl = impl
         # positional arguments past ``nargs`` are static parameters, passed to rules by name
         self.nargs, self._static_names = _array_arity(impl, nargs)
         self.name = name or getattr(impl, "__name__", "primitive")
         self.__name__ = self.name
         self.__qualname__ = getattr(impl, "__qualname__", self.name)
-        self.__doc__ = getattr(impl, "__doc__", None)
-        self.__module__ = getattr(impl, "__module__", None)
+        self._doc = getattr(impl, "__doc__", None)
+        self._module = getattr(impl, "__module__", None)
         self.broadcasting = broadcasting
         self.multiple_results = multiple_results
-        self.fast_partials = None  # a Partials record when declared by partials
+        self.linearity = _linearity(linear, bilinear, self.name)
+        # not differentiated: a zero derivative in every argument (a symbolic zero, so no work in
+        # any engine); declaring it declares that rule
+        self.nondiff = bool(nondiff)
+        # a Partials record when declared by partials; nondiff declares them all zero
+        self.fast_partials = _NO_PARTIALS if nondiff else None
         self._frule = None
         self._rrule = None
         self._symbolic_zeros = False
         self._rrule_needs = False
-        self.linear = linear
-        self.bilinear = bilinear
-        self._nondiff = False
-        self.nondiff = nondiff
         self.domain = domain
         self.ufunc = ufunc
         # how its results depend on its arguments, structurally (rules/patterns.py); None:
@@ -415,6 +159,27 @@ class Primitive:
         # how wg.vmap maps it: "elementwise", "axis", ("stacked", core ranks...) or
         # a rule (wengert/batching.py); None: read off the facts above, else a loop
         self.batch = batch
+        # when it returns its one operand unchanged (graph simplification drops it then, if
+        # the result keeps the operand's shape and dtype): True, or ``when(x, **params)``
+        self.identity_when = identity_when
+        self.impure = impure
+        self.lowering = lowering
+        self._sealed = True
+
+    def __setattr__(self, name, value):
+        if getattr(self, "_sealed", False) and name not in _ASSIGNABLE:
+            raise AttributeError(
+                f"primitive '{self.name}': '{name}' is a fact of its declaration, read-only "
+                f"afterwards; pass it as a keyword where it is declared "
+                f"(wg.primitive(..., {_KEYWORD.get(name, name.lstrip('_'))}=...)), or declare "
+                f"a rule with "
+                f"@{self.name}.frule / .rrule / .partials / .batching (docs/rules.md)")
+        object.__setattr__(self, name, value)
+
+    def _declare(self, **rules):
+        """What the rule decorators set: the record's rules, not its facts."""
+        for k, v in rules.items():
+            object.__setattr__(self, k, v)
 
     def __repr__(self):
         return f"<wengert primitive {self.name}>"
@@ -423,18 +188,20 @@ class Primitive:
         return self.__qualname__
 
     @property
-    def nondiff(self):
-        """Not differentiated: a zero derivative in every argument (a symbolic zero, so no
-        work in any engine).  Setting it true declares that rule."""
-        return self._nondiff
+    def linear(self):
+        """``f(a x + b y) = a f(x) + b f(y)`` in its array arguments (``linearity``)."""
+        return self.linearity == "linear"
 
-    @nondiff.setter
-    def nondiff(self, value):
-        self._nondiff = bool(value)
-        if value:
-            self.fast_partials = _NO_PARTIALS
-        elif self.fast_partials is _NO_PARTIALS:
-            self.fast_partials = None
+    @property
+    def bilinear(self):
+        """Linear in each of its two array arguments (``linearity == "bilinear"``)."""
+        return self.linearity == "bilinear"
+
+    @property
+    def sealed(self):
+        """Whether its facts are fixed (always, once declared)."""
+        return getattr(self, "_sealed", False)
+
 
     # -- dispatch ---------------------------------------------------------------
     def __call__(self, *args, **params):
@@ -462,11 +229,22 @@ class Primitive:
         return top.process(self, args, params)
 
     def call_with_ufunc_keywords(self, args, kwargs):
-        """``wnp.add(x, 1, dtype=np.float32)``: NumPy's keywords on a ufunc's primitive.
+        """``wnp.add(x, 1, dtype=np.float32)``: a ufunc's primitive called with NumPy's keywords.
 
-        What they mean is NumPy's business: ``wengert._dispatch`` installs this method.
+        On plain values it is NumPy's own call (``out=`` included); on traced values the
+        keywords are applied as ``np.add(x, 1, dtype=...)`` on a traced value is.
         """
-        raise NotImplementedError(f"{self.name}() with NumPy's keywords needs wengert.numpy")
+        ufunc = self.ufunc
+        if not any(isinstance(a, Tracer) for a in args):
+            return ufunc(*args, **kwargs)
+        name = UFUNC_NAMES.get(ufunc.__name__, ufunc.__name__)
+        if kwargs.get("out") is not None:
+            raise NotImplementedError(
+                f"wnp.{name} with out= on a traced value has no wengert rule (it writes in "
+                "place); call it without out=.")
+        kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+        args, _ = without_ufunc_keywords(ufunc, name, args, kwargs)
+        return self(*args)
 
     def _split_static(self, args, params):
         n = self.nargs
@@ -488,8 +266,7 @@ class Primitive:
         are not differentiated; otherwise those tangents arrive as zeros.
         """
         def deco(f):
-            self._frule = f
-            self._symbolic_zeros = symbolic_zeros
+            self._declare(_frule=f, _symbolic_zeros=symbolic_zeros)
             return f
         return deco(fn) if fn is not None else deco
 
@@ -500,8 +277,7 @@ class Primitive:
         saying which arguments want a cotangent, so it can skip the others.
         """
         def deco(f):
-            self._rrule = f
-            self._rrule_needs = needs
+            self._declare(_rrule=f, _rrule_needs=needs)
             return f
         return deco(fn) if fn is not None else deco
 
@@ -514,23 +290,77 @@ class Primitive:
         are used, so it can skip the others (their values are then ignored).
         """
         def deco(f):
-            self.fast_partials = Partials(f, needs)
+            self._declare(fast_partials=Partials(f, needs))
             return f
         return deco(fn) if fn is not None else deco
 
     def batching(self, fn):
         """Declare the batching rule ``fn(args, batched, **params)``: ``batched[i]`` says
         whether ``args[i]`` carries a leading batch axis; the result carries one (wg.vmap)."""
-        self.batch = fn
+        self._declare(batch=fn)
         return fn
 
     @property
     def has_frule(self):
-        return self._frule is not None or self.fast_partials is not None
+        return self._frule is not None or self.fast_partials is not None or self.linear
 
     @property
     def has_rrule(self):
         return self._rrule is not None or self.fast_partials is not None
+
+    @property
+    def frule_declared(self):
+        """Whether its forward rule was declared (``@p.frule``), not derived (from partials,
+        or from ``linear``: itself on the tangents, one tangent at a time)."""
+        return self._frule is not None
+
+    @property
+    def symbolic_zeros(self):
+        """Whether ``jvp_rule`` takes ``None`` (a zero) for a tangent as it is."""
+        return self._symbolic_zeros or (self._frule is None and self.linear)
+
+    # -- the declared rules, for whoever transforms them (source mode) ------------------
+    def jvp_rule(self, primals, tangents, **params):
+        """``(ans, tangent)`` by the declared forward rule: the ``@p.frule``, else, for a
+        linear primitive, itself applied to the tangents. A ``None`` tangent is a zero,
+        passed on as is when ``symbolic_zeros``, else as zeros. Partials are not a forward
+        rule here: ``fast_partials`` gives them."""
+        fr = self._frule
+        if fr is None:
+            if not self.linear:
+                raise NotImplementedError(
+                    f"wengert primitive '{self.name}' has no forward rule (frule). Declare one "
+                    f"with @{self.name}.frule: a function (primals, tangents) -> (value, "
+                    f"tangent), or use reverse mode (wg.grad / wg.vjp).")
+            return self._linear_pushforward(tuple(primals), tuple(tangents), params)
+        if not self._symbolic_zeros and any(t is None for t in tangents):
+            tangents = [zeros_like_value(p) if t is None else t
+                        for p, t in zip(primals, tangents)]
+        return fr(tuple(primals), tuple(tangents), **params)
+
+    def vjp_rule(self, *primals, needs=None, **params):
+        """``(ans, pullback)`` by the declared ``@p.rrule``; ``needs`` (which arguments want a
+        cotangent) is passed on when the rule was declared to take it. ``pullback(g)`` gives
+        what the rule wrote: not yet summed back to broadcast arguments' shapes."""
+        rr = self._rrule
+        if rr is None:
+            raise NotImplementedError(
+                f"wengert primitive '{self.name}' has no reverse rule (rrule). "
+                f"Declare one with @{self.name}.rrule: a function (*args) -> "
+                f"(value, pullback), or use forward mode (wg.jvp / wg.derivative).")
+        if self._rrule_needs:
+            return rr(*primals, needs=(True,) * len(primals) if needs is None else needs,
+                      **params)
+        return rr(*primals, **params)
+
+    def _linear_pushforward(self, primals, tangents, params):
+        """A linear primitive's pushforward: itself, applied to the tangents (zeros where
+        none: it is linear jointly in its array arguments; an index is a static parameter)."""
+        ans = self(*primals, **params)
+        if all(t is None for t in tangents):
+            return ans, None
+        args = [zeros_like_value(p) if t is None else t for p, t in zip(primals, tangents)]
+        return ans, self(*args, **params)
 
     # -- used by engines ------------------------------------------------------------
     def pushforward(self, primals, tangents, params, plain=False):
@@ -548,16 +378,7 @@ class Primitive:
             if self.broadcasting:
                 out = _fill_tangent(out, ans)
             return ans, out
-        fr = self._frule
-        if fr is None:
-            raise NotImplementedError(
-                f"wengert primitive '{self.name}' has no forward rule (frule). "
-                f"Declare one with @{self.name}.frule: a function (primals, tangents) -> "
-                f"(value, tangent), or use reverse mode (wg.grad / wg.vjp).")
-        if not self._symbolic_zeros and any(t is None for t in tangents):
-            tangents = [zeros_like_value(p) if t is None else t
-                        for p, t in zip(primals, tangents)]
-        ans, t = fr(tuple(primals), tuple(tangents), **params)
+        ans, t = self.jvp_rule(primals, tangents, **params)
         if self.broadcasting and not self.multiple_results:
             t = _fill_tangent(t, ans)
         return ans, t
@@ -574,20 +395,60 @@ class Primitive:
             if fp.needs:
                 params = dict(params, needs=tuple(needs))
             return ans, fp.pullback(primals, ans, params, self.broadcasting, needs)
-        rr = self._rrule
-        if rr is None:
-            raise NotImplementedError(
-                f"wengert primitive '{self.name}' has no reverse rule (rrule). "
-                f"Declare one with @{self.name}.rrule: a function (*args) -> "
-                f"(value, pullback), or use forward mode (wg.jvp / wg.derivative).")
-        if self._rrule_needs:
-            ans, pb = rr(*primals, needs=needs, **params)
-        else:
-            ans, pb = rr(*primals, **params)
+        ans, pb = self.vjp_rule(*primals, needs=needs, **params)
         n = len(primals)
         if self.broadcasting:
             return ans, _UnbroadcastPullback(pb, primals, ans, n, needs, self.name)
         return ans, _CheckedPullback(pb, n, self.name)
+
+
+Primitive.__doc__ = _PerRecord(Primitive.__doc__, "_doc")
+Primitive.__module__ = _PerRecord(__name__, "_module")
+
+
+# wengert.numpy's names of the ufuncs whose NumPy names differ
+UFUNC_NAMES = {"true_divide": "divide", "absolute": "absolute", "conjugate": "conj"}
+
+
+def without_ufunc_keywords(ufunc, name, inputs, kwargs):
+    """The arithmetic primitives are Python's operators, which take no ufunc keywords:
+    NumPy checks them (on empty arrays of the inputs' dtypes, so its errors are its own),
+    ``dtype=`` casts the inputs first (``astype``, the tracers' method), as NumPy's loop does,
+    and the rest change nothing for a call without ``out=``."""
+    where = kwargs.get("where", True)
+    if where is not True:
+        raise NotImplementedError(
+            f"numpy.{name} with where= on a traced value: without out= the unselected "
+            f"entries are uninitialised memory. Use wnp.where(cond, wnp.{name}(...), other).")
+    probe = [np.empty(0, _dtype(x)) if isinstance(x, (Tracer, np.ndarray)) else x
+             for x in inputs]
+    dt = ufunc(*probe, **kwargs).dtype  # NumPy's checks (casting=, dtype=, signature=)
+    if "dtype" in kwargs or "signature" in kwargs:
+        inputs = [x.astype(dt) if isinstance(x, Tracer) and _dtype(x) != dt else
+                  np.asarray(x).astype(dt) if _dtype(x) != dt else x for x in inputs]
+    return inputs, {}
+
+
+def _dtype(x):
+    return np.asarray(plain(x)).dtype
+
+
+def _linearity(linear, bilinear, name):
+    """The one linearity fact, from the keywords (``bilinear=True`` is ``linear="bilinear"``)."""
+    if bilinear:
+        if linear not in (False, None, "bilinear"):
+            raise ValueError(f"primitive '{name}': linear={linear!r} and bilinear=True; "
+                             f"declare one of them")
+        return "bilinear"
+    if linear is True:
+        return "linear"
+    if linear is False or linear is None:
+        return None
+    if linear not in LINEARITIES:
+        raise ValueError(f"primitive '{name}': linear={linear!r}; declare True, 'bilinear' or "
+                         f"'piecewise' (or leave it out)")
+    return linear
+
 
 
 class Partials:
@@ -776,24 +637,19 @@ class _UnbroadcastPullback(_CheckedPullback):
                 for c, x, need in zip(cts, self.primals, self.needs)]
 
 
-def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False, nargs=None,
-              linear=False, bilinear=False, nondiff=False, domain=None, ufunc=None,
-              sparsity=None, batch=None):
+def primitive(fn=None, *, name=None, **facts):
     """Make ``fn`` (plain NumPy in, plain NumPy out) a differentiable primitive.
 
     Use ``@wg.primitive`` or ``@wg.primitive(broadcasting=True)``, then declare
     ``@f.rrule`` and/or ``@f.frule`` (or ``@f.partials`` for elementwise
     functions).  The rules are written with ``wengert.numpy`` operations, so they
     are differentiable again.  The keywords are :class:`Primitive`'s facts
-    (``broadcasting``, ``linear``, ``nondiff``...; docs/rules.md).
+    (``broadcasting``, ``linear``, ``nondiff``, ``sparsity``...; docs/rules.md).
 
     Leading positional parameters without defaults are the (differentiable)
     arrays; ``nargs`` overrides that count.  Later positional arguments are
     static parameters, handed to the rules as keywords.
     """
     def make(f):
-        return Primitive(f, name=name, broadcasting=broadcasting,
-                         multiple_results=multiple_results, nargs=nargs, linear=linear,
-                         bilinear=bilinear, nondiff=nondiff, domain=domain, ufunc=ufunc,
-                         sparsity=sparsity, batch=batch)
+        return Primitive(f, name=name, **facts)
     return make(fn) if fn is not None else make

@@ -77,7 +77,7 @@ def _classify(obj):
     if getattr(obj, "_wengert_solver", False):  # SciPy's solver, differentiated by its maths
         return "solver", True, True
     if isinstance(obj, Primitive):
-        if getattr(obj, "nondiff", False):
+        if obj.nondiff:
             return "zero derivative", True, True
         return "primitive", obj.has_frule, obj.has_rrule
     wrapped = getattr(obj, "__wengert_primitive__", None)  # a thin NumPy-signature wrapper

@@ -166,8 +166,7 @@ class _Custom:
             return tuple(call.outputs(self.fun(*call.all_args(call.diff_args(leaves))),
                                       self, "the function"))
         impl.__name__ = impl.__qualname__ = name
-        self.prim = Primitive(impl, name=name, multiple_results=True)
-        self.prim.sparsity = _INLINE
+        self.prim = Primitive(impl, name=name, multiple_results=True, sparsity=_INLINE)
 
     def __repr__(self):
         return f"<wengert {self.kind} function {self.__name__}>"

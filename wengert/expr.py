@@ -57,13 +57,13 @@ class ExprError(ValueError):
 def _real_elementwise(p):
     """Is primitive ``p`` a function of one or two real numbers, elementwise?  A NumPy
     ufunc taking floats, or a function declared with a real sampling domain (``round``)."""
-    nargs = getattr(p, "nargs", None)
+    nargs = p.nargs
     if p.multiple_results or nargs not in (1, 2):
         return False
-    u = getattr(p, "ufunc", None)
+    u = p.ufunc
     if u is not None:
         return u.nout == 1 and u.nin == nargs and "d" * nargs + "->d" in u.types
-    return getattr(p, "domain", None) is not None
+    return p.domain is not None
 
 
 def _read_namespace():

@@ -7,7 +7,7 @@ over the pass, the tangents then batched values of a lower trace (``BatchTracer`
 """
 import numpy as np
 
-from ._dispatch import install_fast_paths
+from ._dispatch import ArrayTracer, install_fast_paths
 from .arrays import broadcast_view as _broadcast_view, ones, shape_of, zeros_like_value
 from .batching import BatchTrace, BatchTracer
 from .core import MINUS_ONE, ONE, Trace, Tracer, scaled, tangent_sum
@@ -257,7 +257,7 @@ def _unary_fast_path(prim, name, general):
 USER_TRACE = ForwardTrace(0)  # the trace of Duals a user makes by hand
 
 
-class Dual(Tracer):
+class Dual(ArrayTracer):
     """A dual number ``value + tangent·ε`` with ``ε² = 0``.
 
     >>> d = Dual(3, 0) + Dual(5, 1) * Dual(6, 0)

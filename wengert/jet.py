@@ -11,8 +11,9 @@ polynomially with the order instead of exponentially as nested duals would.
 """
 from __future__ import annotations
 
+from ._dispatch import ArrayTracer
 from .arrays import shape_of, zeros_like_value
-from .core import Trace, Tracer, check_differentiable, check_live, new_level
+from .core import Trace, check_differentiable, check_live, new_level
 from .tree import flatten, unflatten
 
 __all__ = ["taylor_coefficients", "JetTrace", "Jet"]
@@ -44,8 +45,9 @@ class JetTrace(Trace):
             out = tuple(Jet(self, a, "generic", prim, args, params, group=group, index=i)
                         for i, a in enumerate(ans))
         else:
-            kind = ("linear" if getattr(prim, "linear", False) else
-                    "bilinear" if getattr(prim, "bilinear", False) else "generic")
+            # a linear primitive maps coefficients one by one, a bilinear one takes the
+            # Cauchy product: its record's linearity says which
+            kind = _KIND.get(prim.linearity, "generic")
             out = Jet(self, ans, kind, prim, args, params)
         if key is not None:
             self._memo[key] = out
@@ -83,7 +85,7 @@ class _Group:
         self.prim, self.args, self.params, self.tangents = prim, args, params, None
 
 
-class Jet(Tracer):
+class Jet(ArrayTracer):
     """A truncated Taylor series; ``.value`` is the constant coefficient."""
 
     __slots__ = ("_trace", "coeffs", "kind", "prim", "args", "params", "tangent_jet",
@@ -206,6 +208,9 @@ def _compute(node, k):
         return None
     c = _coef(t, k - 1, trace)
     return None if c is None else c / float(k)
+
+
+_KIND = {"linear": "linear", "bilinear": "bilinear"}
 
 
 def _ensure(node, k):

@@ -9,7 +9,7 @@ import contextvars
 
 import numpy as np
 
-from ._dispatch import install_fast_paths
+from ._dispatch import ArrayTracer, install_fast_paths
 from .arrays import dtype_of, ones, zeros_like_value
 from .core import DEAD_LEVEL, Trace, Tracer, check_differentiable, new_level
 
@@ -281,7 +281,7 @@ class Tape(Trace):
         return adj
 
 
-class Var(Tracer):
+class Var(ArrayTracer):
     """A value recorded on a tape: ``.value``, ``.index``, ``.grad()``."""
 
     __slots__ = ("value", "_trace", "index")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ._dispatch import ArrayTracer
 from .core import plain as _plain, Trace, Tracer, new_level
 
 __all__ = ["PatternTrace", "PatternTracer", "stack_patterns", "MAX_ENTRIES"]
@@ -88,7 +89,7 @@ class PatternTrace(Trace):
     def process(self, prim, args, params):
         if self.finished_by is not None:
             raise self.escaped(f"in {prim.name}")
-        if getattr(prim.sparsity, "inline", False):
+        if prim.sparsity is not None and prim.sparsity.inline:
             # its value is computed by wengert operations (a custom_vjp's body): run them
             # on the index sets, exact wherever those operations are, Hessians included
             return prim.impl(*args, **params)
@@ -110,7 +111,7 @@ class PatternTrace(Trace):
                 outer = outer or isinstance(a, Tracer)
         ans = prim(*primals, **params) if outer else prim.impl(*primals, **params)
         local, kind = None, "linear"
-        if any(traced) and not getattr(prim, "nondiff", False):
+        if any(traced) and not prim.nondiff:
             decl = prim.sparsity if prim.sparsity is not None else _DENSE_DECL
             plain_ans = tuple(map(_plain, ans)) if prim.multiple_results else _plain(ans)
             local = decl.local(prim, [_plain(p) for p in primals], plain_ans, params,
@@ -208,7 +209,7 @@ class PatternTrace(Trace):
                 terms.append(t.T)
 
 
-class PatternTracer(Tracer):
+class PatternTracer(ArrayTracer):
     """A value during sparsity detection: its example ``value`` and its ``pattern``."""
 
     __slots__ = ("value", "pattern", "_trace", "node")
@@ -237,15 +238,16 @@ class _Dense:
 _DENSE_DECL = _Dense()
 
 
+# the second order a primitive's linearity gives (its record's one fact); a declaration's
+# ``hessian`` says it for the others
+_BY_LINEARITY = {"linear": "linear", "piecewise": "linear", "bilinear": "multilinear"}
+
+
 def _second_order(prim, decl):
-    h = decl.hessian
+    h = _BY_LINEARITY.get(prim.linearity)
     if h is not None:
         return h
-    if getattr(prim, "linear", False):
-        return "linear"
-    if getattr(prim, "bilinear", False):
-        return "multilinear"
-    return "nonlinear"
+    return decl.hessian or "nonlinear"
 
 
 # -- local factors ----------------------------------------------------------------------------------

@@ -26,10 +26,9 @@ from .ir import Node
 
 __all__ = ["simplify"]
 
-# algebraic facts about primitives are declared with them, in the rules:
-# ``same_shape_identity`` (the identity when the result has the operand's shape, read
-# off the values) and ``permutation_param`` (the identity for the identity permutation:
-# a transpose keeps the shape of a square matrix, so shape alone does not tell)
+# algebraic facts about primitives are declared with them, in the rules: ``identity_when``
+# (when one returns its operand unchanged: always, if the result keeps the operand's shape
+# and dtype, or by its own predicate, as transpose's identity permutation)
 _ZERO_IF_EQUAL = {operator.sub}
 
 
@@ -156,15 +155,9 @@ def _identity(b, n, args, fast_math):
             return inner.args[0] if _same_kind(ans, b.nodes[inner.args[0]].value) else None
     elif op is operator.pos:
         return keep(0)
-    if getattr(n.prim, "same_shape_identity", False) and len(args) == 1:
+    when = n.prim.identity_when  # a rewrite declared with the primitive
+    if when is not None and len(args) == 1 and (when is True or when(vals[0], **n.params)):
         return keep(0)
-    perm = getattr(n.prim, "permutation_param", None)
-    if perm is not None and len(args) == 1:
-        nd = np.ndim(vals[0])
-        axes = n.params.get(perm)
-        if (axes is None and nd <= 1) or (axes is not None and tuple(
-                a % nd for a in axes) == tuple(range(nd))):
-            return keep(0)
     if fast_math and len(args) == 1:
         inner = b.nodes[args[0]]
         if inner.kind == "op" and not inner.params and not n.params:
@@ -242,7 +235,7 @@ def simplify(g, *, fast_math=False, report=False):
                 rep[i] = b.cse[key] = b.add(Node("proj", None, (parent,), {"index": j}, n.value))
         else:
             args = tuple(rep[a] for a in n.args)
-            if all(b.is_const(a) for a in args) and not getattr(n.prim, "impure", False):
+            if all(b.is_const(a) for a in args) and not n.prim.impure:
                 rep[i] = b.const(n.value)
                 b.stats["folded"] += 1
                 continue

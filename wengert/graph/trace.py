@@ -20,6 +20,7 @@ import contextvars
 import numpy as np
 
 from .. import _dispatch, numpy as _wnp
+from .._dispatch import ArrayTracer
 from ..core import Tracer, new_level, Trace
 from ..rules.logic import LOGIC as _LOGIC, SAME_VALUE as _SAME_VALUE, invert as _INVERT, \
     nondiff_for as _nondiff_for
@@ -146,7 +147,7 @@ def _binary(p, reflected=False):
     return lambda self, other: p(self, other)
 
 
-class GraphTracer(Tracer):
+class GraphTracer(ArrayTracer):
     """A value inside a traced function: its example ``value`` and its ``node``."""
 
     __slots__ = ("value", "_trace", "node")
@@ -193,13 +194,13 @@ class GraphTracer(Tracer):
                 isinstance(a, (list, tuple)) for a in args):
             # a non-differentiable NumPy function (argmax, any...): recorded as a node
             return _nondiff_for(func)(*args, **kwargs)
-        return Tracer.__array_function__(self, func, types, args, kwargs)
+        return ArrayTracer.__array_function__(self, func, types, args, kwargs)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         fn = getattr(_wnp, _dispatch._UFUNC_ALIASES.get(ufunc.__name__, ufunc.__name__), None)
         if method == "__call__" and not kwargs and getattr(fn, "_nondiff", False):
             return _nondiff_for(ufunc)(*inputs)  # logical_or, isnan...: recorded as a node
-        return Tracer.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
+        return ArrayTracer.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
 
     def __hash__(self):
         return id(self)

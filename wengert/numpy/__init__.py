@@ -212,3 +212,8 @@ matrix_transpose = linalg.matrix_transpose  # NumPy 2 has it in both namespaces
 _register_numpy_dispatch(globals(), _np)
 fft._export_complex(globals())  # complex support (linalg/fft helper)
 _dispatch.install(_sys.modules[__name__])  # tracers' operators, methods and NEP 13/18 hooks
+
+# what ``from wengert.numpy import *`` gives: the names defined above (NumPy's, and the few
+# documented extras), never a module they were made with (NumPy's passes through __getattr__)
+__all__ = sorted(_n for _n, _v in globals().items() if not _n.startswith("_") and (
+    _n in ("fft", "linalg", "random") or not isinstance(_v, type(_sys))))

@@ -20,6 +20,10 @@ from ..rules.complex import angle, conj, conjugate, imag, real  # noqa: F401
 from .. import numpy as wnp  # the namespace importing this module: read at call time
 from . import _passthrough
 
+__all__ = ["fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifft2", "ifftn",
+           "ifftshift", "ihfft", "irfft", "irfft2", "irfftn", "real_if_close", "rfft", "rfft2",
+           "rfftfreq", "rfftn"]
+
 
 def _traced(a):
     return isinstance(a, _Tracer)

@@ -21,6 +21,12 @@ from ..rules.shape import (broadcast_to as _broadcast_to, reshape as _reshape,
 from .. import numpy as _wnp  # the namespace importing this module: read at call time
 from . import _passthrough
 
+__all__ = ["cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh",
+           "inv", "lstsq", "matmul", "matrix_norm", "matrix_power", "matrix_rank",
+           "matrix_transpose", "multi_dot", "norm", "outer", "pinv", "qr", "slogdet", "solve",
+           "svd", "svdvals", "tensordot", "tensorinv", "tensorsolve", "trace", "vecdot",
+           "vector_norm"]
+
 det = _rl.det
 inv = _rl.inv
 eigvalsh = _rl.eigvalsh

@@ -10,6 +10,9 @@ from .arithmetic import (absolute, add, divide, floor_divide, multiply, negative
 from .indexing import getitem as _getitem, inplace as _inplace_update, setitem as _setitem
 from .products import matmul as _products_matmul
 
+__all__ = ["OPERATORS", "absolute", "add", "divide", "floor_divide", "multiply", "negative",
+           "positive", "power", "remainder", "subtract"]
+
 
 def _r(f):
     def reflected(self, other):

@@ -55,10 +55,8 @@ def power_series(name, coef, radius):
         return out
 
     impl.__name__ = impl.__qualname__ = name
-    p = primitive(impl, name=name)
+    p = primitive(impl, name=name, domain=(-radius, radius), sparsity=patterns.ELEMENTWISE)
     p.partials(lambda ans, x, k=0: (p(x, k=k + 1),))
-    p.domain = (-radius, radius)
-    p.sparsity = patterns.ELEMENTWISE
     return p
 
 

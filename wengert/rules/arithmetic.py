@@ -11,6 +11,13 @@ from . import patterns
 from .complex import _is_complex, conj, real
 from .elementwise import elementwise, log, sign, where
 
+__all__ = ["abs_jvp", "abs_pullback_factor", "absolute", "absolute_jvp", "absolute_vjp", "add",
+           "add_partials", "divide", "divide_partials", "divmod", "float_power", "floor_divide",
+           "floor_divide_partials", "multiply", "multiply_partials", "negative",
+           "negative_partials", "positive", "positive_partials", "power", "power_exponent_slope",
+           "power_jvp", "power_slope", "power_vjp", "remainder", "remainder_partials", "subtract",
+           "subtract_partials"]
+
 
 def _scalar_safe(op, np_op):
     """Python's operator on floats (fast), NumPy's semantics where Python raises."""
@@ -27,24 +34,30 @@ def _scalar_safe(op, np_op):
     return impl
 
 
-add = primitive(operator.add, name="add", broadcasting=True)
-subtract = primitive(operator.sub, name="subtract", broadcasting=True)
-multiply = primitive(operator.mul, name="multiply", broadcasting=True)
-divide = primitive(_scalar_safe(operator.truediv, np.divide), name="divide", broadcasting=True)
+# Python's operators compute them (``ufunc``: NumPy's keywords, dtype=, still apply). The
+# Taylor engine maps linear ones coefficient by coefficient and takes bilinear ones' Cauchy
+# product; sparsity: elementwise, each with the argument pairs that meet at second order
+# (x / y is linear in x; % is piecewise linear, // not differentiated at all)
+_EW = patterns.ELEMENTWISE
+add = primitive(operator.add, name="add", broadcasting=True, ufunc=np.add, linear=True,
+                sparsity=_EW)
+subtract = primitive(operator.sub, name="subtract", broadcasting=True, ufunc=np.subtract,
+                     linear=True, sparsity=_EW)
+multiply = primitive(operator.mul, name="multiply", broadcasting=True, ufunc=np.multiply,
+                     bilinear=True, sparsity=_EW)
+divide = primitive(_scalar_safe(operator.truediv, np.divide), name="divide", broadcasting=True,
+                   ufunc=np.divide, sparsity=patterns.Elementwise(hessian=((0, 1), (1, 1))))
 floor_divide = primitive(_scalar_safe(operator.floordiv, np.floor_divide), name="floor_divide",
-                         broadcasting=True)
-floor_divide.nondiff = True  # piecewise constant: its partials are zero
-remainder = primitive(_scalar_safe(operator.mod, np.remainder), name="remainder", broadcasting=True)
-power = primitive(_scalar_safe(operator.pow, np.power), name="power", broadcasting=True)
-negative = primitive(operator.neg, name="negative")
-positive = primitive(operator.pos, name="positive")
-absolute = primitive(abs, name="absolute")
-for _p, _u in ((add, np.add), (subtract, np.subtract), (multiply, np.multiply),
-               (divide, np.divide), (floor_divide, np.floor_divide), (remainder, np.remainder),
-               (power, np.power), (negative, np.negative), (positive, np.positive),
-               (absolute, np.absolute)):
-    _p.ufunc = _u  # Python's operators compute them; NumPy's keywords (dtype=) still apply
-del _p, _u
+                         broadcasting=True, ufunc=np.floor_divide, sparsity=_EW,
+                         nondiff=True)  # piecewise constant: its partials are zero
+remainder = primitive(_scalar_safe(operator.mod, np.remainder), name="remainder", broadcasting=True,
+                      ufunc=np.remainder, linear="piecewise", sparsity=_EW)
+power = primitive(_scalar_safe(operator.pow, np.power), name="power", broadcasting=True,
+                  ufunc=np.power, sparsity=_EW)
+negative = primitive(operator.neg, name="negative", ufunc=np.negative, linear=True, sparsity=_EW)
+positive = primitive(operator.pos, name="positive", ufunc=np.positive, linear=True, sparsity=_EW,
+                     identity_when=True)  # graph simplification may drop it
+absolute = primitive(abs, name="absolute", ufunc=np.absolute, sparsity=_EW)
 
 
 def _own(prim):
@@ -229,15 +242,3 @@ def abs_pullback_factor(x):
     return _unit_conj(x) if _is_complex(x) else sign(x)
 
 
-# structure the Taylor engine uses: linear maps act on coefficients one by one,
-# bilinear ones take the Cauchy product
-for _p in (add, subtract, negative, positive):
-    _p.linear = True
-multiply.bilinear = True
-positive.same_shape_identity = True  # graph simplification may drop it
-# sparsity: elementwise, each with the argument pairs that meet at second order (x / y is
-# linear in x); // and % are piecewise linear (floor_divide is not differentiated at all)
-for _p in (add, subtract, multiply, power, negative, positive, absolute, floor_divide):
-    _p.sparsity = patterns.ELEMENTWISE
-divide.sparsity = patterns.Elementwise(hessian=((0, 1), (1, 1)))
-remainder.sparsity = patterns.PIECEWISE_LINEAR

@@ -20,12 +20,13 @@ __all__ = ["checkpoint_take", "checkpoint_put", "checkpoint_stack", "scan_loop",
            "scan_reverse"]
 
 
-@primitive(name="checkpoint_take")
+# linear, moving elements: wg.vmap maps a batch as a batch of tangents
+@primitive(name="checkpoint_take", linear=True, sparsity=patterns.MOVES)
 def checkpoint_take(x, index=0, axis=0):
     return np.take(x, index, axis=axis)
 
 
-@primitive(name="checkpoint_put")
+@primitive(name="checkpoint_put", linear=True, sparsity=patterns.MOVES)
 def checkpoint_put(g, index=0, axis=0, n=1):
     g = np.asarray(g)
     out = np.zeros(g.shape[:axis] + (n,) + g.shape[axis:], g.dtype)
@@ -33,7 +34,7 @@ def checkpoint_put(g, index=0, axis=0, n=1):
     return out
 
 
-@primitive(name="checkpoint_stack")
+@primitive(name="checkpoint_stack", linear=True, sparsity=patterns.MOVES)
 def checkpoint_stack(*xs, axis=0):
     return np.stack(xs, axis=axis)
 
@@ -96,9 +97,6 @@ def _stack_vjp(*xs, axis=0):
     return ans, pullback
 
 
-for _p in (checkpoint_take, checkpoint_put, checkpoint_stack):
-    _p.sparsity = patterns.MOVES
-
 
 # -- a whole loop as one node (wg.scan under wg.compile) ---------------------------------------
 @primitive(name="scan_loop", multiple_results=True)
@@ -125,8 +123,3 @@ for _p in (scan_loop, scan_forward, scan_reverse):
     _p.frule(lambda primals, tangents, plan, _p=_p: plan.frule(_p, primals, tangents),
              symbolic_zeros=True)
     _p.batching(lambda args, batched, plan, _p=_p: plan.batch(_p, args, batched))
-
-
-# wg.vmap: each works along ``axis``, which moves past the batch axis
-for _p in (checkpoint_take, checkpoint_put, checkpoint_stack):
-    _p.batch = "axis"

@@ -13,12 +13,18 @@ from ..core import primitive
 from ..arrays import dtype_of
 from . import patterns
 
+__all__ = ["COMPLEX", "angle", "angle_jvp", "angle_vjp", "conj", "conj_jvp", "conj_vjp",
+           "conjugate", "imag", "imag_jvp", "imag_vjp", "real", "real_jvp", "real_vjp"]
+
 
 def _is_complex(x):
     return np.issubdtype(dtype_of(x), np.complexfloating)
 
 
-@primitive
+# real, imag and conj are real-linear (for real coefficients), angle is not; on real input
+# graph simplification may drop real
+@primitive(linear=True, sparsity=patterns.ELEMENTWISE, batch="elementwise",
+           identity_when=True)
 def real(val):
     return np.real(val)
 
@@ -34,10 +40,8 @@ def real_vjp(z):
     return real(z), lambda g: (g,)  # Re(g dz) = g Re(dz) for real g
 
 
-real.same_shape_identity = True  # on real input, graph simplification may drop it
 
-
-@primitive
+@primitive(linear=True, sparsity=patterns.ELEMENTWISE, batch="elementwise")
 def imag(val):
     return np.imag(val)
 
@@ -54,7 +58,7 @@ def imag_vjp(z):
     return imag(z), lambda g: ((-1j) * g if cplx else None,)  # Im(dz) = Re(-i dz)
 
 
-@primitive
+@primitive(linear=True, sparsity=patterns.ELEMENTWISE, batch="elementwise")
 def conj(x):
     return np.conjugate(x)
 
@@ -73,7 +77,7 @@ def conj_vjp(z):
     return conj(z), lambda g: (conj(g),)
 
 
-@primitive
+@primitive(sparsity=patterns.ELEMENTWISE, batch="elementwise")
 def angle(z, deg=False):
     return np.angle(z, deg=deg)
 
@@ -102,14 +106,3 @@ def angle_vjp(z, deg=False):
 
 
 COMPLEX = {p.name: p for p in (real, imag, conj, angle)}
-
-
-# sparsity: elementwise; real, imag and conj are real-linear, angle is not
-for _p in (real, imag, conj):
-    _p.sparsity = patterns.Elementwise(hessian="linear")
-angle.sparsity = patterns.ELEMENTWISE
-
-
-# wg.vmap: elementwise
-for _p in (real, imag, conj, angle):
-    _p.batch = "elementwise"

@@ -27,7 +27,9 @@ def _dtype(x):
     return v.dtype if hasattr(v, "dtype") else np.result_type(v)
 
 
-@primitive(name="astype", nargs=1)
+# element by element; a cast rounds (piecewise linear), a copy is linear
+@primitive(name="astype", nargs=1, linear="piecewise", sparsity=patterns.ELEMENTWISE,
+           batch="elementwise")
 def _astype(x, dtype):
     return _asarray(x).astype(dtype)  # a CuPy or Dask array stays one
 
@@ -54,7 +56,8 @@ def _astype_vjp(x, dtype):
     return ans, lambda g: (_astype(_real_for_real(g, x), xdt) if ok else None,)
 
 
-@primitive(name="copy")
+@primitive(name="copy", linear=True, sparsity=patterns.ELEMENTWISE, batch="elementwise",
+           identity_when=True)  # graph simplification may drop it
 def _copy(x):
     return x.copy() if is_foreign(x) else np.array(x, copy=True)  # np.array would convert
 
@@ -68,8 +71,6 @@ def _copy_jvp(primals, tangents):
 def _copy_vjp(x):
     return _copy(x), lambda g: (g,)
 
-
-_copy.same_shape_identity = True  # graph simplification may drop it
 
 
 def astype(x, dtype, order="K", casting="unsafe", subok=True, copy=True):
@@ -88,9 +89,3 @@ def copy(a, order="K", subok=False):
         return np.copy(a, order=order, subok=subok)
     return _copy(a)
 
-
-_astype.sparsity = _copy.sparsity = patterns.Elementwise(hessian="linear")  # element by element
-
-
-# wg.vmap: elementwise
-_astype.batch = _copy.batch = "elementwise"

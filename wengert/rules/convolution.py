@@ -21,12 +21,12 @@ __all__ = ["convolve", "correlate"]
 _MODES = ("full", "same", "valid")
 
 
-@primitive(name="convolve")
+@primitive(name="convolve", sparsity=patterns.Convolution())  # a stencil: banded in each
 def _convolve(a, v, *, mode):
     return np.convolve(a, v, mode)
 
 
-@primitive(name="correlate")
+@primitive(name="correlate", sparsity=patterns.Convolution(correlate=True))
 def _correlate(a, v, *, mode):
     return np.correlate(a, v, mode)
 
@@ -167,6 +167,3 @@ def correlate(a, v, mode="valid"):
                                   "imaginary parts")
     return _correlate(a, v, mode=_mode_name(mode))
 
-
-_convolve.sparsity = patterns.Convolution()  # a stencil: banded in each argument
-_correlate.sparsity = patterns.Convolution(correlate=True)

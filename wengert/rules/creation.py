@@ -7,7 +7,6 @@ returns when no argument is traced.
 """
 import numpy as np
 
-from .. import core
 from ..core import Tracer, ndim_of, primitive, shape_of
 from . import patterns
 from .conversion import _astype, _copy, _dtype, _plain, _traced, astype, copy
@@ -61,7 +60,6 @@ def asarray(a, dtype=None, order=None, *, like=None, **kwargs):
 
 
 asanyarray = asarray
-core._NESTED_ARRAY[0] = asarray  # core.lift: a list holding traced values, as one array
 
 
 def ascontiguousarray(a, dtype=None, *, like=None):
@@ -108,7 +106,7 @@ def _like_traced(value, like):
     return _constant(like, value=np.asarray(value))
 
 
-@primitive(name="constant_like", nargs=1)
+@primitive(name="constant_like", nargs=1, sparsity=patterns.CONSTANT)  # reads only like's trace
 def _constant(like, value):
     return value.copy()  # in a graph, value is the node's: each call gets an array of its own
 
@@ -195,13 +193,7 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
                                                        shape=shape, **kw))
 
 
-_constant.sparsity = patterns.CONSTANT  # reads only its argument's trace
-
-
 # wg.vmap: the constant has the shape of its model, example by example
-_constant.batch = "elementwise"
-
-
 @_constant.batching
 def _constant_batch(args, batched, value):
     """A batch of the constant: each example's own array (``a[i] = v`` writes into it)."""

@@ -18,6 +18,10 @@ from .elementwise import where
 from .shape import sum_
 from .solvers import _solve, inv
 
+__all__ = ["eig_jvp", "eig_vjp", "eigh_jvp", "eigh_vjp", "eigvals", "eigvals_jvp", "eigvals_vjp",
+           "eigvalsh", "eigvalsh_jvp", "eigvalsh_vjp", "qr_jvp", "qr_vjp", "svd_jvp", "svd_vjp",
+           "svdvals", "svdvals_jvp", "svdvals_vjp"]
+
 
 def _cplx(x):
     return np.issubdtype(dtype_of(x), np.complexfloating)
@@ -48,7 +52,10 @@ def _herm_cotangent(p, lower):
 # -- symmetric eigenproblem ----------------------------------------------------------------
 
 
-@primitive(name="eigh", multiple_results=True)
+# sparsity: every result of a matrix depends on the whole matrix (batched over leading axes);
+# wg.vmap: NumPy's linalg maps over leading axes (two core axes each)
+@primitive(name="eigh", multiple_results=True, sparsity=patterns.Blocks(patterns.matrix_to(1, 2)),
+           batch=("stacked", 2))
 def _eigh(a, UPLO="L"):
     return np.linalg.eigh(a, UPLO=UPLO)
 
@@ -86,7 +93,7 @@ def eigh_vjp(a, UPLO="L"):
     return ans, pullback
 
 
-@primitive
+@primitive(sparsity=patterns.Blocks(patterns.matrix_to(1)), batch=("stacked", 2))
 def eigvalsh(a, UPLO="L"):
     return np.linalg.eigvalsh(a, UPLO=UPLO)
 
@@ -121,7 +128,8 @@ def _complex_dtype(a):
     return np.result_type(dtype_of(a), np.complex64)
 
 
-@primitive(name="eig", multiple_results=True)
+@primitive(name="eig", multiple_results=True, sparsity=patterns.Blocks(patterns.matrix_to(1, 2)),
+           batch=("stacked", 2))
 def _eig(a):
     """``(w, v)``, always complex (NumPy returns real arrays when the spectrum is real)."""
     w, v = np.linalg.eig(a)
@@ -171,7 +179,7 @@ def eig_vjp(a):
     return ans, pullback
 
 
-@primitive
+@primitive(sparsity=patterns.Blocks(patterns.matrix_to(1)), batch=("stacked", 2))
 def eigvals(a):
     return np.linalg.eigvals(a).astype(_complex_dtype(a), copy=False)
 
@@ -194,7 +202,8 @@ def eigvals_vjp(a):
 # -- singular value decomposition (reduced) -------------------------------------------------
 
 
-@primitive(name="svd", multiple_results=True)
+@primitive(name="svd", multiple_results=True,
+           sparsity=patterns.Blocks(patterns.matrix_to(2, 1, 2)), batch=("stacked", 2))
 def _svd(a):
     """``(u, s, vh)`` with ``full_matrices=False``."""
     return np.linalg.svd(a, full_matrices=False)
@@ -292,7 +301,7 @@ def _svd_vjp_complex(g, u, s, vh, m, n):
     return (ga,)
 
 
-@primitive
+@primitive(sparsity=patterns.Blocks(patterns.matrix_to(1)), batch=("stacked", 2))
 def svdvals(a):
     return np.linalg.svd(a, compute_uv=False)
 
@@ -319,7 +328,8 @@ def svdvals_vjp(a):
 # -- QR (reduced, m >= n; wide matrices are handled in wengert.numpy.linalg.qr) --------------
 
 
-@primitive(name="qr", multiple_results=True)
+@primitive(name="qr", multiple_results=True, sparsity=patterns.Blocks(patterns.matrix_to(2, 2)),
+           batch=("stacked", 2))
 def _qr(a):
     return np.linalg.qr(a, mode="reduced")
 
@@ -371,16 +381,3 @@ def qr_vjp(a):
             x = x + gq
         return (_right_solve_t(x, r),)
     return ans, pullback
-
-
-# sparsity: every result of a matrix depends on the whole matrix (batched over leading axes)
-_eigh.sparsity = _eig.sparsity = patterns.Blocks(patterns.matrix_to(1, 2))
-_svd.sparsity = patterns.Blocks(patterns.matrix_to(2, 1, 2))
-_qr.sparsity = patterns.Blocks(patterns.matrix_to(2, 2))
-for _p in (eigvalsh, eigvals, svdvals):
-    _p.sparsity = patterns.Blocks(patterns.matrix_to(1))
-
-
-# wg.vmap: NumPy's linalg maps over leading axes (two core axes each)
-for _p in (_eigh, eigvalsh, _eig, eigvals, _svd, svdvals, _qr):
-    _p.batch = ("stacked", 2)

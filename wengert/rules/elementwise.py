@@ -14,29 +14,17 @@ from ..arrays import dtype_of
 from . import patterns
 from .nondiff import recorded as _recorded
 
+__all__ = ["arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh", "around",
+           "cbrt", "ceil", "clip", "copysign", "cos", "cosh", "deg2rad", "degrees", "exp", "exp2",
+           "expm1", "fabs", "fix", "floor", "fmax", "fmin", "fmod", "frexp", "heaviside", "hypot",
+           "i0", "ldexp", "log", "log10", "log1p", "log2", "logaddexp", "logaddexp2", "maximum",
+           "minimum", "modf", "rad2deg", "radians", "reciprocal", "rint", "sign", "sin", "sinh",
+           "sqrt", "square", "tan", "tanh", "trunc", "where"]
+
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
-REGISTRY = {}  # name -> primitive, for tests and the coverage table
-
-
-def elementwise(np_fn, partials, *, name=None, domain=(-2.0, 2.0), nondiff=False,
-                registry=REGISTRY, needs=False, sparsity=patterns.ELEMENTWISE):
-    """Declare an elementwise primitive over ``np_fn`` with its partials (``None`` when
-    ``nondiff``: the derivative is zero).
-
-    ``needs=True``: ``partials`` takes ``needs=`` and skips the partials not asked for.
-    ``sparsity``: element r of the result depends on element r of each argument; which
-    arguments interact at second order (``patterns.Elementwise(hessian=...)``).
-    """
-    nargs = np_fn.nin if isinstance(np_fn, np.ufunc) else None
-    p = primitive(np_fn, name=name or np_fn.__name__, broadcasting=nargs != 1, nondiff=nondiff,
-                  domain=domain, ufunc=np_fn if isinstance(np_fn, np.ufunc) else None,
-                  sparsity=sparsity)
-    if partials is not None:
-        p.partials(partials, needs=needs)
-    registry[p.name] = p
-    return p
+from .declaring import REGISTRY, elementwise  # noqa: E402  (REGISTRY: re-exported)
 
 
 # trigonometric -----------------------------------------------------------------------
@@ -109,13 +97,13 @@ _SPECIAL = {}
 
 
 def _special(name):
-    """A ``scipy.special`` primitive of rules/special_base.py, bound on first use: that module
-    imports this one, and it loads scipy.special, which takes about 0.1 s (as long as
-    ``import wengert`` itself), so it loads only when a rule needs it."""
+    """A ``scipy.special`` primitive of rules/special_core.py (expit, i1), bound on first use:
+    that module loads scipy.special, which takes about 0.1 s (as long as ``import wengert``
+    itself), so it loads only when a rule needs it."""
     fn = _SPECIAL.get(name)
     if fn is None:
-        from . import special_base  # scipy.special, loaded lazily (see the docstring)
-        fn = _SPECIAL.setdefault(name, getattr(special_base, name))
+        from . import special_core  # scipy.special, loaded lazily (see the docstring)
+        fn = _SPECIAL.setdefault(name, getattr(special_core, name))
     return fn
 
 
@@ -133,7 +121,8 @@ reciprocal = elementwise(np.reciprocal, lambda ans, x: (-(ans * ans),), domain=(
 
 
 # ufuncs with two results -----------------------------------------------------------------------
-@primitive(name="modf", multiple_results=True)
+@primitive(name="modf", multiple_results=True, linear="piecewise", batch="elementwise",
+           sparsity=patterns.Elementwise(results=(0,)))
 def modf(x):
     """``(fractional part, integral part)``: derivative 1 in the first, 0 in the second."""
     return np.modf(x)
@@ -148,8 +137,6 @@ def modf_jvp(primals, tangents):
 def modf_vjp(x):
     return modf(x), lambda g: (g[0],)
 
-
-modf.sparsity = patterns.Elementwise(hessian="linear", results=(0,))
 
 
 def frexp(x):
@@ -178,10 +165,11 @@ def _min_partials(ans, x, y):
     return wx, 1.0 - wx
 
 
-maximum = elementwise(np.maximum, _max_partials)
-minimum = elementwise(np.minimum, _min_partials)
-fmax = elementwise(np.fmax, _max_partials)
-fmin = elementwise(np.fmin, _min_partials)
+# piecewise linear: first derivatives elementwise, no second derivatives (almost everywhere)
+maximum = elementwise(np.maximum, _max_partials, linear="piecewise")
+minimum = elementwise(np.minimum, _min_partials, linear="piecewise")
+fmax = elementwise(np.fmax, _max_partials, linear="piecewise")
+fmin = elementwise(np.fmin, _min_partials, linear="piecewise")
 
 
 # sign-like: zero derivative almost everywhere ---------------------------------------------------
@@ -195,12 +183,14 @@ fix = elementwise(np.fix, None, nondiff=True, name="fix")
 heaviside = elementwise(np.heaviside, lambda ans, x, h0: (None, _mask(x == 0, False, ans)))
 ldexp = elementwise(np.ldexp, lambda ans, x, n: (  # x 2^n, whose derivative 2^n is exact
     np.ldexp(np.ones((), dtype_of(ans)), n), None))
-fabs = elementwise(np.fabs, lambda ans, x: (sign(x),))
-copysign = elementwise(np.copysign, lambda ans, x, y: (sign(x) * sign(ans), None))
-deg2rad = elementwise(np.deg2rad, lambda ans, x: (math.pi / 180.0,))
-rad2deg = elementwise(np.rad2deg, lambda ans, x: (180.0 / math.pi,))
-degrees = elementwise(np.degrees, lambda ans, x: (180.0 / math.pi,))  # ufuncs of their own
-radians = elementwise(np.radians, lambda ans, x: (math.pi / 180.0,))
+fabs = elementwise(np.fabs, lambda ans, x: (sign(x),), linear="piecewise")
+copysign = elementwise(np.copysign, lambda ans, x, y: (sign(x) * sign(ans), None),
+                       linear="piecewise")
+deg2rad = elementwise(np.deg2rad, lambda ans, x: (math.pi / 180.0,), linear=True)
+rad2deg = elementwise(np.rad2deg, lambda ans, x: (180.0 / math.pi,), linear=True)
+degrees = elementwise(np.degrees, lambda ans, x: (180.0 / math.pi,),  # ufuncs of their own
+                      linear=True)
+radians = elementwise(np.radians, lambda ans, x: (math.pi / 180.0,), linear=True)
 
 
 def _fmod_partials(ans, x, y, needs=(True, True)):
@@ -208,26 +198,26 @@ def _fmod_partials(ans, x, y, needs=(True, True)):
     return 1.0, (-rint((x - ans) / y) if needs[1] else None)
 
 
-fmod = elementwise(np.fmod, _fmod_partials, needs=True)
+fmod = elementwise(np.fmod, _fmod_partials, needs=True, linear="piecewise")
 i0 = elementwise(np.i0, lambda ans, x: (_special("i1")(x),), name="i0")  # NumPy's values
 
 
 # sinc: in rules/_series.py, next to the series its rule takes near 0
 
 
-@primitive(name="round")
+@primitive(name="round", sparsity=patterns.ELEMENTWISE, domain=(-2.0, 2.0), nondiff=True,
+           batch="elementwise")
 def round_(x, decimals=0):
     return np.round(x, decimals)
 
 
-round_.sparsity = patterns.ELEMENTWISE
-round_.domain, round_.nondiff = (-2.0, 2.0), True
 REGISTRY["round"] = round_
 around = round_
 
 
 # selection ----------------------------------------------------------------------------------------------
-@primitive(broadcasting=True)
+@primitive(broadcasting=True, domain=(-2.0, 2.0), linear="piecewise",
+           sparsity=patterns.ELEMENTWISE)
 def where(condition, x, y):
     """``np.where`` with three arguments; the condition is not differentiated."""
     return np.where(condition, x, y)
@@ -251,10 +241,9 @@ def where_vjp(c, x, y, needs):
                                       where(c, 0.0, g) if needs[2] else None)
 
 
-where.domain = (-2.0, 2.0)
 
-
-@primitive(broadcasting=True)
+@primitive(broadcasting=True, domain=(-2.0, 2.0), linear="piecewise",
+           sparsity=patterns.ELEMENTWISE)
 def clip(x, a_min, a_max):
     return np.clip(x, a_min, a_max)
 
@@ -268,14 +257,6 @@ def clip_partials(ans, x, lo, hi):
             None if hi is None else _mask(above, False, ans))
 
 
-clip.domain = (-2.0, 2.0)
-# piecewise linear: first derivatives elementwise, no second derivatives (almost everywhere)
-for _p in (where, clip, maximum, minimum, fmax, fmin, fabs, copysign, fmod, deg2rad, rad2deg,
-           degrees, radians):
-    _p.sparsity = patterns.PIECEWISE_LINEAR
 REGISTRY["clip"] = clip
 REGISTRY["where"] = where
 
-
-# wg.vmap: elementwise (declared by neither partials nor broadcasting)
-modf.batch = round_.batch = "elementwise"

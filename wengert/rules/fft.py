@@ -16,13 +16,17 @@ from ..arrays import dtype_of
 from . import patterns
 from .complex import _is_complex, conj, real
 
+__all__ = ["FFT", "fft", "fft2", "fftn", "fix_length_jvp", "fix_length_vjp", "ifft", "ifft2",
+           "ifftn", "irfft", "irfft2", "irfftn", "rfft", "rfft2", "rfftn"]
+
 # -- padding / truncation: the adjoint of n= and s= ---------------------------------------------
 
 
 _FIBRES = patterns.Fibres("axes")
 
 
-@primitive(name="fix_length")
+# zero-padding and truncation: linear, moving elements; transformed along ``axes`` under vmap
+@primitive(name="fix_length", linear=True, sparsity=patterns.MOVES, batch="axis")
 def _fix_length(x, lengths, axes):
     """Zero-pad or truncate ``x`` to ``lengths`` along ``axes`` (negative axis numbers)."""
     x = np.asarray(x)
@@ -77,20 +81,12 @@ def _impl(np_fn, one_d):
     return impl
 
 
-def _linear_frule(p):
-    @p.frule(symbolic_zeros=True)
-    def jvp(primals, tangents, s=None, axes=(-1,), norm=None):
-        (x,), (dx,) = primals, tangents
-        ans = p(x, s=s, axes=axes, norm=norm)
-        return ans, None if dx is None else p(dx, s=s, axes=axes, norm=norm)
-    return jvp
-
-
 def _c2c(np_fn, one_d):
     """fft / ifft / fft2 / fftn ...: complex-linear, with a symmetric matrix."""
-    p = primitive(_impl(np_fn, one_d), name=np_fn.__name__)
-    p.sparsity = _FIBRES  # every output along the axes reads the whole input fibre
-    _linear_frule(p)
+    # linear (its pushforward: itself on the tangent); every output along the axes reads the
+    # whole input fibre; wg.vmap: transforms along ``axes``, which move past the batch axis
+    p = primitive(_impl(np_fn, one_d), name=np_fn.__name__, linear=True, sparsity=_FIBRES,
+                  batch="axis")
 
     @p.rrule
     def vjp(x, s=None, axes=(-1,), norm=None):
@@ -107,10 +103,11 @@ def _c2c(np_fn, one_d):
 
 def _r2c(np_fn, full_fn, one_d):
     """rfft / rfftn: the first half (last axis) of the full transform of a real input."""
-    p = primitive(_impl(np_fn, one_d), name=np_fn.__name__)
-    p.sparsity = _FIBRES  # every output along the axes reads the whole input fibre
+    # linear (its pushforward: itself on the tangent); every output along the axes reads the
+    # whole input fibre; wg.vmap: transforms along ``axes``, which move past the batch axis
+    p = primitive(_impl(np_fn, one_d), name=np_fn.__name__, linear=True, sparsity=_FIBRES,
+                  batch="axis")
     full = _FULL[full_fn]
-    _linear_frule(p)
 
     @p.rrule
     def vjp(x, s=None, axes=(-1,), norm=None):
@@ -129,10 +126,11 @@ def _r2c(np_fn, full_fn, one_d):
 def _c2r(np_fn, half_fn, one_d):
     """irfft / irfftn: real output from a half spectrum (imaginary parts of the
     self-conjugate bins are ignored, so the map is real-linear only)."""
-    p = primitive(_impl(np_fn, one_d), name=np_fn.__name__)
-    p.sparsity = _FIBRES  # every output along the axes reads the whole input fibre
+    # linear (its pushforward: itself on the tangent); every output along the axes reads the
+    # whole input fibre; wg.vmap: transforms along ``axes``, which move past the batch axis
+    p = primitive(_impl(np_fn, one_d), name=np_fn.__name__, linear=True, sparsity=_FIBRES,
+                  batch="axis")
     half = _HALF[half_fn]
-    _linear_frule(p)
 
     @p.rrule
     def vjp(x, s=None, axes=(-1,), norm=None):
@@ -176,12 +174,3 @@ irfftn = _c2r(np.fft.irfftn, "rfftn", False)
 
 FFT = {p.name: p for p in (fft, ifft, fft2, ifft2, fftn, ifftn, rfft, rfft2, rfftn, irfft,
                            irfft2, irfftn)}
-
-
-_fix_length.sparsity = patterns.MOVES  # zero-padding and truncation move elements
-
-
-# wg.vmap: transforms along ``axes``, which move past the batch axis
-for _p in (_fix_length, fft, ifft, fft2, ifft2, fftn, ifftn, rfft, rfft2, rfftn, irfft, irfft2,
-           irfftn):
-    _p.batch = "axis"

@@ -59,12 +59,15 @@ def _flat_positions(shape, idx):
 
 
 # -- basic indexing: slicing --------------------------------------------------------------------
-@primitive(nargs=1)
+# Reading and writing are linear in the arrays and move elements (the implementation on element
+# numbers says where each comes from: their sparsity); scatter_add adds the ones sent to the
+# same place. wg.vmap maps a batch through them as a batch of tangents (linear).
+@primitive(nargs=1, linear=True, sparsity=patterns.MOVES)
 def getitem_basic(x, idx):
     return x[idx]
 
 
-@primitive(nargs=1)
+@primitive(nargs=1, linear=True, sparsity=patterns.MOVES)
 def scatter_basic(g, shape, idx):
     """Zeros of ``shape`` with ``g`` written at ``idx`` (a basic index)."""
     out = zeros(shape, dtype_of(g), like=g)  # in g's array library (CuPy, Dask...)
@@ -178,7 +181,7 @@ def _scatter_basic_vjp(g, shape, idx):
 
 
 # -- gather / scatter-add by flat positions -------------------------------------------------------
-@primitive(nargs=1)
+@primitive(nargs=1, linear=True, sparsity=patterns.MOVES)
 def gather(x, flat, lead=0):
     """``x.reshape(x.shape[:lead] + (-1,))[..., flat]``: past ``lead`` axes (a batch's)."""
     x = _asarray(x)
@@ -197,7 +200,7 @@ def gather(x, flat, lead=0):
 gather.gather_flat = True
 
 
-@primitive(nargs=1)
+@primitive(nargs=1, linear=True, sparsity=patterns.ScatterAdd())
 def scatter_add(g, flat, shape, lead=0):
     """Zeros of ``g.shape[:lead] + shape``; ``g`` added at the flat positions (repeats add
     up)."""
@@ -385,7 +388,7 @@ def getitem(x, idx):
     return gather(x, _flat_positions(shape_of(x), nidx))
 
 
-@primitive(nargs=2)
+@primitive(nargs=2, linear=True, sparsity=patterns.MOVES)
 def set_basic(x, v, idx):
     """A copy of ``x`` with ``[idx] = v`` (a basic index; ``v`` has the selection's shape)."""
     out = copy_of(x)
@@ -415,7 +418,7 @@ def _set_basic_vjp(x, v, needs, idx):
     return ans, pullback
 
 
-@primitive(nargs=2)
+@primitive(nargs=2, linear=True, sparsity=patterns.MOVES)
 def set_flat(x, vals, flat, lead=0):
     """A copy of ``x`` with ``vals`` written at flat positions (after ``lead`` axes)."""
     axis = lead
@@ -708,13 +711,6 @@ def select(condlist, choicelist, default=0):
     for c, x in reversed(list(zip(condlist, choicelist))):
         out = where(strip_eager(c), x, out)
     return out
-
-
-# sparsity: reading and writing move elements (the implementation on element numbers says
-# where each comes from); scatter_add adds the ones sent to the same place
-for _p in (getitem_basic, scatter_basic, gather, set_basic, set_flat):
-    _p.sparsity = patterns.MOVES
-scatter_add.sparsity = patterns.ScatterAdd()
 
 
 # wg.vmap: the batch axis leads; each index passes over it (one more leading axis)

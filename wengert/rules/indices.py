@@ -15,6 +15,8 @@ from ..arrays import host_values
 from ..core import Tracer
 from .nondiff import batched, concrete, strip_eager
 
+__all__ = ["normalize_index", "static_index"]
+
 _TRACED_INDEX = ("a traced value cannot be used inside an index: indices are not "
                  "differentiable. Use x.value (or wnp.argmax/argsort..., which give plain "
                  "integers) if the index really does not depend on the derivative.")

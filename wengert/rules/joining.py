@@ -20,7 +20,8 @@ __all__ = ["concatenate", "stack", "hstack", "vstack", "dstack", "column_stack",
 
 
 # -- primitives ------------------------------------------------------------------------------------
-@primitive(name="concatenate")
+# linear, moving elements; wg.vmap joins along ``axis``, past the batch axis
+@primitive(name="concatenate", linear=True, sparsity=patterns.MOVES, batch="axis")
 def _concatenate(*arrays, axis=0):
     return np.concatenate(arrays, axis=axis)
 
@@ -228,9 +229,3 @@ def dsplit(ary, indices_or_sections):
         return np.dsplit(ary, indices_or_sections)
     return split(ary, indices_or_sections, axis=2)
 
-
-_concatenate.sparsity = patterns.MOVES
-
-
-# wg.vmap: joined along ``axis``, past the batch axis
-_concatenate.batch = "axis"

@@ -39,6 +39,10 @@ from .shape import broadcast_to, expand_reduced, kept_shape, reshape, sum_, sum_
 from .solvers import (_cholesky, _per_matrix, _pinv_cotangent, _pinv_tangent, _solve,
                       _solve_banded, _solve_sylvester, _solve_triangular, inv, pinv)
 
+__all__ = ["PRIMITIVES", "det", "det_jvp", "det_vjp", "expm", "expm_jvp", "expm_vjp", "lstsq",
+           "lstsq_jvp", "lstsq_vjp", "slogdet", "slogdet_jvp", "slogdet_vjp", "sqrtm", "sqrtm_jvp",
+           "sqrtm_vjp", "vector_norm_jvp", "vector_norm_vjp"]
+
 
 # -- determinants -----------------------------------------------------------------------------
 def _trace_prod(x, y):
@@ -46,7 +50,9 @@ def _trace_prod(x, y):
     return sum_(_mT(x) * y, axis=(-2, -1))
 
 
-@primitive
+# sparsity: per matrix (batched over leading axes); the norm reduces over its axes. wg.vmap:
+# stacked matrices (two core axes); norms reduce along ``axis``
+@primitive(sparsity=patterns.Blocks(patterns.matrix_to(0)), batch=("stacked", 2))
 def det(a):
     return np.linalg.det(a)
 
@@ -86,7 +92,7 @@ def det_vjp(a):
     return ans, pullback
 
 
-@primitive(multiple_results=True)
+@primitive(multiple_results=True, sparsity=patterns.Blocks(patterns.matrix_to(0, 0)), batch=("stacked", 2))
 def slogdet(a):
     """``(sign, log|det a|)``; a real sign is piecewise constant, a complex one a phase."""
     return np.linalg.slogdet(a)
@@ -183,7 +189,7 @@ def lstsq(a, b, rcond=None):
 # -- vector p-norms ------------------------------------------------------------------------------
 
 
-@primitive(name="vector_norm")
+@primitive(name="vector_norm", sparsity=patterns.Reduction(), batch="axis")
 def _vector_norm(x, ord=2.0, axis=None, keepdims=False):
     """``(sum |x|^ord) ^ (1/ord)`` over the axes in ``axis`` (a tuple, or None for all)."""
     if ord == 2:
@@ -247,7 +253,7 @@ def vector_norm_vjp(x, ord=2.0, axis=None, keepdims=False):
 # -- scipy.linalg: the matrix exponential and square root -------------------------------------
 
 
-@primitive
+@primitive(sparsity=patterns.Blocks(patterns.square), batch=("stacked", 2))
 def expm(a):
     import scipy.linalg  # heavy (about 0.1 s to import): loaded on first use
     return scipy.linalg.expm(a)
@@ -278,7 +284,7 @@ def expm_vjp(a):
     return expm(a), lambda g: (_expm_frechet(_mT(a), g),)
 
 
-@primitive
+@primitive(sparsity=patterns.Blocks(patterns.square))
 def sqrtm(a):
     """The principal square root; real for real ``a`` (an error where it is complex)."""
     import scipy.linalg  # heavy (about 0.1 s to import): loaded on first use
@@ -306,15 +312,3 @@ PRIMITIVES = {p.name: p for p in (_solve, inv, det, slogdet, _cholesky, _eigh, e
                                   eigvals, _svd,
                                   svdvals, _qr, pinv, _lstsq, _vector_norm, _solve_triangular,
                                   expm, _solve_sylvester, sqrtm, _solve_banded)}
-
-
-# sparsity: per matrix (batched over leading axes); the norm reduces over its axes
-det.sparsity = patterns.Blocks(patterns.matrix_to(0))
-slogdet.sparsity = patterns.Blocks(patterns.matrix_to(0, 0))
-expm.sparsity = sqrtm.sparsity = patterns.Blocks(patterns.square)
-_vector_norm.sparsity = patterns.Reduction()
-
-
-# wg.vmap: stacked matrices (two core axes); norms reduce along ``axis``
-det.batch = slogdet.batch = expm.batch = ("stacked", 2)
-_vector_norm.batch = "axis"

@@ -21,7 +21,8 @@ def _nondiff_prim(impl, name):
 # Python's operator name -> primitive
 LOGIC = {name: _nondiff_prim(getattr(operator, name), name)
          for name in ("lt", "le", "gt", "ge", "eq", "ne", "and_", "or_", "xor")}
-invert = primitive(operator.invert, name="invert", nondiff=True)
+# wg.vmap: elementwise (the comparisons are, by ``broadcasting``)
+invert = primitive(operator.invert, name="invert", nondiff=True, batch="elementwise")
 
 
 _NONDIFF = {}
@@ -53,7 +54,3 @@ def same_value(a, b):
 
 
 SAME_VALUE = nondiff_for(same_value)  # a value guard's test: the graph holds while it is true
-
-
-# wg.vmap: elementwise (the comparisons are, by ``broadcasting``)
-invert.batch = "elementwise"

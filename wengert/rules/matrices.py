@@ -12,6 +12,8 @@ from .elementwise import where
 from .products import matmul
 from .shape import reshape, sum_, transpose
 
+__all__ = ["real_only"]
+
 
 def real_only(name, *xs):
     """Refuse complex matrices in a rule written for real ones (transposes where conjugate

@@ -7,6 +7,8 @@ something on values (a sort order, an index, NumPy's special cases) goes through
 """
 from ..core import plain as _plain, Tracer, primitive
 
+__all__ = ["batched", "concrete", "concrete_or_batched", "recorded", "strip_eager"]
+
 
 
 def strip_eager(x):

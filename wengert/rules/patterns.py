@@ -15,18 +15,20 @@ the elements of the result (flattened in C order) depend on the elements of that
 That is the local Jacobian of the primitive, as a pattern: seed 003's sparse factor of one
 line of the program. A primitive with several results gets one such list per result.
 
-``hessian`` says which arguments interact at second order: ``"linear"`` (none),
+Which arguments interact at second order is the primitive's one linearity fact first
+(``linear=True`` or ``"piecewise"``: none; ``"bilinear"``: the two arguments with each other),
+declared with the primitive, not here; for the others a declaration's ``hessian`` says it:
 ``"multilinear"`` (pairs of different arguments, as in a product), ``"nonlinear"`` (every
-pair), a tuple of argument pairs ``(i, j)`` (``divide``: ``((0, 1), (1, 1))``), or ``None``
-to read the primitive's ``linear``/``bilinear`` facts. A primitive without a declaration is
+pair), a tuple of argument pairs ``(i, j)`` (``divide``: ``((0, 1), (1, 1))``), ``"linear"``
+only where no argument is read at all (``Constant``), or ``None`` (nonlinear). A primitive without a declaration is
 dense in every argument and nonlinear: never wrong, only coarse. Only NumPy here: the
 declarations are computed on shapes and index arrays, never on derivatives.
 """
 import numpy as np
 
 __all__ = ["SAME", "DENSE", "Sparsity", "Elementwise", "Moves", "ScatterAdd", "Reduction",
-           "Contraction", "Blocks", "Solve", "Convolution", "Fibres", "Constant", "ELEMENTWISE", "CONSTANT", "MOVES", "PIECEWISE_LINEAR",
-           "matmul_subscripts", "einsum_subscripts"]
+           "Contraction", "Blocks", "Solve", "Convolution", "Fibres", "Constant", "ELEMENTWISE",
+           "CONSTANT", "MOVES", "matmul_subscripts", "einsum_subscripts"]
 
 SAME = "same"
 DENSE = "dense"
@@ -40,6 +42,7 @@ class Sparsity:
     """A family's declaration (see the module docstring)."""
 
     hessian = None
+    inline = False  # True: sparsity detection runs the primitive's impl on the index sets
 
     def local(self, prim, primals, ans, params, traced):  # pragma: no cover - interface
         raise NotImplementedError
@@ -90,9 +93,8 @@ class Moves(Sparsity):
     element numbers, says where each element of the result comes from. Run twice with the
     numbers shifted by one, an element that is a constant (padding zeros, a fill value)
     stays put while a moved one shifts; anything else (a sum of two elements) makes the
-    declaration fall back to dense, which is still correct."""
-
-    hessian = "linear"
+    declaration fall back to dense, which is still correct. A moving primitive is linear:
+    it declares ``linear=True``, which gives its Hessian."""
 
     def local(self, prim, primals, ans, params, traced):
         bases, base = [], 0
@@ -143,9 +145,7 @@ class Moves(Sparsity):
 class ScatterAdd(Sparsity):
     """``scatter_add(g, flat, shape, lead)``: zeros with ``g`` added at flat positions
     (after ``lead`` leading axes); repeated positions add up, so each result element depends
-    on every element of ``g`` sent to it."""
-
-    hessian = "linear"
+    on every element of ``g`` sent to it. Linear: ``linear=True`` gives its Hessian."""
 
     def local(self, prim, primals, ans, params, traced):
         if not traced[0]:
@@ -431,9 +431,8 @@ def _ranges(lo, hi):
 
 class Fibres(Sparsity):
     """Transforms along ``params[axes_param]`` (an FFT): a result element depends on the
-    whole fibre of the operand through it, along those axes; the other axes match."""
-
-    hessian = "linear"
+    whole fibre of the operand through it, along those axes; the other axes match. Its
+    primitives are linear (``linear=True``), which gives their Hessian."""
 
     def __init__(self, axes_param="axes"):
         self.axes_param = axes_param
@@ -461,7 +460,7 @@ class Fibres(Sparsity):
 class Constant(Sparsity):
     """A result that depends on no argument (``constant_like``: only its shape is read)."""
 
-    hessian = "linear"
+    hessian = "linear"  # no argument is read: nothing at second order
 
     def local(self, prim, primals, ans, params, traced):
         return self._per_result(prim, ans, lambda a: [None] * len(primals))
@@ -470,4 +469,3 @@ class Constant(Sparsity):
 ELEMENTWISE = Elementwise()
 CONSTANT = Constant()
 MOVES = Moves()
-PIECEWISE_LINEAR = Elementwise(hessian="linear")  # maximum, where, clip, abs: no curvature

@@ -231,7 +231,8 @@ def _numpy_eigvals(a):
     return w
 
 
-@primitive(name="value_of")
+# wg.vmap: the three arrays have one shape: all batched alike
+@primitive(name="value_of", batch="axis")
 def _value_of(x, y, undefined):
     """``x``'s value with ``y``'s derivative, NaN where ``undefined`` holds: ``x`` is the value
     NumPy computes, ``y`` a formula equal to it up to rounding that differentiates."""
@@ -404,6 +405,3 @@ def polydiv(u, v):
     start = concrete(_remainder_start, r, name="remainder_start")
     return q, (r[start:] if start else r)
 
-
-# wg.vmap: the three arrays have one shape: all batched alike
-_value_of.batch = "axis"

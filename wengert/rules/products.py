@@ -41,7 +41,10 @@ def _swap_last(x):
 
 # -- matmul --------------------------------------------------------------------------------------------
 # the ufunc itself: no Python frame between a call (eager or generated) and BLAS
-_matmul = primitive(np.matmul, name="matmul", broadcasting=True, nargs=2)
+# sparsity: NumPy's matmul as an einsum (which elements of each operand meet in an element);
+# wg.vmap: NumPy's stacked products (core axes per operand)
+_matmul = primitive(np.matmul, name="matmul", broadcasting=True, nargs=2,
+                    sparsity=patterns.Contraction(), batch=("stacked", 2, 2))
 
 
 @_matmul.frule(symbolic_zeros=True)
@@ -82,9 +85,11 @@ def _product(x, y):
 # directly, rather than reshapes around ``_matmul``.  Every pass over such a product
 # (forward, reverse, forward over reverse) then costs one operation, not three.  Their
 # primals, tangents and cotangents are exactly (2-D, 1-D), (1-D, 2-D) and (1-D, 1-D).
-_matvec = primitive(np.matmul, name="matvec", nargs=2)
-_vecmat = primitive(np.matmul, name="vecmat", nargs=2)
-_dot1 = primitive(np.matmul, name="dot", nargs=2)
+_matvec = primitive(np.matmul, name="matvec", nargs=2, bilinear=True,
+                    sparsity=patterns.Contraction())
+_vecmat = primitive(np.matmul, name="vecmat", nargs=2, bilinear=True,
+                    sparsity=patterns.Contraction())
+_dot1 = primitive(np.matmul, name="dot", nargs=2, bilinear=True, sparsity=patterns.Contraction())
 
 
 def _column(v):  # (..., k) -> (..., k, 1)
@@ -157,12 +162,6 @@ def _dot1_vjp(u, v, needs):
     return _dot1(u, v), pullback
 
 
-_matvec.bilinear = _vecmat.bilinear = _dot1.bilinear = True
-# sparsity: NumPy's matmul as an einsum (which elements of each operand meet in an element)
-for _p in (_matmul, _matvec, _vecmat, _dot1):
-    _p.sparsity = patterns.Contraction()
-
-
 def _nb_matmul(a, p, v, out):
     """Numba (a compiled scan's loop): ``np.dot``, which calls BLAS, on 1-D and 2-D operands
     of one float dtype (Numba's dot has no stacked operands and does not mix dtypes)."""
@@ -209,7 +208,7 @@ def matmul(x1, x2, /, out=None, **kwargs):
 
 
 # -- einsum ----------------------------------------------------------------------------------------------
-@primitive(name="einsum")
+@primitive(name="einsum", sparsity=patterns.Contraction(patterns.einsum_subscripts))
 def _einsum(*operands, ins, out):
     opt = "greedy" if len(operands) > 2 else False
     return np.einsum(",".join(ins) + "->" + out, *operands, optimize=opt)
@@ -495,13 +494,6 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     c = [broadcast_to(ci, s) if shape_of(ci) != s else ci for ci in c]
     r = stack(c, axis=-1)
     return moveaxis(r, -1, axisc) if ndim_of(r) > 1 else r
-
-
-_einsum.sparsity = patterns.Contraction(patterns.einsum_subscripts)
-
-
-# wg.vmap: NumPy's stacked products (core axes per operand)
-_matmul.batch = ("stacked", 2, 2)
 
 
 @_einsum.batching

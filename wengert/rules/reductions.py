@@ -110,7 +110,10 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
 
 
 # -- products -----------------------------------------------------------------------------------------------
-@primitive(name="cumsum", nargs=1)
+# sparsity: each result element depends on the fibre it reduces; a cumulative one on the
+# elements up to it. wg.vmap: reductions along ``axis``, past the batch axis
+@primitive(name="cumsum", nargs=1, linear=True, sparsity=patterns.Reduction(prefix=True),
+           batch="axis")
 def _cumsum(x, axis):
     return np.cumsum(x, axis=axis)
 
@@ -138,7 +141,7 @@ def _cumsum_vjp(x, axis):
     return ans, pullback
 
 
-@primitive(name="cumprod", nargs=1)
+@primitive(name="cumprod", nargs=1, sparsity=patterns.Reduction(prefix=True), batch="axis")
 def _cumprod(x, axis):
     return np.cumprod(x, axis=axis)
 
@@ -234,7 +237,7 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, out=None, include_initial=Fa
     return _cumulative(np.cumulative_prod, cumprod, 1, x, axis, dtype, out, include_initial)
 
 
-@primitive(name="prod")
+@primitive(name="prod", sparsity=patterns.Reduction(), batch="axis")
 def _prod(x, axis=None, keepdims=False):
     return np.prod(x, axis=axis, keepdims=keepdims)
 
@@ -303,8 +306,9 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=1, where=Tr
 
 # -- max / min --------------------------------------------------------------------------------------------
 def _extremum(np_fn, name):
+    # piecewise linear (no second derivatives); reduced along ``axis`` under wg.vmap
     p = primitive(lambda x, axis=None, keepdims=False: np_fn(x, axis=axis, keepdims=keepdims),
-                  name=name)
+                  name=name, linear="piecewise", sparsity=patterns.Reduction(), batch="axis")
 
     def weights(x, ans, axes):
         """1/(number of ties) where x attains the extremum, else 0 (not differentiated)."""
@@ -664,16 +668,3 @@ def nonzero(a):
 
 
 nonzero._nondiff = True
-
-
-# sparsity: each result element depends on the fibre it reduces; a cumulative one on the
-# elements up to it. max and min are piecewise linear (no second derivatives)
-_cumsum.sparsity = patterns.Reduction(hessian="linear", prefix=True)
-_cumprod.sparsity = patterns.Reduction(prefix=True)
-_prod.sparsity = patterns.Reduction()
-_amax.sparsity = _amin.sparsity = patterns.Reduction(hessian="linear")
-
-
-# wg.vmap: reductions along ``axis``, past the batch axis
-for _p in (_cumsum, _cumprod, _prod, _amax, _amin):
-    _p.batch = "axis"

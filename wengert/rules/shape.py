@@ -9,6 +9,11 @@ from ..core import ndim_of, primitive, shape_of
 from ..arrays import broadcast_view, chunks_of, sum_to
 from . import patterns
 
+__all__ = ["as_float", "as_float_jvp", "as_float_vjp", "broadcast_to", "broadcast_to_jvp",
+           "broadcast_to_vjp", "expand_reduced", "kept_shape", "reshape", "reshape_jvp",
+           "reshape_vjp", "sum_", "sum_jvp", "sum_tangent", "sum_vjp", "transpose",
+           "transpose_jvp", "transpose_vjp"]
+
 
 def _norm_axes(axis, nd):
     if axis is None:
@@ -41,7 +46,10 @@ def expand_reduced(g, ans, xs, axis, chunks=None):
     return broadcast_to(g, tuple(xs), chunks)
 
 
-@primitive(nargs=1)
+# Taylor coefficients of the linear ones map one by one; the moves' sparsity is read off
+# their implementations, a sum reduces over its axes (and wg.vmap maps it along ``axis``,
+# cheaper than as a linear map); the identity when the result has the operand's shape
+@primitive(nargs=1, linear=True, sparsity=patterns.MOVES, identity_when=True)
 def reshape(x, shape):
     # the method skips np.reshape's dispatch layers: a third of the cost on small arrays
     return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
@@ -66,7 +74,7 @@ def reshape_vjp(x, shape):
     return ans, pullback
 
 
-@primitive(name="sum")
+@primitive(name="sum", linear=True, sparsity=patterns.Reduction(), batch="axis")
 def sum_(x, axis=None, keepdims=False):
     if type(x) is np.ndarray:  # what np.sum calls, without its dispatch layers
         short = _short_last_axis(x, axis)
@@ -121,7 +129,7 @@ def sum_vjp(x, axis=None, keepdims=False):
     return ans, pullback
 
 
-@primitive(nargs=1)
+@primitive(nargs=1, linear=True, sparsity=patterns.MOVES, identity_when=True)
 def broadcast_to(x, shape, chunks=None):
     return broadcast_view(x, shape, chunks)
 
@@ -145,7 +153,14 @@ def broadcast_to_vjp(x, shape, chunks=None):
     return ans, pullback
 
 
-@primitive
+def _identity_permutation(x, axes=None):
+    nd = np.ndim(x)
+    return nd <= 1 if axes is None else tuple(a % nd for a in axes) == tuple(range(nd))
+
+
+# the identity for the identity permutation (a transpose keeps a square matrix's shape, so
+# shape alone does not tell)
+@primitive(linear=True, sparsity=patterns.MOVES, identity_when=_identity_permutation)
 def transpose(x, axes=None):
     return x.transpose(axes) if type(x) is np.ndarray else np.transpose(x, axes)
 
@@ -177,8 +192,9 @@ def _as_float_impl(x):
     return float(x)
 
 
-as_float = primitive(_as_float_impl, name="as_float")  # a 0-d value as a Python float
-as_float.sparsity = patterns.Elementwise(hessian="linear")
+# a 0-d value as a Python float; wg.vmap maps it as the identity on values (linear)
+as_float = primitive(_as_float_impl, name="as_float", linear=True,
+                     sparsity=patterns.ELEMENTWISE)
 
 
 @as_float.frule(symbolic_zeros=True)
@@ -192,22 +208,10 @@ def as_float_vjp(x):
     return as_float(x), lambda g: (g,)
 
 
-for _p in (reshape, sum_, broadcast_to, transpose):
-    _p.linear = True  # Taylor coefficients map one by one
-for _p in (reshape, broadcast_to):
-    _p.same_shape_identity = True  # the identity when the result has the operand's shape
-transpose.permutation_param = "axes"  # the identity for the identity permutation
 reshape.flat_view = True  # the operand's elements in the same (C) order: the fuser reads through it
 
 
-# sparsity: the moves read off their implementations; sum reduces over its axes
-for _p in (reshape, broadcast_to, transpose):
-    _p.sparsity = patterns.MOVES
-sum_.sparsity = patterns.Reduction()
-
-
-# wg.vmap: a sum reduces along ``axis``; the moves move the batch axis (leading) along
-sum_.batch = "axis"
+# wg.vmap: the moves move the batch axis (leading) along
 
 
 @reshape.batching

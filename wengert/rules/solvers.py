@@ -16,11 +16,17 @@ from .matrices import (_col, _eye, _mm, _mT, _sym_cotangent, _sym_tangent, _tril
                        real_only)
 from .shape import sum_
 
+__all__ = ["cholesky_jvp", "cholesky_vjp", "inv", "inv_jvp", "inv_vjp", "pinv", "pinv_jvp",
+           "pinv_vjp", "solve_banded_jvp", "solve_banded_vjp", "solve_jvp", "solve_sylvester_jvp",
+           "solve_sylvester_vjp", "solve_triangular_jvp", "solve_triangular_vjp", "solve_vjp"]
+
 
 # -- solve, inv -------------------------------------------------------------------------
 
 
-@primitive(name="solve")
+# sparsity: dense within each matrix (block), batched over the leading axes; wg.vmap:
+# stacked matrices (solve's right-hand side is a stack of matrices too)
+@primitive(name="solve", sparsity=patterns.Solve(), batch=("stacked", 2, 2))
 def _solve(a, b):
     """``a x = b`` for stacks of matrices ``b`` (``(..., n, k)``, same leading axes as ``a``)."""
     return np.linalg.solve(a, b)
@@ -47,7 +53,7 @@ def solve_vjp(a, b, needs):
     return ans, pullback
 
 
-@primitive
+@primitive(sparsity=patterns.Blocks(patterns.square), batch=("stacked", 2))
 def inv(a):
     return np.linalg.inv(a)
 
@@ -68,7 +74,7 @@ def inv_vjp(a):
 # -- cholesky ------------------------------------------------------------------------------
 
 
-@primitive(name="cholesky")
+@primitive(name="cholesky", sparsity=patterns.Blocks(patterns.square), batch=("stacked", 2))
 def _cholesky(a, upper=False):
     return np.linalg.cholesky(a, upper=upper) if upper else np.linalg.cholesky(a)
 
@@ -111,7 +117,7 @@ def cholesky_vjp(a, upper=False):
 # -- pseudo-inverse -----------------------------------------------------------------------------
 
 
-@primitive
+@primitive(sparsity=patterns.Blocks(patterns.square), batch=("stacked", 2))
 def pinv(a, rcond=None, hermitian=False):
     kw = {} if rcond is None else {"rcond": rcond}
     return np.linalg.pinv(a, hermitian=hermitian, **kw)
@@ -154,7 +160,7 @@ def pinv_vjp(a, rcond=None, hermitian=False):
 # -- scipy.linalg: triangular solves ---------------------------------------------------------------
 
 
-@primitive(name="solve_triangular")
+@primitive(name="solve_triangular", sparsity=patterns.Solve())
 def _solve_triangular(a, b, lower=False, unit_diagonal=False):
     """``tri(a) x = b`` reading one triangle of ``a`` (``b`` of shape ``(n, k)``)."""
     import scipy.linalg  # heavy (about 0.1 s to import): loaded on first use
@@ -218,7 +224,7 @@ def _per_matrix(fn, cores, *arrays):
     return np.stack(outs).reshape(lead + outs[0].shape)
 
 
-@primitive(name="solve_sylvester")
+@primitive(name="solve_sylvester", batch=("stacked", 2, 2, 2))
 def _solve_sylvester(a, b, q):
     """``a x + x b = q`` (stacks broadcast over leading axes)."""
     import scipy.linalg  # heavy (about 0.1 s to import): loaded on first use
@@ -313,15 +319,3 @@ def solve_banded_vjp(ab, b, needs, l, u):
                          axis=-2)
         return gab, (gb if needs[1] else None)
     return ans, pullback
-
-
-# sparsity: dense within each matrix (block), batched over the leading axes
-_solve.sparsity = _solve_triangular.sparsity = patterns.Solve()
-for _p in (inv, _cholesky, pinv):
-    _p.sparsity = patterns.Blocks(patterns.square)
-
-
-# wg.vmap: stacked matrices (solve's right-hand side is a stack of matrices too)
-inv.batch = _cholesky.batch = pinv.batch = ("stacked", 2)
-_solve.batch = ("stacked", 2, 2)
-_solve_sylvester.batch = ("stacked", 2, 2, 2)

@@ -16,6 +16,9 @@ from .elementwise import exp
 from .shape import broadcast_to, expand_reduced, kept_shape, reshape, sum_tangent
 from .special_base import SPECIAL, _plain, _traced
 
+__all__ = ["log_softmax", "logsumexp", "logsumexp_b_jvp", "logsumexp_b_vjp", "logsumexp_jvp",
+           "logsumexp_vjp", "softmax", "softplus"]
+
 
 # reductions ------------------------------------------------------------------------------------
 def _lse_impl(a, axis=None, keepdims=False):
@@ -41,9 +44,10 @@ def _lse_foreign(a, b, axis, keepdims):
     return out if keepdims else np.squeeze(out, axis=axis)
 
 
-_logsumexp = primitive(_lse_impl, name="logsumexp")
-_logsumexp_b = primitive(_lse_b_impl, name="logsumexp_b")  # a and b of one shape
-_logsumexp.sparsity = _logsumexp_b.sparsity = patterns.Reduction()
+# reductions along ``axis``, also under wg.vmap
+_logsumexp = primitive(_lse_impl, name="logsumexp", sparsity=patterns.Reduction(), batch="axis")
+_logsumexp_b = primitive(_lse_b_impl, name="logsumexp_b",  # a and b of one shape
+                         sparsity=patterns.Reduction(), batch="axis")
 
 
 def _weights(a, ans, axis, xs):
@@ -150,7 +154,3 @@ for _f in (logsumexp, log_softmax, softmax, softplus):
     _f.composite = True
     SPECIAL[_f.__name__] = _f
 del _f
-
-
-# wg.vmap: reductions along ``axis``
-_logsumexp.batch = _logsumexp_b.batch = "axis"

@@ -18,11 +18,22 @@ from ._series import near_zero, power_series
 from .arithmetic import absolute
 from .elementwise import exp, log, log1p, sign, sin, sqrt, where
 
+__all__ = ["SPECIAL", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "cosdg", "cosm1", "cotdg",
+           "dawsn", "digamma", "ellipe", "ellipk", "entr", "erf", "erfc", "erfcinv", "erfcx",
+           "erfi", "erfinv", "expit", "exprel", "gamma", "gammainc", "gammaincc", "gammaln",
+           "gammasgn", "huber", "i0", "i0e", "i1", "i1e", "inv_boxcox", "inv_boxcox1p", "iv",
+           "ive", "j0", "j1", "jv", "k0", "k0e", "k1", "k1e", "kl_div", "kv", "kve", "log_expit",
+           "log_ndtr", "loggamma", "logit", "multigammaln", "ndtr", "ndtri", "ndtri_exp", "poch",
+           "polygamma", "pseudo_huber", "psi", "radian", "rel_entr", "rgamma", "several_results",
+           "sindg", "spence", "tandg", "xlog1py", "xlogy", "y0", "y1", "yn", "yv"]
+
 _SQRT_PI = math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
-SPECIAL = {}  # name -> primitive or composite, for tests and the coverage table
+# expit, iv, i0 and i1, which NumPy's logaddexp and i0 need, are declared in special_core (no
+# circle with elementwise), in the one table of special functions
+from .special_core import SPECIAL, expit, i0, i1, iv  # noqa: E402
 
 
 # the partial in an order (or a dimension): not implemented, so using it raises
@@ -104,7 +115,6 @@ log_ndtr = _special(_sp.log_ndtr,
                     domain=(-4.0, 3.0))
 
 # logistic ------------------------------------------------------------------------------------
-expit = _special(_sp.expit, lambda ans, x: (ans * (1.0 - ans),))
 logit = _special(_sp.logit, lambda ans, x: (1.0 / (x * (1.0 - x)),), domain=(0.1, 0.9))
 log_expit = _special(_sp.log_expit, lambda ans, x: (expit(-x),))
 
@@ -153,14 +163,10 @@ xlogy.numba_scalar, xlog1py.numba_scalar = _nb_xlogy("log"), _nb_xlogy("log1p")
 entr.numba_scalar = lambda x: (f"(-{x} * np.log({x}) if {x} > 0.0 else (0.0 if {x} == 0.0 else "
                                f"(-np.inf if {x} < 0.0 else {x})))")
 
-# modified Bessel functions of the first kind: I_v' = (I_{v-1} + I_{v+1}) / 2 --------------------
-iv = _special(_sp.iv, lambda ans, v, x: (_NO["iv", "v"], 0.5 * (iv(v - 1, x) + iv(v + 1, x))),
-              domain=(0.2, 3.0))
+# modified Bessel functions of the first kind (iv, i0, i1: special_core) ----------------------------
 # ive = iv * exp(-|x|) for real x
 ive = _special(_sp.ive, lambda ans, v, x: (_NO["ive", "v"], 0.5 * (ive(v - 1, x) + ive(v + 1, x))
                                            - sign(x) * ans), domain=(0.2, 3.0))
-i0 = _special(_sp.i0, lambda ans, x: (i1(x),))
-i1 = _special(_sp.i1, lambda ans, x: (0.5 * (i0(x) + iv(2.0, x)),))
 i0e = _special(_sp.i0e, lambda ans, x: (i1e(x) - sign(x) * ans,), domain=(0.2, 3.0))
 i1e = _special(_sp.i1e, lambda ans, x: (0.5 * (i0e(x) + ive(2.0, x)) - sign(x) * ans,),
                domain=(0.2, 3.0))
@@ -315,8 +321,10 @@ def several_results(np_fn, derivatives):
     ``wanted`` is false: reverse mode asks only for the results that have a cotangent, so
     Si's gradient at 0 never meets Ci's infinite slope there.
     """
-    p = primitive(np_fn, name=np_fn.__name__, multiple_results=True)
-    p.sparsity = patterns.ELEMENTWISE  # every result elementwise in x
+    # every result elementwise in x, and so under wg.vmap; no domain: several results, each
+    # family's own tests check them
+    p = primitive(np_fn, name=np_fn.__name__, multiple_results=True,
+                  sparsity=patterns.ELEMENTWISE, batch="elementwise")
 
     @p.frule(symbolic_zeros=True)
     def jvp(primals, tangents):
@@ -343,6 +351,5 @@ def several_results(np_fn, derivatives):
             return (out,)
         return ans, pullback
 
-    p.domain = None  # several results: each family's own tests check them
     SPECIAL[p.name] = p
     return p

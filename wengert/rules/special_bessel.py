@@ -20,6 +20,11 @@ from .elementwise import maximum, sqrt, where
 from .special_base import (SPECIAL, _keep_float32, _special, i0, j0, k0, rgamma, several_results,
                       y0)
 
+__all__ = ["airy", "airye", "bei", "beip", "ber", "berp", "h1vp", "h2vp", "it2i0k0", "it2j0y0",
+           "it2struve0", "itairy", "iti0k0", "itj0y0", "itmodstruve0", "itstruve0", "ivp", "jve",
+           "jvp", "kei", "keip", "ker", "kerp", "kn", "kvp", "modstruve", "spherical_in",
+           "spherical_jn", "spherical_kn", "spherical_yn", "struve", "yve", "yvp"]
+
 _SQRT_PI = math.sqrt(math.pi)
 
 
@@ -123,8 +128,7 @@ def _power_term(name):
             return c * np.power(0.5 * x, v)
 
     impl.__name__ = f"{name}_power_term"
-    p = primitive(impl, broadcasting=True)
-    p.sparsity = patterns.ELEMENTWISE
+    p = primitive(impl, broadcasting=True, sparsity=patterns.ELEMENTWISE)
     # at v = 0 the derivative is 0 times a finite power (order 0, not -1)
     p.partials(lambda ans, v, x, c: (no_v, p(v - 1 + (v == 0), x, 0.5 * v * c), no_v))
     return p
@@ -313,8 +317,3 @@ def _one_minus_over_x(f0, x, sign):
 it2j0y0 = _several(_sp.it2j0y0, lambda ans, x: (_one_minus_over_x(j0, x, -1.0), -y0(x) / x))
 # (int_0^x (I0(t) - 1)/t dt, int_x^inf K0(t)/t dt)
 it2i0k0 = _several(_sp.it2i0k0, lambda ans, x: (_one_minus_over_x(i0, x, 1.0), -k0(x) / x))
-
-
-# wg.vmap: elementwise, several results
-for _p in (airy, airye, itairy, itj0y0, iti0k0, it2j0y0, it2i0k0):
-    _p.batch = "elementwise"

@@ -17,6 +17,13 @@ from .elementwise import clip, cos, exp, floor, log, log1p, maximum, minimum, si
 from .special_base import (_keep_float32, _special, beta, betaln, digamma, gammaln, xlog1py,
                       xlogy)
 
+__all__ = ["bdtr", "bdtrc", "bdtri", "binom", "chdtr", "chdtrc", "chdtri", "eval_chebyc",
+           "eval_chebys", "eval_chebyt", "eval_chebyu", "eval_gegenbauer", "eval_genlaguerre",
+           "eval_hermite", "eval_hermitenorm", "eval_jacobi", "eval_laguerre", "eval_legendre",
+           "eval_sh_chebyt", "eval_sh_chebyu", "eval_sh_jacobi", "eval_sh_legendre", "fdtr",
+           "fdtrc", "fdtri", "gdtr", "gdtrc", "gdtria", "gdtrix", "kolmogi", "kolmogorov", "nbdtr",
+           "nbdtrc", "nbdtri", "pdtr", "pdtrc", "pdtri", "stdtr", "stdtrit"]
+
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 
 

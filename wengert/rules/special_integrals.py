@@ -16,6 +16,10 @@ from .arithmetic import absolute, power, power_exponent_slope, power_slope
 from .elementwise import cos, cosh, exp, rint, sin, sinh, sqrt, where
 from .special_base import SPECIAL, _keep_float32, _special, _traced, erf, several_results
 
+__all__ = ["ellipeinc", "ellipkinc", "elliprc", "elliprd", "elliprf", "elliprg", "exp1", "expi",
+           "expn", "fresnel", "hyp0f1", "hyp1f1", "hyp2f1", "hyperu", "lambertw", "owens_t",
+           "powm1", "shichi", "sici", "wrightomega", "zeta"]
+
 _PI = math.pi
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _SQRT_HALF = math.sqrt(0.5)
@@ -258,8 +262,3 @@ _lambertw.__name__ = "lambertw"
 # infinite at the branch point z = -1/e (W = -1)
 lambertw = _special(_lambertw, lambda ans, z, k=0, tol=1e-8: (1.0 / (exp(ans) * (1.0 + ans)),),
                     domain=None)
-
-
-# wg.vmap: elementwise, several results
-for _p in (sici, shichi, fresnel):
-    _p.batch = "elementwise"

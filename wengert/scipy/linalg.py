@@ -18,6 +18,9 @@ from ..numpy import _passthrough, linalg as _wla
 from ..rules import linalg as _rl, matrices as _rm
 from ..rules.shape import reshape as _reshape
 
+__all__ = ["cho_factor", "cho_solve", "cholesky", "det", "expm", "inv", "solve", "solve_banded",
+           "solve_sylvester", "solve_triangular", "sqrtm"]
+
 
 def _traced(*xs):
     return any(isinstance(x, _Tracer) for x in xs)

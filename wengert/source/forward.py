@@ -121,11 +121,11 @@ class ForwardGen(BaseGen):
             for t in terms:
                 out = t if out is None else out + t
         else:
-            if prim._frule is None:
+            if not prim.has_frule:
                 raise Unknowable("no frule")
-            if not prim._symbolic_zeros and any(t is None for t in tangents):
+            if not prim.symbolic_zeros and any(t is None for t in tangents):
                 raise Unknowable("zeros needed")
-            _, out = prim._frule(tuple(args), tuple(tangents), **params)
+            _, out = prim.jvp_rule(args, tangents, **params)
         if out is None:
             return None
         self.namespace.update(trace.used)

@@ -11,6 +11,8 @@ The transforms that rebuild a function are registered in ``BUILDERS`` by the pac
 """
 import importlib
 
+__all__ = ["BUILDERS", "decode", "encode"]
+
 BUILDERS = {}   # "grad" -> grad(f, argnums), "jvp" -> jvp(f): set by wengert.source
 
 _SEP = "__"

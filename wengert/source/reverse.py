@@ -224,13 +224,9 @@ class ReverseGen(BaseGen):
             cts = [None if (p is None or i not in actives) else p * g
                    for i, p in enumerate(ps)]
         else:
-            if prim._rrule is None:
+            if not prim.has_rrule:
                 raise Unknowable("no rrule")
-            needs = tuple(i in actives for i in range(n))
-            if prim._rrule_needs:
-                _, pb = prim._rrule(*args, needs=needs, **params)
-            else:
-                _, pb = prim._rrule(*args, **params)
+            _, pb = prim.vjp_rule(*args, needs=tuple(i in actives for i in range(n)), **params)
             cts = pb(g)
             if not isinstance(cts, (tuple, list)):
                 cts = (cts,)

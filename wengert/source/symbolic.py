@@ -20,6 +20,7 @@ import numbers
 import numpy as np
 
 from .. import numpy as wnp
+from .._dispatch import ArrayTracer
 from ..core import Primitive, Trace, Tracer, new_level
 from ..rules import OPERATORS
 
@@ -112,7 +113,7 @@ def render_const(v):
     raise Unknowable(f"constant {type(v).__name__}")
 
 
-class Sym(Tracer):
+class Sym(ArrayTracer):
     """A symbolic value: ``text`` is Python source, ``prec`` its precedence.
 
     ``lin`` marks expressions linear in a tangent or cotangent (rendered last in a
