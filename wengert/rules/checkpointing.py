@@ -20,13 +20,13 @@ __all__ = ["checkpoint_take", "checkpoint_put", "checkpoint_stack", "scan_loop",
            "scan_reverse"]
 
 
-# linear, moving elements: wg.vmap maps a batch as a batch of tangents
-@primitive(name="checkpoint_take", linear=True, sparsity=patterns.MOVES)
+# linear, moving elements along ``axis``: wg.vmap moves the axis past the batch axis
+@primitive(name="checkpoint_take", linear=True, sparsity=patterns.MOVES, batch="axis")
 def checkpoint_take(x, index=0, axis=0):
     return np.take(x, index, axis=axis)
 
 
-@primitive(name="checkpoint_put", linear=True, sparsity=patterns.MOVES)
+@primitive(name="checkpoint_put", linear=True, sparsity=patterns.MOVES, batch="axis")
 def checkpoint_put(g, index=0, axis=0, n=1):
     g = np.asarray(g)
     out = np.zeros(g.shape[:axis] + (n,) + g.shape[axis:], g.dtype)
@@ -34,7 +34,7 @@ def checkpoint_put(g, index=0, axis=0, n=1):
     return out
 
 
-@primitive(name="checkpoint_stack", linear=True, sparsity=patterns.MOVES)
+@primitive(name="checkpoint_stack", linear=True, sparsity=patterns.MOVES, batch="axis")
 def checkpoint_stack(*xs, axis=0):
     return np.stack(xs, axis=axis)
 
