@@ -381,12 +381,13 @@ class Primitive:
     its derivative is zero), ``domain`` (where generated tests sample it), ``ufunc`` (the
     NumPy ufunc it computes: it then takes NumPy's keywords, ``dtype=``...), ``sparsity``
     (which result elements depend on which argument elements: rules/patterns.py), ``batch``
-    (how ``wg.vmap`` maps it over a leading batch axis: wengert/batching.py).
+    (how ``wg.vmap`` maps it: wengert/batching.py), ``lowering`` (how compiled code writes it:
+    a ``rules.lowering.Lowering`` of its operator, Numba forms, element role; None: a call).
     """
 
     def __init__(self, impl, name=None, *, broadcasting=False, multiple_results=False,
                  nargs=None, linear=False, bilinear=False, nondiff=False, domain=None,
-                 ufunc=None, sparsity=None, batch=None):
+                 ufunc=None, sparsity=None, batch=None, lowering=None):
         self.impl = impl
         # positional arguments past ``nargs`` are static parameters, passed to rules by name
         self.nargs, self._static_names = _array_arity(impl, nargs)
@@ -398,8 +399,7 @@ class Primitive:
         self.broadcasting = broadcasting
         self.multiple_results = multiple_results
         self.fast_partials = None  # a Partials record when declared by partials
-        self._frule = None
-        self._rrule = None
+        self._frule = self._rrule = None
         self._symbolic_zeros = False
         self._rrule_needs = False
         self.linear = linear
@@ -413,7 +413,7 @@ class Primitive:
         self.sparsity = sparsity
         # how wg.vmap maps it: "elementwise", "linear", "axis", ("stacked", core ranks...) or
         # a rule (wengert/batching.py); None: read off the facts above, else a loop
-        self.batch = batch
+        self.batch, self.lowering = batch, lowering  # lowering: rules/lowering.py
 
     def __repr__(self):
         return f"<wengert primitive {self.name}>"
@@ -779,7 +779,7 @@ class _UnbroadcastPullback(_CheckedPullback):
 
 def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False, nargs=None,
               linear=False, bilinear=False, nondiff=False, domain=None, ufunc=None,
-              sparsity=None, batch=None):
+              sparsity=None, batch=None, lowering=None):
     """Make ``fn`` (plain NumPy in, plain NumPy out) a differentiable primitive.
 
     Use ``@wg.primitive`` or ``@wg.primitive(broadcasting=True)``, then declare
@@ -796,5 +796,5 @@ def primitive(fn=None, *, name=None, broadcasting=False, multiple_results=False,
         return Primitive(f, name=name, broadcasting=broadcasting,
                          multiple_results=multiple_results, nargs=nargs, linear=linear,
                          bilinear=bilinear, nondiff=nondiff, domain=domain, ufunc=ufunc,
-                         sparsity=sparsity, batch=batch)
+                         sparsity=sparsity, batch=batch, lowering=lowering)
     return make(fn) if fn is not None else make

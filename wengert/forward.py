@@ -9,6 +9,7 @@ import numpy as np
 from ._dispatch import install_fast_paths
 from .arrays import broadcast_view as _broadcast_view, ones, zeros_like_value
 from .core import MINUS_ONE, ONE, Trace, Tracer, scaled, tangent_sum
+from .rules.lowering import python_operator
 
 __all__ = ["Dual", "ForwardTrace"]
 
@@ -160,7 +161,7 @@ def _binary_fast_path(prim, name, reflected, general):
     ``general`` path.
     """
     impl, partials = prim.impl, prim.fast_partials.fn
-    impl = getattr(impl, "python_operator", impl)
+    impl = python_operator(prim) or impl  # Python's operator on floats, where it is one
     with_needs = prim.fast_partials.needs  # then the partials skip the unneeded ones
     plain = (float, int, np.ndarray, np.float64, np.float32)
     arrays = (np.ndarray, np.float64, np.float32)  # NumPy's scalars have .shape and .ndim

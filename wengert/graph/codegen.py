@@ -22,30 +22,17 @@ import operator
 import numpy as np
 
 from .ir import GuardFailure
+from ..rules.lowering import OPERATOR_FORMS, lowering_of, python_operator
 from .pool import out_ufunc, plan as pool_plan, pooled_text
 from .. import tree as _tree
 
 __all__ = ["generate", "build_function", "leaf_names"]
 
-_INFIX = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
-          operator.floordiv: "//", operator.mod: "%", operator.pow: "**", operator.matmul: "@",
-          operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
-          operator.eq: "==", operator.ne: "!=", operator.and_: "&", operator.or_: "|",
-          operator.xor: "^"}
-_UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
-_IN_PLACE = (operator.add, operator.sub, operator.mul, operator.truediv)
 
-
-def _fallback_operator(impl):
-    """The Python operator a 'try the operator, else NumPy' implementation wraps."""
-    cells = getattr(impl, "__closure__", None) or ()
-    # (a closure may hold unhashable values: only builtins can be the operators)
-    ops = [c.cell_contents for c in cells
-           if type(c.cell_contents) is type(operator.add) and c.cell_contents in _INFIX]
-    ufuncs = [c.cell_contents for c in cells if isinstance(c.cell_contents, np.ufunc)]
-    if len(ops) == 1 and len(ufuncs) == 1:
-        return ops[0]
-    return None
+def _symbol(op, nargs):
+    """The symbol Python's ``op`` is written with on ``nargs`` operands (OPERATOR_FORMS), or None."""
+    o = OPERATOR_FORMS.get(op)
+    return o.symbol if o is not None and o.arity == nargs else None
 
 
 def literal(v):
@@ -211,9 +198,10 @@ class BodyWriter:
 
     def _in_place(self, i, n):
         g = self.g
-        impl = getattr(n.prim, "impl", None)
-        op = getattr(impl, "python_operator", impl)
-        if n.kind != "op" or n.params or op not in _IN_PLACE or type(n.value) is not np.ndarray:
+        if n.kind != "op" or n.params or type(n.value) is not np.ndarray:
+            return False
+        op = python_operator(n.prim)
+        if op is None or not OPERATOR_FORMS[op].in_place:
             return False
         sides = (0, 1) if op in (operator.add, operator.mul) else (0,)
         for side in sides:
@@ -221,7 +209,7 @@ class BodyWriter:
             av = g.nodes[a].value
             if (a in self.scratch and self.uses[a] == 1 and type(av) is np.ndarray
                     and av.shape == n.value.shape and av.dtype == n.value.dtype and a != b):
-                self.lines.append(f"{self.expr[a]} {_INFIX[op]}= {self.expr[b]}")
+                self.lines.append(f"{self.expr[a]} {OPERATOR_FORMS[op].symbol}= {self.expr[b]}")
                 self.expr[i] = self.expr[a]
                 self.scratch.add(i)
                 self.in_place_of[i] = a  # i is a's memory; b is only read
@@ -344,14 +332,15 @@ def _accumulations(g, live):
         uses[i] += 1
     scatter_of = {}
     for i, n in enumerate(nodes):
-        if (live[i] and n.kind == "op" and getattr(n.prim, "scatter_into_zeros", False) and len(n.args) == 1
+        if (live[i] and n.kind == "op" and lowering_of(n.prim).role == "scatter_into_zeros"
+                and len(n.args) == 1
                 and isinstance(n.value, np.ndarray) and uses[i] == 1):
             scatter_of[i] = n
     fused, chain_end = {}, {}
     prev_of = {}  # add node -> (accumulator node, scatter node)
     for i, n in enumerate(nodes):
-        if not (live[i] and n.kind == "op" and n.prim.impl is operator.add and not n.params
-                and isinstance(n.value, np.ndarray)):
+        if not (live[i] and n.kind == "op" and python_operator(n.prim) is operator.add
+                and not n.params and isinstance(n.value, np.ndarray)):
             continue
         a, b = n.args
         if b in scatter_of and a not in scatter_of or (b in scatter_of and a in scatter_of):
@@ -407,17 +396,16 @@ def _accumulations(g, live):
 
 def _call(n, args, em, fast, arg_values):
     impl = n.prim.impl
-    if not n.params:
-        if len(args) == 2 and impl in _INFIX:
-            return f"{args[0]} {_INFIX[impl]} {args[1]}", False
-        if len(args) == 1 and impl in _UNARY:
-            return f"{_UNARY[impl]}{args[0]}", False
-        if fast and len(args) == 2:
-            op = _fallback_operator(impl)
-            if op is not None and _may_inline(op, arg_values):
-                # only Python numbers on both sides can make Python raise
-                risky = all(_is_py_scalar(v) for v in arg_values)
-                return f"{args[0]} {_INFIX[op]} {args[1]}", risky
+    op = python_operator(n.prim)
+    sym = _symbol(op, len(args)) if not n.params else None
+    if sym is not None:
+        if op is impl:  # the implementation is the operator itself
+            return (f"{args[0]} {sym} {args[1]}" if len(args) == 2 else f"{sym}{args[0]}"), False
+        if fast and len(args) == 2 and _may_inline(op, arg_values):
+            # it tries the operator, NumPy where Python raises: only Python numbers on both
+            # sides can make Python raise
+            risky = all(_is_py_scalar(v) for v in arg_values)
+            return f"{args[0]} {sym} {args[1]}", risky
     fname = em.bind(impl, n.prim.name)
     parts = list(args)
     for key, val in n.params.items():

@@ -2,8 +2,8 @@
 
 Where Numba is installed (``pip install "wengert[fast]"``), ``wg.compile`` groups the
 graph's elementwise nodes -- primitives whose record names a NumPy ``ufunc`` with a
-homogeneous float loop (``dd->d``), element reads ``x[i, j]`` (``gather_at_index``) and
-sums of element writes (``scatter_into_zeros``) -- into kernels: one loop nest over the
+homogeneous float loop (``dd->d``), element reads ``x[i, j]`` (lowering role
+``gather_at_index``) and sums of element writes (``scatter_into_zeros``) -- into kernels: one loop nest over the
 group's shape, one scalar statement per node, the ufunc itself called on scalars.  An
 all-scalar program (a Python loop over ``x[i]``, the Babylonian iteration) becomes one
 compiled scalar function.  Everything else (matmul, reductions, reshapes...) stays the
@@ -35,10 +35,10 @@ import weakref
 import numpy as np
 
 from . import pool
-from .codegen import _INFIX, _UNARY, BodyWriter, Generated, _fresh_output, _out_expr, \
+from .codegen import _symbol, BodyWriter, Generated, _fresh_output, _out_expr, \
     build_function, compile_generated, literal, preamble, program_text, with_pool
 from .kernel_cache import njit_module
-from ..rules.lowering import lowering
+from ..rules.lowering import OPERATOR_FORMS, lowering, lowering_of, python_operator
 
 __all__ = ["build_fused", "numba_or_none", "fuse_default", "lowering", "UnfusedWarning",
            "warn_unfused"]
@@ -81,7 +81,8 @@ def warn_unfused(names, what):
             f"wg.compile: {what} runs unfused: no Numba lowering for {', '.join(new)} "
             "(the results are the same, only slower). `python -m wengert.coverage --compile` "
             "lists the primitives that have one; an elementwise primitive gets one from a "
-            "`numba_scalar` form beside its rule.", UnfusedWarning, stacklevel=4)
+            "`Lowering(scalar=...)` form in its declaration (rules/lowering.py).",
+            UnfusedWarning, stacklevel=4)
 
 
 def fuse_default():
@@ -108,7 +109,7 @@ def _scalar_arg(v):
 
 def _ufunc_ok(n, supported):
     u = n.prim.ufunc
-    if getattr(n.prim, "numba_scalar", None) is not None:  # float64 only
+    if lowering_of(n.prim).scalar is not None:  # float64 only
         return u is not None and not n.params and _dtype(n.value) == _FLOATS[0] and \
             len(n.args) == u.nin
     if u is None or n.params or n.prim.multiple_results or u not in supported \
@@ -131,7 +132,7 @@ def _classify(g, live, fused, supported):
         d = _dtype(n.value)
         if d is None or not all(_scalar_arg(nodes[a].value) for a in n.args):
             continue
-        if getattr(n.prim, "gather_at_index", False):
+        if lowering_of(n.prim).role == "gather_at_index":
             idx = n.params.get("idx")
             x = nodes[n.args[0]].value
             if np.ndim(n.value) == 0 and type(n.value) is not np.ndarray and \
@@ -193,9 +194,8 @@ SIMD_SIZE = 4096
 
 
 def _is_operator(prim):
-    impl = prim.impl
-    op = getattr(impl, "python_operator", impl)
-    return op in _INFIX or op in _UNARY
+    op = python_operator(prim)
+    return op is not None and _symbol(op, OPERATOR_FORMS[op].arity) is not None
 
 
 def _plan(g, live, fused, supported):
@@ -203,7 +203,7 @@ def _plan(g, live, fused, supported):
     for i, k in enumerate(key):
         if k and int(np.prod(k)) > SIMD_SIZE and g.nodes[i].prim.ufunc is not None and \
                 not _is_operator(g.nodes[i].prim) and \
-                getattr(g.nodes[i].prim, "numba_scalar", None) is None:  # SciPy's: scalar
+                lowering_of(g.nodes[i].prim).scalar is None:  # SciPy's: scalar
             key[i] = None
     # a group of one computing node gains nothing: make it a NumPy call, and regroup
     for _ in range(4):
@@ -327,10 +327,11 @@ def _gather_folds(g, groups, fused, uses):
             if n is None or n.kind != "op" or len(n.args) != 1 or n.args[0] != u:
                 break
             chain.append(j)
-            if getattr(n.prim, "flat_view", False):
+            role = lowering_of(n.prim).role
+            if role == "flat_view":
                 u = j
                 continue
-            if getattr(n.prim, "gather_flat", False):
+            if role == "gather_flat":
                 pos = _positions(nodes[u].value, n.params, nodes[o].value, n.value)
                 if pos is not None:
                     folds[ms[0]] = (o, j, chain, pos)
@@ -389,7 +390,7 @@ def _python_ok(g, members, fused):
             v = nodes[a].value
             if a in mset:
                 continue
-            if getattr(n.prim, "gather_at_index", False) and a == n.args[0]:
+            if lowering_of(n.prim).role == "gather_at_index" and a == n.args[0]:
                 if v.dtype != np.float64:
                     return False
             elif type(v) not in (float, int, bool, np.float64):
@@ -446,7 +447,7 @@ def _emit_python(g, w, members, uses):
                 w.expr[i] = v
             continue
         v = w.fresh()
-        if getattr(n.prim, "gather_at_index", False):
+        if lowering_of(n.prim).role == "gather_at_index":
             x = nodes[n.args[0]].value
             idx = n.params["idx"]
             if x.ndim == 1:
@@ -454,16 +455,16 @@ def _emit_python(g, w, members, uses):
             else:
                 lines.append(f"{v} = {val(n.args[0])}.item{tuple(idx)!r}")
         else:
-            impl = n.prim.impl
-            op = getattr(impl, "python_operator", impl)
+            op = python_operator(n.prim)
             args = [val(a) for a in n.args]
             if op is operator.pow and not (nodes[n.args[1]].kind == "const" and
                                            type(nodes[n.args[1]].value) is int):
                 op = None  # Python's ** of a negative float gives a complex number
-            if len(args) == 2 and op in _INFIX:
-                lines.append(f"{v} = {args[0]} {_INFIX[op]} {args[1]}")
-            elif len(args) == 1 and op in _UNARY and op is not operator.invert:
-                lines.append(f"{v} = {_UNARY[op]}{args[0]}")
+            sym = _symbol(op, len(args)) if op is not operator.invert else None
+            if sym is not None and len(args) == 2:
+                lines.append(f"{v} = {args[0]} {sym} {args[1]}")
+            elif sym is not None:
+                lines.append(f"{v} = {sym}{args[0]}")
             else:
                 lines.append(f"{v} = {em.bind(n.prim.ufunc, n.prim.ufunc.__name__)}"
                              f"({', '.join(args)})")
@@ -492,15 +493,13 @@ def _users(g, live):
 def _scalar_form(prim, args):
     """The primitive on scalars: Python's operator where its implementation is one (Numba
     types those fastest), else its ufunc, which Numba also compiles for scalars."""
-    form = getattr(prim, "numba_scalar", None)
+    form = lowering_of(prim).scalar
     if form is not None:
         return form(*args)
-    impl = prim.impl
-    op = getattr(impl, "python_operator", impl)
-    if len(args) == 2 and op in _INFIX and _INFIX[op] not in ("@",):
-        return f"({args[0]} {_INFIX[op]} {args[1]})"
-    if len(args) == 1 and op in _UNARY and op is not operator.invert:
-        return f"({_UNARY[op]}{args[0]})"
+    op = python_operator(prim)
+    sym = _symbol(op, len(args)) if op not in (operator.matmul, operator.invert) else None
+    if sym is not None:
+        return f"({args[0]} {sym} {args[1]})" if len(args) == 2 else f"({sym}{args[0]})"
     return f"np.{prim.ufunc.__name__}({', '.join(args)})"
 
 
@@ -603,7 +602,7 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
                             + "] += 0.0")
             continue
         dt = _dtype(n.value).type
-        if getattr(n.prim, "gather_at_index", False):
+        if lowering_of(n.prim).role == "gather_at_index":
             x = array_in(n.args[0])
             src = f"{x}[{', '.join(map(str, n.params['idx']))}]"
             src = _cast(src, nodes[n.args[0]].value.dtype.type, dt)

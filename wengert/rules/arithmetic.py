@@ -10,6 +10,7 @@ from ..core import Tracer, primitive
 from . import patterns
 from .complex import _is_complex, conj, real
 from .elementwise import elementwise, log, sign, where
+from .lowering import Lowering
 
 
 def _scalar_safe(op, np_op):
@@ -23,22 +24,29 @@ def _scalar_safe(op, np_op):
             return np_op(x, y)
         return r
     impl.__name__ = np_op.__name__
-    impl.python_operator = op  # what it does on floats when Python does not raise
     return impl
 
 
-add = primitive(operator.add, name="add", broadcasting=True)
-subtract = primitive(operator.sub, name="subtract", broadcasting=True)
-multiply = primitive(operator.mul, name="multiply", broadcasting=True)
-divide = primitive(_scalar_safe(operator.truediv, np.divide), name="divide", broadcasting=True)
+def _op(op):
+    """Computes Python's ``op`` on floats: code writers write it as ``op`` (rules/lowering.py)."""
+    return Lowering(operator=op)
+
+
+add = primitive(operator.add, name="add", broadcasting=True, lowering=_op(operator.add))
+subtract = primitive(operator.sub, name="subtract", broadcasting=True, lowering=_op(operator.sub))
+multiply = primitive(operator.mul, name="multiply", broadcasting=True, lowering=_op(operator.mul))
+divide = primitive(_scalar_safe(operator.truediv, np.divide), name="divide", broadcasting=True,
+                   lowering=_op(operator.truediv))
 floor_divide = primitive(_scalar_safe(operator.floordiv, np.floor_divide), name="floor_divide",
-                         broadcasting=True)
+                         broadcasting=True, lowering=_op(operator.floordiv))
 floor_divide.nondiff = True  # piecewise constant: its partials are zero
-remainder = primitive(_scalar_safe(operator.mod, np.remainder), name="remainder", broadcasting=True)
-power = primitive(_scalar_safe(operator.pow, np.power), name="power", broadcasting=True)
-negative = primitive(operator.neg, name="negative")
-positive = primitive(operator.pos, name="positive")
-absolute = primitive(abs, name="absolute")
+remainder = primitive(_scalar_safe(operator.mod, np.remainder), name="remainder", broadcasting=True,
+                      lowering=_op(operator.mod))
+power = primitive(_scalar_safe(operator.pow, np.power), name="power", broadcasting=True,
+                  lowering=_op(operator.pow))
+negative = primitive(operator.neg, name="negative", lowering=_op(operator.neg))
+positive = primitive(operator.pos, name="positive", lowering=_op(operator.pos))
+absolute = primitive(abs, name="absolute", lowering=_op(abs))
 for _p, _u in ((add, np.add), (subtract, np.subtract), (multiply, np.multiply),
                (divide, np.divide), (floor_divide, np.floor_divide), (remainder, np.remainder),
                (power, np.power), (negative, np.negative), (positive, np.positive),

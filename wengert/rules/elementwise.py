@@ -21,18 +21,20 @@ REGISTRY = {}  # name -> primitive, for tests and the coverage table
 
 
 def elementwise(np_fn, partials, *, name=None, domain=(-2.0, 2.0), nondiff=False,
-                registry=REGISTRY, needs=False, sparsity=patterns.ELEMENTWISE):
+                registry=REGISTRY, needs=False, sparsity=patterns.ELEMENTWISE, lowering=None):
     """Declare an elementwise primitive over ``np_fn`` with its partials (``None`` when
     ``nondiff``: the derivative is zero).
 
     ``needs=True``: ``partials`` takes ``needs=`` and skips the partials not asked for.
     ``sparsity``: element r of the result depends on element r of each argument; which
     arguments interact at second order (``patterns.Elementwise(hessian=...)``).
+    ``lowering``: how compiled code writes it where its ufunc is not enough (rules/lowering.py:
+    a ``Lowering(scalar=...)`` form for a SciPy function inside a Numba kernel).
     """
     nargs = np_fn.nin if isinstance(np_fn, np.ufunc) else None
     p = primitive(np_fn, name=name or np_fn.__name__, broadcasting=nargs != 1, nondiff=nondiff,
                   domain=domain, ufunc=np_fn if isinstance(np_fn, np.ufunc) else None,
-                  sparsity=sparsity)
+                  sparsity=sparsity, lowering=lowering)
     if partials is not None:
         p.partials(partials, needs=needs)
     registry[p.name] = p

@@ -32,6 +32,7 @@ from ..arrays import add_at_flat, asarray as _asarray, copy_of, dtype_of, implem
     is_foreign, zeros
 from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
+from .lowering import Lowering
 from .conversion import astype
 from .elementwise import where
 from .nondiff import _plain, concrete, concrete_or_batched, strip_eager
@@ -59,49 +60,6 @@ def _flat_positions(shape, idx):
 
 
 # -- basic indexing: slicing --------------------------------------------------------------------
-@primitive(nargs=1)
-def getitem_basic(x, idx):
-    return x[idx]
-
-
-@primitive(nargs=1)
-def scatter_basic(g, shape, idx):
-    """Zeros of ``shape`` with ``g`` written at ``idx`` (a basic index)."""
-    out = zeros(shape, dtype_of(g), like=g)  # in g's array library (CuPy, Dask...)
-    if is_foreign(g):
-        g, idx = _without_newaxes(g, len(shape), idx)
-    out[idx] = g
-    return out
-
-
-def _without_newaxes(g, nd, idx):
-    """``g`` (shaped as ``out[idx]``, ``out`` of ``nd`` axes) without the unit axes that
-    ``None`` entries of ``idx`` made, and ``idx`` without them: Dask refuses ``None`` in
-    the index of an assignment, which NumPy takes."""
-    idx = idx if isinstance(idx, tuple) else (idx,)
-    if not any(i is None for i in idx):
-        return g, idx
-    used = sum(1 for i in idx if i is not None and i is not Ellipsis)
-    drop, pos = [], 0
-    for i in idx:
-        if i is None:
-            drop.append(pos)
-            pos += 1
-        elif i is Ellipsis:
-            pos += nd - used
-        elif isinstance(i, slice):
-            pos += 1
-    gs = shape_of(g)
-    keep = tuple(d for k, d in enumerate(gs) if k not in drop)
-    return g.reshape(keep), tuple(i for i in idx if i is not None)
-
-
-# generated code may fuse a sum of these into one buffer: gx[idx] += g
-scatter_basic.scatter_into_zeros = True
-# and may read x[idx] inside a fused kernel: the result is ``x[idx]`` for a static basic index
-getitem_basic.gather_at_index = True
-
-
 def _index_text(idx):
     """A static basic index as source (ints, slices, ``...``), or None."""
     parts = []
@@ -137,7 +95,44 @@ def _nb_scatter(a, p, v, out):
     return [f"@out = np.zeros({tuple(out.shape)!r}, np.{out.dtype.name})", put]
 
 
-getitem_basic.numba_form, scatter_basic.numba_form = _nb_getitem, _nb_scatter
+# compiled code may read x[idx] inside a fused kernel (the result is ``x[idx]`` for a static
+# basic index) ...
+@primitive(nargs=1, lowering=Lowering(array=_nb_getitem, role="gather_at_index"))
+def getitem_basic(x, idx):
+    return x[idx]
+
+
+# ... and fuse a sum of these into one buffer: gx[idx] += g
+@primitive(nargs=1, lowering=Lowering(array=_nb_scatter, role="scatter_into_zeros"))
+def scatter_basic(g, shape, idx):
+    """Zeros of ``shape`` with ``g`` written at ``idx`` (a basic index)."""
+    out = zeros(shape, dtype_of(g), like=g)  # in g's array library (CuPy, Dask...)
+    if is_foreign(g):
+        g, idx = _without_newaxes(g, len(shape), idx)
+    out[idx] = g
+    return out
+
+
+def _without_newaxes(g, nd, idx):
+    """``g`` (shaped as ``out[idx]``, ``out`` of ``nd`` axes) without the unit axes that
+    ``None`` entries of ``idx`` made, and ``idx`` without them: Dask refuses ``None`` in
+    the index of an assignment, which NumPy takes."""
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    if not any(i is None for i in idx):
+        return g, idx
+    used = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    drop, pos = [], 0
+    for i in idx:
+        if i is None:
+            drop.append(pos)
+            pos += 1
+        elif i is Ellipsis:
+            pos += nd - used
+        elif isinstance(i, slice):
+            pos += 1
+    gs = shape_of(g)
+    keep = tuple(d for k, d in enumerate(gs) if k not in drop)
+    return g.reshape(keep), tuple(i for i in idx if i is not None)
 
 
 def _prefix(nb, idx):
@@ -188,7 +183,8 @@ def _scatter_basic_vjp(g, shape, idx):
 
 
 # -- gather / scatter-add by flat positions -------------------------------------------------------
-@primitive(nargs=1)
+# the fuser's fact: reads ``x``'s elements at the flat positions ``flat`` past ``nb`` axes
+@primitive(nargs=1, lowering=Lowering(role="gather_flat"))
 def gather(x, flat, nb=0):
     """``x.reshape(lead + (-1,))[..., flat]`` with ``lead = x.shape[:nb]``."""
     x = _asarray(x)
@@ -201,10 +197,6 @@ def gather(x, flat, nb=0):
     if type(flat) is np.ndarray and flat.dtype.kind in "iu":
         return np.take(x, flat, axis=-1)  # the same elements, faster than indexing
     return x[..., flat]
-
-
-# the fuser's fact: reads ``x``'s elements at the flat positions ``flat`` past ``nb`` axes
-gather.gather_flat = True
 
 
 @primitive(nargs=1)

@@ -8,6 +8,7 @@ import numpy as np
 from ..core import ndim_of, primitive, shape_of
 from ..arrays import broadcast_view, chunks_of, sum_to
 from . import patterns
+from .lowering import Lowering
 
 
 def _norm_axes(axis, nd):
@@ -48,7 +49,51 @@ def _lead_chunks(chunks, lead):
     return None if chunks is None else tuple((d,) for d in lead) + chunks
 
 
-@primitive(nargs=1)
+# Numba (a compiled scan's loop, wengert/graph/numba_array.py): each written on whole arrays
+# in the NumPy subset Numba compiles, or None where that subset lacks the case.  ``a``: the
+# arguments' sources, ``p``: the parameters, ``v``: the arguments' traced values.
+def _nb_reshape(a, p, v, out):
+    if not np.ndim(v[0]):
+        return None
+    return f"np.ascontiguousarray({a[0]}).reshape({tuple(np.shape(out))!r})"
+
+
+def _nb_sum(a, p, v, out):
+    nd = np.ndim(v[0])
+    if not nd:
+        return None
+    src = a[0]
+    if len(_norm_axes(p.get("axis"), nd)) == nd:
+        src = f"np.sum({src})"
+    else:
+        for ax in reversed(_norm_axes(p.get("axis"), nd)):
+            src = f"np.sum({src}, axis={ax})"
+    if p.get("keepdims") and np.ndim(out):
+        src = f"np.reshape({src}, {tuple(np.shape(out))!r})" if len(
+            _norm_axes(p.get("axis"), nd)) < nd else f"np.full({tuple(np.shape(out))!r}, {src})"
+    return src
+
+
+def _nb_broadcast_to(a, p, v, out):
+    shape = tuple(np.shape(out))
+    if not np.ndim(v[0]):
+        return f"np.full({shape!r}, {a[0]})"
+    return f"np.broadcast_to({a[0]}, {shape!r})"
+
+
+def _nb_transpose(a, p, v, out):
+    nd = np.ndim(v[0])
+    if not nd:
+        return None
+    return f"np.transpose({a[0]}, {_full_axes(p.get('axes'), nd)!r})"
+
+
+def _nb_as_float(a, p, v, out):
+    return None if type(v[0]) is np.ndarray else f"float({a[0]})"
+
+
+# reshape: the operand's elements in the same (C) order, so the fuser reads through it
+@primitive(nargs=1, lowering=Lowering(array=_nb_reshape, role="flat_view"))
 def reshape(x, shape):
     # the method skips np.reshape's dispatch layers: a third of the cost on small arrays
     return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
@@ -75,7 +120,7 @@ def reshape_vjp(x, shape):
     return ans, pullback
 
 
-@primitive(name="sum")
+@primitive(name="sum", lowering=Lowering(array=_nb_sum))
 def sum_(x, axis=None, keepdims=False):
     if type(x) is np.ndarray:  # what np.sum calls, without its dispatch layers
         short = _short_last_axis(x, axis)
@@ -130,7 +175,7 @@ def sum_vjp(x, axis=None, keepdims=False):
     return ans, pullback
 
 
-@primitive(nargs=1)
+@primitive(nargs=1, lowering=Lowering(array=_nb_broadcast_to))
 def broadcast_to(x, shape, chunks=None):
     return broadcast_view(x, shape, chunks)
 
@@ -160,7 +205,7 @@ def broadcast_to_vjp(x, shape, chunks=None):
     return ans, pullback
 
 
-@primitive
+@primitive(lowering=Lowering(array=_nb_transpose))
 def transpose(x, axes=None):
     return x.transpose(axes) if type(x) is np.ndarray else np.transpose(x, axes)
 
@@ -196,7 +241,8 @@ def _as_float_impl(x):
     return float(x)
 
 
-as_float = primitive(_as_float_impl, name="as_float")  # a 0-d value as a Python float
+as_float = primitive(_as_float_impl, name="as_float",  # a 0-d value as a Python float
+                     lowering=Lowering(array=_nb_as_float))
 as_float.sparsity = patterns.Elementwise(hessian="linear")
 
 
@@ -216,7 +262,6 @@ for _p in (reshape, sum_, broadcast_to, transpose):
 for _p in (reshape, broadcast_to):
     _p.same_shape_identity = True  # the identity when the result has the operand's shape
 transpose.permutation_param = "axes"  # the identity for the identity permutation
-reshape.flat_view = True  # the operand's elements in the same (C) order: the fuser reads through it
 
 
 # sparsity: the moves read off their implementations; sum reduces over its axes
@@ -231,48 +276,3 @@ sum_.batch = "axis"
 as_float.batch = "linear"
 
 
-# Numba (a compiled scan's loop, wengert/graph/numba_array.py): each written on whole arrays
-# in the NumPy subset Numba compiles, or None where that subset lacks the case.  ``a``: the
-# arguments' sources, ``p``: the parameters, ``v``: the arguments' traced values.
-def _nb_reshape(a, p, v, out):
-    if not np.ndim(v[0]):
-        return None
-    return f"np.ascontiguousarray({a[0]}).reshape({tuple(np.shape(out))!r})"
-
-
-def _nb_sum(a, p, v, out):
-    nd = np.ndim(v[0])
-    if not nd:
-        return None
-    src = a[0]
-    if len(_norm_axes(p.get("axis"), nd)) == nd:
-        src = f"np.sum({src})"
-    else:
-        for ax in reversed(_norm_axes(p.get("axis"), nd)):
-            src = f"np.sum({src}, axis={ax})"
-    if p.get("keepdims") and np.ndim(out):
-        src = f"np.reshape({src}, {tuple(np.shape(out))!r})" if len(
-            _norm_axes(p.get("axis"), nd)) < nd else f"np.full({tuple(np.shape(out))!r}, {src})"
-    return src
-
-
-def _nb_broadcast_to(a, p, v, out):
-    shape = tuple(np.shape(out))
-    if not np.ndim(v[0]):
-        return f"np.full({shape!r}, {a[0]})"
-    return f"np.broadcast_to({a[0]}, {shape!r})"
-
-
-def _nb_transpose(a, p, v, out):
-    nd = np.ndim(v[0])
-    if not nd:
-        return None
-    return f"np.transpose({a[0]}, {_full_axes(p.get('axes'), nd)!r})"
-
-
-def _nb_as_float(a, p, v, out):
-    return None if type(v[0]) is np.ndarray else f"float({a[0]})"
-
-
-reshape.numba_form, sum_.numba_form, as_float.numba_form = _nb_reshape, _nb_sum, _nb_as_float
-broadcast_to.numba_form, transpose.numba_form = _nb_broadcast_to, _nb_transpose
