@@ -22,17 +22,12 @@ import operator
 import numpy as np
 
 from .ir import GuardFailure
-from ..rules.lowering import OPERATOR_FORMS, lowering_of, python_operator
+from ..rules.lowering import OPERATOR_FORMS, python_operator
+from .passes import accumulations, live as live_nodes, symbol as _symbol
 from .pool import out_ufunc, plan as pool_plan, pooled_text
 from .. import tree as _tree
 
 __all__ = ["generate", "build_function", "leaf_names"]
-
-
-def _symbol(op, nargs):
-    """The symbol Python's ``op`` is written with on ``nargs`` operands (OPERATOR_FORMS), or None."""
-    o = OPERATOR_FORMS.get(op)
-    return o.symbol if o is not None and o.arity == nargs else None
 
 
 def literal(v):
@@ -136,18 +131,6 @@ class _Emitter:
         return name
 
 
-def _live(g):
-    live = [False] * len(g.nodes)
-    stack = list(g.outputs) + [i for i, _ in g.guards]
-    while stack:
-        i = stack.pop()
-        if live[i]:
-            continue
-        live[i] = True
-        stack.extend(g.nodes[i].args)
-    return live
-
-
 def _is_py_scalar(v):
     return type(v) in (float, int, bool, complex)
 
@@ -168,21 +151,22 @@ class BodyWriter:
         self.g, self.em, self.fast = g, em, fast
         self.lines = []
         self.used_fast = False
-        self.live = _live(g)
+        self.live = live_nodes(g)
         self.guard_of = {}
         for i, b in g.guards:
             self.guard_of.setdefault(i, []).append(b)
         self.counter = 0
         # buffer reuse (pool.py): node -> (line index, its ufunc or None for a kernel) for
-        # calls that can write into a given buffer; line index -> (the line with a token
-        # "\0node\0" where each buffer goes, {node: what the plain line has there, or None:
-        # keep the plain line unless pooled}); the nodes whose statement allocates an array
+        # calls that can write into a given buffer; line index -> (a function writing that
+        # line from {node: the source of its output array}, {node: what the plain line
+        # passes there, or None: keep the plain line unless pooled}); the nodes whose
+        # statement allocates an array
         self.pool_alt = {}
         self.pool_lines = {}
         self.in_place_of = {}
         self.allocates = set()
         self.at = {}  # node -> index of the last line written for it (where it reads)
-        self.fused, self.chain_end, _ = _accumulations(g, self.live)
+        self.fused, self.chain_end, _ = accumulations(g, self.live)
         self.expr = {}  # node index -> source of its value
         for k, i in enumerate(g.input_nodes):
             self.expr[i] = names[k]
@@ -277,8 +261,9 @@ class BodyWriter:
                 if u is not None:
                     self.allocates.add(i)
                     self.pool_alt[i] = (len(lines), u)
-                    self.pool_lines[len(lines)] = (f"{v} = {em.bind(u, 'np_' + u.__name__)}("
-                                                   f"{', '.join(args)}, out=\0{i}\0)", {i: None})
+                    call = f"{v} = {em.bind(u, 'np_' + u.__name__)}({', '.join(args)}, out="
+                    self.pool_lines[len(lines)] = (lambda out, i=i, call=call: f"{call}{out[i]})",
+                                                   {i: None})
             lines.append(f"{v} = {rhs}")
             expr[i] = v
         self.guards(i)
@@ -312,86 +297,6 @@ def _index_src(idx, em):
                                        and parts[0] != "..." and type(idx[0]) is not int
                                        else "")
     return _lit(idx, em)
-
-
-def _accumulations(g, live):
-    """Chains ``a_k = a_(k-1) + scatter(v_k)`` to emit as in-place updates of one buffer.
-
-    Exact: the unfused sum adds ``+0.0`` outside each ``idx``, which changes nothing but
-    ``-0.0`` into ``+0.0``; the fused form does that once at the end, where it happened.
-    """
-    nodes = g.nodes
-    uses = [0] * len(nodes)
-    for i, n in enumerate(nodes):
-        if live[i]:
-            for a in n.args:
-                uses[a] += 1
-    for o in g.outputs:
-        uses[o] += 1
-    for i, _ in g.guards:
-        uses[i] += 1
-    scatter_of = {}
-    for i, n in enumerate(nodes):
-        if (live[i] and n.kind == "op" and lowering_of(n.prim).role == "scatter_into_zeros"
-                and len(n.args) == 1
-                and isinstance(n.value, np.ndarray) and uses[i] == 1):
-            scatter_of[i] = n
-    fused, chain_end = {}, {}
-    prev_of = {}  # add node -> (accumulator node, scatter node)
-    for i, n in enumerate(nodes):
-        if not (live[i] and n.kind == "op" and python_operator(n.prim) is operator.add
-                and not n.params and isinstance(n.value, np.ndarray)):
-            continue
-        a, b = n.args
-        if b in scatter_of and a not in scatter_of or (b in scatter_of and a in scatter_of):
-            acc, sc = a, b
-        elif a in scatter_of:
-            acc, sc = b, a
-        else:
-            continue
-        av, sv = nodes[acc].value, nodes[sc].value
-        if not (isinstance(av, np.ndarray) and av.shape == sv.shape == n.value.shape
-                and av.dtype == sv.dtype == n.value.dtype and av.dtype.kind == "f"):
-            continue
-        prev_of[i] = (acc, sc)
-    # follow chains from their ends
-    taken = set()
-    for end in sorted(prev_of, reverse=True):
-        if end in taken:
-            continue
-        chain = [end]
-        while True:
-            acc, _ = prev_of[chain[-1]]
-            if acc in prev_of and uses[acc] == 1 and acc not in taken:
-                chain.append(acc)
-            else:
-                break
-        chain.reverse()
-        if len(chain) < 2:
-            continue
-        first_acc = prev_of[chain[0]][0]
-        taken.update(chain)
-        steps = [prev_of[c][1] for c in chain]
-        if first_acc in scatter_of:
-            fused[first_acc] = ("start", first_acc, nodes[first_acc].value.dtype)
-            prev = first_acc
-        else:
-            prev = None
-        shape = nodes[chain[-1]].value.shape
-        inserted = np.zeros(shape, bool)
-        for c, sc in zip(chain, steps):
-            if prev is None:
-                fused[c] = ("start+", first_acc, sc)
-            else:
-                fused[c] = ("add", prev, sc)
-            prev = c
-            covered = np.zeros(shape, bool)
-            covered[nodes[sc].params["idx"]] = True
-            inserted |= ~covered
-        chain_end[chain[-1]] = True if inserted.all() else (inserted if inserted.any() else None)
-        for sc in steps:
-            fused[sc] = ("skip",)
-    return fused, chain_end, scatter_of
 
 
 def _call(n, args, em, fast, arg_values):
@@ -524,7 +429,7 @@ def preamble(g):
     every generated program (plain or fused) starts from. The primitives are bound first,
     so that argument names never shadow them."""
     em = _Emitter(g)
-    live = _live(g)
+    live = live_nodes(g)
     for i, n in enumerate(g.nodes):
         if live[i] and n.kind == "op":
             em.bind(n.prim.impl, n.prim.name)

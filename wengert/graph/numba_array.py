@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fuse import _load, _scalar_form, _ufunc_ok, numba_or_none
+from .fuse import _load, _scalar_form, numba_or_none
+from .passes import ufunc_ok as _ufunc_ok
 from ..rules.lowering import lowering_of
 
 __all__ = ["NotExpressible", "njit_source", "float_kind"]
@@ -220,8 +221,8 @@ def njit_body(g, inputs, prefix, buffers=None, accumulate=None, outputs=None, gi
                                      f"(params {n.params!r:.60})",
                                      None if form is not None else n.prim.name)
         expr[i] = f"{prefix}t{i}"
-        if isinstance(src, list):  # statements assigning to @out
-            lines += [ln.replace("@out", expr[i]) for ln in src]
+        if callable(src):  # statements assigning to the name it is given
+            lines += src(expr[i])
         else:
             lines.append(f"{expr[i]} = {src}")
     outs = []

@@ -170,13 +170,10 @@ def pooled_text(g, w, pooled, names, functions, sig, unpack_lines, ret, exact, a
     name, pname, plain = functions
     em = w.em
     lines = list(w.lines)
-    for k, (template, plain_src) in w.pool_lines.items():
-        if not any(i in pooled for i in plain_src):
-            continue
-        for i, src in plain_src.items():
-            template = template.replace(f"\0{i}\0", em.bind(pooled[i], f"buf{i}")
-                                        if i in pooled else src)
-        lines[k] = template
+    for k, (write, plain_src) in w.pool_lines.items():  # each such line written again, whole
+        if any(i in pooled for i in plain_src):
+            lines[k] = write({i: em.bind(pooled[i], f"buf{i}") if i in pooled else src
+                              for i, src in plain_src.items()})
     values = [g.nodes[i].value for i in g.input_nodes]
     checks = [f"{names[k]}.strides != {v.strides!r}" for k, v in enumerate(values)
               if type(v) is np.ndarray and v.ndim]

@@ -77,7 +77,7 @@ def _index_text(idx):
 
 
 # Numba (a compiled scan's loop, wengert/graph/numba_array.py): basic indexing as written;
-# a form of several statements assigns its result to ``@out``
+# a form of several statements: a function from the name to assign to its statements
 def _nb_getitem(a, p, v, out):
     text = _index_text(p["idx"])
     return None if text is None or not np.ndim(v[0]) else f"{a[0]}[{text}]"
@@ -90,9 +90,10 @@ def _nb_scatter(a, p, v, out):
     region = np.broadcast_to(np.empty((), out.dtype), out.shape)[p["idx"]]
     # an array region: the generated module's copy helper _copy<ndim> (wengert/graph/
     # kernel_cache.py), as slice assignment compiles seconds of Numba's error formatting
-    put = (f"_copy{np.ndim(region)}(@out[{text}], {a[0]})" if np.ndim(region) and
-           np.shape(v[0]) == np.shape(region) else f"@out[{text}] = {a[0]}")
-    return [f"@out = np.zeros({tuple(out.shape)!r}, np.{out.dtype.name})", put]
+    copy = np.ndim(region) and np.shape(v[0]) == np.shape(region)
+    return lambda o: [f"{o} = np.zeros({tuple(out.shape)!r}, np.{out.dtype.name})",
+                      f"_copy{np.ndim(region)}({o}[{text}], {a[0]})" if copy else
+                      f"{o}[{text}] = {a[0]}"]
 
 
 # compiled code may read x[idx] inside a fused kernel (the result is ``x[idx]`` for a static

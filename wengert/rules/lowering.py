@@ -78,8 +78,9 @@ class Lowering:
     ``scalar``: the Numba scalar form, a function from the arguments' source to the source of
     a scalar expression in ``math`` and ``np`` (SciPy's functions inside a kernel; float64).
     ``array``: the Numba whole-array form, ``form(args, params, arg_values, value)`` giving the
-    source of an expression, a list of statements assigning to ``@out``, or None where these
-    arguments have none (a compiled scan's Numba step: matmul as ``np.dot``, sums, reshapes).
+    source of an expression, a function from a name to the statements assigning it, or None
+    where these arguments have none (a compiled scan's Numba step: matmul as ``np.dot``,
+    sums, reshapes).
     ``role``: one of :data:`ROLES`, what element-level rewrites may do with its nodes.
     """
     operator: Optional[Callable] = None
