@@ -35,7 +35,7 @@ import numpy as np
 from ..graph.fuse import numba_or_none
 
 __all__ = ["FORWARD", "REVERSE_PHASE", "BUFFER_ROWS", "STRATEGIES", "state", "fill", "fill_one",
-           "turn", "rows", "counts", "jitted"]
+           "turn", "rows", "rows_buffer", "counts", "jitted"]
 
 FORWARD, REVERSE_PHASE = 0, 1
 # st[7]: which machine
@@ -52,11 +52,13 @@ _ADVANCE, _STORE, _RESTORE, _REVERSE, _INVERT, _FREE_ROW = 0, 1, 2, 3, 4, 5
 _REV, _FREE, _SWEEP, _ONE = 0, 1, 2, 3
 
 
-def state(n, strategy, snapshots, phase, fill=None, frees=False):
+def state(n, strategy, snapshots, phase, fill=None, frees=False, python=False):
     """The machine's start for the forward phase (``FORWARD``, from state 0) or for the
     rest (``REVERSE_PHASE``: the snapshots the forward phase leaves; "binomial" and
     "online" run their forward phase without steps to get there, by ``fill``); ``frees``:
-    write a FREE row where a snapshot is dropped (the schedule as ``Action``s)."""
+    write a FREE row where a snapshot is dropped (the schedule as ``Action``s); ``python``:
+    the state a list of ints, for :func:`fill` run by Python on a list of rows (about three
+    times faster there than on NumPy's scalars)."""
     fill = fill or globals()["fill"]
     kind = STRATEGIES[strategy]
     s = int(snapshots or 0)
@@ -65,13 +67,13 @@ def state(n, strategy, snapshots, phase, fill=None, frees=False):
     # binomial's tasks: the pending left parts have ever fewer snapshots and steps;
     # ctz-revolve's: two per stretch (at most 64), and one revolve's on at most 64 slots
     size = (64, 5 * (2 * min(s, n) + 8), 0, 4 * s + 3, 0, 5 * (2 * 64 + 2 * 64 + 8))[kind]
-    st = np.zeros(_STACK + size, np.int64)
+    st = [0] * (_STACK + size) if python else np.zeros(_STACK + size, np.int64)
     st[0], st[1], st[5], st[7], st[_FREES] = n, phase, s, kind, 1 if frees else 0
     if kind == 3:
         st[_STACK] = -1  # the current state
         if phase == REVERSE_PHASE:
             st[1] = FORWARD
-            buf = np.zeros((BUFFER_ROWS, 3), np.int32)
+            buf = rows_buffer(python)
             while fill(st, buf):
                 pass
             turn(st)
@@ -81,7 +83,7 @@ def state(n, strategy, snapshots, phase, fill=None, frees=False):
         st[2] = -1  # the current state (-1: none)
         if phase == REVERSE_PHASE:  # run the forward phase (O(s) rows) and go on from there
             st[1] = FORWARD
-            buf = np.zeros((BUFFER_ROWS, 3), np.int32)
+            buf = rows_buffer(python)
             while fill(st, buf):
                 pass
             turn(st)
@@ -105,6 +107,14 @@ def state(n, strategy, snapshots, phase, fill=None, frees=False):
     return st
 
 
+def rows_buffer(python=False):
+    """A buffer for :func:`fill`: BUFFER_ROWS rows of a NumPy array (the compiled loop's), or
+    a list of two units' lists (Python's: small, as a reader holds it while it runs)."""
+    if python:
+        return [[0, 0, 0] for _ in range(2 * _UNIT)]
+    return np.zeros((BUFFER_ROWS, 3), np.int32)
+
+
 def turn(st):
     """The reverse phase's start from ``st``, whose forward phase is done: the same state
     where the machine goes on from there ("binomial", "online"), else a new one."""
@@ -116,7 +126,8 @@ def turn(st):
         st[1], st[2], st[_STACK] = REVERSE_PHASE, st[0] - 1, st[0] - 1
         return st
     name = next(k for k, v in STRATEGIES.items() if v == kind)
-    return state(int(st[0]), name, int(st[5]), REVERSE_PHASE, frees=bool(st[_FREES]))
+    return state(int(st[0]), name, int(st[5]), REVERSE_PHASE, frees=bool(st[_FREES]),
+                 python=type(st) is list)
 
 
 # the rows one forward step writes at most: a buffer this long takes one step per fill
@@ -162,24 +173,24 @@ def _all_fill(st, buf):
     ``st``: [n, phase, next step, -, -, -, -, kind, frees].
     """
     n, k, m = st[0], st[2], 0
-    cap = buf.shape[0] - 3
+    cap = len(buf) - 3
     if st[1] == FORWARD:
         while k < n and m <= cap:
             if k > 0:
-                buf[m, 0], buf[m, 1], buf[m, 2] = _ADVANCE, k - 1, k
+                buf[m][0], buf[m][1], buf[m][2] = _ADVANCE, k - 1, k
                 m += 1
-            buf[m, 0], buf[m, 1], buf[m, 2] = _STORE, k, k
+            buf[m][0], buf[m][1], buf[m][2] = _STORE, k, k
             m += 1
             k += 1
     else:
         while k >= 0 and m <= cap:
             if k != n - 1:
-                buf[m, 0], buf[m, 1], buf[m, 2] = _RESTORE, k, k
+                buf[m][0], buf[m][1], buf[m][2] = _RESTORE, k, k
                 m += 1
-            buf[m, 0], buf[m, 1], buf[m, 2] = _REVERSE, k, 0
+            buf[m][0], buf[m][1], buf[m][2] = _REVERSE, k, 0
             m += 1
             if st[_FREES]:
-                buf[m, 0], buf[m, 1], buf[m, 2] = _FREE_ROW, k, k
+                buf[m][0], buf[m][1], buf[m][2] = _FREE_ROW, k, k
                 m += 1
             k -= 1
     st[2] = k
@@ -214,7 +225,7 @@ def _online_add(st, buf, m, k):
             level = st[lev + victim] + 1
         sl = st[slot + victim]  # its slot is freed and taken at once
         if st[_FREES]:
-            buf[m, 0], buf[m, 1], buf[m, 2] = _FREE_ROW, st[idx + victim], sl
+            buf[m][0], buf[m][1], buf[m][2] = _FREE_ROW, st[idx + victim], sl
             m += 1
         for p in range(victim, count - 1):
             st[idx + p], st[lev + p], st[slot + p] = (st[idx + p + 1], st[lev + p + 1],
@@ -222,7 +233,7 @@ def _online_add(st, buf, m, k):
         count -= 1
     st[idx + count], st[lev + count], st[slot + count] = k, level, sl
     st[3], st[_STACK + 1] = count + 1, nfree
-    buf[m, 0], buf[m, 1], buf[m, 2] = _STORE, k, sl
+    buf[m][0], buf[m][1], buf[m][2] = _STORE, k, sl
     return m + 1 - m0
 
 
@@ -236,14 +247,14 @@ def _online_fill(st, buf):
     n, s, k = st[0], st[5], st[2]
     idx, slot, free = _STACK + 2, _STACK + 2 + 2 * s, _STACK + 2 + 3 * s
     m = 0
-    cap = buf.shape[0] - 4
+    cap = len(buf) - 4
     if st[1] == FORWARD:
         if st[6] == 0:
             st[6], st[4] = 1, 1
-            buf[0, 0], buf[0, 1], buf[0, 2] = _STORE, 0, 0
+            buf[0][0], buf[0][1], buf[0][2] = _STORE, 0, 0
             m, k = 1, 1
         while k < n and m <= cap:
-            buf[m, 0], buf[m, 1], buf[m, 2] = _ADVANCE, k - 1, k
+            buf[m][0], buf[m][1], buf[m][2] = _ADVANCE, k - 1, k
             m += 1
             m += _online_add(st, buf, m, k)
             k += 1
@@ -256,17 +267,17 @@ def _online_fill(st, buf):
         ls = st[slot + count - 1] if count > 0 else 0
         if last < k:  # recompute one step from the latest snapshot, storing by the rule
             if cur != last:
-                buf[m, 0], buf[m, 1], buf[m, 2] = _RESTORE, last, ls
+                buf[m][0], buf[m][1], buf[m][2] = _RESTORE, last, ls
                 m += 1
-            buf[m, 0], buf[m, 1], buf[m, 2] = _ADVANCE, last, last + 1
+            buf[m][0], buf[m][1], buf[m][2] = _ADVANCE, last, last + 1
             m += 1
             cur = last + 1
             m += _online_add(st, buf, m, last + 1)
             continue
         if cur != k:  # k is the latest snapshot (or state 0)
-            buf[m, 0], buf[m, 1], buf[m, 2] = _RESTORE, k, ls
+            buf[m][0], buf[m][1], buf[m][2] = _RESTORE, k, ls
             m += 1
-        buf[m, 0], buf[m, 1], buf[m, 2] = _REVERSE, k, 0
+        buf[m][0], buf[m][1], buf[m][2] = _REVERSE, k, 0
         m += 1
         cur = -1
         if k > 0:  # free it
@@ -274,11 +285,11 @@ def _online_fill(st, buf):
             st[_STACK + 1] += 1
             st[3] = count - 1
             if st[_FREES]:
-                buf[m, 0], buf[m, 1], buf[m, 2] = _FREE_ROW, k, ls
+                buf[m][0], buf[m][1], buf[m][2] = _FREE_ROW, k, ls
                 m += 1
         k -= 1
-    if k < 0 and st[_FREES] and st[6] == 1 and m < buf.shape[0]:  # and state 0
-        buf[m, 0], buf[m, 1], buf[m, 2] = _FREE_ROW, 0, 0
+    if k < 0 and st[_FREES] and st[6] == 1 and m < len(buf):  # and state 0
+        buf[m][0], buf[m][1], buf[m][2] = _FREE_ROW, 0, 0
         m += 1
         st[6] = 2
     st[2], st[_STACK] = k, cur
@@ -295,14 +306,14 @@ def _invert_fill(st, buf):
         if st[6] or st[0] == 1:
             return 0
         st[6] = 1
-        buf[0, 0], buf[0, 1], buf[0, 2] = _ADVANCE, 0, st[0] - 1
+        buf[0][0], buf[0][1], buf[0][2] = _ADVANCE, 0, st[0] - 1
         return 1
     k, m = st[2], 0
-    while k >= 0 and m <= buf.shape[0] - 2:
+    while k >= 0 and m <= len(buf) - 2:
         if k < st[0] - 1:
-            buf[m, 0], buf[m, 1], buf[m, 2] = _INVERT, k, 0
+            buf[m][0], buf[m][1], buf[m][2] = _INVERT, k, 0
             m += 1
-        buf[m, 0], buf[m, 1], buf[m, 2] = _REVERSE, k, 0
+        buf[m][0], buf[m][1], buf[m][2] = _REVERSE, k, 0
         m += 1
         k -= 1
     st[2] = k
@@ -318,26 +329,26 @@ def _ctz_fill(st, buf):
     n, phase = st[0], st[1]
     k, depth = st[2], st[3]
     m = 0
-    cap = buf.shape[0] - _UNIT
+    cap = len(buf) - _UNIT
     if phase == FORWARD:
         while k < n and m <= cap:
             if k == 0:
                 st[_STACK] = 0
                 depth = 1
-                buf[m, 0], buf[m, 1], buf[m, 2] = _STORE, 0, 0
+                buf[m][0], buf[m][1], buf[m][2] = _STORE, 0, 0
                 m += 1
             else:
-                buf[m, 0], buf[m, 1], buf[m, 2] = _ADVANCE, k - 1, k
+                buf[m][0], buf[m][1], buf[m][2] = _ADVANCE, k - 1, k
                 m += 1
                 t = k
                 while t & 1 == 0:  # free the snapshots that are no prefixes of k
                     depth -= 1
                     t >>= 1
                     if st[_FREES]:
-                        buf[m, 0], buf[m, 1], buf[m, 2] = _FREE_ROW, st[_STACK + depth], depth
+                        buf[m][0], buf[m][1], buf[m][2] = _FREE_ROW, st[_STACK + depth], depth
                         m += 1
                 st[_STACK + depth] = k
-                buf[m, 0], buf[m, 1], buf[m, 2] = _STORE, k, depth
+                buf[m][0], buf[m][1], buf[m][2] = _STORE, k, depth
                 m += 1
                 depth += 1
             k += 1
@@ -345,26 +356,26 @@ def _ctz_fill(st, buf):
         while k >= 0 and m <= cap:
             top = st[_STACK + depth - 1]
             if top != k:
-                buf[m, 0], buf[m, 1], buf[m, 2] = _RESTORE, top, depth - 1
+                buf[m][0], buf[m][1], buf[m][2] = _RESTORE, top, depth - 1
                 m += 1
                 pos = top
                 for b in range(63, -1, -1):  # recompute up to k, storing its prefixes
                     p = (k >> b) << b
                     if p > pos:
-                        buf[m, 0], buf[m, 1], buf[m, 2] = _ADVANCE, pos, p
-                        buf[m + 1, 0], buf[m + 1, 1], buf[m + 1, 2] = _STORE, p, depth
+                        buf[m][0], buf[m][1], buf[m][2] = _ADVANCE, pos, p
+                        buf[m + 1][0], buf[m + 1][1], buf[m + 1][2] = _STORE, p, depth
                         m += 2
                         st[_STACK + depth] = p
                         depth += 1
                         pos = p
             elif st[4] == 0:
-                buf[m, 0], buf[m, 1], buf[m, 2] = _RESTORE, k, depth - 1
+                buf[m][0], buf[m][1], buf[m][2] = _RESTORE, k, depth - 1
                 m += 1
-            buf[m, 0], buf[m, 1], buf[m, 2] = _REVERSE, k, 0
+            buf[m][0], buf[m][1], buf[m][2] = _REVERSE, k, 0
             m += 1
             depth -= 1  # state k is freed
             if st[_FREES]:
-                buf[m, 0], buf[m, 1], buf[m, 2] = _FREE_ROW, k, depth
+                buf[m][0], buf[m][1], buf[m][2] = _FREE_ROW, k, depth
                 m += 1
             st[4] = 0
             k -= 1
@@ -410,11 +421,11 @@ def _binomial_fill(st, buf):
     """
     cur, top, held = st[2], st[3], st[4]
     m = 0
-    cap = buf.shape[0] - 3
-    most = (st.shape[0] - _STACK) // 5
+    cap = len(buf) - 3
+    most = (len(st) - _STACK) // 5
     if st[6] == 0:  # store state 0, then reverse all n steps with s snapshots
         st[6] = 1
-        buf[0, 0], buf[0, 1], buf[0, 2] = _STORE, 0, 0
+        buf[0][0], buf[0][1], buf[0][2] = _STORE, 0, 0
         m, held, cur = 1, 1, 0
         _put(st, _STACK, _REV, 0, st[0], st[5], 0)
         top = 1
@@ -424,7 +435,7 @@ def _binomial_fill(st, buf):
         if t == _ONE:
             if st[1] == FORWARD:
                 break  # the forward phase ends before its first reverse row
-            buf[m, 0], buf[m, 1], buf[m, 2] = _REVERSE, a, 0
+            buf[m][0], buf[m][1], buf[m][2] = _REVERSE, a, 0
             m += 1
             cur = -1
             top -= 1
@@ -432,17 +443,17 @@ def _binomial_fill(st, buf):
             held -= 1
             top -= 1
             if st[_FREES]:
-                buf[m, 0], buf[m, 1], buf[m, 2] = _FREE_ROW, a, slot
+                buf[m][0], buf[m][1], buf[m][2] = _FREE_ROW, a, slot
                 m += 1
         elif t == _SWEEP:
             if x < a:
                 top -= 1
                 continue
             if cur != a:
-                buf[m, 0], buf[m, 1], buf[m, 2] = _RESTORE, a, slot
+                buf[m][0], buf[m][1], buf[m][2] = _RESTORE, a, slot
                 m += 1
             if x > a:
-                buf[m, 0], buf[m, 1], buf[m, 2] = _ADVANCE, a, x
+                buf[m][0], buf[m][1], buf[m][2] = _ADVANCE, a, x
                 m += 1
             cur = x
             st[e + 2] = x - 1
@@ -455,7 +466,7 @@ def _binomial_fill(st, buf):
             top -= 1
             if x == 1:
                 if cur != a:
-                    buf[m, 0], buf[m, 1], buf[m, 2] = _RESTORE, a, slot
+                    buf[m][0], buf[m][1], buf[m][2] = _RESTORE, a, slot
                     m += 1
                 st[e], st[e + 1] = _ONE, a
                 top += 1
@@ -465,10 +476,10 @@ def _binomial_fill(st, buf):
             else:
                 h = _best_split(x, y)
                 if cur != a:
-                    buf[m, 0], buf[m, 1], buf[m, 2] = _RESTORE, a, slot
+                    buf[m][0], buf[m][1], buf[m][2] = _RESTORE, a, slot
                     m += 1
-                buf[m, 0], buf[m, 1], buf[m, 2] = _ADVANCE, a, a + h
-                buf[m + 1, 0], buf[m + 1, 1], buf[m + 1, 2] = _STORE, a + h, held
+                buf[m][0], buf[m][1], buf[m][2] = _ADVANCE, a, a + h
+                buf[m + 1][0], buf[m + 1][1], buf[m + 1][2] = _STORE, a + h, held
                 m += 2
                 cur = a + h
                 if top + 3 > most:
@@ -479,8 +490,8 @@ def _binomial_fill(st, buf):
                 _put(st, e + 10, _REV, a + h, x - h, y - 1, held)
                 top += 3
                 held += 1
-    if top == 0 and st[_FREES] and st[6] == 1 and m < buf.shape[0]:  # binomial's state 0
-        buf[m, 0], buf[m, 1], buf[m, 2] = _FREE_ROW, 0, 0
+    if top == 0 and st[_FREES] and st[6] == 1 and m < len(buf):  # binomial's state 0
+        buf[m][0], buf[m][1], buf[m][2] = _FREE_ROW, 0, 0
         m += 1
         st[6] = 2
     st[2], st[3], st[4] = cur, top, held
@@ -508,14 +519,14 @@ def _count(st, buf):
         if m == 0:
             return steps, stores, inverted, slots
         for r in range(m):
-            if buf[r, 0] == _INVERT:
+            if buf[r][0] == _INVERT:
                 inverted += 1
-            elif buf[r, 0] == _ADVANCE:
-                steps += buf[r, 2] - buf[r, 1]
-            elif buf[r, 0] == _STORE:
+            elif buf[r][0] == _ADVANCE:
+                steps += buf[r][2] - buf[r][1]
+            elif buf[r][0] == _STORE:
                 stores += 1
-                if buf[r, 2] + 1 > slots:
-                    slots = buf[r, 2] + 1
+                if buf[r][2] + 1 > slots:
+                    slots = buf[r][2] + 1
 
 
 def _no_fill(st, buf):

@@ -31,8 +31,6 @@ import functools
 import itertools
 import math
 
-import numpy as np
-
 from . import machine
 
 __all__ = ["checkpoint_schedule", "iter_schedule", "Action", "Schedule", "revolve_cost",
@@ -211,19 +209,19 @@ def _actions(rows):
 def _read(n, strategy, snapshots):
     """The schedule as machine.py's state machine writes it, a buffer of rows at a time:
     the one definition of every strategy, which the compiled loop runs too."""
-    buf = np.zeros((machine.BUFFER_ROWS, 3), np.int32)
-    st = machine.state(n, strategy, snapshots, machine.FORWARD, frees=True)
+    buf = machine.rows_buffer(python=True)
+    st = machine.state(n, strategy, snapshots, machine.FORWARD, frees=True, python=True)
     while True:
         m = machine.fill(st, buf)
         if not m:
             break
-        yield from _actions(buf[:m].tolist())
+        yield from _actions(buf[:m])
     st = machine.turn(st)
     while True:
         m = machine.fill(st, buf)
         if not m:
             return
-        yield from _actions(buf[:m].tolist())
+        yield from _actions(buf[:m])
 
 
 def forward_actions(strategy, snapshots=None):
@@ -234,11 +232,11 @@ def forward_actions(strategy, snapshots=None):
         yield [] if strategy == "invert" else [Action("store", 0)]  # and nothing after
         while True:
             yield []
-    st = machine.state(1 << 62, strategy, snapshots, machine.FORWARD, frees=True)
-    buf = np.zeros((machine.BUFFER_ROWS, 3), np.int32)
+    st = machine.state(1 << 62, strategy, snapshots, machine.FORWARD, frees=True, python=True)
+    buf = machine.rows_buffer(python=True)
     while True:
         m = machine.fill_one(st, buf)
-        yield [a for a in _actions(buf[:m].tolist()) if a.kind != "advance"]
+        yield [a for a in _actions(buf[:m]) if a.kind != "advance"]
 
 
 def _default_snapshots(n):
