@@ -1,7 +1,8 @@
-"""The "ctz", "binomial", "online" and "invert" schedules made inside the compiled loop
-(wengert/checkpoint/machine.py): the same rows as encoding ``iter_schedule`` (so the same
-calls in the same order), for every N up to 300 (binomial: 129, online: 89, with several
-snapshots) and some large ones, in O(log N) (O(snapshots)) memory; with Numba, the fused loop that
+"""The "ctz", "binomial", "online", "invert" and "ctz-revolve" schedules made inside the
+compiled loop (wengert/checkpoint/machine.py): the same rows as encoding ``iter_schedule`` (so
+the same calls in the same order; iter_schedule reads the same machines, and
+tests/test_schedule_machines.py checks them against reference generators action for action),
+for every N up to 300 (binomial: 129, online: 89, with several snapshots) and some large ones, in O(log N) (O(snapshots)) memory; with Numba, the fused loop that
 uses them gives bitwise the gradient of the loop that reads the encoded array, and holds
 no array that grows with N."""
 import math
@@ -64,6 +65,16 @@ def test_invert_rows_are_the_encoded_schedule(n):
     assert _check_rows(n, "invert", None) == 0
 
 
+@pytest.mark.parametrize("n", list(range(1, 130)) + [511, 512, 513, 4097, 10_000])
+def test_ctz_revolve_rows_are_the_encoded_schedule(n):
+    assert _check_rows(n, "ctz-revolve", None) <= max(n.bit_length(), 1)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 17, 300])
+def test_all_rows_are_the_encoded_schedule(n):
+    assert _check_rows(n, "all", None) == n
+
+
 @pytest.mark.parametrize("n,snapshots", BINOMIAL)
 def test_binomial_rows_are_the_encoded_schedule(n, snapshots):
     s = resolved_snapshots(n, "binomial", snapshots)
@@ -92,22 +103,26 @@ def test_state_and_buffer_do_not_grow_with_n():
     # the machine's whole memory: its state and BUFFER_ROWS rows, for any N
     for n in (2, 1000, 2 ** 31 - 5):  # rows are int32: the fused loop takes N < 2**31
         st = machine.state(n, "ctz", None, machine.REVERSE_PHASE)
-        assert st.shape == (8 + 64,)
+        assert st.shape == (9 + 64,)
         assert st[3] == bin(n - 1).count("1") + 1  # the prefixes of n - 1, 0 among them
         buf = np.zeros((machine.BUFFER_ROWS, 3), np.int32)
         assert 0 < machine.fill(st, buf) <= machine.BUFFER_ROWS
         st = machine.state(n, "binomial", 7, machine.REVERSE_PHASE)
-        assert st.shape == (8 + 5 * (2 * min(7, n) + 8),)
+        assert st.shape == (9 + 5 * (2 * min(7, n) + 8),)
+        assert 0 < machine.fill(st, buf) <= machine.BUFFER_ROWS
+        st = machine.state(n, "ctz-revolve", None, machine.REVERSE_PHASE)
+        assert st.shape == (9 + 5 * (2 * 64 + 2 * 64 + 8),)
         assert 0 < machine.fill(st, buf) <= machine.BUFFER_ROWS
     # more snapshots than steps: the task stack is bounded by the steps
-    assert machine.state(10, "binomial", 10 ** 6, machine.FORWARD).shape == (8 + 5 * 28,)
+    assert machine.state(10, "binomial", 10 ** 6, machine.FORWARD).shape == (9 + 5 * 28,)
     assert _check_rows(10, "binomial", 10 ** 6) == 10
 
 
 def test_jitted_rows_equal_the_python_ones():
     pytest.importorskip("numba", reason="the compiled machine needs numba")
     for strategy, s in (("ctz", None), ("binomial", 0), ("binomial", 3), ("binomial", 12),
-                        ("invert", None), ("online", 0), ("online", 4)):
+                        ("invert", None), ("online", 0), ("online", 4), ("ctz-revolve", None),
+                        ("all", None)):
         fill = machine.jitted(strategy).fill
         for n in (1, 2, 5, 64, 300, 4097):
             for phase in (machine.FORWARD, machine.REVERSE_PHASE):
@@ -147,7 +162,8 @@ def _grad(n, x0, W, strategy="ctz", snapshots=None):
     (64, "ctz", None), (300, "ctz", None), (1, "binomial", None), (2, "binomial", 0),
     (40, "binomial", 0), (40, "binomial", 1), (300, "binomial", None), (300, "binomial", 4),
     (1, "invert", None), (2, "invert", None), (300, "invert", None), (1, "online", 3),
-    (300, "online", 0), (300, "online", 5), (300, "online", None)])
+    (300, "online", 0), (300, "online", 5), (300, "online", None), (1, "ctz-revolve", None),
+    (2, "ctz-revolve", None), (17, "ctz-revolve", None), (300, "ctz-revolve", None)])
 def test_fused_gradient_bitwise_equal_to_the_encoded_loop(n, strategy, snapshots, monkeypatch):
     pytest.importorskip("numba", reason="the fused scan loop needs numba (the 'fast' extra)")
     rng = np.random.default_rng(n)
@@ -174,7 +190,8 @@ def _eager(n, x0, W):
 
 @pytest.mark.parametrize("strategy,snapshots,bound", [
     ("ctz", None, lambda n: math.floor(math.log2(n)) + 1), ("binomial", 6, lambda n: 7),
-    ("invert", None, lambda n: 0), ("online", 5, lambda n: 6)])
+    ("invert", None, lambda n: 0), ("online", 5, lambda n: 6),
+    ("ctz-revolve", None, lambda n: math.floor(math.log2(n)) + 1)])
 def test_fused_loop_holds_nothing_that_grows_with_n(strategy, snapshots, bound):
     pytest.importorskip("numba", reason="the fused scan loop needs numba (the 'fast' extra)")
     held = {}

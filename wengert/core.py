@@ -67,16 +67,11 @@ LINEARITIES = (None, "linear", "bilinear", "piecewise")
 # the facts of a record other than its rules; each is a keyword of ``Primitive``/``primitive``
 FACTS = ("broadcasting", "multiple_results", "nargs", "linearity", "nondiff", "domain", "ufunc",
          "sparsity", "batch", "identity_when", "impure", "lowering")
-# facts the graph emitters read until one ``lowering`` fact replaces them; assignable after
-# declaration meanwhile (until the lowering fact lands)
-LOWERING_FACTS = ("numba_scalar", "numba_form", "gather_at_index", "scatter_into_zeros",
-                  "gather_flat", "flat_view")  # until the lowering fact lands
-
 
 # what a sealed record lets be assigned: its rules (what the decorators declare; a test may
-# wrap one) and, until the lowering fact lands, the lowering facts
+# wrap one)
 _RULES = ("fast_partials", "_frule", "_rrule", "_symbolic_zeros", "_rrule_needs")
-_ASSIGNABLE = frozenset(_RULES + LOWERING_FACTS)
+_ASSIGNABLE = frozenset(_RULES)
 _KEYWORD = {"linearity": "linear", "bilinear": "linear"}  # the keyword declaring a fact
 
 
@@ -115,8 +110,10 @@ class Primitive:
     ``identity_when`` (when it returns its one operand unchanged: ``True``, whenever the
     result keeps the operand's shape and dtype, or a predicate ``when(x, **params)``; a
     rewrite declared with the primitive, not known to an engine), ``impure`` (never folded
-    into a constant), ``lowering`` (how compile writes it). Rules are declared by decorators after it (``@p.frule``, ``@p.rrule``,
-    ``@p.partials``, ``@p.batching``), the documented way; a fact is never assigned later, so
+    into a constant), ``lowering`` (how compiled code writes it: a ``rules.lowering.Lowering``
+    of its operator, Numba forms, element role; None: a call). Rules are declared by
+    decorators after it (``@p.frule``, ``@p.rrule``, ``@p.partials``, ``@p.batching``), the
+    documented way; a fact is never assigned later, so
     what an engine reads is what the declaration says.
     """
 
@@ -124,8 +121,7 @@ class Primitive:
                  "_module", "__weakref__", "broadcasting", "multiple_results", "linearity",
                  "nondiff", "domain", "ufunc", "sparsity", "batch", "identity_when", "impure",
                  "lowering", "fast_partials", "_frule", "_rrule", "_symbolic_zeros",
-                 "_rrule_needs", "_sealed") \
-        + LOWERING_FACTS  # until the lowering fact lands
+                 "_rrule_needs", "_sealed")
 
     def __init__(self, impl, name=None, *, broadcasting=False, multiple_results=False,
                  nargs=None, linear=False, bilinear=False, nondiff=False, domain=None,

@@ -11,6 +11,7 @@ from ._dispatch import ArrayTracer, install_fast_paths
 from .arrays import broadcast_view as _broadcast_view, ones, shape_of, zeros_like_value
 from .batching import BatchTrace, BatchTracer
 from .core import MINUS_ONE, ONE, Trace, Tracer, scaled, tangent_sum
+from .rules.lowering import python_operator
 
 __all__ = ["Dual", "ForwardTrace"]
 
@@ -170,7 +171,7 @@ def _binary_fast_path(prim, name, reflected, general):
     on floats) takes the ``general`` path.
     """
     impl, partials = prim.impl, prim.fast_partials.fn
-    impl = getattr(impl, "python_operator", impl)
+    impl = python_operator(prim) or impl  # Python's operator on floats, where it is one
     with_needs = prim.fast_partials.needs  # then the partials skip the unneeded ones
     plain = (float, int, np.ndarray, np.float64, np.float32)
     arrays = (np.ndarray, np.float64, np.float32)  # NumPy's scalars have .shape and .ndim

@@ -12,6 +12,7 @@ import numpy as np
 from ._dispatch import ArrayTracer, install_fast_paths
 from .arrays import dtype_of, ones, zeros_like_value
 from .core import DEAD_LEVEL, Trace, Tracer, check_differentiable, new_level
+from .rules.lowering import python_operator
 
 __all__ = ["Tape", "Var", "Grad"]
 
@@ -343,7 +344,7 @@ def _binary_fast_path(prim, name, reflected, general):
     exceptions on floats) takes the ``general`` path.
     """
     impl, broadcasting = prim.impl, prim.broadcasting
-    impl = getattr(impl, "python_operator", impl)
+    impl = python_operator(prim) or impl  # Python's operator on floats, where it is one
     partials_pullback = prim.fast_partials.pullback
     no_params = {}
     with_needs = prim.fast_partials.needs  # then the partials skip the unneeded ones

@@ -10,8 +10,8 @@ inverse are Numba functions it calls.  The schedule is passed as an integer arra
 actions, interpreted in the loop, and its snapshots live in preallocated slots -- as many
 as it ever holds at once, so "ctz" and "binomial" keep their O(log N) bound in states.
 Only "all" (O(N) states anyway) holds its O(N) action array: the other schedules' loops
-ask a state machine of O(log N) ("ctz"), O(snapshots) ("binomial", "online") or O(1)
-("invert") integers for their actions, a buffer at a time (:mod:`.machine`).  The carry
+ask a state machine of O(log N) ("ctz", "ctz-revolve"), O(snapshots) ("binomial", "online")
+or O(1) ("invert") integers for their actions, a buffer at a time (:mod:`.machine`).  The carry
 is copied into a buffer of its own each step; the cotangents of captured values
 accumulate in place.  With "all" the forward loop also keeps every step's residuals
 (``split_sources``), so the reverse loop does not recompute the steps.
@@ -41,7 +41,7 @@ ADVANCE, STORE, RESTORE, REVERSE, INVERT = range(5)
 # what a VJP costs in the other schedules)
 KEEP_RESIDUALS = True
 # the strategies whose actions the loop makes itself (machine.py)
-GENERATED = {"ctz", "binomial", "invert", "online"}
+GENERATED = {"ctz", "binomial", "invert", "online", "ctz-revolve"}
 
 
 def encode(actions):

@@ -22,7 +22,7 @@ from ..tree import flatten, unflatten
 # the package's own helpers, shared by its modules
 from .regions import _SubtapeVJP, _dtype, _escapes, _is_float, _strip, _top_trace
 from .compiled import lower_scan
-from .schedules import (STRATEGIES, Action, _check, _ctz, _online_add, execute, forward_phase,
+from .schedules import (STRATEGIES, _check, execute, forward_actions, forward_phase,
                         iter_schedule)
 
 __all__ = ["scan", "while_loop"]
@@ -300,27 +300,12 @@ class _Scan:
         tape = self.tape
         touched = {}
         loop = self.loop
-        stack, levels = [], {}
-
-        def actions_at(k):  # what the strategy's forward phase does before step k
-            if strategy == "all":
-                return [Action("store", k)]
-            if strategy == "invert":
-                return []
-            if k == 0:
-                stack.append(0)
-                return [Action("store", 0)]
-            if strategy == "ctz":
-                acts = [Action("free", stack.pop()) for _ in range(_ctz(k))]
-                stack.append(k)
-                return acts + [Action("store", k)]
-            return list(_online_add(levels, k, snapshots))
-
+        before = forward_actions(strategy, snapshots)  # per step, from the strategy's machine
         cur, prev, stored, k = self.init_vals, None, {}, 0
         with tape.paused(touched), \
                 _progress.bar(self.progress, None, "while_loop forward") as loop.bar:
             while cond(unflatten(loop.carry_def, cur)):
-                for a in actions_at(k):
+                for a in next(before):
                     cur = self._do(a, cur, stored)
                 prev = cur
                 cur, _ = loop(cur, None)

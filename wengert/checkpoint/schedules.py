@@ -20,6 +20,9 @@ primal pass executes them, and then runs step ``N-1`` once more (from the curren
 state, which it keeps) to produce the final carry.  The pullback executes the
 rest.  Cost of a schedule = the number of steps inside ``advance`` actions (the
 ``reverse`` actions each tape one step; that is not counted).
+
+Each strategy is defined once, as machine.py's state machine, which the compiled loop runs;
+the generators here read its rows as actions.
 """
 from __future__ import annotations
 
@@ -28,10 +31,10 @@ import functools
 import itertools
 import math
 
-from .machine import _revolve_cost
+from . import machine
 
 __all__ = ["checkpoint_schedule", "iter_schedule", "Action", "Schedule", "revolve_cost",
-           "STRATEGIES", "execute", "forward_phase", "resolved_snapshots"]
+           "STRATEGIES", "execute", "forward_phase", "resolved_snapshots", "forward_actions"]
 
 STRATEGIES = ("all", "ctz", "binomial", "online", "invert", "ctz-revolve")
 
@@ -181,81 +184,6 @@ class Schedule(list):
         return "\n".join(line.rstrip() for line in lines)
 
 
-def _prefixes(i):
-    """i with its lowest 0, 1, 2, ... bits cleared (the ctz cache for state i), ascending."""
-    out = {0}
-    b = 0
-    while (i >> b) > 0:
-        out.add((i >> b) << b)
-        b += 1
-    return sorted(out)
-
-
-def _ctz(k):
-    return (k & -k).bit_length() - 1
-
-
-def _ctz_forward(n):
-    """The online ctz forward phase: works without knowing n in advance (a generator)."""
-    yield Action("store", 0)
-    stack = [0]
-    for k in range(1, n):
-        yield Action("advance", k - 1, k)
-        for _ in range(_ctz(k)):  # states no longer prefixes of k
-            yield Action("free", stack.pop())
-        stack.append(k)
-        yield Action("store", k)
-
-
-def _ctz_reverse(n):
-    stack = _prefixes(n - 1)
-    cur = n - 1
-    for i in range(n - 1, -1, -1):
-        top = stack[-1]
-        if top != i:
-            if cur != top:
-                yield Action("restore", top)
-            pos = top
-            for p in _prefixes(i):
-                if p > top:
-                    yield Action("advance", pos, p)
-                    yield Action("store", p)
-                    stack.append(p)
-                    pos = p
-        elif cur != i:
-            yield Action("restore", i)
-        yield Action("reverse", i)
-        yield Action("free", i)
-        stack.pop()
-        cur = None
-
-
-def _ctz_schedule(n):
-    yield from _ctz_forward(n)
-    yield from _ctz_reverse(n)
-
-
-def _all_schedule(n):
-    yield Action("store", 0)
-    for k in range(1, n):
-        yield Action("advance", k - 1, k)
-        yield Action("store", k)
-    for i in range(n - 1, -1, -1):
-        if i != n - 1:
-            yield Action("restore", i)
-        yield Action("reverse", i)
-        yield Action("free", i)
-
-
-def _invert_schedule(n):
-    if n > 1:
-        yield Action("advance", 0, n - 1)
-    yield Action("reverse", n - 1)
-    for i in range(n - 2, -1, -1):
-        yield Action("invert", i)
-        yield Action("reverse", i)
-
-
 @functools.lru_cache(maxsize=None)
 def revolve_cost(n, s):
     """Fewest advanced steps to reverse ``n`` steps with ``s`` snapshots besides state 0.
@@ -263,144 +191,52 @@ def revolve_cost(n, s):
     The minimum of ``t(n, s) = min_{1<=m<n} m + t(n-m, s-1) + t(m, s)``,
     ``t(1, s) = 0``, ``t(n, 0) = n(n-1)/2``, in closed form (Griewank): with ``r``
     the least integer such that ``β(s+1, r) = C(s+1+r, r) >= n``,
-    ``t(n, s) = r·n − C(s+1+r, r−1)`` -- computed in integers by the function the compiled
-    loop's binomial machine runs too (machine._revolve_cost), cached here.
+    ``t(n, s) = r·n − C(s+1+r, r−1)`` -- computed in integers by the function the
+    binomial machine runs (machine._revolve_cost), cached here.
     """
-    return _revolve_cost(n, s)
+    return machine._revolve_cost(n, s)
 
 
-def _best_split(n, s):
-    """An optimal first snapshot position m for (n, s): the cost is convex in m."""
-    def cost(m):
-        return m + revolve_cost(n - m, s - 1) + revolve_cost(m, s)
-    lo, hi = 1, n - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if cost(mid + 1) >= cost(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+# the machines' row kinds, as actions
+_KINDS = ("advance", "store", "restore", "reverse", "invert", "free")
 
 
-def _binomial_schedule(n, s):
-    yield Action("store", 0)
-    yield from _revolve_stretch(0, n, s, cur=0)
-    yield Action("free", 0)
+def _actions(rows):
+    for kind, i, j in rows:
+        yield Action("advance", i, j) if kind == 0 else Action(_KINDS[kind], i)
 
 
-def _revolve_stretch(a, n, s, cur=None):
-    """Reverse steps ``a .. a+n-1`` from the stored state ``a`` with ``s`` free slots, by
-    revolve (binomial checkpointing), without storing or freeing ``a`` itself; ``cur``: the
-    state the computation holds now (``a`` when it was just stored, so no restore is needed)."""
-    work = [("rev", a, n, s)]
-    while work:
-        task = work.pop()
-        if task[0] == "free":
-            yield Action("free", task[1])
-            continue
-        _, b, m_n, m_s = task
-        if m_n == 1:
-            if cur != b:
-                yield Action("restore", b)
-            yield Action("reverse", b)
-            cur = None
-        elif m_s == 0:
-            for k in range(b + m_n - 1, b - 1, -1):
-                if cur != b:
-                    yield Action("restore", b)
-                if k > b:
-                    yield Action("advance", b, k)
-                yield Action("reverse", k)
-                cur = None
-        else:
-            m = _best_split(m_n, m_s)
-            if cur != b:
-                yield Action("restore", b)
-            yield Action("advance", b, b + m)
-            yield Action("store", b + m)
-            cur = b + m
-            # executed in the order: right part, free its snapshot, left part
-            work.append(("rev", b, m, m_s))
-            work.append(("free", b + m))
-            work.append(("rev", b + m, m_n - m, m_s - 1))
-
-
-def _ctz_revolve_schedule(n):
-    """ctz's forward phase (at most ⌊log2 N⌋ + 1 states, N not needed in advance), then each
-    stretch between two stored states reversed by revolve on the slots ctz's own reverse
-    would leave free: the same bound in states, revolve's count of steps within a stretch."""
-    yield from _ctz_forward(n)
-    stored = _prefixes(n - 1)           # what the forward phase leaves, ascending
-    cap = max(len(stored), n.bit_length())    # ctz's bound, ⌊log2 N⌋ + 1 states
-    end = n
-    for j in range(len(stored) - 1, -1, -1):
-        a = stored[j]
-        free = cap - (j + 1)
-        yield from _revolve_stretch(a, end - a, max(free, 0))
-        yield Action("free", a)
-        end = a
-
-
-def _online_add(levels, k, s):
-    """Store state ``k`` under the dynamic rule of Wang, Moin & Iaccarino (2009).
-
-    ``levels`` maps each stored state (besides state 0) to its level.  With a free
-    slot, ``k`` is stored at level 0.  Otherwise the latest snapshot that has a
-    later snapshot of higher level is dispensable and makes room; if none is,
-    the latest snapshot is replaced by ``k`` one level up.  Yields the actions.
-    """
-    if s == 0:
-        return
-    if len(levels) < s:
-        levels[k] = 0
-        yield Action("store", k)
-        return
-    victim, high = None, -1
-    for j in sorted(levels, reverse=True):
-        if levels[j] < high:
-            victim = j
+def _read(n, strategy, snapshots):
+    """The schedule as machine.py's state machine writes it, a buffer of rows at a time:
+    the one definition of every strategy, which the compiled loop runs too."""
+    buf = machine.rows_buffer(python=True)
+    st = machine.state(n, strategy, snapshots, machine.FORWARD, frees=True, python=True)
+    while True:
+        m = machine.fill(st, buf)
+        if not m:
             break
-        high = max(high, levels[j])
-    if victim is not None:
-        del levels[victim]
-        levels[k] = 0
-    else:
-        victim = max(levels)
-        levels[k] = levels.pop(victim) + 1
-    yield Action("free", victim)
-    yield Action("store", k)
+        yield from _actions(buf[:m])
+    st = machine.turn(st)
+    while True:
+        m = machine.fill(st, buf)
+        if not m:
+            return
+        yield from _actions(buf[:m])
 
 
-def _online_schedule(n, s):
-    """Dynamic (online) checkpointing: ``s`` slots, decisions made without knowing n."""
-    if s == 0:
-        yield from _binomial_schedule(n, 0)
-        return
-    levels = {}
-    yield Action("store", 0)
-    for k in range(1, n):
-        yield Action("advance", k - 1, k)
-        yield from _online_add(levels, k, s)
-    cur = n - 1
-    for i in range(n - 1, -1, -1):
-        while True:  # recompute from the latest snapshot, storing by the same rule
-            last = max(levels) if levels else 0
-            if last >= i:
-                break
-            if cur != last:
-                yield Action("restore", last)
-            yield Action("advance", last, last + 1)
-            cur = last + 1
-            yield from _online_add(levels, last + 1, s)
-        if cur != i:
-            yield Action("restore", i)
-        yield Action("reverse", i)
-        cur = None
-        if i:
-            del levels[i]
-            yield Action("free", i)
-    yield Action("free", 0)
+def forward_actions(strategy, snapshots=None):
+    """What a forward phase that does not know N (``while_loop``'s) does before each step:
+    an endless generator of one list of actions per step, from the strategy's machine
+    ("all", "ctz", "online"; "invert" stores nothing)."""
+    if strategy == "invert" or (strategy == "online" and not snapshots):
+        yield [] if strategy == "invert" else [Action("store", 0)]  # and nothing after
+        while True:
+            yield []
+    st = machine.state(1 << 62, strategy, snapshots, machine.FORWARD, frees=True, python=True)
+    buf = machine.rows_buffer(python=True)
+    while True:
+        m = machine.fill_one(st, buf)
+        yield [a for a in _actions(buf[:m]) if a.kind != "advance"]
 
 
 def _default_snapshots(n):
@@ -458,18 +294,7 @@ def iter_schedule(length, strategy="ctz", snapshots=None):
     own memory stays O(log N) for "ctz" and O(snapshots) for "binomial".
     """
     n, snapshots = _check(length, strategy, snapshots)
-    if strategy == "all":
-        return _all_schedule(n)
-    if strategy == "ctz":
-        return _ctz_schedule(n)
-    if strategy == "binomial":
-        return _binomial_schedule(n, snapshots)
-    if strategy == "online":
-        return _online_schedule(n, snapshots)
-    if strategy == "ctz-revolve":
-        return _ctz_revolve_schedule(n)
-    return _invert_schedule(n)
-
+    return _read(n, strategy, snapshots)
 
 
 # -- executing a schedule: one executor for the eager scan and the compiled one ----------------

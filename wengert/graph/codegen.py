@@ -22,30 +22,12 @@ import operator
 import numpy as np
 
 from .ir import GuardFailure
+from ..rules.lowering import OPERATOR_FORMS, python_operator
+from .passes import accumulations, live as live_nodes, symbol as _symbol
 from .pool import out_ufunc, plan as pool_plan, pooled_text
 from .. import tree as _tree
 
 __all__ = ["generate", "build_function", "leaf_names"]
-
-_INFIX = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
-          operator.floordiv: "//", operator.mod: "%", operator.pow: "**", operator.matmul: "@",
-          operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
-          operator.eq: "==", operator.ne: "!=", operator.and_: "&", operator.or_: "|",
-          operator.xor: "^"}
-_UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
-_IN_PLACE = (operator.add, operator.sub, operator.mul, operator.truediv)
-
-
-def _fallback_operator(impl):
-    """The Python operator a 'try the operator, else NumPy' implementation wraps."""
-    cells = getattr(impl, "__closure__", None) or ()
-    # (a closure may hold unhashable values: only builtins can be the operators)
-    ops = [c.cell_contents for c in cells
-           if type(c.cell_contents) is type(operator.add) and c.cell_contents in _INFIX]
-    ufuncs = [c.cell_contents for c in cells if isinstance(c.cell_contents, np.ufunc)]
-    if len(ops) == 1 and len(ufuncs) == 1:
-        return ops[0]
-    return None
 
 
 def literal(v):
@@ -149,18 +131,6 @@ class _Emitter:
         return name
 
 
-def _live(g):
-    live = [False] * len(g.nodes)
-    stack = list(g.outputs) + [i for i, _ in g.guards]
-    while stack:
-        i = stack.pop()
-        if live[i]:
-            continue
-        live[i] = True
-        stack.extend(g.nodes[i].args)
-    return live
-
-
 def _is_py_scalar(v):
     return type(v) in (float, int, bool, complex)
 
@@ -181,21 +151,22 @@ class BodyWriter:
         self.g, self.em, self.fast = g, em, fast
         self.lines = []
         self.used_fast = False
-        self.live = _live(g)
+        self.live = live_nodes(g)
         self.guard_of = {}
         for i, b in g.guards:
             self.guard_of.setdefault(i, []).append(b)
         self.counter = 0
         # buffer reuse (pool.py): node -> (line index, its ufunc or None for a kernel) for
-        # calls that can write into a given buffer; line index -> (the line with a token
-        # "\0node\0" where each buffer goes, {node: what the plain line has there, or None:
-        # keep the plain line unless pooled}); the nodes whose statement allocates an array
+        # calls that can write into a given buffer; line index -> (a function writing that
+        # line from {node: the source of its output array}, {node: what the plain line
+        # passes there, or None: keep the plain line unless pooled}); the nodes whose
+        # statement allocates an array
         self.pool_alt = {}
         self.pool_lines = {}
         self.in_place_of = {}
         self.allocates = set()
         self.at = {}  # node -> index of the last line written for it (where it reads)
-        self.fused, self.chain_end, _ = _accumulations(g, self.live)
+        self.fused, self.chain_end, _ = accumulations(g, self.live)
         self.expr = {}  # node index -> source of its value
         for k, i in enumerate(g.input_nodes):
             self.expr[i] = names[k]
@@ -211,9 +182,10 @@ class BodyWriter:
 
     def _in_place(self, i, n):
         g = self.g
-        impl = getattr(n.prim, "impl", None)
-        op = getattr(impl, "python_operator", impl)
-        if n.kind != "op" or n.params or op not in _IN_PLACE or type(n.value) is not np.ndarray:
+        if n.kind != "op" or n.params or type(n.value) is not np.ndarray:
+            return False
+        op = python_operator(n.prim)
+        if op is None or not OPERATOR_FORMS[op].in_place:
             return False
         sides = (0, 1) if op in (operator.add, operator.mul) else (0,)
         for side in sides:
@@ -221,7 +193,7 @@ class BodyWriter:
             av = g.nodes[a].value
             if (a in self.scratch and self.uses[a] == 1 and type(av) is np.ndarray
                     and av.shape == n.value.shape and av.dtype == n.value.dtype and a != b):
-                self.lines.append(f"{self.expr[a]} {_INFIX[op]}= {self.expr[b]}")
+                self.lines.append(f"{self.expr[a]} {OPERATOR_FORMS[op].symbol}= {self.expr[b]}")
                 self.expr[i] = self.expr[a]
                 self.scratch.add(i)
                 self.in_place_of[i] = a  # i is a's memory; b is only read
@@ -289,8 +261,9 @@ class BodyWriter:
                 if u is not None:
                     self.allocates.add(i)
                     self.pool_alt[i] = (len(lines), u)
-                    self.pool_lines[len(lines)] = (f"{v} = {em.bind(u, 'np_' + u.__name__)}("
-                                                   f"{', '.join(args)}, out=\0{i}\0)", {i: None})
+                    call = f"{v} = {em.bind(u, 'np_' + u.__name__)}({', '.join(args)}, out="
+                    self.pool_lines[len(lines)] = (lambda out, i=i, call=call: f"{call}{out[i]})",
+                                                   {i: None})
             lines.append(f"{v} = {rhs}")
             expr[i] = v
         self.guards(i)
@@ -326,98 +299,18 @@ def _index_src(idx, em):
     return _lit(idx, em)
 
 
-def _accumulations(g, live):
-    """Chains ``a_k = a_(k-1) + scatter(v_k)`` to emit as in-place updates of one buffer.
-
-    Exact: the unfused sum adds ``+0.0`` outside each ``idx``, which changes nothing but
-    ``-0.0`` into ``+0.0``; the fused form does that once at the end, where it happened.
-    """
-    nodes = g.nodes
-    uses = [0] * len(nodes)
-    for i, n in enumerate(nodes):
-        if live[i]:
-            for a in n.args:
-                uses[a] += 1
-    for o in g.outputs:
-        uses[o] += 1
-    for i, _ in g.guards:
-        uses[i] += 1
-    scatter_of = {}
-    for i, n in enumerate(nodes):
-        if (live[i] and n.kind == "op" and getattr(n.prim, "scatter_into_zeros", False) and len(n.args) == 1
-                and isinstance(n.value, np.ndarray) and uses[i] == 1):
-            scatter_of[i] = n
-    fused, chain_end = {}, {}
-    prev_of = {}  # add node -> (accumulator node, scatter node)
-    for i, n in enumerate(nodes):
-        if not (live[i] and n.kind == "op" and n.prim.impl is operator.add and not n.params
-                and isinstance(n.value, np.ndarray)):
-            continue
-        a, b = n.args
-        if b in scatter_of and a not in scatter_of or (b in scatter_of and a in scatter_of):
-            acc, sc = a, b
-        elif a in scatter_of:
-            acc, sc = b, a
-        else:
-            continue
-        av, sv = nodes[acc].value, nodes[sc].value
-        if not (isinstance(av, np.ndarray) and av.shape == sv.shape == n.value.shape
-                and av.dtype == sv.dtype == n.value.dtype and av.dtype.kind == "f"):
-            continue
-        prev_of[i] = (acc, sc)
-    # follow chains from their ends
-    taken = set()
-    for end in sorted(prev_of, reverse=True):
-        if end in taken:
-            continue
-        chain = [end]
-        while True:
-            acc, _ = prev_of[chain[-1]]
-            if acc in prev_of and uses[acc] == 1 and acc not in taken:
-                chain.append(acc)
-            else:
-                break
-        chain.reverse()
-        if len(chain) < 2:
-            continue
-        first_acc = prev_of[chain[0]][0]
-        taken.update(chain)
-        steps = [prev_of[c][1] for c in chain]
-        if first_acc in scatter_of:
-            fused[first_acc] = ("start", first_acc, nodes[first_acc].value.dtype)
-            prev = first_acc
-        else:
-            prev = None
-        shape = nodes[chain[-1]].value.shape
-        inserted = np.zeros(shape, bool)
-        for c, sc in zip(chain, steps):
-            if prev is None:
-                fused[c] = ("start+", first_acc, sc)
-            else:
-                fused[c] = ("add", prev, sc)
-            prev = c
-            covered = np.zeros(shape, bool)
-            covered[nodes[sc].params["idx"]] = True
-            inserted |= ~covered
-        chain_end[chain[-1]] = True if inserted.all() else (inserted if inserted.any() else None)
-        for sc in steps:
-            fused[sc] = ("skip",)
-    return fused, chain_end, scatter_of
-
-
 def _call(n, args, em, fast, arg_values):
     impl = n.prim.impl
-    if not n.params:
-        if len(args) == 2 and impl in _INFIX:
-            return f"{args[0]} {_INFIX[impl]} {args[1]}", False
-        if len(args) == 1 and impl in _UNARY:
-            return f"{_UNARY[impl]}{args[0]}", False
-        if fast and len(args) == 2:
-            op = _fallback_operator(impl)
-            if op is not None and _may_inline(op, arg_values):
-                # only Python numbers on both sides can make Python raise
-                risky = all(_is_py_scalar(v) for v in arg_values)
-                return f"{args[0]} {_INFIX[op]} {args[1]}", risky
+    op = python_operator(n.prim)
+    sym = _symbol(op, len(args)) if not n.params else None
+    if sym is not None:
+        if op is impl:  # the implementation is the operator itself
+            return (f"{args[0]} {sym} {args[1]}" if len(args) == 2 else f"{sym}{args[0]}"), False
+        if fast and len(args) == 2 and _may_inline(op, arg_values):
+            # it tries the operator, NumPy where Python raises: only Python numbers on both
+            # sides can make Python raise
+            risky = all(_is_py_scalar(v) for v in arg_values)
+            return f"{args[0]} {sym} {args[1]}", risky
     fname = em.bind(impl, n.prim.name)
     parts = list(args)
     for key, val in n.params.items():
@@ -536,7 +429,7 @@ def preamble(g):
     every generated program (plain or fused) starts from. The primitives are bound first,
     so that argument names never shadow them."""
     em = _Emitter(g)
-    live = _live(g)
+    live = live_nodes(g)
     for i, n in enumerate(g.nodes):
         if live[i] and n.kind == "op":
             em.bind(n.prim.impl, n.prim.name)

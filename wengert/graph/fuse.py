@@ -2,8 +2,8 @@
 
 Where Numba is installed (``pip install "wengert[fast]"``), ``wg.compile`` groups the
 graph's elementwise nodes -- primitives whose record names a NumPy ``ufunc`` with a
-homogeneous float loop (``dd->d``), element reads ``x[i, j]`` (``gather_at_index``) and
-sums of element writes (``scatter_into_zeros``) -- into kernels: one loop nest over the
+homogeneous float loop (``dd->d``), element reads ``x[i, j]`` (lowering role
+``gather_at_index``) and sums of element writes (``scatter_into_zeros``) -- into kernels: one loop nest over the
 group's shape, one scalar statement per node, the ufunc itself called on scalars.  An
 all-scalar program (a Python loop over ``x[i]``, the Babylonian iteration) becomes one
 compiled scalar function.  Everything else (matmul, reductions, reshapes...) stays the
@@ -35,15 +35,16 @@ import weakref
 import numpy as np
 
 from . import pool
-from .codegen import _INFIX, _UNARY, BodyWriter, Generated, _fresh_output, _out_expr, \
+from .codegen import BodyWriter, Generated, _fresh_output, _out_expr, \
     build_function, compile_generated, literal, preamble, program_text, with_pool
 from .kernel_cache import njit_module
-from ..rules.lowering import lowering
+from ..rules.lowering import lowering, lowering_of, python_operator
+from .passes import NUMBA_MAX_NODES, dtype_of as _dtype, gather_folds, plan, python_ok, \
+    symbol as _symbol, users
 
 __all__ = ["build_fused", "numba_or_none", "fuse_default", "lowering", "UnfusedWarning",
            "warn_unfused"]
 
-_FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
 # kernel source -> Numba dispatcher, while a program holds it (kernel_cache keeps the
 # recently used alive): one compilation per source and types, none kept for dead programs
 _KERNELS = weakref.WeakValueDictionary()
@@ -81,166 +82,13 @@ def warn_unfused(names, what):
             f"wg.compile: {what} runs unfused: no Numba lowering for {', '.join(new)} "
             "(the results are the same, only slower). `python -m wengert.coverage --compile` "
             "lists the primitives that have one; an elementwise primitive gets one from a "
-            "`numba_scalar` form beside its rule.", UnfusedWarning, stacklevel=4)
+            "`Lowering(scalar=...)` form in its declaration (rules/lowering.py).",
+            UnfusedWarning, stacklevel=4)
 
 
 def fuse_default():
     """Fuse unless ``WENGERT_FUSE=0`` or Numba is missing."""
     return os.environ.get("WENGERT_FUSE", "1") != "0" and numba_or_none() is not None
-
-
-def _dtype(v):
-    """The float dtype of a fusable value, or None."""
-    t = type(v)
-    if t is float:
-        return _FLOATS[0]
-    if t in (np.float64, np.float32):
-        return np.dtype(t)
-    if t is np.ndarray and v.dtype in _FLOATS and v.size:
-        return v.dtype
-    return None
-
-
-def _scalar_arg(v):
-    return type(v) in (float, int, bool, np.float64, np.float32, np.int64, np.bool_) or (
-        type(v) is np.ndarray and v.dtype.kind in "biuf")
-
-
-def _ufunc_ok(n, supported):
-    u = n.prim.ufunc
-    if getattr(n.prim, "numba_scalar", None) is not None:  # float64 only
-        return u is not None and not n.params and _dtype(n.value) == _FLOATS[0] and \
-            len(n.args) == u.nin
-    if u is None or n.params or n.prim.multiple_results or u not in supported \
-            or getattr(np, u.__name__, None) is not u or u.nout != 1:
-        return False
-    c = _dtype(n.value).char
-    return f"{c * u.nin}->{c}" in u.types and len(n.args) == u.nin
-
-
-def _classify(g, live, fused, supported):
-    """Per node: its fusion key (the loop shape) or None (a NumPy call)."""
-    nodes = g.nodes
-    key = [None] * len(nodes)
-    for i, n in enumerate(nodes):
-        if not live[i] or n.kind != "op":
-            continue
-        step = fused.get(i)
-        if step is not None:
-            continue  # accumulation chains: below
-        d = _dtype(n.value)
-        if d is None or not all(_scalar_arg(nodes[a].value) for a in n.args):
-            continue
-        if getattr(n.prim, "gather_at_index", False):
-            idx = n.params.get("idx")
-            x = nodes[n.args[0]].value
-            if np.ndim(n.value) == 0 and type(n.value) is not np.ndarray and \
-                    type(x) is np.ndarray and type(idx) is tuple and len(idx) == x.ndim and \
-                    all(type(e) is int for e in idx):
-                key[i] = ()
-        elif _ufunc_ok(n, supported):
-            key[i] = np.shape(n.value)
-    # accumulation chains whose scattered values are scalars and indices whole elements
-    for i, step in fused.items():
-        if step[0] == "skip":
-            continue
-        sc = i if step[0] == "start" else step[2]
-        sn = nodes[sc]
-        v = nodes[sn.args[0]].value
-        idx = sn.params["idx"]
-        acc = nodes[i].value
-        if _dtype(v) is not None and np.ndim(v) == 0 and type(v) is not np.ndarray and \
-                type(idx) is tuple and len(idx) == acc.ndim and \
-                all(type(e) is int for e in idx):
-            key[i] = ()
-            if step[0] != "start":
-                key[sc] = ()
-    return _reconcile(key, fused)
-
-
-def _stages(g, live, key):
-    nodes = g.nodes
-    stage = [0] * len(nodes)
-    for i, n in enumerate(nodes):
-        if not live[i] or n.kind in ("input", "const"):
-            continue
-        s = 0
-        for a in n.args:
-            an = nodes[a]
-            if an.kind in ("input", "const"):
-                continue
-            if key[i] is None:
-                s = max(s, stage[a])
-            elif key[a] is None or key[a] != key[i]:
-                s = max(s, stage[a] + 1)
-            else:
-                s = max(s, stage[a])
-        stage[i] = s
-    return stage
-
-
-class _Kernel:
-    """One fused group: its nodes, inputs, outputs and the Numba source."""
-
-    def __init__(self, shape, members):
-        self.shape = shape
-        self.members = members
-
-
-# NumPy's SIMD tanh, exp, log... beat the C library's scalar ones that a kernel calls: on
-# large arrays those stay NumPy calls (the arithmetic around them still fuses)
-SIMD_SIZE = 4096
-
-
-def _is_operator(prim):
-    impl = prim.impl
-    op = getattr(impl, "python_operator", impl)
-    return op in _INFIX or op in _UNARY
-
-
-def _plan(g, live, fused, supported):
-    key = _classify(g, live, fused, supported)
-    for i, k in enumerate(key):
-        if k and int(np.prod(k)) > SIMD_SIZE and g.nodes[i].prim.ufunc is not None and \
-                not _is_operator(g.nodes[i].prim) and \
-                getattr(g.nodes[i].prim, "numba_scalar", None) is None:  # SciPy's: scalar
-            key[i] = None
-    # a group of one computing node gains nothing: make it a NumPy call, and regroup
-    for _ in range(4):
-        stage = _stages(g, live, key)
-        groups = {}
-        for i in range(len(g.nodes)):
-            if key[i] is not None:
-                groups.setdefault((stage[i], key[i]), []).append(i)
-        # (counted once per group: per member, it was quadratic -- seconds at 8,000 nodes)
-        lonely = [m for ms in groups.values()
-                  if sum(1 for j in ms if fused.get(j, ("",))[0] != "skip") < 2 for m in ms]
-        if not lonely:
-            break
-        for m in lonely:
-            key[m] = None
-        key = _reconcile(key, fused)
-    else:
-        stage = _stages(g, live, key)
-        groups = {}
-        for i in range(len(g.nodes)):
-            if key[i] is not None:
-                groups.setdefault((stage[i], key[i]), []).append(i)
-    return key, stage, groups
-
-
-def _reconcile(key, fused):
-    changed = True
-    while changed:
-        changed = False
-        for i, step in fused.items():
-            if step[0] == "add" and (key[i] is None) != (key[step[1]] is None):
-                key[i] = key[step[1]] = None
-                changed = True
-            if step[0] in ("add", "start+") and (key[i] is None) != (key[step[2]] is None):
-                key[i] = key[step[2]] = None
-                changed = True
-    return key
 
 
 def build_fused(g, reuse_buffers=False):
@@ -252,13 +100,13 @@ def build_fused(g, reuse_buffers=False):
     numba, supported = nb
     em, live, names, params, unpack_lines, name = preamble(g)
     w = BodyWriter(g, em, names, False)
-    key, stage, groups = _plan(g, live, w.fused, supported)
+    key, stage, groups = plan(g, live, w.fused, supported)
     missing = {n.prim.name for i, n in enumerate(g.nodes) if live[i] and n.kind == "op"
                and n.prim.ufunc is not None and _dtype(n.value) is not None
                and lowering(n.prim, supported) == "none"}
     if missing:
         warn_unfused(missing, "elementwise work of this program")
-    uses = _users(g, live)
+    uses = users(g, live)
     # arrays the program allocates itself (ufunc results, kernel outputs): scratch that an
     # in-place ``+=`` may reuse when nothing else reads it
     w.uses = [len(u) for u in uses]
@@ -269,7 +117,7 @@ def build_fused(g, reuse_buffers=False):
     for (s, k), ms in groups.items():
         by_stage.setdefault(s, []).append(ms)
     top = max(stage[i] for i in range(len(g.nodes)) if live[i]) if any(live) else 0
-    folds = _gather_folds(g, groups.values(), w.fused, uses)
+    folds = gather_folds(g, groups.values(), w.fused, uses)
     folded = {j for f in folds.values() for j in f[2]}
     calls_at = {}  # stage -> its NumPy calls, in the graph's order
     for i, n in enumerate(g.nodes):
@@ -279,7 +127,7 @@ def build_fused(g, reuse_buffers=False):
     exact = None
     for s in range(top + 1):
         for ms in sorted(by_stage.get(s, ()), key=lambda ms: ms[0]):
-            if key[ms[0]] == () and len(ms) > NUMBA_MAX_NODES and _python_ok(g, ms, w.fused):
+            if key[ms[0]] == () and len(ms) > NUMBA_MAX_NODES and python_ok(g, ms, w.fused):
                 _emit_python(g, w, ms, uses)
                 exact = exact or em.bind(build_function(g), f"{g.name}_exact")
             else:
@@ -300,101 +148,6 @@ def build_fused(g, reuse_buffers=False):
     fn.kernel_sources = [c for c in calls]
     fn.folded_gathers = len(folds)
     return fn
-
-
-# -- a gather by flat positions folded into the kernel whose result it reads -----------------
-# A compressed sparse Jacobian pass ends ``y = kernel(...)`` (k, m), ``gather(reshape(y), flat)``
-# (the nnz stored entries): the kernel then loops over the positions instead, computing each
-# gathered element where it is needed -- one array of nnz instead of (k, m) and its copy.
-
-
-def _gather_folds(g, groups, fused, uses):
-    """{first member: (output node, gather node, [flat views..., gather], positions)} for the
-    groups whose one result is read only by a ``gather_flat`` primitive, through
-    ``flat_view`` ones (reshapes: the same elements in C order)."""
-    nodes = g.nodes
-    folds = {}
-    for ms in groups:
-        mset = set(ms)
-        outs = [i for i in ms if any(u not in mset for u in uses[i])]
-        if len(outs) != 1 or any(i in fused for i in ms) or not np.ndim(nodes[outs[0]].value):
-            continue
-        o = u = outs[0]
-        chain = []
-        while len(uses[u]) == 1:
-            j = next(iter(uses[u]))
-            n = nodes[j] if j >= 0 else None
-            if n is None or n.kind != "op" or len(n.args) != 1 or n.args[0] != u:
-                break
-            chain.append(j)
-            if getattr(n.prim, "flat_view", False):
-                u = j
-                continue
-            if getattr(n.prim, "gather_flat", False):
-                pos = _positions(nodes[u].value, n.params, nodes[o].value, n.value)
-                if pos is not None:
-                    folds[ms[0]] = (o, j, chain, pos)
-            break
-    return folds
-
-
-def _positions(x, params, y, ans):
-    """Each gathered element's flat position in ``y`` (the group's result, of which the
-    gather's operand ``x`` is a C-order view), or None where NumPy's gather would raise."""
-    flat = np.asarray(params["flat"])
-    nb = params.get("lead", 0)
-    if type(x) is not np.ndarray or type(ans) is not np.ndarray or ans.dtype != y.dtype or \
-            x.size != y.size or flat.dtype.kind not in "iu" or not ans.size:
-        return None
-    inner = int(np.prod(x.shape[nb:], dtype=np.int64))
-    if inner == 0 or (flat.size and (flat.min() < -inner or flat.max() >= inner)):
-        return None
-    pos = flat.ravel()
-    if pos.dtype != np.intp or (pos.size and pos.min() < 0):
-        pos = np.where(pos < 0, pos + inner, pos).astype(np.intp)
-    nlead = int(np.prod(x.shape[:nb], dtype=np.int64))
-    if nlead * flat.size > x.size:  # more positions than elements: computing each once is less
-        return None
-    if nlead != 1:
-        pos = (np.arange(nlead, dtype=np.intp)[:, None] * inner + pos[None, :]).ravel()
-    return np.ascontiguousarray(pos)
-
-
-# Numba's compile time grows faster than the number of statements (a Rosenbrock gradient over
-# 100 elements, 1,200 scalar statements: 24 s); a larger all-scalar group of float64 values
-# runs as Python floats instead -- the same IEEE operations, without NumPy scalars' overhead
-NUMBA_MAX_NODES = 300
-
-
-def _python_ok(g, members, fused):
-    nodes = g.nodes
-    mset = set(members)
-    for i in members:
-        n = nodes[i]
-        step = fused.get(i)
-        if step is not None:
-            if step[0] == "skip":
-                continue
-            if n.value.dtype != np.float64 or (step[0] == "add" and step[1] not in mset):
-                return False
-            if step[0] == "start+" and (type(nodes[step[1]].value) is not np.ndarray
-                                        or nodes[step[1]].value.ndim != 1):
-                return False
-            args = [nodes[step[2] if step[0] != "start" else i].args[0]]
-        else:
-            if type(n.value) not in (float, np.float64):
-                return False
-            args = n.args
-        for a in args:
-            v = nodes[a].value
-            if a in mset:
-                continue
-            if getattr(n.prim, "gather_at_index", False) and a == n.args[0]:
-                if v.dtype != np.float64:
-                    return False
-            elif type(v) not in (float, int, bool, np.float64):
-                return False
-    return True
 
 
 def _emit_python(g, w, members, uses):
@@ -446,7 +199,7 @@ def _emit_python(g, w, members, uses):
                 w.expr[i] = v
             continue
         v = w.fresh()
-        if getattr(n.prim, "gather_at_index", False):
+        if lowering_of(n.prim).role == "gather_at_index":
             x = nodes[n.args[0]].value
             idx = n.params["idx"]
             if x.ndim == 1:
@@ -454,16 +207,16 @@ def _emit_python(g, w, members, uses):
             else:
                 lines.append(f"{v} = {val(n.args[0])}.item{tuple(idx)!r}")
         else:
-            impl = n.prim.impl
-            op = getattr(impl, "python_operator", impl)
+            op = python_operator(n.prim)
             args = [val(a) for a in n.args]
             if op is operator.pow and not (nodes[n.args[1]].kind == "const" and
                                            type(nodes[n.args[1]].value) is int):
                 op = None  # Python's ** of a negative float gives a complex number
-            if len(args) == 2 and op in _INFIX:
-                lines.append(f"{v} = {args[0]} {_INFIX[op]} {args[1]}")
-            elif len(args) == 1 and op in _UNARY and op is not operator.invert:
-                lines.append(f"{v} = {_UNARY[op]}{args[0]}")
+            sym = _symbol(op, len(args)) if op is not operator.invert else None
+            if sym is not None and len(args) == 2:
+                lines.append(f"{v} = {args[0]} {sym} {args[1]}")
+            elif sym is not None:
+                lines.append(f"{v} = {sym}{args[0]}")
             else:
                 lines.append(f"{v} = {em.bind(n.prim.ufunc, n.prim.ufunc.__name__)}"
                              f"({', '.join(args)})")
@@ -476,31 +229,16 @@ def _emit_python(g, w, members, uses):
             w.guards(i)
 
 
-def _users(g, live):
-    users = [set() for _ in g.nodes]
-    for i, n in enumerate(g.nodes):
-        if live[i]:
-            for a in n.args:
-                users[a].add(i)
-    for o in g.outputs:
-        users[o].add(-1)
-    for i, _ in g.guards:
-        users[i].add(-1)
-    return users
-
-
 def _scalar_form(prim, args):
     """The primitive on scalars: Python's operator where its implementation is one (Numba
     types those fastest), else its ufunc, which Numba also compiles for scalars."""
-    form = getattr(prim, "numba_scalar", None)
+    form = lowering_of(prim).scalar
     if form is not None:
         return form(*args)
-    impl = prim.impl
-    op = getattr(impl, "python_operator", impl)
-    if len(args) == 2 and op in _INFIX and _INFIX[op] not in ("@",):
-        return f"({args[0]} {_INFIX[op]} {args[1]})"
-    if len(args) == 1 and op in _UNARY and op is not operator.invert:
-        return f"({_UNARY[op]}{args[0]})"
+    op = python_operator(prim)
+    sym = _symbol(op, len(args)) if op not in (operator.matmul, operator.invert) else None
+    if sym is not None:
+        return f"({args[0]} {sym} {args[1]})" if len(args) == 2 else f"({sym}{args[0]})"
     return f"np.{prim.ufunc.__name__}({', '.join(args)})"
 
 
@@ -526,7 +264,7 @@ def _cast(src, have, want):
 
 def _emit_kernel(g, w, members, key, uses, numba, fold=None):
     """Write one kernel's source, compile it (cached by source), and its call into ``w``;
-    ``fold``: its result's gather (:func:`_gather_folds`) computed instead of the result."""
+    ``fold``: its result's gather (passes.gather_folds) computed instead of the result."""
     nodes, fused, em = g.nodes, w.fused, w.em
     mset = set(members)
     shape = key[members[0]]
@@ -603,7 +341,7 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
                             + "] += 0.0")
             continue
         dt = _dtype(n.value).type
-        if getattr(n.prim, "gather_at_index", False):
+        if lowering_of(n.prim).role == "gather_at_index":
             x = array_in(n.args[0])
             src = f"{x}[{', '.join(map(str, n.params['idx']))}]"
             src = _cast(src, nodes[n.args[0]].value.dtype.type, dt)
@@ -694,12 +432,13 @@ def _emit_kernel(g, w, members, key, uses, numba, fold=None):
         targets.append(t)
     w.lines.append(f"{', '.join(targets)}, = {kname}({', '.join(in_src)})")
     if given:  # the same call writing into buffers (Numba returns the arrays it was given)
-        tsrc = list(in_src)
         for i, p in given:
-            tsrc[p] = f"\0{i}\0"
             w.pool_alt[i] = (len(w.lines) - 1, None)
-        w.pool_lines[len(w.lines) - 1] = (f"{', '.join(targets)}, = {kname}({', '.join(tsrc)})",
-                                          {i: in_src[p] for i, p in given})
+
+        def write(out, head=f"{', '.join(targets)}, = {kname}(", src=tuple(in_src),
+                  at={p: i for i, p in given}):
+            return head + ", ".join(out[at[p]] if p in at else s for p, s in enumerate(src)) + ")"
+        w.pool_lines[len(w.lines) - 1] = (write, {i: in_src[p] for i, p in given})
     for i in outs:
         v = nodes[i].value
         if type(v) in (np.float64, np.float32):  # NumPy scalars stay NumPy scalars

@@ -5,7 +5,7 @@ a compiled scan wants its whole step inside Numba, so that the loop over the ste
 there too (wengert/checkpoint/fused.py).  Here every node becomes one whole-array
 statement in the NumPy subset Numba compiles: an elementwise primitive its ufunc (or
 Python operator), as :mod:`.fuse` derives it from the rule record; any other primitive
-its record's ``numba_form`` (matmul as ``np.dot``, which is BLAS; sums, reshapes,
+its record's ``lowering.array`` form (matmul as ``np.dot``, which is BLAS; sums, reshapes,
 transposes, broadcasts: rules/shape.py, rules/products.py).  A node with neither, or a
 value Numba would type differently (integers, 0-d arrays, complex), raises
 ``NotExpressible`` saying which: the caller keeps its NumPy program.
@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fuse import _load, _scalar_form, _ufunc_ok, numba_or_none
+from .fuse import _load, _scalar_form, numba_or_none
+from .passes import ufunc_ok as _ufunc_ok
+from ..rules.lowering import lowering_of
 
 __all__ = ["NotExpressible", "njit_source", "float_kind"]
 
@@ -183,7 +185,7 @@ def njit_body(g, inputs, prefix, buffers=None, accumulate=None, outputs=None, gi
                                  f"{getattr(n.value, 'dtype', '')}{np.shape(n.value)}")
         dt = np.dtype(n.value.dtype if kind[0] == "array" else np.float64)
         if elementwise[i] and kind[0] == "array" and buffers is None and \
-                getattr(n.prim, "numba_scalar", None) is not None:
+                lowering_of(n.prim).scalar is not None:
             # a SciPy function's scalar form (math.erf...) works on elements only: a loop
             expr[i] = f"{prefix}t{i}"
             lines.append(f"{expr[i]} = np.empty({n.value.shape!r}, np.{n.value.dtype.name})")
@@ -192,7 +194,7 @@ def njit_body(g, inputs, prefix, buffers=None, accumulate=None, outputs=None, gi
         if elementwise[i]:
             src = _scalar_form(n.prim, [arg(a, dt) for a in n.args])
             if users[i] == 1 and all(elementwise[u] for u in consumers.get(i, ())) and \
-                    (kind[0] != "array" or getattr(n.prim, "numba_scalar", None) is None):
+                    (kind[0] != "array" or lowering_of(n.prim).scalar is None):
                 expr[i] = src  # read once, by an elementwise node: one Numba array expression
                 inlined.add(i)
                 continue
@@ -207,7 +209,7 @@ def njit_body(g, inputs, prefix, buffers=None, accumulate=None, outputs=None, gi
                 lines += _loop_nest(i, expr[i], n.value.shape, prefix)
                 continue
         else:
-            form = getattr(n.prim, "numba_form", None)
+            form = lowering_of(n.prim).array
             src = None
             if form is not None and all(nodes[a].kind != "const" or _scalar_const(
                     nodes[a].value) or a in expr for a in n.args):
@@ -219,8 +221,8 @@ def njit_body(g, inputs, prefix, buffers=None, accumulate=None, outputs=None, gi
                                      f"(params {n.params!r:.60})",
                                      None if form is not None else n.prim.name)
         expr[i] = f"{prefix}t{i}"
-        if isinstance(src, list):  # statements assigning to @out
-            lines += [ln.replace("@out", expr[i]) for ln in src]
+        if callable(src):  # statements assigning to the name it is given
+            lines += src(expr[i])
         else:
             lines.append(f"{expr[i]} = {src}")
     outs = []

@@ -26,27 +26,18 @@ downstream, so other summation orders) runs the unpooled program too.
 """
 from __future__ import annotations
 
-import operator
 import os
 import threading
 
 import numpy as np
+
+from ..rules.lowering import OPERATOR_FORMS, python_operator
 
 __all__ = ["reuse_default", "out_ufunc", "plan", "POOL_MIN_SIZE", "POOL_MAX_BYTES"]
 
 POOL_MIN_SIZE = 1024       # smaller arrays are allocated: NumPy's allocator caches them anyway
 POOL_MAX_BYTES = 1 << 28   # the most one program keeps between calls (256 MiB)
 
-# Python's operators on an ndarray operand are these ufuncs (``**`` is not: NumPy's
-# ``__pow__`` takes shortcuts for scalar exponents, ``square``, ``sqrt``...)
-_OPERATOR_UFUNC = {operator.add: np.add, operator.sub: np.subtract, operator.mul: np.multiply,
-                   operator.truediv: np.divide, operator.floordiv: np.floor_divide,
-                   operator.mod: np.remainder, operator.matmul: np.matmul,
-                   operator.neg: np.negative, operator.pos: np.positive, abs: np.absolute,
-                   operator.lt: np.less, operator.le: np.less_equal, operator.gt: np.greater,
-                   operator.ge: np.greater_equal, operator.eq: np.equal,
-                   operator.ne: np.not_equal}
-_OTHER_OPERATORS = (operator.pow, operator.invert, operator.and_, operator.or_, operator.xor)
 _NUMBERS = (float, int, bool, complex, np.number, np.bool_)
 
 
@@ -66,7 +57,10 @@ def out_ufunc(n, arg_values):
     if isinstance(impl, np.ufunc):
         u = impl
     else:
-        u = _OPERATOR_UFUNC.get(getattr(impl, "python_operator", impl))
+        # Python's operators on an ndarray operand are NumPy's ufuncs (OPERATOR_FORMS: not ``**``,
+        # whose ``__pow__`` takes shortcuts for scalar exponents, ``square``, ``sqrt``...)
+        op = python_operator(n.prim)
+        u = OPERATOR_FORMS[op].ufunc if op is not None else None
         if u is None or not any(type(a) is np.ndarray for a in arg_values) or \
                 not all(type(a) is np.ndarray or isinstance(a, _NUMBERS) for a in arg_values):
             return None  # a Python operator is NumPy's ufunc only with an ndarray operand
@@ -80,8 +74,7 @@ def _trusted(n):
     only wengert's own rules, NumPy's functions and Python's operators are trusted, and none
     given a function as a parameter."""
     impl = n.prim.impl
-    op = getattr(impl, "python_operator", impl)
-    if not (isinstance(impl, np.ufunc) or op in _OPERATOR_UFUNC or op in _OTHER_OPERATORS):
+    if not (isinstance(impl, np.ufunc) or python_operator(n.prim) is not None):
         mod = getattr(impl, "__module__", None) or ""
         if not (mod.startswith("wengert.rules.") or mod == "numpy" or mod.startswith("numpy.")):
             return False
@@ -177,13 +170,10 @@ def pooled_text(g, w, pooled, names, functions, sig, unpack_lines, ret, exact, a
     name, pname, plain = functions
     em = w.em
     lines = list(w.lines)
-    for k, (template, plain_src) in w.pool_lines.items():
-        if not any(i in pooled for i in plain_src):
-            continue
-        for i, src in plain_src.items():
-            template = template.replace(f"\0{i}\0", em.bind(pooled[i], f"buf{i}")
-                                        if i in pooled else src)
-        lines[k] = template
+    for k, (write, plain_src) in w.pool_lines.items():  # each such line written again, whole
+        if any(i in pooled for i in plain_src):
+            lines[k] = write({i: em.bind(pooled[i], f"buf{i}") if i in pooled else src
+                              for i, src in plain_src.items()})
     values = [g.nodes[i].value for i in g.input_nodes]
     checks = [f"{names[k]}.strides != {v.strides!r}" for k, v in enumerate(values)
               if type(v) is np.ndarray and v.ndim]

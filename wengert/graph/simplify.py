@@ -21,7 +21,7 @@ import operator
 import numpy as np
 
 from ..rules import OPERATORS
-from .codegen import _fallback_operator
+from ..rules.lowering import python_operator
 from .ir import Node
 
 __all__ = ["simplify"]
@@ -33,12 +33,8 @@ _ZERO_IF_EQUAL = {operator.sub}
 
 
 def _op_of(prim):
-    impl = prim.impl
-    return impl if callable(impl) and impl in _OPS else _fallback_operator(impl)
-
-
-_OPS = {operator.add, operator.sub, operator.mul, operator.truediv, operator.pow,
-        operator.neg, operator.pos}
+    """The Python operator ``prim`` computes (its lowering), for the algebra below."""
+    return python_operator(prim)
 
 
 def _freeze(v):

@@ -10,6 +10,7 @@ from ..core import Tracer, primitive
 from . import patterns
 from .complex import _is_complex, conj, real
 from .elementwise import elementwise, log, sign, where
+from .lowering import Lowering
 
 __all__ = ["abs_jvp", "abs_pullback_factor", "absolute", "absolute_jvp", "absolute_vjp", "add",
            "add_partials", "divide", "divide_partials", "divmod", "float_power", "floor_divide",
@@ -30,7 +31,6 @@ def _scalar_safe(op, np_op):
             return np_op(x, y)
         return r
     impl.__name__ = np_op.__name__
-    impl.python_operator = op  # what it does on floats when Python does not raise
     return impl
 
 
@@ -39,25 +39,37 @@ def _scalar_safe(op, np_op):
 # product; sparsity: elementwise, each with the argument pairs that meet at second order
 # (x / y is linear in x; % is piecewise linear, // not differentiated at all)
 _EW = patterns.ELEMENTWISE
+
+
+def _op(op):
+    """Computes Python's ``op`` on floats: code writers write it as ``op`` (rules/lowering.py)."""
+    return Lowering(operator=op)
+
+
 add = primitive(operator.add, name="add", broadcasting=True, ufunc=np.add, linear=True,
-                sparsity=_EW)
+                sparsity=_EW, lowering=_op(operator.add))
 subtract = primitive(operator.sub, name="subtract", broadcasting=True, ufunc=np.subtract,
-                     linear=True, sparsity=_EW)
+                     linear=True, sparsity=_EW, lowering=_op(operator.sub))
 multiply = primitive(operator.mul, name="multiply", broadcasting=True, ufunc=np.multiply,
-                     bilinear=True, sparsity=_EW)
+                     bilinear=True, sparsity=_EW, lowering=_op(operator.mul))
 divide = primitive(_scalar_safe(operator.truediv, np.divide), name="divide", broadcasting=True,
-                   ufunc=np.divide, sparsity=patterns.Elementwise(hessian=((0, 1), (1, 1))))
+                   ufunc=np.divide, sparsity=patterns.Elementwise(hessian=((0, 1), (1, 1))),
+                   lowering=_op(operator.truediv))
 floor_divide = primitive(_scalar_safe(operator.floordiv, np.floor_divide), name="floor_divide",
                          broadcasting=True, ufunc=np.floor_divide, sparsity=_EW,
-                         nondiff=True)  # piecewise constant: its partials are zero
+                         nondiff=True,  # piecewise constant: its partials are zero
+                         lowering=_op(operator.floordiv))
 remainder = primitive(_scalar_safe(operator.mod, np.remainder), name="remainder", broadcasting=True,
-                      ufunc=np.remainder, linear="piecewise", sparsity=_EW)
+                      ufunc=np.remainder, linear="piecewise", sparsity=_EW,
+                      lowering=_op(operator.mod))
 power = primitive(_scalar_safe(operator.pow, np.power), name="power", broadcasting=True,
-                  ufunc=np.power, sparsity=_EW)
-negative = primitive(operator.neg, name="negative", ufunc=np.negative, linear=True, sparsity=_EW)
+                  ufunc=np.power, sparsity=_EW, lowering=_op(operator.pow))
+negative = primitive(operator.neg, name="negative", ufunc=np.negative, linear=True, sparsity=_EW,
+                     lowering=_op(operator.neg))
 positive = primitive(operator.pos, name="positive", ufunc=np.positive, linear=True, sparsity=_EW,
-                     identity_when=True)  # graph simplification may drop it
-absolute = primitive(abs, name="absolute", ufunc=np.absolute, sparsity=_EW)
+                     identity_when=True,  # graph simplification may drop it
+                     lowering=_op(operator.pos))
+absolute = primitive(abs, name="absolute", ufunc=np.absolute, sparsity=_EW, lowering=_op(abs))
 
 
 def _own(prim):

@@ -32,6 +32,7 @@ from ..arrays import add_at_flat, asarray as _asarray, copy_of, dtype_of, implem
     is_foreign, zeros
 from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
+from .lowering import Lowering
 from .conversion import astype
 from .elementwise import where
 from .nondiff import _plain, concrete, concrete_or_batched, strip_eager
@@ -59,15 +60,58 @@ def _flat_positions(shape, idx):
 
 
 # -- basic indexing: slicing --------------------------------------------------------------------
+def _index_text(idx):
+    """A static basic index as source (ints, slices, ``...``), or None."""
+    parts = []
+    for e in idx if type(idx) is tuple else (idx,):
+        if type(e) is int:
+            parts.append(str(e))
+        elif e is Ellipsis:
+            parts.append("...")
+        elif type(e) is slice and all(b is None or type(b) is int
+                                      for b in (e.start, e.stop, e.step)):
+            parts.append(":".join("" if b is None else str(b) for b in (e.start, e.stop, e.step)))
+        else:
+            return None
+    return ", ".join(parts) if parts else None
+
+
+# Numba (a compiled scan's loop, wengert/graph/numba_array.py): basic indexing as written;
+# a form of several statements: a function from the name to assign to its statements
+def _nb_getitem(a, p, v, out):
+    text = _index_text(p["idx"])
+    return None if text is None or not np.ndim(v[0]) else f"{a[0]}[{text}]"
+
+
+def _nb_scatter(a, p, v, out):
+    text = _index_text(p["idx"])
+    if text is None or type(out) is not np.ndarray:
+        return None
+    region = np.broadcast_to(np.empty((), out.dtype), out.shape)[p["idx"]]
+    # an array region: the generated module's copy helper _copy<ndim> (wengert/graph/
+    # kernel_cache.py), as slice assignment compiles seconds of Numba's error formatting
+    copy = np.ndim(region) and np.shape(v[0]) == np.shape(region)
+    return lambda o: [f"{o} = np.zeros({tuple(out.shape)!r}, np.{out.dtype.name})",
+                      f"_copy{np.ndim(region)}({o}[{text}], {a[0]})" if copy else
+                      f"{o}[{text}] = {a[0]}"]
+
+
+# compiled code may read x[idx] inside a fused kernel (the result is ``x[idx]`` for a static
+# basic index) ...
 # Reading and writing are linear in the arrays and move elements (the implementation on element
 # numbers says where each comes from: their sparsity); scatter_add adds the ones sent to the
 # same place. wg.vmap maps a batch through them as a batch of tangents (linear).
-@primitive(nargs=1, linear=True, sparsity=patterns.MOVES)
+# (compiled code may read x[idx] inside a fused kernel: the result is ``x[idx]`` for a static
+# basic index)
+@primitive(nargs=1, linear=True, sparsity=patterns.MOVES,
+           lowering=Lowering(array=_nb_getitem, role="gather_at_index"))
 def getitem_basic(x, idx):
     return x[idx]
 
 
-@primitive(nargs=1, linear=True, sparsity=patterns.MOVES)
+# compiled code may fuse a sum of these into one buffer: gx[idx] += g
+@primitive(nargs=1, linear=True, sparsity=patterns.MOVES,
+           lowering=Lowering(array=_nb_scatter, role="scatter_into_zeros"))
 def scatter_basic(g, shape, idx):
     """Zeros of ``shape`` with ``g`` written at ``idx`` (a basic index)."""
     out = zeros(shape, dtype_of(g), like=g)  # in g's array library (CuPy, Dask...)
@@ -99,48 +143,6 @@ def _without_newaxes(g, nd, idx):
     return g.reshape(keep), tuple(i for i in idx if i is not None)
 
 
-# generated code may fuse a sum of these into one buffer: gx[idx] += g
-scatter_basic.scatter_into_zeros = True
-# and may read x[idx] inside a fused kernel: the result is ``x[idx]`` for a static basic index
-getitem_basic.gather_at_index = True
-
-
-def _index_text(idx):
-    """A static basic index as source (ints, slices, ``...``), or None."""
-    parts = []
-    for e in idx if type(idx) is tuple else (idx,):
-        if type(e) is int:
-            parts.append(str(e))
-        elif e is Ellipsis:
-            parts.append("...")
-        elif type(e) is slice and all(b is None or type(b) is int
-                                      for b in (e.start, e.stop, e.step)):
-            parts.append(":".join("" if b is None else str(b) for b in (e.start, e.stop, e.step)))
-        else:
-            return None
-    return ", ".join(parts) if parts else None
-
-
-# Numba (a compiled scan's loop, wengert/graph/numba_array.py): basic indexing as written;
-# a form of several statements assigns its result to ``@out``
-def _nb_getitem(a, p, v, out):
-    text = _index_text(p["idx"])
-    return None if text is None or not np.ndim(v[0]) else f"{a[0]}[{text}]"
-
-
-def _nb_scatter(a, p, v, out):
-    text = _index_text(p["idx"])
-    if text is None or type(out) is not np.ndarray:
-        return None
-    region = np.broadcast_to(np.empty((), out.dtype), out.shape)[p["idx"]]
-    # an array region: the generated module's copy helper _copy<ndim> (wengert/graph/
-    # kernel_cache.py), as slice assignment compiles seconds of Numba's error formatting
-    put = (f"_copy{np.ndim(region)}(@out[{text}], {a[0]})" if np.ndim(region) and
-           np.shape(v[0]) == np.shape(region) else f"@out[{text}] = {a[0]}")
-    return [f"@out = np.zeros({tuple(out.shape)!r}, np.{out.dtype.name})", put]
-
-
-getitem_basic.numba_form, scatter_basic.numba_form = _nb_getitem, _nb_scatter
 
 
 @getitem_basic.frule(symbolic_zeros=True)
@@ -181,7 +183,8 @@ def _scatter_basic_vjp(g, shape, idx):
 
 
 # -- gather / scatter-add by flat positions -------------------------------------------------------
-@primitive(nargs=1, linear=True, sparsity=patterns.MOVES)
+# the fuser's fact: reads ``x``'s elements at the flat positions ``flat`` past ``lead`` axes
+@primitive(nargs=1, linear=True, sparsity=patterns.MOVES, lowering=Lowering(role="gather_flat"))
 def gather(x, flat, lead=0):
     """``x.reshape(x.shape[:lead] + (-1,))[..., flat]``: past ``lead`` axes (a batch's)."""
     x = _asarray(x)
@@ -194,10 +197,6 @@ def gather(x, flat, lead=0):
     if type(flat) is np.ndarray and flat.dtype.kind in "iu":
         return np.take(x, flat, axis=-1)  # the same elements, faster than indexing
     return x[..., flat]
-
-
-# the fuser's fact: reads ``x``'s elements at the flat positions ``flat`` past ``lead`` axes
-gather.gather_flat = True
 
 
 @primitive(nargs=1, linear=True, sparsity=patterns.ScatterAdd())

@@ -10,19 +10,22 @@ import operator
 import numpy as np
 
 from ..core import primitive
+from .lowering import Lowering
 
 __all__ = ["LOGIC", "SAME_VALUE", "invert", "nondiff_for", "same_value"]
 
 
 def _nondiff_prim(impl, name):
-    return primitive(impl, name=name, broadcasting=True, nondiff=True)
+    return primitive(impl, name=name, broadcasting=True, nondiff=True,
+                     lowering=Lowering(operator=impl))
 
 
 # Python's operator name -> primitive
 LOGIC = {name: _nondiff_prim(getattr(operator, name), name)
          for name in ("lt", "le", "gt", "ge", "eq", "ne", "and_", "or_", "xor")}
 # wg.vmap: elementwise (the comparisons are, by ``broadcasting``)
-invert = primitive(operator.invert, name="invert", nondiff=True, batch="elementwise")
+invert = primitive(operator.invert, name="invert", nondiff=True, batch="elementwise",
+                   lowering=Lowering(operator=operator.invert))
 
 
 _NONDIFF = {}

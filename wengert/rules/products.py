@@ -14,6 +14,7 @@ import numpy as np
 from ..arrays import asarray
 from ..core import holds_tracer, lift, plain as _plain, Tracer, ndim_of, primitive, shape_of
 from . import patterns
+from .lowering import Lowering
 from .complex import conj
 from .indexing import gather
 from .joining import stack
@@ -41,10 +42,20 @@ def _swap_last(x):
 
 # -- matmul --------------------------------------------------------------------------------------------
 # the ufunc itself: no Python frame between a call (eager or generated) and BLAS
+def _nb_matmul(a, p, v, out):
+    """Numba (a compiled scan's loop): ``np.dot``, which calls BLAS, on 1-D and 2-D operands
+    of one float dtype (Numba's dot has no stacked operands and does not mix dtypes)."""
+    if not all(type(x) is np.ndarray and 1 <= x.ndim <= 2 and x.dtype.kind == "f"
+               for x in v) or v[0].dtype != v[1].dtype:
+        return None
+    return f"np.dot({a[0]}, {a[1]})"
+
+
+_MATMUL = Lowering(array=_nb_matmul)
 # sparsity: NumPy's matmul as an einsum (which elements of each operand meet in an element);
 # wg.vmap: NumPy's stacked products (core axes per operand)
 _matmul = primitive(np.matmul, name="matmul", broadcasting=True, nargs=2,
-                    sparsity=patterns.Contraction(), batch=("stacked", 2, 2))
+                    sparsity=patterns.Contraction(), batch=("stacked", 2, 2), lowering=_MATMUL)
 
 
 @_matmul.frule(symbolic_zeros=True)
@@ -86,10 +97,11 @@ def _product(x, y):
 # (forward, reverse, forward over reverse) then costs one operation, not three.  Their
 # primals, tangents and cotangents are exactly (2-D, 1-D), (1-D, 2-D) and (1-D, 1-D).
 _matvec = primitive(np.matmul, name="matvec", nargs=2, bilinear=True,
-                    sparsity=patterns.Contraction())
+                    sparsity=patterns.Contraction(), lowering=_MATMUL)
 _vecmat = primitive(np.matmul, name="vecmat", nargs=2, bilinear=True,
-                    sparsity=patterns.Contraction())
-_dot1 = primitive(np.matmul, name="dot", nargs=2, bilinear=True, sparsity=patterns.Contraction())
+                    sparsity=patterns.Contraction(), lowering=_MATMUL)
+_dot1 = primitive(np.matmul, name="dot", nargs=2, bilinear=True, sparsity=patterns.Contraction(),
+                  lowering=_MATMUL)
 
 
 def _column(v):  # (..., k) -> (..., k, 1)
@@ -162,17 +174,6 @@ def _dot1_vjp(u, v, needs):
     return _dot1(u, v), pullback
 
 
-def _nb_matmul(a, p, v, out):
-    """Numba (a compiled scan's loop): ``np.dot``, which calls BLAS, on 1-D and 2-D operands
-    of one float dtype (Numba's dot has no stacked operands and does not mix dtypes)."""
-    if not all(type(x) is np.ndarray and 1 <= x.ndim <= 2 and x.dtype.kind == "f"
-               for x in v) or v[0].dtype != v[1].dtype:
-        return None
-    return f"np.dot({a[0]}, {a[1]})"
-
-
-for _p in (_matmul, _matvec, _vecmat, _dot1):
-    _p.numba_form = _nb_matmul
 
 
 def matmul(x1, x2, /, out=None, **kwargs):

@@ -8,6 +8,7 @@ import numpy as np
 from ..core import ndim_of, primitive, shape_of
 from ..arrays import broadcast_view, chunks_of, sum_to
 from . import patterns
+from .lowering import Lowering
 
 __all__ = ["as_float", "as_float_jvp", "as_float_vjp", "broadcast_to", "broadcast_to_jvp",
            "broadcast_to_vjp", "expand_reduced", "kept_shape", "reshape", "reshape_jvp",
@@ -46,10 +47,55 @@ def expand_reduced(g, ans, xs, axis, chunks=None):
     return broadcast_to(g, tuple(xs), chunks)
 
 
+# Numba (a compiled scan's loop, wengert/graph/numba_array.py): each written on whole arrays
+# in the NumPy subset Numba compiles, or None where that subset lacks the case.  ``a``: the
+# arguments' sources, ``p``: the parameters, ``v``: the arguments' traced values.
+def _nb_reshape(a, p, v, out):
+    if not np.ndim(v[0]):
+        return None
+    return f"np.ascontiguousarray({a[0]}).reshape({tuple(np.shape(out))!r})"
+
+
+def _nb_sum(a, p, v, out):
+    nd = np.ndim(v[0])
+    if not nd:
+        return None
+    src = a[0]
+    if len(_norm_axes(p.get("axis"), nd)) == nd:
+        src = f"np.sum({src})"
+    else:
+        for ax in reversed(_norm_axes(p.get("axis"), nd)):
+            src = f"np.sum({src}, axis={ax})"
+    if p.get("keepdims") and np.ndim(out):
+        src = f"np.reshape({src}, {tuple(np.shape(out))!r})" if len(
+            _norm_axes(p.get("axis"), nd)) < nd else f"np.full({tuple(np.shape(out))!r}, {src})"
+    return src
+
+
+def _nb_broadcast_to(a, p, v, out):
+    shape = tuple(np.shape(out))
+    if not np.ndim(v[0]):
+        return f"np.full({shape!r}, {a[0]})"
+    return f"np.broadcast_to({a[0]}, {shape!r})"
+
+
+def _nb_transpose(a, p, v, out):
+    nd = np.ndim(v[0])
+    if not nd:
+        return None
+    return f"np.transpose({a[0]}, {_full_axes(p.get('axes'), nd)!r})"
+
+
+def _nb_as_float(a, p, v, out):
+    return None if type(v[0]) is np.ndarray else f"float({a[0]})"
+
+
 # Taylor coefficients of the linear ones map one by one; the moves' sparsity is read off
 # their implementations, a sum reduces over its axes (and wg.vmap maps it along ``axis``,
 # cheaper than as a linear map); the identity when the result has the operand's shape
-@primitive(nargs=1, linear=True, sparsity=patterns.MOVES, identity_when=True)
+# (reshape: the operand's elements in the same (C) order, so the fuser reads through it)
+@primitive(nargs=1, linear=True, sparsity=patterns.MOVES, identity_when=True,
+           lowering=Lowering(array=_nb_reshape, role="flat_view"))
 def reshape(x, shape):
     # the method skips np.reshape's dispatch layers: a third of the cost on small arrays
     return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
@@ -74,7 +120,8 @@ def reshape_vjp(x, shape):
     return ans, pullback
 
 
-@primitive(name="sum", linear=True, sparsity=patterns.Reduction(), batch="axis")
+@primitive(name="sum", linear=True, sparsity=patterns.Reduction(), batch="axis",
+           lowering=Lowering(array=_nb_sum))
 def sum_(x, axis=None, keepdims=False):
     if type(x) is np.ndarray:  # what np.sum calls, without its dispatch layers
         short = _short_last_axis(x, axis)
@@ -129,7 +176,8 @@ def sum_vjp(x, axis=None, keepdims=False):
     return ans, pullback
 
 
-@primitive(nargs=1, linear=True, sparsity=patterns.MOVES, identity_when=True)
+@primitive(nargs=1, linear=True, sparsity=patterns.MOVES, identity_when=True,
+           lowering=Lowering(array=_nb_broadcast_to))
 def broadcast_to(x, shape, chunks=None):
     return broadcast_view(x, shape, chunks)
 
@@ -160,7 +208,8 @@ def _identity_permutation(x, axes=None):
 
 # the identity for the identity permutation (a transpose keeps a square matrix's shape, so
 # shape alone does not tell)
-@primitive(linear=True, sparsity=patterns.MOVES, identity_when=_identity_permutation)
+@primitive(linear=True, sparsity=patterns.MOVES, identity_when=_identity_permutation,
+           lowering=Lowering(array=_nb_transpose))
 def transpose(x, axes=None):
     return x.transpose(axes) if type(x) is np.ndarray else np.transpose(x, axes)
 
@@ -194,7 +243,7 @@ def _as_float_impl(x):
 
 # a 0-d value as a Python float; wg.vmap maps it as the identity on values (linear)
 as_float = primitive(_as_float_impl, name="as_float", linear=True,
-                     sparsity=patterns.ELEMENTWISE)
+                     sparsity=patterns.ELEMENTWISE, lowering=Lowering(array=_nb_as_float))
 
 
 @as_float.frule(symbolic_zeros=True)
@@ -208,7 +257,6 @@ def as_float_vjp(x):
     return as_float(x), lambda g: (g,)
 
 
-reshape.flat_view = True  # the operand's elements in the same (C) order: the fuser reads through it
 
 
 # wg.vmap: the moves move the batch axis (leading) along
@@ -246,48 +294,3 @@ def _as_float_batch(args, batched):
     return x.astype(np.float64) if type(x) is np.ndarray else x * 1.0
 
 
-# Numba (a compiled scan's loop, wengert/graph/numba_array.py): each written on whole arrays
-# in the NumPy subset Numba compiles, or None where that subset lacks the case.  ``a``: the
-# arguments' sources, ``p``: the parameters, ``v``: the arguments' traced values.
-def _nb_reshape(a, p, v, out):
-    if not np.ndim(v[0]):
-        return None
-    return f"np.ascontiguousarray({a[0]}).reshape({tuple(np.shape(out))!r})"
-
-
-def _nb_sum(a, p, v, out):
-    nd = np.ndim(v[0])
-    if not nd:
-        return None
-    src = a[0]
-    if len(_norm_axes(p.get("axis"), nd)) == nd:
-        src = f"np.sum({src})"
-    else:
-        for ax in reversed(_norm_axes(p.get("axis"), nd)):
-            src = f"np.sum({src}, axis={ax})"
-    if p.get("keepdims") and np.ndim(out):
-        src = f"np.reshape({src}, {tuple(np.shape(out))!r})" if len(
-            _norm_axes(p.get("axis"), nd)) < nd else f"np.full({tuple(np.shape(out))!r}, {src})"
-    return src
-
-
-def _nb_broadcast_to(a, p, v, out):
-    shape = tuple(np.shape(out))
-    if not np.ndim(v[0]):
-        return f"np.full({shape!r}, {a[0]})"
-    return f"np.broadcast_to({a[0]}, {shape!r})"
-
-
-def _nb_transpose(a, p, v, out):
-    nd = np.ndim(v[0])
-    if not nd:
-        return None
-    return f"np.transpose({a[0]}, {_full_axes(p.get('axes'), nd)!r})"
-
-
-def _nb_as_float(a, p, v, out):
-    return None if type(v[0]) is np.ndarray else f"float({a[0]})"
-
-
-reshape.numba_form, sum_.numba_form, as_float.numba_form = _nb_reshape, _nb_sum, _nb_as_float
-broadcast_to.numba_form, transpose.numba_form = _nb_broadcast_to, _nb_transpose

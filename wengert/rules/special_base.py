@@ -13,6 +13,7 @@ import scipy.special as _sp
 
 from ..core import plain as _plain, NoDerivative, Tracer, primitive
 from . import patterns
+from .lowering import Lowering
 from . import elementwise as _ew
 from ._series import near_zero, power_series
 from .arithmetic import absolute
@@ -43,10 +44,39 @@ _NO = {(name, arg): NoDerivative(f"scipy.special.{name}", arg) for name, arg in 
     ("betainc", "a"), ("betainc", "b"))}
 
 
-def _special(np_fn, partials, *, name=None, domain=(-2.0, 2.0)):
+def _special(np_fn, partials, *, name=None, domain=(-2.0, 2.0), scalar=None):
     """An elementwise primitive over a ``scipy.special`` function (its own table, not
-    ``elementwise.REGISTRY``: ``scipy.special.expm1`` is not ``numpy.expm1``)."""
-    return _ew.elementwise(np_fn, partials, name=name, domain=domain, registry=SPECIAL)
+    ``elementwise.REGISTRY``: ``scipy.special.expm1`` is not ``numpy.expm1``); ``scalar``: its
+    Numba scalar form (rules/lowering.py), for the ones a fused kernel computes."""
+    return _ew.elementwise(np_fn, partials, name=name, domain=domain, registry=SPECIAL,
+                           lowering=None if scalar is None else Lowering(scalar=scalar))
+
+
+# Numba (a fused kernel's loop body, wengert/graph/fuse.py): each on scalars, the same
+# formula as scipy's own (its C++ for expit, logit, log_expit, xlogy), or the C library's
+# erf, erfc and lgamma that math gives Numba; float64 only
+def _nb_logit(x):
+    # scipy's: log(x / (1 - x)) away from 1/2, the log1p form near it (no cancellation)
+    return (f"(np.log({x} / (1.0 - {x})) if ({x} < 0.3 or {x} > 0.65) else "
+            f"(np.log1p(2.0 * ({x} - 0.5)) - np.log1p(-2.0 * ({x} - 0.5))))")
+
+
+def _nb_xlogy(log):
+    # 0 at x == 0 unless y is nan, as scipy's
+    return lambda x, y: f"(0.0 if ({x} == 0.0 and {y} == {y}) else {x} * np.{log}({y}))"
+
+
+def _nb_log_expit(x):
+    return f"(({x}) - np.log1p(np.exp({x})) if {x} < 0.0 else -np.log1p(np.exp(-({x}))))"
+
+
+def _nb_entr(x):
+    return (f"(-{x} * np.log({x}) if {x} > 0.0 else (0.0 if {x} == 0.0 else "
+            f"(-np.inf if {x} < 0.0 else {x})))")
+
+
+def _nb_call(fn):
+    return lambda *a: f"{fn}({', '.join(a)})"
 
 
 def _keep_float32(fn):
@@ -64,7 +94,8 @@ def _keep_float32(fn):
 
 
 # gamma family ---------------------------------------------------------------------------
-gammaln = _special(_sp.gammaln, lambda ans, x: (digamma(x),), domain=(0.2, 4.0))
+gammaln = _special(_sp.gammaln, lambda ans, x: (digamma(x),), domain=(0.2, 4.0),
+                   scalar=_nb_call("math.lgamma"))
 gamma = _special(_sp.gamma, lambda ans, x: (ans * digamma(x),), domain=(0.2, 4.0))
 polygamma = _special(_keep_float32(_sp.polygamma),
                      lambda ans, n, x: (_NO["polygamma", "n"], polygamma(n + 1, x)),
@@ -97,8 +128,10 @@ gammasgn = _ew.elementwise(_sp.gammasgn, None, nondiff=True, domain=(0.2, 3.0),
                            registry=SPECIAL)
 
 # error functions --------------------------------------------------------------------------
-erf = _special(_sp.erf, lambda ans, x: ((2.0 / _SQRT_PI) * exp(-(x * x)),))
-erfc = _special(_sp.erfc, lambda ans, x: ((-2.0 / _SQRT_PI) * exp(-(x * x)),))
+erf = _special(_sp.erf, lambda ans, x: ((2.0 / _SQRT_PI) * exp(-(x * x)),),
+               scalar=_nb_call("math.erf"))
+erfc = _special(_sp.erfc, lambda ans, x: ((-2.0 / _SQRT_PI) * exp(-(x * x)),),
+                scalar=_nb_call("math.erfc"))
 erfinv = _special(_sp.erfinv, lambda ans, x: ((_SQRT_PI / 2.0) * exp(ans * ans),),
                   domain=(-0.9, 0.9))
 erfcinv = _special(_sp.erfcinv, lambda ans, x: ((-_SQRT_PI / 2.0) * exp(ans * ans),),
@@ -115,8 +148,9 @@ log_ndtr = _special(_sp.log_ndtr,
                     domain=(-4.0, 3.0))
 
 # logistic ------------------------------------------------------------------------------------
-logit = _special(_sp.logit, lambda ans, x: (1.0 / (x * (1.0 - x)),), domain=(0.1, 0.9))
-log_expit = _special(_sp.log_expit, lambda ans, x: (expit(-x),))
+logit = _special(_sp.logit, lambda ans, x: (1.0 / (x * (1.0 - x)),), domain=(0.1, 0.9),
+                 scalar=_nb_logit)
+log_expit = _special(_sp.log_expit, lambda ans, x: (expit(-x),), scalar=_nb_log_expit)
 
 
 # x log y: 0 where x == 0, as scipy's value is -------------------------------------------------
@@ -129,39 +163,15 @@ def _safe_ratio(x, y):
     return where(zero, 0.0, x / where(zero, 1.0, y))
 
 
-xlogy = _special(_sp.xlogy, lambda ans, x, y: (log(y), _safe_ratio(x, y)), domain=(0.1, 3.0))
+xlogy = _special(_sp.xlogy, lambda ans, x, y: (log(y), _safe_ratio(x, y)), domain=(0.1, 3.0),
+                 scalar=_nb_xlogy("log"))
 xlog1py = _special(_sp.xlog1py, lambda ans, x, y: (log1p(y), _safe_ratio(x, 1.0 + y)),
-                   domain=(0.1, 3.0))
-entr = _special(_sp.entr, lambda ans, x: (-(log(x) + 1.0),), domain=(0.1, 3.0))
+                   domain=(0.1, 3.0), scalar=_nb_xlogy("log1p"))
+entr = _special(_sp.entr, lambda ans, x: (-(log(x) + 1.0),), domain=(0.1, 3.0), scalar=_nb_entr)
 rel_entr = _special(_sp.rel_entr, lambda ans, x, y: (log(x / y) + 1.0, -(x / y)),
                     domain=(0.1, 3.0))
 kl_div = _special(_sp.kl_div, lambda ans, x, y: (log(x / y), 1.0 - x / y), domain=(0.1, 3.0))
 
-
-# Numba (a fused kernel's loop body, wengert/graph/fuse.py): each on scalars, the same
-# formula as scipy's own (its C++ for expit, logit, log_expit, xlogy), or the C library's
-# erf, erfc and lgamma that math gives Numba; float64 only
-def _nb_logit(x):
-    # scipy's: log(x / (1 - x)) away from 1/2, the log1p form near it (no cancellation)
-    return (f"(np.log({x} / (1.0 - {x})) if ({x} < 0.3 or {x} > 0.65) else "
-            f"(np.log1p(2.0 * ({x} - 0.5)) - np.log1p(-2.0 * ({x} - 0.5))))")
-
-
-def _nb_xlogy(log):
-    # 0 at x == 0 unless y is nan, as scipy's
-    return lambda x, y: f"(0.0 if ({x} == 0.0 and {y} == {y}) else {x} * np.{log}({y}))"
-
-
-expit.numba_scalar = lambda x: f"(1.0 / (1.0 + np.exp(-{x})))"
-logit.numba_scalar = _nb_logit
-log_expit.numba_scalar = lambda x: (f"(({x}) - np.log1p(np.exp({x})) if {x} < 0.0 else "
-                                    f"-np.log1p(np.exp(-({x}))))")
-erf.numba_scalar = lambda x: f"math.erf({x})"
-erfc.numba_scalar = lambda x: f"math.erfc({x})"
-gammaln.numba_scalar = lambda x: f"math.lgamma({x})"
-xlogy.numba_scalar, xlog1py.numba_scalar = _nb_xlogy("log"), _nb_xlogy("log1p")
-entr.numba_scalar = lambda x: (f"(-{x} * np.log({x}) if {x} > 0.0 else (0.0 if {x} == 0.0 else "
-                               f"(-np.inf if {x} < 0.0 else {x})))")
 
 # modified Bessel functions of the first kind (iv, i0, i1: special_core) ----------------------------
 # ive = iv * exp(-|x|) for real x
@@ -174,10 +184,9 @@ i1e = _special(_sp.i1e, lambda ans, x: (0.5 * (i0e(x) + ive(2.0, x)) - sign(x) *
 
 # elementary functions, scipy.special's versions ----------------------------------------------
 _RAD = math.pi / 180.0
-_sp_expm1 = _special(_sp.expm1, lambda ans, x: (ans + 1.0,))
-_sp_log1p = _special(_sp.log1p, lambda ans, x: (1.0 / (1.0 + x),), domain=(-0.9, 3.0))
-_sp_expm1.numba_scalar = lambda x: f"np.expm1({x})"
-_sp_log1p.numba_scalar = lambda x: f"np.log1p({x})"
+_sp_expm1 = _special(_sp.expm1, lambda ans, x: (ans + 1.0,), scalar=_nb_call("np.expm1"))
+_sp_log1p = _special(_sp.log1p, lambda ans, x: (1.0 / (1.0 + x),), domain=(-0.9, 3.0),
+                     scalar=_nb_call("np.log1p"))
 _special(_sp.exp2, lambda ans, x: (ans * math.log(2.0),))
 _special(_sp.exp10, lambda ans, x: (ans * math.log(10.0),))
 _special(_sp.cbrt, lambda ans, x: (1.0 / (3.0 * ans * ans),), domain=(0.1, 4.0))
