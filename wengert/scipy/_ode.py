@@ -565,7 +565,9 @@ def _pull_interpolate(primals, ys, g, spec):
     F, n = spec.rhs, y0.size
     P = sum(p.size for p in ps)
     sol = _fast_dense(spec.dense(y0, ts, ps))
-    pb = _vjp_graph(spec, ps, n)
+    joint = not spec.stiff and P > 0
+    pb = _VjpInto(spec, ps, n, params=True)
+    pa = pb if joint else _VjpInto(spec, ps, n, params=False)
     # stiff methods' adjoint by Radau, whatever the forward method: the cotangent's jump at
     # each output time spoils a multistep method's memory (BDF, LSODA start again at order
     # one, with many short steps), while a one-step method carries its step size on
@@ -577,13 +579,12 @@ def _pull_interpolate(primals, ys, g, spec):
     opts["atol"] = max(np.max(opts.get("atol", 1e-6)), rtol * 1e-2 * float(np.abs(g).max()))
 
     # explicit methods carry the parameters' cotangent as more states (their stages are the
-    # quadrature); stiff ones integrate ``a`` alone and add the quadrature after each solve
-    joint = not spec.stiff and P > 0
+    # quadrature); stiff ones integrate ``a`` alone and add the quadrature after each solve.
+    # The adjoint is linear in ``a``: ``-aᵀJ`` is the vjp of ``-a``, negated on n entries
+    # rather than on n + P
 
     def fun(t, z):
-        if joint:
-            return -pb.plain(t, sol(t), z[:n], *ps)
-        return -pb.plain(t, sol(t), z, *ps)[:n]
+        return pa(t, sol(t), -z[:n])
 
     if spec.stiff:
         jy = spec.jac(ps, y0)
@@ -598,6 +599,8 @@ def _pull_interpolate(primals, ys, g, spec):
     live = _live_rows(g, m)
     h = solver = None
     cls, quad = getattr(si, method), bool(P) and not joint
+    if joint:
+        cls = _state_only(cls)
     for j, i in enumerate(live):
         a = a + g[i]
         gts[i] = g[i] @ F.plain(ts[i], ys[i], *ps)
@@ -608,7 +611,11 @@ def _pull_interpolate(primals, ys, g, spec):
         if not (solver is not None and solver.t == ts[i] and _resume(solver, z, ts[to])):
             if h is not None:  # a restart at a jump: the step size the last segment reached
                 opts["first_step"] = min(h, abs(ts[i] - ts[to]))
+            elif joint:
+                opts["first_step"] = _first_step(fun, ts[i], z, ts[to], n, cls, opts)
             solver = cls(fun, ts[i], z, ts[to], **opts)
+            if joint:
+                solver.n_err = n
         steps, pieces = [ts[i]], []
         while solver.status == "running":
             solver.step()
@@ -634,6 +641,43 @@ def _pull_interpolate(primals, ys, g, spec):
         out.append(gp[at:at + p.size].reshape(p.shape) if p.ndim else float(gp[at]))
         at += p.size
     return tuple(out)
+
+
+_STATE_ONLY = {}
+
+
+def _state_only(cls):
+    """``cls`` (an explicit Runge-Kutta method) whose step-size control reads the state
+    adjoint ``a`` only (its first ``n_err`` components), not the parameters' cotangent carried
+    beside it: that is a quadrature, which nothing downstream feeds back, so its error does
+    not compound (SciMLSensitivity's and diffrax's choice).  Error in the whole norm made the
+    adjoint take about twice the forward solve's steps."""
+    sub = _STATE_ONLY.get(cls)
+    if sub is None:
+        def _estimate_error_norm(self, K, h, scale):
+            n = self.n_err
+            masked = np.full_like(scale, np.inf)
+            masked[:n] = scale[:n]
+            # the norm is a root mean square over every component: over a's alone
+            return cls._estimate_error_norm(self, K, h, masked) * np.sqrt(scale.size / n)
+        sub = _STATE_ONLY[cls] = type(cls.__name__, (cls,),
+                                      {"_estimate_error_norm": _estimate_error_norm,
+                                       "n_err": None})
+    return sub
+
+
+def _first_step(fun, t0, z, t_bound, n, cls, opts):
+    """SciPy's initial step, chosen on ``a`` alone (the cotangent ``gp`` starts at zero, so
+    its scale is ``atol`` and its rate would force a tiny first step)."""
+    from scipy.integrate._ivp.common import select_initial_step
+    rtol, atol = opts.get("rtol", 1e-3), np.asarray(opts.get("atol", 1e-6), dtype=float)
+    atol = atol if atol.ndim == 0 else atol[:n]
+    rest = z[n:]
+    f_a = lambda t, a: fun(t, np.concatenate([a, rest]))[:n]  # noqa: E731
+    direction = np.sign(t_bound - t0) if t_bound != t0 else 1.0
+    return select_initial_step(f_a, t0, z[:n], t_bound, opts.get("max_step", np.inf),
+                               f_a(t0, z[:n]), direction, cls.error_estimator_order, rtol,
+                               atol)
 
 
 def _resume(solver, z, t_bound):
@@ -666,7 +710,7 @@ def _quadrature(pb, y_at, a_at, steps, ps, n):
         half, mid = (t0 - t1) / 2.0, (t0 + t1) / 2.0
         for x, w in zip(_GAUSS_X, _GAUSS_W):
             t = mid + half * x
-            total = total + (w * half) * pb.plain(t, y_at(t), a_at(t), *ps)[n:]
+            total = total + (w * half) * pb(t, y_at(t), a_at(t))[n:]
     return total
 
 
@@ -674,19 +718,19 @@ def _fast_dense(sol):
     """``sol(t)`` for one time, without SciPy's general path (the adjoint asks for it at
     every stage of every step): Runge-Kutta interpolants evaluated directly."""
     ts, interps = list(sol.ts_sorted), sol.interpolants
-    last, asc = sol.n_segments - 1, sol.ascending
-    powers = {}
+    last = sol.n_segments - 1
+    if not sol.ascending:
+        interps = interps[::-1]
+    # per segment, what its polynomial needs (read once, not at every stage of every step)
+    segs = [(d.y_old, d.h, d.Q, d.t_old, np.arange(1, d.Q.shape[1] + 1))
+            if type(d).__name__ == "RkDenseOutput" else d for d in interps]
 
     def at(t):
-        k = min(max(bisect.bisect_left(ts, t) - 1, 0), last)
-        d = interps[k if asc else last - k]
-        Q = getattr(d, "Q", None)
-        if Q is None or type(d).__name__ != "RkDenseOutput":
+        d = segs[min(max(bisect.bisect_left(ts, t) - 1, 0), last)]
+        if type(d) is not tuple:
             return d(t)
-        r = powers.get(Q.shape[1])
-        if r is None:
-            r = powers[Q.shape[1]] = np.arange(1, Q.shape[1] + 1)
-        return d.y_old + d.h * (Q @ (((t - d.t_old) / d.h) ** r))
+        y_old, h, Q, t_old, r = d
+        return y_old + h * (Q @ (((t - t_old) / h) ** r))
     return at
 
 
@@ -694,15 +738,28 @@ def _shapes(ps):
     return tuple((np.shape(p), np.asarray(p).dtype.str) for p in ps)
 
 
-def _vjp_graph(spec, ps, n):
-    """``(t, y, a, *ps) -> [aᵀ J_y, aᵀ J_p]``, traced once per structure of the right-hand
-    side, run as generated code."""
-    return spec.rhs.derived(("vjp", n, _shapes(ps)), lambda: _trace_vjp(spec.rhs.bare(), ps, n))
+class _VjpInto:
+    """``(t, y, a) -> [aᵀ J_y, aᵀ J_p]`` (``params``) or ``aᵀ J_y`` on plain values: a graph
+    traced once per structure of the right-hand side, run as generated code.  The graph
+    returns the cotangents as they come (no reshapes or concatenation as traced operations,
+    each a few microseconds at every stage of every step); one NumPy call packs them."""
+
+    def __init__(self, spec, ps, n, params):
+        key = ("vjp", n, _shapes(ps), params)
+        self.graph = spec.rhs.derived(key, lambda: _trace_vjp(spec.rhs.bare(), ps, n, params))
+        self.ps, self.n, self.params = list(ps), n, params
+
+    def __call__(self, t, y, a):
+        out = self.graph.plain(t, y, a, *self.ps)
+        if not self.params:
+            return np.array(out, dtype=float).reshape(-1)
+        return np.concatenate([np.ravel(c) for c in out])
 
 
-def _trace_vjp(F, ps, n):
+def _trace_vjp(F, ps, n, params):
 
     def f(t, y, a, *pp):
-        cts = vjp(lambda yy, *q: F(t, yy, *q), y, *pp)[1](a)
-        return wnp.concatenate([cts[0], _ravel_all(cts[1:], pp)])
-    return trace_rhs(f, [0.0, np.zeros(n), np.zeros(n), *ps], "vjp")
+        if not params:
+            return vjp(lambda yy: F(t, yy, *pp), y)[1](a)[0]
+        return tuple(vjp(lambda yy, *q: F(t, yy, *q), y, *pp)[1](a))
+    return trace_rhs(f, [0.0, np.zeros(n), np.zeros(n), *ps], "vjp", flat=False)
