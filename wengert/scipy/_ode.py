@@ -31,6 +31,7 @@ from collections import OrderedDict
 import numpy as np
 import scipy.integrate as si
 import scipy.sparse as sp
+from scipy.integrate._ivp.common import select_initial_step
 
 from .. import numpy as wnp
 from ..batching import BatchTracer
@@ -669,7 +670,6 @@ def _state_only(cls):
 def _first_step(fun, t0, z, t_bound, n, cls, opts):
     """SciPy's initial step, chosen on ``a`` alone (the cotangent ``gp`` starts at zero, so
     its scale is ``atol`` and its rate would force a tiny first step)."""
-    from scipy.integrate._ivp.common import select_initial_step
     rtol, atol = opts.get("rtol", 1e-3), np.asarray(opts.get("atol", 1e-6), dtype=float)
     atol = atol if atol.ndim == 0 else atol[:n]
     rest = z[n:]
