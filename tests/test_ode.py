@@ -214,8 +214,9 @@ def test_robertson_sensitivities_match_hand_written_forward_sensitivities(method
                             atol=1e-14).y[:, -1]
     J = wg.jacobian(f, mode=mode)(K)
     ref = robertson_sensitivities(K, T)
-    # each sensitivity scaled by its parameter (k2 and k3 differ from k1 by 1e9)
-    np.testing.assert_allclose(J * K, ref * K, rtol=1e-5, atol=1e-5 * np.abs(ref * K).max())
+    # each sensitivity scaled by its parameter (k2 and k3 differ from k1 by 1e9); the issue
+    # asks 1e-5, these reach 1e-10 (interpolate on Radau 1e-13): 1e-7 keeps that margin
+    np.testing.assert_allclose(J * K, ref * K, rtol=1e-7, atol=1e-7 * np.abs(ref * K).max())
 
 
 # -- vmap, compile, pickling of results ------------------------------------------------------
@@ -496,3 +497,28 @@ def test_interpolate_through_many_output_times_equals_closed_form(method):
     want = wg.grad(exact, argnums=(0, 1))(*args)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-7)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-7)
+
+
+@pytest.mark.parametrize("method", ["BDF", pytest.param("Radau", marks=pytest.mark.slow)])
+def test_explicit_interpolate_hessian_on_a_stiff_method_says_what_to_use(method):
+    """Differentiated again, an explicit "interpolate" on a stiff method used to switch to
+    backsolve silently, which overflowed; it now says what to use, and that works."""
+    def loss(p, adjoint):
+        def f(t, y):
+            return wnp.stack([-p[0] * y[0] + p[1] * y[1], 1000.0 * (y[0] - y[1])])
+        sol = solve_ivp(f, (0.0, 2.0), np.array([1.0, 0.0]), method=method,
+                        t_eval=[0.5, 1.0, 2.0], adjoint=adjoint, rtol=1e-9, atol=1e-11)
+        return wnp.sum(sol.y ** 2)
+    p = np.array([1.5, 0.5])
+    with pytest.raises(NotImplementedError, match='adjoint="forward"'):
+        wg.hessian(lambda q: loss(q, "interpolate"))(p)
+    with pytest.raises(NotImplementedError, match="jacfwd"):
+        wg.hvp(lambda q: loss(q, "interpolate"), p, np.array([1.0, -1.0]))
+    want = wg.jacfwd(wg.jacfwd(lambda q: loss(q, "interpolate")))(p)
+    np.testing.assert_allclose(wg.hessian(lambda q: loss(q, "forward"))(p), want, rtol=1e-5)
+    # the first derivative by "interpolate" stays, under vmap too (its parameters' quadrature
+    # on the adjoint's steps alone missed the forward's fast transient near t = 0 by 2e-5)
+    g = wg.grad(lambda q: loss(q, "interpolate"))(p)
+    np.testing.assert_allclose(g, wg.jacfwd(lambda q: loss(q, "interpolate"))(p), rtol=1e-7)
+    gv = wg.vmap(wg.grad(lambda q: loss(q, "interpolate")))(np.stack([p, p]))
+    np.testing.assert_allclose(gv, np.stack([g, g]), rtol=1e-9)

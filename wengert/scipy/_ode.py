@@ -23,7 +23,6 @@ from wengert, traced once per solve into graphs whose generated code SciPy calls
 """
 from __future__ import annotations
 
-import bisect
 import threading
 import warnings
 from collections import OrderedDict
@@ -31,7 +30,6 @@ from collections import OrderedDict
 import numpy as np
 import scipy.integrate as si
 import scipy.sparse as sp
-from scipy.integrate._ivp.common import select_initial_step
 
 from .. import numpy as wnp
 from ..batching import BatchTracer
@@ -44,6 +42,7 @@ from ..graph.trace import GraphTrace, GraphTracer
 from ..sparse import jacobian_sparsity, sparse_jacobian
 from ..transforms import jacobian, jvp, vjp
 from ..tree import flatten
+from ._ode_steps import fast_dense, first_step, merged, quadrature, resume, state_only
 
 __all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "example_of", "batched", "EXPLICIT",
            "IMPLICIT", "METHODS"]
@@ -443,12 +442,49 @@ def _pull(primals, ys, g, spec):
         return _pull_forward(primals, ys, g, spec)
     if spec.adjoint == "interpolate" and not nested:
         return _pull_interpolate(primals, ys, g, spec)
+    differentiated = _differentiated(*primals, ys, g)
+    if spec.adjoint == "interpolate" and not differentiated:
+        # under wg.vmap (SciPy once per example) or wg.compile (a call in the program): the
+        # same interpolating adjoint, as a primitive of its own, not the backsolve form
+        y0, ts, *ps = primals
+        return tuple(ode_adjoint(y0, ts, ys, g, *ps, spec=spec))
+    if spec.adjoint == "interpolate" and spec.stiff and not spec.auto \
+            and differentiated:
+        raise NotImplementedError(
+            f'adjoint="interpolate" with {spec.method} is differentiated once: its pullback '
+            "reads SciPy's dense forward solution (plain values), and the traced form it "
+            "would take, backsolve, integrates a stiff state backwards, which is unstable. "
+            'For a Hessian or Hessian-vector product pass adjoint="forward" (forward '
+            'sensitivities), or adjoint="auto" (forward sensitivities when differentiated '
+            "again, for few states and parameters), or take it forward over forward: "
+            "wg.jacfwd(wg.jacfwd(f))")
     if nested and spec.stiff and spec.auto and _few(primals):
         # differentiated again (a Hessian): the interpolating adjoint's traced form is
         # backsolve, which integrates a stiff state backwards, unstably; forward
         # sensitivities stay stable and are cheap for few states and parameters
         return _pull_forward(primals, ys, g, spec)
     return _pull_backsolve(primals, ys, g, spec)
+
+
+def _differentiated(*xs):
+    """Whether a value carries a derivative's tracer (a second derivative is being taken),
+    not only ``wg.vmap``'s batches or ``wg.compile``'s graph."""
+    for x in xs:
+        while isinstance(x, Tracer):
+            if not isinstance(x, (BatchTracer, GraphTracer)):
+                return True
+            x = x.value
+    return False
+
+
+def _adjoint_impl(y0, ts, ys, g, *ps, spec):
+    out = _pull_interpolate((y0, ts, *ps), ys, g, spec)
+    return [np.asarray(x, dtype=float) for x in out]
+
+
+# the interpolating adjoint on plain values, for vmap (run per example) and compile; it has no
+# rules of its own: differentiated again, _pull takes a traced formulation instead
+ode_adjoint = Primitive(_adjoint_impl, name="ode_adjoint", multiple_results=True, batch="loop")
 
 
 FORWARD_LIMIT = 64   # n (n + P) at most: "auto" takes forward sensitivities
@@ -565,7 +601,8 @@ def _pull_interpolate(primals, ys, g, spec):
     ys, g = np.asarray(ys), np.asarray(g)
     F, n = spec.rhs, y0.size
     P = sum(p.size for p in ps)
-    sol = _fast_dense(spec.dense(y0, ts, ps))
+    dense = spec.dense(y0, ts, ps)
+    sol = fast_dense(dense)
     joint = not spec.stiff and P > 0
     pb = _VjpInto(spec, ps, n, params=True)
     pa = pb if joint else _VjpInto(spec, ps, n, params=False)
@@ -601,7 +638,7 @@ def _pull_interpolate(primals, ys, g, spec):
     h = solver = None
     cls, quad = getattr(si, method), bool(P) and not joint
     if joint:
-        cls = _state_only(cls)
+        cls = state_only(cls)
     for j, i in enumerate(live):
         a = a + g[i]
         gts[i] = g[i] @ F.plain(ts[i], ys[i], *ps)
@@ -609,11 +646,11 @@ def _pull_interpolate(primals, ys, g, spec):
         if ts[i] == ts[to]:
             continue
         z = np.concatenate([a, gp]) if joint else a
-        if not (solver is not None and solver.t == ts[i] and _resume(solver, z, ts[to])):
+        if not (solver is not None and solver.t == ts[i] and resume(solver, z, ts[to])):
             if h is not None:  # a restart at a jump: the step size the last segment reached
                 opts["first_step"] = min(h, abs(ts[i] - ts[to]))
             elif joint:
-                opts["first_step"] = _first_step(fun, ts[i], z, ts[to], n, cls, opts)
+                opts["first_step"] = first_step(fun, ts[i], z, ts[to], n, cls, opts)
             solver = cls(fun, ts[i], z, ts[to], **opts)
             if joint:
                 solver.n_err = n
@@ -629,8 +666,8 @@ def _pull_interpolate(primals, ys, g, spec):
         if joint:
             gp = solver.y[n:].copy()
         elif quad and pieces:
-            gp += _quadrature(pb, sol, _fast_dense(si.OdeSolution(steps, pieces)),
-                              np.asarray(steps), ps, n)
+            gp += quadrature(pb, sol, fast_dense(si.OdeSolution(steps, pieces)),
+                              merged(steps, dense.ts), n)
         a = solver.y[:n].copy()
         h = solver.step_size
         if solver.status == "failed":
@@ -642,96 +679,6 @@ def _pull_interpolate(primals, ys, g, spec):
         out.append(gp[at:at + p.size].reshape(p.shape) if p.ndim else float(gp[at]))
         at += p.size
     return tuple(out)
-
-
-_STATE_ONLY = {}
-
-
-def _state_only(cls):
-    """``cls`` (an explicit Runge-Kutta method) whose step-size control reads the state
-    adjoint ``a`` only (its first ``n_err`` components), not the parameters' cotangent carried
-    beside it: that is a quadrature, which nothing downstream feeds back, so its error does
-    not compound (SciMLSensitivity's and diffrax's choice).  Error in the whole norm made the
-    adjoint take about twice the forward solve's steps."""
-    sub = _STATE_ONLY.get(cls)
-    if sub is None:
-        def _estimate_error_norm(self, K, h, scale):
-            n = self.n_err
-            masked = np.full_like(scale, np.inf)
-            masked[:n] = scale[:n]
-            # the norm is a root mean square over every component: over a's alone
-            return cls._estimate_error_norm(self, K, h, masked) * np.sqrt(scale.size / n)
-        sub = _STATE_ONLY[cls] = type(cls.__name__, (cls,),
-                                      {"_estimate_error_norm": _estimate_error_norm,
-                                       "n_err": None})
-    return sub
-
-
-def _first_step(fun, t0, z, t_bound, n, cls, opts):
-    """SciPy's initial step, chosen on ``a`` alone (the cotangent ``gp`` starts at zero, so
-    its scale is ``atol`` and its rate would force a tiny first step)."""
-    rtol, atol = opts.get("rtol", 1e-3), np.asarray(opts.get("atol", 1e-6), dtype=float)
-    atol = atol if atol.ndim == 0 else atol[:n]
-    rest = z[n:]
-    f_a = lambda t, a: fun(t, np.concatenate([a, rest]))[:n]  # noqa: E731
-    direction = np.sign(t_bound - t0) if t_bound != t0 else 1.0
-    return select_initial_step(f_a, t0, z[:n], t_bound, opts.get("max_step", np.inf),
-                               f_a(t0, z[:n]), direction, cls.error_estimator_order, rtol,
-                               atol)
-
-
-def _resume(solver, z, t_bound):
-    """Carry a SciPy solver on through a jump of the adjoint's state to ``z`` (a cotangent
-    added at an output time), as a restart would but keeping what stays valid: the step
-    size reached, and, the adjoint being linear in its state, Radau's Jacobian and its
-    factorisations (its extrapolated Newton guess is dropped).  The adjoint runs on an
-    explicit method or Radau; anything else (False) is restarted."""
-    kinds = {si.Radau: "Radau", si.RK45: "RK", si.RK23: "RK", si.DOP853: "RK"}
-    name = next((v for k, v in kinds.items() if isinstance(solver, k)), None)
-    if name is None:
-        return False
-    solver.f = solver.fun(solver.t, z)
-    solver.y = z
-    if name == "Radau":
-        solver.sol = solver.Z = None
-        solver.h_abs_old = solver.error_norm_old = None
-    solver.t_bound, solver.status = t_bound, "running"
-    return True
-
-
-_GAUSS_X = np.array([-np.sqrt(0.6), 0.0, np.sqrt(0.6)])
-_GAUSS_W = np.array([5.0, 8.0, 5.0]) / 9.0
-
-
-def _quadrature(pb, y_at, a_at, steps, ps, n):
-    """``∫ aᵀ J_p dt`` over the adjoint's steps ``steps`` (run backwards in time)."""
-    total = 0.0
-    for t0, t1 in zip(steps[:-1], steps[1:]):
-        half, mid = (t0 - t1) / 2.0, (t0 + t1) / 2.0
-        for x, w in zip(_GAUSS_X, _GAUSS_W):
-            t = mid + half * x
-            total = total + (w * half) * pb(t, y_at(t), a_at(t))[n:]
-    return total
-
-
-def _fast_dense(sol):
-    """``sol(t)`` for one time, without SciPy's general path (the adjoint asks for it at
-    every stage of every step): Runge-Kutta interpolants evaluated directly."""
-    ts, interps = list(sol.ts_sorted), sol.interpolants
-    last = sol.n_segments - 1
-    if not sol.ascending:
-        interps = interps[::-1]
-    # per segment, what its polynomial needs (read once, not at every stage of every step)
-    segs = [(d.y_old, d.h, d.Q, d.t_old, np.arange(1, d.Q.shape[1] + 1))
-            if type(d).__name__ == "RkDenseOutput" else d for d in interps]
-
-    def at(t):
-        d = segs[min(max(bisect.bisect_left(ts, t) - 1, 0), last)]
-        if type(d) is not tuple:
-            return d(t)
-        y_old, h, Q, t_old, r = d
-        return y_old + h * (Q @ (((t - t_old) / h) ** r))
-    return at
 
 
 def _shapes(ps):
