@@ -12,7 +12,8 @@
   with one rate ``k`` per point (n parameters), BDF (sparse Jacobian from wengert).
 
 Per sensitivity method (``adjoint=``): the time of ``wg.value_and_grad`` divided by the time
-of one primal solve (the same ``solve_ivp`` call on plain values), which must stay <= 3 at
+of one primal solve (the same ``solve_ivp`` call on plain values; the median of paired
+rounds, ``_util.paired_time``), which must stay <= 3 at
 every size ("ok" / "MISSED"; finite differences would cost p + 1 solves), and the peak
 memory of the gradient (tracemalloc).  Beside them, where installed (the ``bench`` extra),
 the same gradients by diffrax (JAX, jit-compiled; Tsit5, Kvaerno5 for the stiff problem,
@@ -220,15 +221,15 @@ def bench_odes(sizes=(10, 100, 1000), repeat=2, forward_limit=30, peers=True):
         for size in sizes:
             name, method, theta, loss, adjoints = make(size)
             p = theta.size
-            primal = _best(lambda: loss(theta), repeat)
             for adjoint in adjoints:
                 if adjoint == "forward" and p > forward_limit:
                     continue  # n (n + p) states, a dense Jacobian as large: few parameters only
                 vg = wg.value_and_grad(lambda th: loss(th, adjoint))
                 vg(theta)  # first call: traces and generates the adjoint's code
-                t = _best(lambda: vg(theta), repeat)
+                # gradient and primal timed in alternation, the ratio a median of the rounds'
+                # ratios: a slow spell on the shared machine slows both
+                t, primal, ratio = paired_time(vg, loss, theta, rounds=max(3, repeat))
                 peak = _peak(lambda: vg(theta)) / 2 ** 20
-                ratio = t / primal
                 ok = ratio <= TARGET
                 rows.append((name, p, adjoint, ratio, ok))
                 print(f"{name:20s} {p:5d} {adjoint:12s} {primal:9.4f} {t:9.4f} {ratio:6.2f} "
@@ -294,7 +295,7 @@ def bench_roots_and_optima():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=5, help="paired rounds per ODE row")
     ap.add_argument("--only", choices=["odes", "roots"], default=None)
     a = ap.parse_args(argv)
     if a.only in (None, "roots"):
