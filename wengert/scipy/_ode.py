@@ -42,7 +42,8 @@ from ..graph.trace import GraphTrace, GraphTracer
 from ..sparse import jacobian_sparsity, sparse_jacobian
 from ..transforms import jacobian, jvp, vjp
 from ..tree import flatten
-from ._ode_steps import fast_dense, first_step, merged, quadrature, resume, state_only
+from ._ode_steps import (fast_dense, first_step, keep_stride, merged, quadrature, resume,
+                         state_only)
 
 __all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "example_of", "batched", "EXPLICIT",
            "IMPLICIT", "METHODS"]
@@ -650,12 +651,15 @@ def _pull_interpolate(primals, ys, g, spec):
             if h is not None:  # a restart at a jump: the step size the last segment reached
                 opts["first_step"] = min(h, abs(ts[i] - ts[to]))
             elif joint:
-                opts["first_step"] = first_step(fun, ts[i], z, ts[to], n, cls, opts)
+                opts["first_step"] = first_step(fun, ts[i], z, ts[to], n, cls, opts,
+                                                dense.ts)
             solver = cls(fun, ts[i], z, ts[to], **opts)
             if joint:
                 solver.n_err = n
         steps, pieces = [ts[i]], []
         while solver.status == "running":
+            if joint:
+                keep_stride(solver)
             solver.step()
             if quad:
                 steps.append(solver.t)

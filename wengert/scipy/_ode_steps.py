@@ -12,7 +12,8 @@ import numpy as np
 import scipy.integrate as si
 from scipy.integrate._ivp.common import select_initial_step
 
-__all__ = ["state_only", "first_step", "resume", "merged", "quadrature", "fast_dense"]
+__all__ = ["state_only", "first_step", "keep_stride", "resume", "merged", "quadrature",
+           "fast_dense"]
 
 
 _STATE_ONLY = {}
@@ -38,17 +39,39 @@ def state_only(cls):
     return sub
 
 
-def first_step(fun, t0, z, t_bound, n, cls, opts):
-    """SciPy's initial step, chosen on ``a`` alone (the cotangent ``gp`` starts at zero, so
-    its scale is ``atol`` and its rate would force a tiny first step)."""
+def first_step(fun, t0, z, t_bound, n, cls, opts, forward_steps=None):
+    """The adjoint's first step: SciPy's initial step chosen on ``a`` alone (the cotangent
+    ``gp`` starts at zero, so its scale is ``atol`` and its rate would force a tiny first
+    step), or, where larger, the forward solve's step at ``t0``: the adjoint shares the
+    forward's time scales, and SciPy's guess is a cautious one (it cost two more steps)."""
     rtol, atol = opts.get("rtol", 1e-3), np.asarray(opts.get("atol", 1e-6), dtype=float)
     atol = atol if atol.ndim == 0 else atol[:n]
     rest = z[n:]
     f_a = lambda t, a: fun(t, np.concatenate([a, rest]))[:n]  # noqa: E731
     direction = np.sign(t_bound - t0) if t_bound != t0 else 1.0
-    return select_initial_step(f_a, t0, z[:n], t_bound, opts.get("max_step", np.inf),
-                               f_a(t0, z[:n]), direction, cls.error_estimator_order, rtol,
-                               atol)
+    h = select_initial_step(f_a, t0, z[:n], t_bound, opts.get("max_step", np.inf),
+                            f_a(t0, z[:n]), direction, cls.error_estimator_order, rtol, atol)
+    if forward_steps is not None and len(forward_steps) > 1:
+        fs = np.sort(np.asarray(forward_steps, dtype=float))
+        k = int(np.clip(np.searchsorted(fs, t0) - (direction < 0), 0, fs.size - 2))
+        h = max(h, min(fs[k + 1] - fs[k], abs(t_bound - t0), opts.get("max_step", np.inf)))
+    return h
+
+
+def keep_stride(solver):
+    """Before an explicit Runge-Kutta step of the adjoint, which stops at every output time:
+    a step SciPy cut short to land on the stop says nothing about the step size, so the
+    proposal from before it is kept (SciPy scales the cut one, and the steps after a stop
+    shrank tenfold); a proposal a little short of the stop (within 10%, inside SciPy's
+    safety factor of 0.9) is stretched to it rather than leaving a sliver of a step."""
+    remaining = abs(solver.t_bound - solver.t)
+    last = getattr(solver, "_stride", None)
+    if last is not None and solver.h_abs < last and solver.step_size is not None \
+            and solver.step_size < last:
+        solver.h_abs = last   # the previous step was cut to land on the stop
+    if solver.h_abs < remaining <= 1.1 * solver.h_abs:
+        solver.h_abs = remaining
+    solver._stride = solver.h_abs
 
 
 def resume(solver, z, t_bound):
