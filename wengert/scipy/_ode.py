@@ -42,6 +42,7 @@ from ..graph.trace import GraphTrace, GraphTracer
 from ..sparse import jacobian_sparsity, sparse_jacobian
 from ..transforms import jacobian, jvp, vjp
 from ..tree import flatten
+from ._ode_discrete import pull_steps, recording
 from ._ode_steps import (fast_dense, first_step, keep_stride, merged, quadrature, resume,
                          state_only)
 
@@ -51,7 +52,7 @@ __all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "example_of", "batched", "EX
 EXPLICIT = ("RK45", "RK23", "DOP853")
 IMPLICIT = ("Radau", "BDF", "LSODA")
 METHODS = EXPLICIT + IMPLICIT
-ADJOINTS = ("auto", "checkpoint", "backsolve", "interpolate", "forward")
+ADJOINTS = ("auto", "discrete", "checkpoint", "backsolve", "interpolate", "forward")
 
 
 def example_of(x):
@@ -243,6 +244,8 @@ class Spec:
         self.auto = False         # the sensitivity method was picked by adjoint="auto"
         self.sparse = sparse   # None: detect for stiff methods; False: dense Jacobians
         self._cache = None     # (inputs, ys, dense solution)
+        self._steps = None     # ((y0, span, params), SciPy's accepted steps): "discrete"
+        self.t_bound = None    # where SciPy's solve ends, past the last output ("discrete")
         self._jac = None       # the traced Jacobian of the right-hand side in y (stiff)
 
     def __repr__(self):
@@ -269,6 +272,23 @@ class Spec:
         ys, sol = self._scipy(y0, ts, params, dense)
         self._cache = ((y0.copy(), ts.copy(), [p.copy() for p in params]), ys, sol)
         return ys
+
+    def span(self, ts):
+        """The discrete adjoint's solve: from ``ts[0]`` to the end of ``t_span`` (the last
+        step ends there, not at the last output time)."""
+        end, tb = ts[-1], self.t_bound
+        if tb is not None and (tb - end) * (end - ts[0]) > 0:
+            end = tb
+        return np.array([ts[0], end], dtype=float)
+
+    def steps(self, y0, ts, params):
+        """SciPy's accepted steps ``(t_old, h, y_old, y_new, K)`` (solved again on a miss)."""
+        y0, ts = np.asarray(y0, dtype=float), np.asarray(ts, dtype=float)
+        params = [np.asarray(p) for p in params]
+        c = self._steps
+        if c is None or not _same(c[0], (y0, self.span(ts), params)):
+            self._scipy(y0, ts, params, False)
+        return self._steps[1]
 
     def dense(self, y0, ts, params):
         self.solve(y0, ts, params, dense=True)
@@ -335,7 +355,12 @@ class Spec:
             opts = {k: v for k, v in opts.items() if k in ("rtol", "atol")}
         if jac is not None:
             opts["jac"] = jac
-        sol = si.solve_ivp(fun, (ts[0], ts[-1]), y0, method=method, t_eval=ts,
+        span = (ts[0], ts[-1])
+        if self.adjoint == "discrete":   # SciPy's own stepping, each accepted step kept
+            rec, span = [], self.span(ts)
+            method = recording(getattr(si, method), rec)
+            self._steps = ((y0.copy(), span, [p.copy() for p in params]), rec)
+        sol = si.solve_ivp(fun, tuple(span), y0, method=method, t_eval=ts,
                            dense_output=dense, **opts)
         ys = sol.y.T
         if not sol.success or ys.shape[0] != m:
@@ -373,6 +398,12 @@ def _example(x):
 
 @ode_solve.frule(symbolic_zeros=True)
 def _frule(primals, tangents, spec):
+    if spec.adjoint == "discrete" and not spec.auto:
+        raise NotImplementedError(
+            'adjoint="discrete" is reverse mode only (a pullback through SciPy\'s stored '
+            "steps, on plain values). For forward mode, Hessians or forward over reverse "
+            'use adjoint="checkpoint" (the same discrete derivative, each step traced), '
+            '"forward" or "auto"')
     batch = _batch_of(primals, tangents)
     if batch:
         ys = ode_solve(*primals, spec=spec)
@@ -443,8 +474,19 @@ def _pull(primals, ys, g, spec):
         return _pull_forward(primals, ys, g, spec)
     if spec.adjoint == "interpolate" and not nested:
         return _pull_interpolate(primals, ys, g, spec)
+    if spec.adjoint == "discrete" and not nested:
+        return _pull_discrete(primals, g, spec)
     differentiated = _differentiated(*primals, ys, g)
-    if spec.adjoint == "interpolate" and not differentiated:
+    if spec.adjoint == "discrete" and differentiated:
+        if not spec.auto:
+            raise NotImplementedError(
+                'adjoint="discrete" is differentiated once: its pullback runs on plain '
+                "values. For a Hessian or Hessian-vector product use "
+                'adjoint="checkpoint" (the same discrete derivative, each step traced), '
+                '"forward" or "auto"')
+        # picked by "auto": differentiated again, as the interpolating adjoint would be
+        return (_pull_forward if _few(primals) else _pull_backsolve)(primals, ys, g, spec)
+    if spec.adjoint in ("interpolate", "discrete") and not differentiated:
         # under wg.vmap (SciPy once per example) or wg.compile (a call in the program): the
         # same interpolating adjoint, as a primitive of its own, not the backsolve form
         y0, ts, *ps = primals
@@ -479,7 +521,10 @@ def _differentiated(*xs):
 
 
 def _adjoint_impl(y0, ts, ys, g, *ps, spec):
-    out = _pull_interpolate((y0, ts, *ps), ys, g, spec)
+    if spec.adjoint == "discrete":
+        out = _pull_discrete((y0, ts, *ps), g, spec)
+    else:
+        out = _pull_interpolate((y0, ts, *ps), ys, g, spec)
     return [np.asarray(x, dtype=float) for x in out]
 
 
@@ -678,6 +723,24 @@ def _pull_interpolate(primals, ys, g, spec):
             solver = None
     gts[0] = -a @ F.plain(ts[0], y0, *ps)
     out = [a + g[0], gts]
+    at = 0
+    for p in ps:
+        out.append(gp[at:at + p.size].reshape(p.shape) if p.ndim else float(gp[at]))
+        at += p.size
+    return tuple(out)
+
+
+def _pull_discrete(primals, g, spec):
+    """The discrete adjoint of SciPy's explicit Runge-Kutta steps (:mod:`._ode_discrete`),
+    one vjp of the right-hand side per stage, on plain values."""
+    y0, ts, *ps = (np.asarray(x, dtype=float) for x in primals)
+    n, P = y0.size, sum(p.size for p in ps)
+    steps = spec.steps(y0, ts, ps)
+    F = spec.rhs.plain
+    a, gts, gp = pull_steps(getattr(si, spec.method), steps, ts, np.asarray(g, dtype=float),
+                            _VjpInto(spec, ps, n, params=True),
+                            lambda t, y: F(t, y, *ps), n, P)
+    out = [a, gts]
     at = 0
     for p in ps:
         out.append(gp[at:at + p.size].reshape(p.shape) if p.ndim else float(gp[at]))
