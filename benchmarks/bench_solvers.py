@@ -11,7 +11,8 @@
 * a discretised reaction-diffusion equation ``u_t = D u_xx + k(x) u (1 - u)`` on n points
   with one rate ``k`` per point (n parameters), BDF (sparse Jacobian from wengert).
 
-Per sensitivity method (``adjoint=``): the time of ``wg.value_and_grad`` divided by the time
+Per sensitivity method (``adjoint=``; ``"discrete"``, the discrete adjoint of SciPy's stored
+Runge-Kutta stages, is what ``"auto"`` takes for the explicit problem): the time of ``wg.value_and_grad`` divided by the time
 of one primal solve (the same ``solve_ivp`` call on plain values; the median of paired
 rounds, ``_util.paired_time``), which must stay <= 3 at
 every size ("ok" / "MISSED"; finite differences would cost p + 1 solves), and the peak
@@ -68,8 +69,8 @@ def lotka_volterra(size):
                         adjoint=adjoint, rtol=1e-6, atol=1e-8)
         return wnp.sum(sol.y ** 2)
     loss.peer = dict(kind="lv", n=n, y0=y0, t_eval=t_eval, t1=5.0)
-    return "Lotka-Volterra", "RK45", theta, loss, ("interpolate", "backsolve", "forward",
-                                                   "checkpoint")
+    return "Lotka-Volterra", "RK45", theta, loss, ("discrete", "interpolate", "backsolve",
+                                                   "forward", "checkpoint")
 
 
 def reaction_diffusion(size):

@@ -16,7 +16,8 @@ turn (Hessians, HVPs, forward over reverse):
   from the stored output at each output time); "interpolate" reads ``y`` off SciPy's dense
   forward solution instead (on plain values; a nested derivative takes the backsolve
   formulation, whose every value is traced); "forward" pulls back through the full forward
-  sensitivities (few parameters).
+  sensitivities (few parameters); "discrete" (explicit Runge-Kutta methods) pulls back through
+  SciPy's own accepted steps, kept by the primal solve (:mod:`._ode_discrete`).
 
 The vector-Jacobian products, Jacobian-vector products and stiff methods' Jacobians all come
 from wengert, traced once per solve into graphs whose generated code SciPy calls.
@@ -734,18 +735,13 @@ def _pull_discrete(primals, g, spec):
     """The discrete adjoint of SciPy's explicit Runge-Kutta steps (:mod:`._ode_discrete`),
     one vjp of the right-hand side per stage, on plain values."""
     y0, ts, *ps = (np.asarray(x, dtype=float) for x in primals)
-    n, P = y0.size, sum(p.size for p in ps)
     steps = spec.steps(y0, ts, ps)
     F = spec.rhs.plain
+    vjp_plain = _VjpInto(spec, ps, y0.size, params=True).graph.plain
     a, gts, gp = pull_steps(getattr(si, spec.method), steps, ts, np.asarray(g, dtype=float),
-                            _VjpInto(spec, ps, n, params=True),
-                            lambda t, y: F(t, y, *ps), n, P)
-    out = [a, gts]
-    at = 0
-    for p in ps:
-        out.append(gp[at:at + p.size].reshape(p.shape) if p.ndim else float(gp[at]))
-        at += p.size
-    return tuple(out)
+                            lambda t, y, c: vjp_plain(t, y, c, *ps),
+                            lambda t, y: F(t, y, *ps), [p.shape for p in ps])
+    return (a, gts, *[x if x.ndim else float(x) for x in gp])
 
 
 def _shapes(ps):

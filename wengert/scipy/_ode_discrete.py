@@ -81,19 +81,20 @@ def _locate(steps, ts):
 
 
 # -- the pullback ---------------------------------------------------------------------------------
-def pull_steps(cls, steps, ts, g, vjp, fun, n, P):
-    """``(ȳ0, ḡ_ts, θ̄)``: the cotangents of SciPy's outputs ``ys[i]`` at ``ts[i]`` (row 0 is
-    ``y0`` itself) pulled back through the stored steps.
+def pull_steps(cls, steps, ts, g, vjp, fun, shapes):
+    """``(ȳ0, ḡ_ts, [θ̄...])``: the cotangents of SciPy's outputs ``ys[i]`` at ``ts[i]`` (row 0
+    is ``y0`` itself) pulled back through the stored steps.
 
-    ``vjp(t, y, a)`` is ``[aᵀ J_y, aᵀ J_θ]`` (n + P entries), ``fun(t, y)`` the right-hand
-    side.  An output time's own cotangent is the interpolant's slope (exact for the discrete
-    solution, steps fixed); the initial time's is ``-ȳ0 · f(t0, y0)``, the continuous formula
-    (moving ``t0`` moves every step)."""
+    ``vjp(t, y, a)`` is ``(aᵀ J_y, aᵀ J_θ1, ...)`` for parameters of ``shapes``, ``fun(t, y)``
+    the right-hand side.  An output time's own cotangent is the interpolant's slope (exact
+    for the discrete solution, steps fixed); the initial time's is ``-ȳ0 · f(t0, y0)``, the
+    continuous formula (moving ``t0`` moves every step)."""
     ts = np.asarray(ts, dtype=float)
     g = np.asarray(g, dtype=float)
-    m = ts.size
-    gts = np.zeros(m)
-    theta = np.zeros(P)
+    n = g.shape[1]
+    gts = np.zeros(ts.size)
+    theta = [np.zeros(sh) for sh in shapes]
+    kp = range(len(theta))
     rows = np.flatnonzero(np.any(g[1:] != 0.0, axis=1)) + 1
     at_t0 = g[rows[ts[rows] == ts[0]]].sum(axis=0)   # repeats of the initial time: y0 itself
     rows = rows[ts[rows] != ts[0]]
@@ -101,6 +102,7 @@ def pull_steps(cls, steps, ts, g, vjp, fun, n, P):
     rows, where = rows[where >= 0], where[where >= 0]
     S = cls.n_stages
     A, B, C = np.asarray(cls.A)[:S, :S], np.asarray(cls.B)[:S], np.asarray(cls.C)[:S]
+    m = A.shape[1]   # RK45's A has no column for its last stage
     dop = issubclass(cls, si.DOP853)
     if dop:
         A_x, C_x = np.asarray(cls.A_EXTRA), np.asarray(cls.C_EXTRA)
@@ -108,10 +110,16 @@ def pull_steps(cls, steps, ts, g, vjp, fun, n, P):
     if rows.size:
         t_old = np.array([steps[k][0] for k in where])
         h = np.array([steps[k][1] for k in where])
-        x = (ts[rows] - t_old) / h
-        w, dw, alpha, dalpha = _weights(cls, x)
+        w, dw, alpha, dalpha = _weights(cls, (ts[rows] - t_old) / h)
         for j, (i, k) in enumerate(zip(rows, where)):
             at.setdefault(int(k), []).append((int(i), j))
+
+    def pull(t, z, ct):
+        out = vjp(t, z, ct)
+        for i in kp:
+            theta[i] += out[i + 1]
+        return out[0]
+
     a = np.zeros(n)   # ȳ at the end of the step being pulled back
     for k in range(len(steps) - 1, -1, -1):
         t, h, y0, y1, K = steps[k]
@@ -130,28 +138,25 @@ def pull_steps(cls, steps, ts, g, vjp, fun, n, P):
             if dop:
                 for s in range(K.shape[0] - 1, S, -1):   # the dense output's own stages
                     r = s - S - 1
-                    z = y0 + h * (A_x[r, :s] @ K[:s])
-                    out = vjp(t + C_x[r] * h, z, Kb[s])
-                    ybar = ybar + out[:n]
-                    theta += out[n:]
-                    Kb[:s] += h * np.outer(A_x[r, :s], out[:n])
+                    yb = pull(t + C_x[r] * h, y0 + h * (A_x[r, :s] @ K[:s]), Kb[s])
+                    ybar += yb
+                    Kb[:s] += (h * A_x[r, :s])[:, None] * yb
             if np.any(Kb[S]):                           # K_S = f(t + h, y_new)
-                out = vjp(t + h, y1, Kb[S])
-                a = a + out[:n]
-                theta += out[n:]
+                a = a + pull(t + h, y1, Kb[S])
         else:
             Kb = np.zeros((S, n))
             ybar = np.zeros(n)
         # y_new = y_old + h Σ b_j K_j, then each stage K_s = f(t + c_s h, y_old + h Σ a_sj K_j)
-        ybar = ybar + a
-        Kb[:S] += h * np.outer(B, a)
-        for s in range(S - 1, -1, -1):
-            z = y0 + h * (A[s, :s] @ K[:s]) if s else y0
-            out = vjp(t + C[s] * h, z, Kb[s])
-            ybar = ybar + out[:n]
-            theta += out[n:]
-            if s:
-                Kb[:s] += h * np.outer(A[s, :s], out[:n])
+        ybar += a
+        Kb[:S] += (h * B)[:, None] * a
+        hA = h * A
+        Z = y0 + hA @ K[:m]                             # every stage's input
+        Tn = t + h * C
+        for s in range(S - 1, 0, -1):
+            yb = pull(Tn[s], Z[s], Kb[s])
+            ybar += yb
+            Kb[:s] += hA[s, :s, None] * yb
+        ybar += pull(t, y0, Kb[0])
         a = ybar
     if steps:
         gts[0] = -a @ fun(ts[0], steps[0][2])

@@ -130,7 +130,8 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
 
     The result is SciPy's bunch; ``.y`` and ``.t`` are traced where they depend on traced
     values (``.sol``, ``nfev`` and the like are SciPy's, plain).  ``adjoint`` picks how
-    reverse mode differentiates: ``"interpolate"``, ``"backsolve"``, ``"forward"``,
+    reverse mode differentiates: ``"discrete"`` (explicit methods: through SciPy's stored
+    steps), ``"interpolate"``, ``"backsolve"``, ``"forward"``,
     ``"checkpoint"`` (explicit methods; ``schedule`` and ``snapshots`` as in ``wg.scan``)
     or ``"auto"``.  ``fun`` is traced once per call: write it with ``wengert.numpy`` (or
     NumPy's ufuncs) and without ``if`` on its arguments.
