@@ -19,7 +19,7 @@ from ..graph.trace import active_graph_traces
 from ..tree import flatten, unflatten
 from ..transforms import jvp
 from ._ode_discrete import recording
-from ._ode import (ADJOINTS, EXPLICIT, FORWARD_LIMIT, METHODS, Spec, _warn, batched,
+from ._ode import (ADJOINTS, EXPLICIT, METHODS, Spec, _warn, batched,
                    example_of, ode_solve, trace_rhs)
 
 __all__ = ["solve_ivp", "odeint"]
@@ -64,8 +64,8 @@ def _pick(adjoint, method, n, P):
                          f'"interpolate", "backsolve" or "forward"')
     if adjoint != "auto":
         return adjoint
-    if method in EXPLICIT and n * (n + P) <= FORWARD_LIMIT:
-        return "forward"   # a few sensitivities are cheaper than a backward solve
+    # explicit methods: SciPy's own steps pulled back, cheaper than forward sensitivities even
+    # for a few (differentiated again, the pullback takes forward sensitivities where few)
     return "discrete" if method in EXPLICIT else "interpolate"
 
 
@@ -235,7 +235,7 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
         elif sol.sol is not None:
             spec._cache = (key, sol.sol(tp).T, sol.sol)
         ys = ode_solve(y0, all_t, *ps, spec=spec)
-    ys_out = ys[where]
+    ys_out = ys if not evs else ys[where]   # the event rows are taken out
     if t_eval is None:
         sol.t = t_out
     elif _traced(t_eval):
@@ -260,7 +260,9 @@ def _merge_events(ts, ev_times):
     """Output times with the event times added (sorted along the direction of the solve):
     ``(times, rows of the outputs, rows of each event's times)``."""
     tsp = np.asarray(example_of(ts))
-    extra = np.concatenate(ev_times) if ev_times else np.zeros(0)
+    if not ev_times:
+        return ts, np.arange(tsp.size), []
+    extra = np.concatenate(ev_times)
     extra = extra[~np.isin(extra, tsp)]
     if not extra.size:
         return ts, np.arange(tsp.size), [_find(tsp, e) for e in ev_times]
