@@ -611,6 +611,15 @@ def test_discrete_adjoint_t_span_endpoints():
     g = wg.grad(lambda k: solve_ivp(lambda t, y: -k * y, (2.0, 0.5), np.array([1.0]),
                                     adjoint="discrete", **TOL).y[0, -1])(0.4)
     assert abs(g - 1.5 * np.exp(0.4 * 1.5)) < 1e-8   # backwards in time
+    # a t_eval starting at t0: that output is y0, moving along the first step's slope f(t0, y0)
+    te = np.array([0.0, 0.5, 1.0])
+    g_te = wg.grad(lambda te: wnp.sum(solve_ivp(
+        lambda t, y: -0.5 * y, (0.0, 1.0), np.array([1.0, 2.0]), t_eval=te, adjoint="discrete",
+        **TOL).y))(te)
+    np.testing.assert_allclose(g_te, -1.5 * np.exp(-0.5 * te), rtol=1e-8)
+    # nothing to solve: every output is y0
+    assert wg.grad(lambda k: wnp.sum(solve_ivp(lambda t, y: -k * y, (0.0, 0.0), np.array([1.0]),
+                                               adjoint="discrete").y))(0.3) == 0.0
 
 
 def test_discrete_adjoint_under_vmap_and_compile():

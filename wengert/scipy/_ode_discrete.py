@@ -96,7 +96,10 @@ def pull_steps(cls, steps, ts, g, vjp, fun, shapes):
     theta = [np.zeros(sh) for sh in shapes]
     kp = range(len(theta))
     rows = np.flatnonzero(np.any(g[1:] != 0.0, axis=1)) + 1
-    at_t0 = g[rows[ts[rows] == ts[0]]].sum(axis=0)   # repeats of the initial time: y0 itself
+    first = rows[ts[rows] == ts[0]]   # outputs at the initial time: y0 itself, their slope f
+    at_t0 = g[first].sum(axis=0)
+    if first.size and steps:
+        gts[first] = g[first] @ fun(ts[0], steps[0][2])
     rows = rows[ts[rows] != ts[0]]
     where = _locate(steps, ts[rows]) if steps else np.full(rows.size, -1)
     rows, where = rows[where >= 0], where[where >= 0]
