@@ -11,11 +11,17 @@
 * a discretised reaction-diffusion equation ``u_t = D u_xx + k(x) u (1 - u)`` on n points
   with one rate ``k`` per point (n parameters), BDF (sparse Jacobian from wengert).
 
-Per sensitivity method (``adjoint=``): the time of ``wg.value_and_grad`` divided by the time
-of one primal solve (the same ``solve_ivp`` call on plain values), which must stay <= 3 at
+Per sensitivity method (``adjoint=``; ``"discrete"``, the discrete adjoint of SciPy's stored
+Runge-Kutta stages, asked for by name: ``"auto"`` never differentiates the steps): the time of ``wg.value_and_grad`` divided by the time
+of one primal solve (the same ``solve_ivp`` call on plain values; the median of paired
+rounds, ``_util.paired_time``), which must stay <= 3 at
 every size ("ok" / "MISSED"; finite differences would cost p + 1 solves), and the peak
-memory of the gradient (tracemalloc).  Whether diffrax and torchdiffeq are installed is
-reported; timing the same gradients with them, side by side, is not written yet.
+memory of the gradient (tracemalloc).  Beside them, where installed (the ``bench`` extra),
+the same gradients by diffrax (JAX, jit-compiled; Tsit5, Kvaerno5 for the stiff problem,
+RecursiveCheckpointAdjoint) and torchdiffeq (dopri5, ``odeint_adjoint``; it has no adaptive
+stiff solver, so the reaction-diffusion row is skipped with that reason), each as its own
+gradient time ÷ its own primal solve, with the largest relative difference from wengert's
+gradient.  A peer that is not installed is skipped with a printed reason.
 
 Roots and optima (``bench_roots_and_optima``): the gradient of a scalar loss of the solution
 with respect to the parameters, by the implicit function theorem, against one primal SciPy
@@ -62,8 +68,9 @@ def lotka_volterra(size):
         sol = solve_ivp(lambda t, y: y * (r + A @ y), (0.0, 5.0), y0, t_eval=t_eval,
                         adjoint=adjoint, rtol=1e-6, atol=1e-8)
         return wnp.sum(sol.y ** 2)
-    return "Lotka-Volterra", "RK45", theta, loss, ("interpolate", "backsolve", "forward",
-                                                   "checkpoint")
+    loss.peer = dict(kind="lv", n=n, y0=y0, t_eval=t_eval, t1=5.0)
+    return "Lotka-Volterra", "RK45", theta, loss, ("discrete", "interpolate", "backsolve",
+                                                   "forward", "checkpoint")
 
 
 def reaction_diffusion(size):
@@ -84,6 +91,7 @@ def reaction_diffusion(size):
         sol = solve_ivp(rhs, (0.0, 1.0), u0, t_eval=t_eval, method="BDF", args=(k,),
                         adjoint=adjoint, rtol=1e-6, atol=1e-8)
         return wnp.sum(sol.y ** 2)
+    loss.peer = dict(kind="rd", n=n, y0=u0, t_eval=t_eval, t1=1.0, D=D)
     return "reaction-diffusion", "BDF", k, loss, ("interpolate", "forward")
 
 
@@ -106,14 +114,106 @@ def _peak(fn):
     return peak
 
 
-def _optional(name):
+def _rhs_for(xp, spec):
+    """The benchmark's right-hand side written with one array library ``xp``."""
+    n = spec["n"]
+    if spec["kind"] == "lv":
+        def f(t, y, theta):
+            r, A = theta[:n], xp.reshape(theta[n:], (n, n))
+            return y * (r + A @ y)
+        return f
+    D = spec["D"]
+
+    def f(t, u, k):
+        lap = xp.concatenate([u[1:2] - 2 * u[:1], u[2:] - 2 * u[1:-1] + u[:-2],
+                              u[-2:-1] - 2 * u[-1:]])
+        return D * lap + k * u * (1 - u)
+    return f
+
+
+def peer_diffrax(spec, theta):
+    """``(grad, primal s, grad s)`` by diffrax, or a string saying why not."""
     try:
-        return __import__(name)
-    except ImportError:
-        return None
+        import jax
+        import jax.numpy as jnp
+        import diffrax
+    except ImportError as e:
+        return f"not installed ({e.name}; pip install 'wengert[bench]')"
+    jax.config.update("jax_enable_x64", True)
+    f = _rhs_for(jnp, spec)
+    solver = diffrax.Tsit5() if spec["kind"] == "lv" else diffrax.Kvaerno5()
+    ts = jnp.asarray(spec["t_eval"])
+
+    def loss(th):
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(f), solver, 0.0, spec["t1"], None, jnp.asarray(spec["y0"]),
+            args=th, saveat=diffrax.SaveAt(ts=ts), max_steps=100_000,
+            stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-8),
+            adjoint=diffrax.RecursiveCheckpointAdjoint())
+        return jnp.sum(sol.ys ** 2)
+    primal, grad = jax.jit(loss), jax.jit(jax.grad(loss))
+    th = jnp.asarray(theta)
+    g = np.asarray(grad(th))
+    primal(th).block_until_ready()
+    return (g, lambda: primal(th).block_until_ready(), lambda: grad(th).block_until_ready())
 
 
-def bench_odes(sizes=(10, 100, 1000), repeat=2, forward_limit=30):
+def peer_torchdiffeq(spec, theta):
+    """As :func:`peer_diffrax`, by torchdiffeq's adjoint (explicit problems only)."""
+    try:
+        import torch
+        from torchdiffeq import odeint, odeint_adjoint
+    except ImportError as e:
+        return f"not installed ({e.name}; pip install 'wengert[bench]')"
+    if spec["kind"] != "lv":
+        return "skipped (no adaptive stiff solver in torchdiffeq: dopri5 on a stiff PDE)"
+    torch.set_num_threads(1)
+    f = _rhs_for(torch, spec)
+
+    class Rhs(torch.nn.Module):
+        def __init__(self, th):
+            super().__init__()
+            self.theta = torch.nn.Parameter(th)
+
+        def forward(self, t, y):
+            return f(t, y, self.theta)
+    y0 = torch.tensor(spec["y0"], dtype=torch.float64)
+    ts = torch.tensor(np.concatenate([[0.0], spec["t_eval"]]), dtype=torch.float64)
+    module = Rhs(torch.tensor(theta, dtype=torch.float64))
+    opts = dict(rtol=1e-6, atol=1e-8, method="dopri5")
+
+    def primal():
+        with torch.no_grad():
+            return odeint(module, y0, ts, **opts)
+
+    def grad():
+        module.theta.grad = None
+        ys = odeint_adjoint(module, y0, ts, **opts)
+        torch.sum(ys[1:] ** 2).backward()
+        return module.theta.grad
+    return grad().numpy().copy(), primal, grad
+
+
+PEERS = {"diffrax": peer_diffrax, "torchdiffeq": peer_torchdiffeq}
+
+
+def _peer_rows(loss, theta, g_ref, repeat, name, p):
+    for lib, make in PEERS.items():
+        try:
+            got = make(loss.peer, theta)
+        except Exception as e:   # a peer's failure is reported, not fatal to the table
+            got = f"failed ({type(e).__name__}: {e})"
+        if isinstance(got, str):
+            print(f"{name:20s} {p:5d} {lib:12s} {got}")
+            continue
+        g, primal, grad = got
+        tp, tg = _best(primal, repeat), _best(grad, repeat)
+        diff = np.max(np.abs(g - g_ref)) / np.max(np.abs(g_ref))
+        print(f"{name:20s} {p:5d} {lib:12s} {tp:9.4f} {tg:9.4f} {tg / tp:6.2f} {'':8s}  "
+              f"(gradient differs from wengert's by {diff:.1e} relative)")
+
+
+def bench_odes(sizes=(10, 100, 1000), repeat=2, forward_limit=30, peers=True):
     """The table; returns ``[(problem, p, method, ratio, ok)]``."""
     rows = []
     print(f"{'problem':20s} {'p':>5s} {'adjoint':12s} {'primal s':>9s} {'grad s':>9s} "
@@ -122,22 +222,22 @@ def bench_odes(sizes=(10, 100, 1000), repeat=2, forward_limit=30):
         for size in sizes:
             name, method, theta, loss, adjoints = make(size)
             p = theta.size
-            primal = _best(lambda: loss(theta), repeat)
             for adjoint in adjoints:
                 if adjoint == "forward" and p > forward_limit:
                     continue  # n (n + p) states, a dense Jacobian as large: few parameters only
                 vg = wg.value_and_grad(lambda th: loss(th, adjoint))
                 vg(theta)  # first call: traces and generates the adjoint's code
-                t = _best(lambda: vg(theta), repeat)
+                # gradient and primal timed in alternation, the ratio a median of the rounds'
+                # ratios: a slow spell on the shared machine slows both
+                t, primal, ratio = paired_time(vg, loss, theta, rounds=max(3, repeat))
                 peak = _peak(lambda: vg(theta)) / 2 ** 20
-                ratio = t / primal
                 ok = ratio <= TARGET
                 rows.append((name, p, adjoint, ratio, ok))
                 print(f"{name:20s} {p:5d} {adjoint:12s} {primal:9.4f} {t:9.4f} {ratio:6.2f} "
                       f"{peak:8.1f}  {'ok' if ok else 'MISSED'}")
-    for lib in ("diffrax", "torchdiffeq"):
-        if _optional(lib) is None:
-            print(f"{lib}: not installed (pip install {lib} to compare; not timed here)")
+            if peers:
+                g_ref = np.asarray(wg.grad(loss)(theta))
+                _peer_rows(loss, theta, g_ref, repeat, name, p)
     return rows
 
 
@@ -196,7 +296,7 @@ def bench_roots_and_optima():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=5, help="paired rounds per ODE row")
     ap.add_argument("--only", choices=["odes", "roots"], default=None)
     a = ap.parse_args(argv)
     if a.only in (None, "roots"):

@@ -29,7 +29,7 @@ def decay_exact(k, y0, t1, t0=0.0):
 @pytest.mark.parametrize("method,adjoint", [
     ("RK45", "forward"), ("RK45", "backsolve"), ("RK45", "interpolate"),
     ("RK45", "checkpoint"), pytest.param("RK23", "checkpoint", marks=pytest.mark.slow),
-    ("DOP853", "interpolate"),
+    ("RK45", "discrete"), ("DOP853", "discrete"), ("DOP853", "interpolate"),
     ("DOP853", "checkpoint"), ("Radau", "interpolate"), ("Radau", "backsolve"),
     ("BDF", "interpolate"), ("BDF", "forward"), ("LSODA", "interpolate"), ("LSODA", "auto")])
 def test_decay_gradient_equals_closed_form(method, adjoint):
@@ -65,10 +65,10 @@ def oscillator_exact(w, y0, T):
                       -y0[0] * w * wnp.sin(w * T) + y0[1] * wnp.cos(w * T)])
 
 
-@pytest.mark.parametrize("adjoint", ADJOINTS + ("checkpoint",))
+@pytest.mark.parametrize("adjoint", ADJOINTS + ("checkpoint", "discrete"))
 def test_harmonic_oscillator_jacobians_equal_closed_form(adjoint):
     w, y0, T = 1.3, np.array([0.7, -0.4]), 2.1
-    for mode in ("forward", "reverse"):
+    for mode in ("forward", "reverse") if adjoint != "discrete" else ("reverse",):
         got = wg.jacobian(lambda w, y0, T: oscillator(w, y0, T, adjoint=adjoint),
                           argnums=(0, 1, 2), mode=mode)(w, y0, T)
         want = wg.jacobian(oscillator_exact, argnums=(0, 1, 2))(w, y0, T)
@@ -122,10 +122,11 @@ def lotka(p, c, adjoint="auto", method="RK45"):
     return wnp.sum(sol.y ** 2) + wnp.sum(sol.t)
 
 
-@pytest.mark.parametrize("adjoint", ADJOINTS + ("checkpoint",))
+@pytest.mark.parametrize("adjoint", ADJOINTS + ("checkpoint", "discrete"))
 def test_closure_args_and_t_eval_match_finite_differences(adjoint):
+    modes = ("reverse",) if adjoint == "discrete" else ("forward", "reverse")
     wg.check_grad(lambda p, c: lotka(p, c, adjoint), np.array([1.1, 0.4]), 1.2,
-                  rtol=1e-6, atol=1e-8)
+                  rtol=1e-6, atol=1e-8, modes=modes)
 
 
 @pytest.mark.slow
@@ -214,8 +215,9 @@ def test_robertson_sensitivities_match_hand_written_forward_sensitivities(method
                             atol=1e-14).y[:, -1]
     J = wg.jacobian(f, mode=mode)(K)
     ref = robertson_sensitivities(K, T)
-    # each sensitivity scaled by its parameter (k2 and k3 differ from k1 by 1e9)
-    np.testing.assert_allclose(J * K, ref * K, rtol=1e-5, atol=1e-5 * np.abs(ref * K).max())
+    # each sensitivity scaled by its parameter (k2 and k3 differ from k1 by 1e9); the issue
+    # asks 1e-5, these reach 1e-10 (interpolate on Radau 1e-13): 1e-7 keeps that margin
+    np.testing.assert_allclose(J * K, ref * K, rtol=1e-7, atol=1e-7 * np.abs(ref * K).max())
 
 
 # -- vmap, compile, pickling of results ------------------------------------------------------
@@ -496,3 +498,164 @@ def test_interpolate_through_many_output_times_equals_closed_form(method):
     want = wg.grad(exact, argnums=(0, 1))(*args)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-7)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-7)
+
+
+@pytest.mark.parametrize("method", ["BDF", pytest.param("Radau", marks=pytest.mark.slow)])
+def test_explicit_interpolate_hessian_on_a_stiff_method_says_what_to_use(method):
+    """Differentiated again, an explicit "interpolate" on a stiff method used to switch to
+    backsolve silently, which overflowed; it now says what to use, and that works."""
+    def loss(p, adjoint):
+        def f(t, y):
+            return wnp.stack([-p[0] * y[0] + p[1] * y[1], 1000.0 * (y[0] - y[1])])
+        sol = solve_ivp(f, (0.0, 2.0), np.array([1.0, 0.0]), method=method,
+                        t_eval=[0.5, 1.0, 2.0], adjoint=adjoint, rtol=1e-9, atol=1e-11)
+        return wnp.sum(sol.y ** 2)
+    p = np.array([1.5, 0.5])
+    with pytest.raises(NotImplementedError, match='adjoint="forward"'):
+        wg.hessian(lambda q: loss(q, "interpolate"))(p)
+    with pytest.raises(NotImplementedError, match="jacfwd"):
+        wg.hvp(lambda q: loss(q, "interpolate"), p, np.array([1.0, -1.0]))
+    want = wg.jacfwd(wg.jacfwd(lambda q: loss(q, "interpolate")))(p)
+    np.testing.assert_allclose(wg.hessian(lambda q: loss(q, "forward"))(p), want, rtol=1e-5)
+    # the first derivative by "interpolate" stays, under vmap too (its parameters' quadrature
+    # on the adjoint's steps alone missed the forward's fast transient near t = 0 by 2e-5)
+    g = wg.grad(lambda q: loss(q, "interpolate"))(p)
+    np.testing.assert_allclose(g, wg.jacfwd(lambda q: loss(q, "interpolate"))(p), rtol=1e-7)
+    gv = wg.vmap(wg.grad(lambda q: loss(q, "interpolate")))(np.stack([p, p]))
+    np.testing.assert_allclose(gv, np.stack([g, g]), rtol=1e-9)
+
+
+# -- adjoint="discrete": the exact derivative of SciPy's own steps ----------------------------
+# Huge tolerances with first_step = max_step make every step accepted at the same size, so
+# SciPy's output is a smooth function of the inputs (its error control never moves a step)
+# and central differences of SciPy itself check the discrete adjoint to ~1e-9.
+FIXED = dict(rtol=1e3, atol=1e3, first_step=0.3, max_step=0.3)
+
+
+def _lv_problem(n=3):
+    rng = np.random.default_rng(0)
+    r = 0.5 + 0.5 * rng.random(n)
+    A = -np.eye(n) - 0.3 * rng.random((n, n)) / n
+    return np.concatenate([r, A.ravel()]), 0.5 + 0.5 * rng.random(n)
+
+
+def _lv(th, y0, te, method, opts, adjoint="discrete", lib=wnp):
+    """Lotka-Volterra: ``r`` through args, ``A`` closed over; ``te`` and ``y0`` inputs too."""
+    n = y0.shape[0]
+    A = lib.reshape(th[n:], (n, n))
+    fun = lambda t, y, r: y * (r + A @ y) + 0.05 * lib.sin(t)  # noqa: E731
+    if lib is np:
+        sol = si.solve_ivp(fun, (0.0, 3.0), y0, method=method, t_eval=te, args=(th[:n],),
+                           **opts)
+    else:
+        sol = solve_ivp(fun, (0.0, 3.0), y0, method=method, t_eval=te, args=(th[:n],),
+                        adjoint=adjoint, **opts)
+    return lib.sum(sol.y ** 2) + lib.sum(sol.y[:, -1] * lib.cos(sol.y[:, 0]))
+
+
+def _fd(f, x, eps=1e-6):
+    x = np.asarray(x, dtype=float)
+    out = np.zeros(x.size)
+    for i in range(x.size):
+        e = np.zeros(x.size)
+        e[i] = eps
+        out[i] = (f((x + e).reshape(x.shape)) - f((x - e).reshape(x.shape))) / (2 * eps)
+    return out.reshape(x.shape)
+
+
+@pytest.mark.parametrize("method", ["RK45", "RK23", "DOP853"])
+@pytest.mark.parametrize("with_t_eval", [True, False])
+def test_discrete_adjoint_is_the_derivative_of_scipys_own_steps(method, with_t_eval):
+    th, y0 = _lv_problem()
+    te = np.array([0.45, 1.0, 1.31, 2.2, 2.9]) if with_t_eval else None
+    g_th, g_y0 = wg.grad(lambda th, y0: _lv(th, y0, te, method, FIXED),
+                         argnums=(0, 1))(th, y0)
+    np.testing.assert_allclose(g_th, _fd(lambda x: _lv(x, y0, te, method, FIXED, lib=np), th),
+                               rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(g_y0, _fd(lambda x: _lv(th, x, te, method, FIXED, lib=np), y0),
+                               rtol=1e-8, atol=1e-9)
+    if with_t_eval:   # moving an output time moves no step: the interpolant's slope
+        g_te = wg.grad(lambda te: _lv(th, y0, te, method, FIXED))(te)
+        np.testing.assert_allclose(
+            g_te, _fd(lambda x: _lv(th, y0, x, method, FIXED, lib=np), te), rtol=1e-8,
+            atol=1e-9)
+
+
+@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+def test_discrete_adjoint_agrees_with_the_continuous_ones(method):
+    th, y0 = _lv_problem()
+    te = np.linspace(0.2, 3.0, 8)
+    grads = {how: wg.grad(lambda th: _lv(th, y0, te, method, TOL, how))(th)
+             for how in ("discrete", "interpolate", "checkpoint")}
+    for how in ("interpolate", "checkpoint"):
+        np.testing.assert_allclose(grads["discrete"], grads[how], rtol=1e-7, atol=1e-8)
+
+
+def test_auto_differentiates_the_mathematics_not_the_steps():
+    """API.md section 13: "auto" never differentiates SciPy's steps ("discrete" and
+    "checkpoint" are asked for by name): past forward sensitivities' size it is the
+    interpolating adjoint. "discrete", by name, is exact for SciPy's own steps."""
+    th, y0 = _lv_problem(5)
+    te = np.array([0.45, 1.0, 2.9])
+    g_auto = wg.grad(lambda th: _lv(th, y0, te, "RK45", FIXED, "auto"))(th)
+    g_interp = wg.grad(lambda th: _lv(th, y0, te, "RK45", FIXED, "interpolate"))(th)
+    np.testing.assert_array_equal(g_auto, g_interp)
+    g = wg.grad(lambda th: _lv(th, y0, te, "RK45", FIXED, "discrete"))(th)
+    np.testing.assert_allclose(g, _fd(lambda x: _lv(x, y0, te, "RK45", FIXED, lib=np), th),
+                               rtol=1e-8, atol=1e-9)
+
+
+def test_discrete_adjoint_t_span_endpoints():
+    """t0 by the continuous formula -ȳ0·f(t0); t1 as the last output's slope."""
+    def f(t0, t1, k):
+        sol = solve_ivp(lambda t, y: -k * y * (1 + 0.1 * wnp.cos(t)), (t0, t1),
+                        np.array([1.5]), adjoint="discrete", **TOL)
+        return sol.y[0, -1] + 0.1 * sol.t[-1]
+    wg.check_grad(f, 0.2, 1.7, 0.8, rtol=1e-6, atol=1e-8, modes=("reverse",))
+    g = wg.grad(lambda k: solve_ivp(lambda t, y: -k * y, (2.0, 0.5), np.array([1.0]),
+                                    adjoint="discrete", **TOL).y[0, -1])(0.4)
+    assert abs(g - 1.5 * np.exp(0.4 * 1.5)) < 1e-8   # backwards in time
+    # a t_eval starting at t0: that output is y0, moving along the first step's slope f(t0, y0)
+    te = np.array([0.0, 0.5, 1.0])
+    g_te = wg.grad(lambda te: wnp.sum(solve_ivp(
+        lambda t, y: -0.5 * y, (0.0, 1.0), np.array([1.0, 2.0]), t_eval=te, adjoint="discrete",
+        **TOL).y))(te)
+    np.testing.assert_allclose(g_te, -1.5 * np.exp(-0.5 * te), rtol=1e-8)
+    # nothing to solve: every output is y0
+    assert wg.grad(lambda k: wnp.sum(solve_ivp(lambda t, y: -k * y, (0.0, 0.0), np.array([1.0]),
+                                               adjoint="discrete").y))(0.3) == 0.0
+
+
+def test_discrete_adjoint_under_vmap_and_compile():
+    ks = np.array([0.1, 0.2, 0.3])
+    g = wg.vmap(wg.grad(lambda k: decay(k, 2.0, 1.5, t_eval=True, adjoint="discrete")))(ks)
+    np.testing.assert_allclose(g, -3.0 * np.exp(-1.5 * ks), rtol=1e-8)
+    cg = wg.compile(wg.grad(lambda k: decay(k, 2.0, 1.5, t_eval=True, adjoint="discrete")))
+    for k in (0.3, 0.5):
+        assert abs(cg(k) + 3.0 * np.exp(-1.5 * k)) < 1e-8
+
+
+def test_discrete_adjoint_is_reverse_only_and_says_what_to_use():
+    f = lambda k: decay(k, 1.3, 1.9, adjoint="discrete")  # noqa: E731
+    with pytest.raises(NotImplementedError, match="checkpoint"):
+        wg.derivative(f)(0.7)
+    with pytest.raises(NotImplementedError, match="checkpoint"):
+        wg.hessian(lambda p: decay(p[0], p[1], 1.9, adjoint="discrete"))(np.array([0.7, 1.3]))
+    with pytest.raises(ValueError, match="explicit"):
+        decay(0.7, 1.3, 1.9, method="Radau", adjoint="discrete")
+    with pytest.raises(ValueError, match="explicit"):
+        wg.grad(lambda k: odeint(lambda y, t: -k * y, np.array([1.0]), [0.0, 1.0],
+                                 adjoint="discrete")[-1, 0])(0.5)
+
+
+def test_auto_discrete_still_differentiates_again_and_forward():
+    """"auto" in reverse mode, differentiated again (a Hessian) and in forward mode agree."""
+    th, y0 = _lv_problem(4)
+    te = np.array([0.5, 1.5])
+    f = lambda th: _lv(th, y0, te, "RK45", TOL, "auto")  # noqa: E731
+    g = wg.grad(f)(th)
+    np.testing.assert_allclose(wg.jacobian(f, mode="forward")(th), g, rtol=1e-7, atol=1e-8)
+    v = np.linspace(-1.0, 1.0, th.size)
+    hv = wg.jvp(wg.grad(f), (th,), (v,))[1]
+    np.testing.assert_allclose(hv, (wg.grad(f)(th + 1e-5 * v) - wg.grad(f)(th - 1e-5 * v))
+                               / 2e-5, rtol=1e-4, atol=1e-6)

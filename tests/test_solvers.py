@@ -790,3 +790,17 @@ def test_one_compiled_solver_program_runs_in_many_threads_at_once():
     finally:
         sys.setswitchinterval(old)
     assert errors == []
+
+
+def test_quad_under_vmap_of_grad_and_jacfwd():
+    """The batched parameters reach SciPy's integral once per example, in both modes (the
+    pullback's per-example loop used to read them from its closure, still batched)."""
+    from wengert.scipy.integrate import quad as wquad
+
+    def f(p):  # the integral's cotangent p[1] is batched too
+        return wquad(lambda x: wnp.sin(p[0] * x) * p[1], 0.0, 1.0)[0] * p[1]
+    P = np.array([[1.0, 2.0], [0.5, 3.0]])
+    want = np.stack([[(a * np.sin(a) + np.cos(a) - 1) / a ** 2 * b * b,
+                      2 * b * (1 - np.cos(a)) / a] for a, b in P])
+    np.testing.assert_allclose(wg.vmap(wg.grad(f))(P), want, rtol=1e-10)
+    np.testing.assert_allclose(wg.vmap(wg.jacfwd(f))(P), want, rtol=1e-10)

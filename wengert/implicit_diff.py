@@ -265,8 +265,13 @@ def _T(x):
 
 
 def _solve(a, b):
-    """``a⁻¹ b``; NumPy's own where nothing is traced (the first derivative's common case)."""
-    return np.linalg.solve(a, b) if _plain(a, b) else wnp.linalg.solve(a, b)
+    """``a⁻¹ b``; NumPy's own where nothing is traced (the first derivative's common case),
+    a division for one unknown (LAPACK's call costs more than the scalar problem's pullback)."""
+    if not _plain(a, b):
+        return wnp.linalg.solve(a, b)
+    if np.shape(a) == (1, 1):
+        return np.asarray(b, dtype=float) / a[0, 0]
+    return np.linalg.solve(a, b)
 
 
 def _dense(problem):
@@ -331,7 +336,10 @@ def implicit_solve_vjp(*primals, problem, needs):
         ps = [primals[i] for i in idx]
         if _dense(problem):
             _, pb = vjp(residual, z, *ps)
-            rows = pb(np.eye(n))                            # J's rows, ∂F/∂θ's rows
+            if n == 1:   # one sweep with a plain cotangent, not a batched one of a 1 x 1 eye
+                rows = [_reshape(r, (1,) + shape_of(r)) for r in pb(np.ones(1))]
+            else:
+                rows = pb(np.eye(n))                        # J's rows, ∂F/∂θ's rows
             lam = _solve(_T(rows[0]), _T(g2))   # (n, m)
             cts = [-(np.tensordot(_T(lam), r, axes=1) if _plain(lam, r) else
                      wnp.tensordot(_T(lam), r, axes=1)) for r in rows[1:]]

@@ -16,14 +16,14 @@ turn (Hessians, HVPs, forward over reverse):
   from the stored output at each output time); "interpolate" reads ``y`` off SciPy's dense
   forward solution instead (on plain values; a nested derivative takes the backsolve
   formulation, whose every value is traced); "forward" pulls back through the full forward
-  sensitivities (few parameters).
+  sensitivities (few parameters); "discrete" (explicit Runge-Kutta methods) pulls back through
+  SciPy's own accepted steps, kept by the primal solve (:mod:`._ode_discrete`).
 
 The vector-Jacobian products, Jacobian-vector products and stiff methods' Jacobians all come
 from wengert, traced once per solve into graphs whose generated code SciPy calls.
 """
 from __future__ import annotations
 
-import bisect
 import threading
 import warnings
 from collections import OrderedDict
@@ -42,6 +42,9 @@ from ..graph.trace import GraphTrace, GraphTracer
 from ..sparse import jacobian_sparsity, sparse_jacobian
 from ..transforms import jacobian, jvp, vjp
 from ..tree import flatten
+from ._ode_discrete import pull_steps, recording
+from ._ode_steps import (fast_dense, first_step, keep_stride, merged, quadrature, resume,
+                         state_only)
 
 __all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "example_of", "batched", "EXPLICIT",
            "IMPLICIT", "METHODS"]
@@ -49,7 +52,7 @@ __all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "example_of", "batched", "EX
 EXPLICIT = ("RK45", "RK23", "DOP853")
 IMPLICIT = ("Radau", "BDF", "LSODA")
 METHODS = EXPLICIT + IMPLICIT
-ADJOINTS = ("auto", "checkpoint", "backsolve", "interpolate", "forward")
+ADJOINTS = ("auto", "discrete", "checkpoint", "backsolve", "interpolate", "forward")
 
 
 def example_of(x):
@@ -241,6 +244,8 @@ class Spec:
         self.auto = False         # the sensitivity method was picked by adjoint="auto"
         self.sparse = sparse   # None: detect for stiff methods; False: dense Jacobians
         self._cache = None     # (inputs, ys, dense solution)
+        self._steps = None     # ((y0, span, params), SciPy's accepted steps): "discrete"
+        self.t_bound = None    # where SciPy's solve ends, past the last output ("discrete")
         self._jac = None       # the traced Jacobian of the right-hand side in y (stiff)
 
     def __repr__(self):
@@ -267,6 +272,25 @@ class Spec:
         ys, sol = self._scipy(y0, ts, params, dense)
         self._cache = ((y0.copy(), ts.copy(), [p.copy() for p in params]), ys, sol)
         return ys
+
+    def span(self, ts):
+        """The discrete adjoint's solve: from ``ts[0]`` to the end of ``t_span`` (the last
+        step ends there, not at the last output time)."""
+        end, tb = ts[-1], self.t_bound
+        if tb is not None and (tb - end) * (end - ts[0]) > 0:
+            end = tb
+        return np.array([ts[0], end], dtype=float)
+
+    def steps(self, y0, ts, params):
+        """SciPy's accepted steps ``(t_old, h, y_old, y_new, K)`` (solved again on a miss)."""
+        y0, ts = np.asarray(y0, dtype=float), np.asarray(ts, dtype=float)
+        if np.all(ts == ts[0]):
+            return []   # every output is y0: no step
+        params = [np.asarray(p) for p in params]
+        c = self._steps
+        if c is None or not _same(c[0], (y0, self.span(ts), params)):
+            self._scipy(y0, ts, params, False)
+        return self._steps[1]
 
     def dense(self, y0, ts, params):
         self.solve(y0, ts, params, dense=True)
@@ -333,7 +357,12 @@ class Spec:
             opts = {k: v for k, v in opts.items() if k in ("rtol", "atol")}
         if jac is not None:
             opts["jac"] = jac
-        sol = si.solve_ivp(fun, (ts[0], ts[-1]), y0, method=method, t_eval=ts,
+        span = (ts[0], ts[-1])
+        if self.adjoint == "discrete":   # SciPy's own stepping, each accepted step kept
+            rec, span = [], self.span(ts)
+            method = recording(getattr(si, method), rec)
+            self._steps = ((y0.copy(), span, [p.copy() for p in params]), rec)
+        sol = si.solve_ivp(fun, tuple(span), y0, method=method, t_eval=ts,
                            dense_output=dense, **opts)
         ys = sol.y.T
         if not sol.success or ys.shape[0] != m:
@@ -371,11 +400,19 @@ def _example(x):
 
 @ode_solve.frule(symbolic_zeros=True)
 def _frule(primals, tangents, spec):
+    if spec.adjoint == "discrete" and not spec.auto:
+        raise NotImplementedError(
+            'adjoint="discrete" is reverse mode only (a pullback through SciPy\'s stored '
+            "steps, on plain values). For forward mode, Hessians or forward over reverse "
+            'use adjoint="checkpoint" (the same discrete derivative, each step traced), '
+            '"forward" or "auto"')
     if not any(isinstance(t, BatchTracer) for t in tangents):
         return _pushforward(primals, tangents, spec)
     # SciPy solves for one tangent: several at once (a Jacobian's, batched values) one by one
     ys = ode_solve(*primals, spec=spec)
-    return ys, per_example_call(lambda ts: _pushforward(primals, ts, spec)[1], tangents)
+    # the primals too: they may be batched (vmap of jacfwd), each example its own
+    return ys, per_example_call(lambda prim, ts: _pushforward(prim, ts, spec)[1],
+                                tuple(primals), tuple(tangents))
 
 
 def _pushforward(primals, tangents, spec):
@@ -424,7 +461,8 @@ def _rrule(y0, ts, *ps, spec):
 
     def pullback(g):  # (a batch of cotangents, a Jacobian's rows: one by one)
         primals = (y0, ts, *ps)
-        return per_example_call(lambda gg: _pull(primals, ys, gg, spec), g)
+        # the primals and ys too: they may be batched (vmap of grad), each example its own
+        return per_example_call(lambda prim, y, gg: _pull(prim, y, gg, spec), primals, ys, g)
     return ys, pullback
 
 
@@ -436,12 +474,63 @@ def _pull(primals, ys, g, spec):
         return _pull_forward(primals, ys, g, spec)
     if spec.adjoint == "interpolate" and not nested:
         return _pull_interpolate(primals, ys, g, spec)
+    if spec.adjoint == "discrete" and not nested:
+        return _pull_discrete(primals, g, spec)
+    differentiated = _differentiated(*primals, ys, g)
+    if spec.adjoint == "discrete" and differentiated:
+        if not spec.auto:
+            raise NotImplementedError(
+                'adjoint="discrete" is differentiated once: its pullback runs on plain '
+                "values. For a Hessian or Hessian-vector product use "
+                'adjoint="checkpoint" (the same discrete derivative, each step traced), '
+                '"forward" or "auto"')
+        # picked by "auto": differentiated again, as the interpolating adjoint would be
+        return (_pull_forward if _few(primals) else _pull_backsolve)(primals, ys, g, spec)
+    if spec.adjoint in ("interpolate", "discrete") and not differentiated:
+        # under wg.vmap (SciPy once per example) or wg.compile (a call in the program): the
+        # same interpolating adjoint, as a primitive of its own, not the backsolve form
+        y0, ts, *ps = primals
+        return tuple(ode_adjoint(y0, ts, ys, g, *ps, spec=spec))
+    if spec.adjoint == "interpolate" and spec.stiff and not spec.auto \
+            and differentiated:
+        raise NotImplementedError(
+            f'adjoint="interpolate" with {spec.method} is differentiated once: its pullback '
+            "reads SciPy's dense forward solution (plain values), and the traced form it "
+            "would take, backsolve, integrates a stiff state backwards, which is unstable. "
+            'For a Hessian or Hessian-vector product pass adjoint="forward" (forward '
+            'sensitivities), or adjoint="auto" (forward sensitivities when differentiated '
+            "again, for few states and parameters), or take it forward over forward: "
+            "wg.jacfwd(wg.jacfwd(f))")
     if nested and spec.stiff and spec.auto and _few(primals):
         # differentiated again (a Hessian): the interpolating adjoint's traced form is
         # backsolve, which integrates a stiff state backwards, unstably; forward
         # sensitivities stay stable and are cheap for few states and parameters
         return _pull_forward(primals, ys, g, spec)
     return _pull_backsolve(primals, ys, g, spec)
+
+
+def _differentiated(*xs):
+    """Whether a value carries a derivative's tracer (a second derivative is being taken),
+    not only ``wg.vmap``'s batches or ``wg.compile``'s graph."""
+    for x in xs:
+        while isinstance(x, Tracer):
+            if not isinstance(x, (BatchTracer, GraphTracer)):
+                return True
+            x = x.value
+    return False
+
+
+def _adjoint_impl(y0, ts, ys, g, *ps, spec):
+    if spec.adjoint == "discrete":
+        out = _pull_discrete((y0, ts, *ps), g, spec)
+    else:
+        out = _pull_interpolate((y0, ts, *ps), ys, g, spec)
+    return [np.asarray(x, dtype=float) for x in out]
+
+
+# the interpolating adjoint on plain values, for vmap (run per example) and compile; it has no
+# rules of its own: differentiated again, _pull takes a traced formulation instead
+ode_adjoint = Primitive(_adjoint_impl, name="ode_adjoint", multiple_results=True, batch="loop")
 
 
 FORWARD_LIMIT = 64   # n (n + P) at most: "auto" takes forward sensitivities
@@ -558,8 +647,11 @@ def _pull_interpolate(primals, ys, g, spec):
     ys, g = np.asarray(ys), np.asarray(g)
     F, n = spec.rhs, y0.size
     P = sum(p.size for p in ps)
-    sol = _fast_dense(spec.dense(y0, ts, ps))
-    pb = _vjp_graph(spec, ps, n)
+    dense = spec.dense(y0, ts, ps)
+    sol = fast_dense(dense)
+    joint = not spec.stiff and P > 0
+    pb = _VjpInto(spec, ps, n, params=True)
+    pa = pb if joint else _VjpInto(spec, ps, n, params=False)
     # stiff methods' adjoint by Radau, whatever the forward method: the cotangent's jump at
     # each output time spoils a multistep method's memory (BDF, LSODA start again at order
     # one, with many short steps), while a one-step method carries its step size on
@@ -571,13 +663,12 @@ def _pull_interpolate(primals, ys, g, spec):
     opts["atol"] = max(np.max(opts.get("atol", 1e-6)), rtol * 1e-2 * float(np.abs(g).max()))
 
     # explicit methods carry the parameters' cotangent as more states (their stages are the
-    # quadrature); stiff ones integrate ``a`` alone and add the quadrature after each solve
-    joint = not spec.stiff and P > 0
+    # quadrature); stiff ones integrate ``a`` alone and add the quadrature after each solve.
+    # The adjoint is linear in ``a``: ``-aᵀJ`` is the vjp of ``-a``, negated on n entries
+    # rather than on n + P
 
     def fun(t, z):
-        if joint:
-            return -pb.plain(t, sol(t), z[:n], *ps)
-        return -pb.plain(t, sol(t), z, *ps)[:n]
+        return pa(t, sol(t), -z[:n])
 
     if spec.stiff:
         jy = spec.jac(ps, y0)
@@ -592,6 +683,8 @@ def _pull_interpolate(primals, ys, g, spec):
     live = _live_rows(g, m)
     h = solver = None
     cls, quad = getattr(si, method), bool(P) and not joint
+    if joint:
+        cls = state_only(cls)
     for j, i in enumerate(live):
         a = a + g[i]
         gts[i] = g[i] @ F.plain(ts[i], ys[i], *ps)
@@ -599,12 +692,19 @@ def _pull_interpolate(primals, ys, g, spec):
         if ts[i] == ts[to]:
             continue
         z = np.concatenate([a, gp]) if joint else a
-        if not (solver is not None and solver.t == ts[i] and _resume(solver, z, ts[to])):
+        if not (solver is not None and solver.t == ts[i] and resume(solver, z, ts[to])):
             if h is not None:  # a restart at a jump: the step size the last segment reached
                 opts["first_step"] = min(h, abs(ts[i] - ts[to]))
+            elif joint:
+                opts["first_step"] = first_step(fun, ts[i], z, ts[to], n, cls, opts,
+                                                dense.ts)
             solver = cls(fun, ts[i], z, ts[to], **opts)
+            if joint:
+                solver.n_err = n
         steps, pieces = [ts[i]], []
         while solver.status == "running":
+            if joint:
+                keep_stride(solver)
             solver.step()
             if quad:
                 steps.append(solver.t)
@@ -615,8 +715,8 @@ def _pull_interpolate(primals, ys, g, spec):
         if joint:
             gp = solver.y[n:].copy()
         elif quad and pieces:
-            gp += _quadrature(pb, sol, _fast_dense(si.OdeSolution(steps, pieces)),
-                              np.asarray(steps), ps, n)
+            gp += quadrature(pb, sol, fast_dense(si.OdeSolution(steps, pieces)),
+                              merged(steps, dense.ts), n)
         a = solver.y[:n].copy()
         h = solver.step_size
         if solver.status == "failed":
@@ -630,73 +730,45 @@ def _pull_interpolate(primals, ys, g, spec):
     return tuple(out)
 
 
-def _resume(solver, z, t_bound):
-    """Carry a SciPy solver on through a jump of the adjoint's state to ``z`` (a cotangent
-    added at an output time), as a restart would but keeping what stays valid: the step
-    size reached, and, the adjoint being linear in its state, Radau's Jacobian and its
-    factorisations (its extrapolated Newton guess is dropped).  The adjoint runs on an
-    explicit method or Radau; anything else (False) is restarted."""
-    kinds = {si.Radau: "Radau", si.RK45: "RK", si.RK23: "RK", si.DOP853: "RK"}
-    name = next((v for k, v in kinds.items() if isinstance(solver, k)), None)
-    if name is None:
-        return False
-    solver.f = solver.fun(solver.t, z)
-    solver.y = z
-    if name == "Radau":
-        solver.sol = solver.Z = None
-        solver.h_abs_old = solver.error_norm_old = None
-    solver.t_bound, solver.status = t_bound, "running"
-    return True
-
-
-_GAUSS_X = np.array([-np.sqrt(0.6), 0.0, np.sqrt(0.6)])
-_GAUSS_W = np.array([5.0, 8.0, 5.0]) / 9.0
-
-
-def _quadrature(pb, y_at, a_at, steps, ps, n):
-    """``∫ aᵀ J_p dt`` over the adjoint's steps ``steps`` (run backwards in time)."""
-    total = 0.0
-    for t0, t1 in zip(steps[:-1], steps[1:]):
-        half, mid = (t0 - t1) / 2.0, (t0 + t1) / 2.0
-        for x, w in zip(_GAUSS_X, _GAUSS_W):
-            t = mid + half * x
-            total = total + (w * half) * pb.plain(t, y_at(t), a_at(t), *ps)[n:]
-    return total
-
-
-def _fast_dense(sol):
-    """``sol(t)`` for one time, without SciPy's general path (the adjoint asks for it at
-    every stage of every step): Runge-Kutta interpolants evaluated directly."""
-    ts, interps = list(sol.ts_sorted), sol.interpolants
-    last, asc = sol.n_segments - 1, sol.ascending
-    powers = {}
-
-    def at(t):
-        k = min(max(bisect.bisect_left(ts, t) - 1, 0), last)
-        d = interps[k if asc else last - k]
-        Q = getattr(d, "Q", None)
-        if Q is None or type(d).__name__ != "RkDenseOutput":
-            return d(t)
-        r = powers.get(Q.shape[1])
-        if r is None:
-            r = powers[Q.shape[1]] = np.arange(1, Q.shape[1] + 1)
-        return d.y_old + d.h * (Q @ (((t - d.t_old) / d.h) ** r))
-    return at
+def _pull_discrete(primals, g, spec):
+    """The discrete adjoint of SciPy's explicit Runge-Kutta steps (:mod:`._ode_discrete`),
+    one vjp of the right-hand side per stage, on plain values."""
+    y0, ts, *ps = (np.asarray(x, dtype=float) for x in primals)
+    steps = spec.steps(y0, ts, ps)
+    F = spec.rhs.plain
+    vjp_plain = _VjpInto(spec, ps, y0.size, params=True).graph.plain
+    a, gts, gp = pull_steps(getattr(si, spec.method), steps, ts, np.asarray(g, dtype=float),
+                            lambda t, y, c: vjp_plain(t, y, c, *ps),
+                            lambda t, y: F(t, y, *ps), [p.shape for p in ps])
+    return (a, gts, *[x if x.ndim else float(x) for x in gp])
 
 
 def _shapes(ps):
     return tuple((np.shape(p), np.asarray(p).dtype.str) for p in ps)
 
 
-def _vjp_graph(spec, ps, n):
-    """``(t, y, a, *ps) -> [aᵀ J_y, aᵀ J_p]``, traced once per structure of the right-hand
-    side, run as generated code."""
-    return spec.rhs.derived(("vjp", n, _shapes(ps)), lambda: _trace_vjp(spec.rhs.bare(), ps, n))
+class _VjpInto:
+    """``(t, y, a) -> [aᵀ J_y, aᵀ J_p]`` (``params``) or ``aᵀ J_y`` on plain values: a graph
+    traced once per structure of the right-hand side, run as generated code.  The graph
+    returns the cotangents as they come (no reshapes or concatenation as traced operations,
+    each a few microseconds at every stage of every step); one NumPy call packs them."""
+
+    def __init__(self, spec, ps, n, params):
+        key = ("vjp", n, _shapes(ps), params)
+        self.graph = spec.rhs.derived(key, lambda: _trace_vjp(spec.rhs.bare(), ps, n, params))
+        self.ps, self.n, self.params = list(ps), n, params
+
+    def __call__(self, t, y, a):
+        out = self.graph.plain(t, y, a, *self.ps)
+        if not self.params:
+            return np.array(out, dtype=float).reshape(-1)
+        return np.concatenate([np.ravel(c) for c in out])
 
 
-def _trace_vjp(F, ps, n):
+def _trace_vjp(F, ps, n, params):
 
     def f(t, y, a, *pp):
-        cts = vjp(lambda yy, *q: F(t, yy, *q), y, *pp)[1](a)
-        return wnp.concatenate([cts[0], _ravel_all(cts[1:], pp)])
-    return trace_rhs(f, [0.0, np.zeros(n), np.zeros(n), *ps], "vjp")
+        if not params:
+            return vjp(lambda yy: F(t, yy, *pp), y)[1](a)[0]
+        return tuple(vjp(lambda yy, *q: F(t, yy, *q), y, *pp)[1](a))
+    return trace_rhs(f, [0.0, np.zeros(n), np.zeros(n), *ps], "vjp", flat=False)

@@ -18,6 +18,7 @@ from ..custom import stop_gradient
 from ..graph.trace import active_graph_traces
 from ..tree import flatten, unflatten
 from ..transforms import jvp
+from ._ode_discrete import recording
 from ._ode import (ADJOINTS, EXPLICIT, FORWARD_LIMIT, METHODS, Spec, _warn, batched,
                    example_of, ode_solve, trace_rhs)
 
@@ -57,14 +58,17 @@ def _split_args(args):
 def _pick(adjoint, method, n, P):
     if adjoint not in ADJOINTS:
         raise ValueError(f"adjoint={adjoint!r}: use one of {ADJOINTS}")
-    if adjoint == "checkpoint" and method not in EXPLICIT:
-        raise ValueError(f'adjoint="checkpoint" differentiates the steps of an explicit '
+    if adjoint in ("checkpoint", "discrete") and method not in EXPLICIT:
+        raise ValueError(f'adjoint="{adjoint}" differentiates the steps of an explicit '
                          f"Runge-Kutta method ({', '.join(EXPLICIT)}), not {method}; use "
                          f'"interpolate", "backsolve" or "forward"')
     if adjoint != "auto":
         return adjoint
+    # the solver's mathematics, never its steps differentiated (API.md section 13: "discrete"
+    # and "checkpoint" are asked for by name): a few forward sensitivities, else the
+    # continuous adjoint on the stored dense solution
     if method in EXPLICIT and n * (n + P) <= FORWARD_LIMIT:
-        return "forward"   # a few sensitivities are cheaper than a backward solve
+        return "forward"
     return "interpolate"
 
 
@@ -129,7 +133,8 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
 
     The result is SciPy's bunch; ``.y`` and ``.t`` are traced where they depend on traced
     values (``.sol``, ``nfev`` and the like are SciPy's, plain).  ``adjoint`` picks how
-    reverse mode differentiates: ``"interpolate"``, ``"backsolve"``, ``"forward"``,
+    reverse mode differentiates: ``"discrete"`` (explicit methods: through SciPy's stored
+    steps), ``"interpolate"``, ``"backsolve"``, ``"forward"``,
     ``"checkpoint"`` (explicit methods; ``schedule`` and ``snapshots`` as in ``wg.scan``)
     or ``"auto"``.  ``fun`` is traced once per call: write it with ``wengert.numpy`` (or
     NumPy's ufuncs) and without ``if`` on its arguments.
@@ -173,6 +178,7 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     spec = Spec(rhs, method, options, "backsolve" if how == "checkpoint" else how,
                 user_jac=_user_jac(user_jac, rebuild, len(params)))
     spec.auto = adjoint == "auto"
+    spec.t_bound = float(example_of(tf))
     plain_ps = [np.asarray(example_of(p)) for p in ps]
     evs = _events(events, args, rebuild, params, t0, y0)
     opts = dict(options)
@@ -181,12 +187,20 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
         opts["jac"] = jac
     te_plain = None if t_eval is None else np.asarray(example_of(t_eval), dtype=float)
     traced = _traced(y0, t0, tf, t_eval, ps)
-    dense = dense_output or traced  # the interpolants seed the primitive's solve
+    # the interpolants seed the primitive's solve; the discrete adjoint's outputs are
+    # SciPy's own rows (no events: their times need the interpolants)
+    rows = how == "discrete" and not evs
+    dense = dense_output or (traced and not rows)
     F = rhs.plain
     span = (float(example_of(t0)), float(example_of(tf)))
-    sol = si.solve_ivp(lambda t, y: F(t, y, *plain_ps), span,
-                       np.asarray(example_of(y0), dtype=float), method=method, t_eval=te_plain,
-                       dense_output=dense, events=evs, **opts)
+    y0_plain = np.asarray(example_of(y0), dtype=float)
+    stepper = method
+    if how == "discrete" and traced:   # SciPy's solve, each accepted step kept for the adjoint
+        rec = []
+        stepper = recording(getattr(si, method), rec)
+        spec._steps = ((y0_plain.copy(), np.array(span), [p.copy() for p in plain_ps]), rec)
+    sol = si.solve_ivp(lambda t, y: F(t, y, *plain_ps), span, y0_plain, method=stepper,
+                       t_eval=te_plain, dense_output=dense, events=evs, **opts)
     if not sol.success:
         _warn(f"scipy.integrate.solve_ivp ({method}): {sol.message}")
     if not traced:
@@ -215,13 +229,16 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
         ys = _rk_solve(rhs, y0, all_t, ps, method, schedule, snapshots, options,
                        float(example_of(t0)), float(example_of(all_t[-1])))
     else:
-        if sol.sol is not None:  # the solve just made: the primitive reuses it
-            tp = np.asarray(example_of(all_t), dtype=float)
-            key = (np.array(example_of(y0), dtype=float), tp, [p.copy() for p in plain_ps])
-            spec._cache = (key,
-                           sol.sol(tp).T, sol.sol)
+        tp = np.asarray(example_of(all_t), dtype=float)
+        key = (np.array(example_of(y0), dtype=float), tp, [p.copy() for p in plain_ps])
+        if rows:   # the solve just made: the primitive reuses it
+            out = sol.y.T if t_eval is None else np.concatenate([y0_plain[None], sol.y.T])
+            if out.shape[0] == tp.size:
+                spec._cache = (key, out, sol.sol)
+        elif sol.sol is not None:
+            spec._cache = (key, sol.sol(tp).T, sol.sol)
         ys = ode_solve(y0, all_t, *ps, spec=spec)
-    ys_out = ys[where]
+    ys_out = ys if not evs else ys[where]   # the event rows are taken out
     if t_eval is None:
         sol.t = t_out
     elif _traced(t_eval):
@@ -246,7 +263,9 @@ def _merge_events(ts, ev_times):
     """Output times with the event times added (sorted along the direction of the solve):
     ``(times, rows of the outputs, rows of each event's times)``."""
     tsp = np.asarray(example_of(ts))
-    extra = np.concatenate(ev_times) if ev_times else np.zeros(0)
+    if not ev_times:
+        return ts, np.arange(tsp.size), []
+    extra = np.concatenate(ev_times)
     extra = extra[~np.isin(extra, tsp)]
     if not extra.size:
         return ts, np.arange(tsp.size), [_find(tsp, e) for e in ev_times]

@@ -106,10 +106,11 @@ def integral_jvp(primals, tangents, problem):
     idx = [i for i, t in enumerate(tangents) if t is not None and _diffable(primals[i])]
     if not idx:
         return ans, None
-    # SciPy integrates one tangent: several at once (a Jacobian's) one by one
+    # SciPy integrates one tangent: several at once (a Jacobian's, batched values) one by one;
+    # the primals go through per_example_call too, as they may be batched (vmap of jacfwd)
     return ans, per_example_call(
-        lambda ts: _integral_tangent(primals, ts, idx, problem, shape_of(ans)),
-        tuple(tangents[i] for i in idx))
+        lambda prim, ts: _integral_tangent(prim, ts, idx, problem, shape_of(ans)),
+        tuple(primals), tuple(tangents[i] for i in idx))
 
 
 def _integral_tangent(primals, ts, idx, problem, shape):
@@ -135,9 +136,10 @@ def integral_vjp(*primals, problem, needs):
     def pullback(g):  # (a batch of cotangents, a Jacobian's rows: one by one)
         if g is None or not idx:
             return (None,) * len(primals)
-        return per_example_call(pull, g)
+        # the primals too: they may be batched (vmap of grad), each example its own
+        return per_example_call(pull, tuple(primals), g)
 
-    def pull(g):
+    def pull(primals, g):
         out = [None] * len(primals)
         ps = [primals[i] for i in idx]
         f_of, a, b = problem.parts(primals)

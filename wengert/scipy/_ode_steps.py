@@ -1,0 +1,148 @@
+"""The interpolating adjoint's stepping, on SciPy's own solvers and plain NumPy values (no
+wengert here): step-size control on the state adjoint only, SciPy's first step chosen on it,
+a solver carried on through the cotangent's jump at an output time, the parameters'
+quadrature on the adjoint's and the forward solve's steps, and dense output read fast.
+Used by :mod:`._ode`'s ``_pull_interpolate``.
+"""
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+import scipy.integrate as si
+from scipy.integrate._ivp.common import select_initial_step
+
+__all__ = ["state_only", "first_step", "keep_stride", "resume", "merged", "quadrature",
+           "fast_dense"]
+
+
+_STATE_ONLY = {}
+
+
+def state_only(cls):
+    """``cls`` (an explicit Runge-Kutta method) whose step-size control reads the state
+    adjoint ``a`` only (its first ``n_err`` components), not the parameters' cotangent carried
+    beside it: that is a quadrature, which nothing downstream feeds back, so its error does
+    not compound (SciMLSensitivity's and diffrax's choice).  Error in the whole norm made the
+    adjoint take about twice the forward solve's steps."""
+    sub = _STATE_ONLY.get(cls)
+    if sub is None:
+        def _estimate_error_norm(self, K, h, scale):
+            n = self.n_err
+            masked = np.full_like(scale, np.inf)
+            masked[:n] = scale[:n]
+            # the norm is a root mean square over every component: over a's alone
+            return cls._estimate_error_norm(self, K, h, masked) * np.sqrt(scale.size / n)
+        sub = _STATE_ONLY[cls] = type(cls.__name__, (cls,),
+                                      {"_estimate_error_norm": _estimate_error_norm,
+                                       "n_err": None})
+    return sub
+
+
+def first_step(fun, t0, z, t_bound, n, cls, opts, forward_steps=None):
+    """The adjoint's first step: SciPy's initial step chosen on ``a`` alone (the cotangent
+    ``gp`` starts at zero, so its scale is ``atol`` and its rate would force a tiny first
+    step), or, where larger, the forward solve's step at ``t0``: the adjoint shares the
+    forward's time scales, and SciPy's guess is a cautious one (it cost two more steps)."""
+    rtol, atol = opts.get("rtol", 1e-3), np.asarray(opts.get("atol", 1e-6), dtype=float)
+    atol = atol if atol.ndim == 0 else atol[:n]
+    rest = z[n:]
+    f_a = lambda t, a: fun(t, np.concatenate([a, rest]))[:n]  # noqa: E731
+    direction = np.sign(t_bound - t0) if t_bound != t0 else 1.0
+    h = select_initial_step(f_a, t0, z[:n], t_bound, opts.get("max_step", np.inf),
+                            f_a(t0, z[:n]), direction, cls.error_estimator_order, rtol, atol)
+    if forward_steps is not None and len(forward_steps) > 1:
+        fs = np.sort(np.asarray(forward_steps, dtype=float))
+        k = int(np.clip(np.searchsorted(fs, t0) - (direction < 0), 0, fs.size - 2))
+        h = max(h, min(fs[k + 1] - fs[k], abs(t_bound - t0), opts.get("max_step", np.inf)))
+    return h
+
+
+def keep_stride(solver):
+    """Before an explicit Runge-Kutta step of the adjoint, which stops at every output time:
+    a step SciPy cut short to land on the stop says nothing about the step size, so the
+    proposal from before it is kept (SciPy scales the cut one, and the steps after a stop
+    shrank tenfold); a proposal a little short of the stop (within 10%, inside SciPy's
+    safety factor of 0.9) is stretched to it rather than leaving a sliver of a step."""
+    remaining = abs(solver.t_bound - solver.t)
+    last = getattr(solver, "_stride", None)
+    if last is not None and solver.h_abs < last and solver.step_size is not None \
+            and solver.step_size < last:
+        solver.h_abs = last   # the previous step was cut to land on the stop
+    if solver.h_abs < remaining <= 1.1 * solver.h_abs:
+        solver.h_abs = remaining
+    solver._stride = solver.h_abs
+
+
+def resume(solver, z, t_bound):
+    """Carry a SciPy solver on through a jump of the adjoint's state to ``z`` (a cotangent
+    added at an output time), as a restart would but keeping what stays valid: the step
+    size reached, and, the adjoint being linear in its state, Radau's Jacobian and its
+    factorisations (its extrapolated Newton guess is dropped).  The adjoint runs on an
+    explicit method or Radau; anything else (False) is restarted."""
+    kinds = {si.Radau: "Radau", si.RK45: "RK", si.RK23: "RK", si.DOP853: "RK"}
+    name = next((v for k, v in kinds.items() if isinstance(solver, k)), None)
+    if name is None:
+        return False
+    solver.f = solver.fun(solver.t, z)
+    solver.y = z
+    if name == "Radau":
+        solver.sol = solver.Z = None
+        solver.h_abs_old = solver.error_norm_old = None
+    solver.t_bound, solver.status = t_bound, "running"
+    return True
+
+
+_GAUSS_X = np.array([-np.sqrt(0.6), 0.0, np.sqrt(0.6)])
+_GAUSS_W = np.array([5.0, 8.0, 5.0]) / 9.0
+
+
+def merged(steps, forward_steps, finer=32.0):
+    """The adjoint's steps (backwards in time) cut where the forward solve resolved faster
+    dynamics: at its step times inside an adjoint step whose neighbouring forward steps are
+    ``finer`` times shorter.  The integrand reads ``y`` too, and a stiff adjoint's long step
+    can span the forward's fast transient (Gauss on the adjoint's steps alone was 2e-5 off
+    there); where the two solves' steps are alike, no cut (each costs three vjps)."""
+    steps = np.asarray(steps, dtype=float)
+    grid = np.unique(steps)
+    fs = np.unique(np.asarray(forward_steps, dtype=float))
+    inside = (fs > grid[0]) & (fs < grid[-1])
+    if fs.size > 2 and inside.any():
+        gaps = np.diff(fs)
+        local = np.minimum(np.concatenate([[np.inf], gaps]), np.concatenate([gaps, [np.inf]]))
+        k = np.clip(np.searchsorted(grid, fs, side="right") - 1, 0, grid.size - 2)
+        span = grid[k + 1] - grid[k]
+        keep = inside & (local * finer < span)
+        grid = np.unique(np.concatenate([grid, fs[keep]]))
+    return grid[::-1] if steps[-1] < steps[0] else grid
+
+
+def quadrature(pb, y_at, a_at, steps, n):
+    """``∫ aᵀ J_p dt`` over the intervals of ``steps`` (run backwards in time)."""
+    total = 0.0
+    for t0, t1 in zip(steps[:-1], steps[1:]):
+        half, mid = (t0 - t1) / 2.0, (t0 + t1) / 2.0
+        for x, w in zip(_GAUSS_X, _GAUSS_W):
+            t = mid + half * x
+            total = total + (w * half) * pb(t, y_at(t), a_at(t))[n:]
+    return total
+
+
+def fast_dense(sol):
+    """``sol(t)`` for one time, without SciPy's general path (the adjoint asks for it at
+    every stage of every step): Runge-Kutta interpolants evaluated directly."""
+    ts, interps = list(sol.ts_sorted), sol.interpolants
+    last = sol.n_segments - 1
+    if not sol.ascending:
+        interps = interps[::-1]
+    # per segment, what its polynomial needs (read once, not at every stage of every step)
+    segs = [(d.y_old, d.h, d.Q, d.t_old, np.arange(1, d.Q.shape[1] + 1))
+            if type(d).__name__ == "RkDenseOutput" else d for d in interps]
+
+    def at(t):
+        d = segs[min(max(bisect.bisect_left(ts, t) - 1, 0), last)]
+        if type(d) is not tuple:
+            return d(t)
+        y_old, h, Q, t_old, r = d
+        return y_old + h * (Q @ (((t - t_old) / h) ** r))
+    return at
