@@ -70,6 +70,8 @@ TABLE = [
     ("average_w", lambda x, w: wnp.average(x, weights=w), (R(3, 4), P(3, 4)), 2),
     ("cumsum", lambda x: wnp.cumsum(x, axis=1), (R(3, 4),), 2),
     ("cumsum_flat", lambda x: wnp.cumsum(x), (R(3, 4),), 2),
+    ("cumlogsumexp", lambda x: wnp.cumlogsumexp(3.0 * x, axis=1), (R(3, 4),), 2),
+    ("cumlogsumexp_flat_reverse", lambda x: wnp.cumlogsumexp(x, reverse=True), (R(3, 4),), 2),
     ("cumprod", lambda x: wnp.cumprod(x, axis=0), (R(3, 4),), 2),
     ("cumprod_flat", lambda x: wnp.cumprod(x), (R(2, 3),), 2),
     ("logsumexp", lambda x: wnp.logsumexp(x, axis=1), (R(3, 4),), 2),
@@ -537,6 +539,53 @@ def test_logsumexp_stable_and_softmax():
 
 
 # -- traps -----------------------------------------------------------------------------------------------------------
+def test_cumlogsumexp_in_every_engine():
+    """A non-elementwise primitive declared in one place (rules/reductions.py) works in every
+    engine: reverse, forward, Taylor, vmap, sparse, compiled (fused) and source mode."""
+    x = np.array([0.3, -1.0, 2.0, 0.5, 1.1])
+    big = np.array([1000.0, 1000.0, -1000.0])
+    np.testing.assert_allclose(wnp.cumlogsumexp(x), np.log(np.cumsum(np.exp(x))), rtol=1e-14)
+    np.testing.assert_allclose(wnp.cumlogsumexp(big), [1000.0, 1000.0 + np.log(2.0), 1000.0 +
+                                                        np.log(2.0)], rtol=1e-15)
+    # the last result is a logsumexp: its gradient the softmax; no overflow at 1000
+    np.testing.assert_allclose(wg.grad(lambda x: wnp.cumlogsumexp(x)[-1])(big), [0.5, 0.5, 0.0])
+
+    def F(x):
+        return wnp.cumlogsumexp(x * x)
+
+    def loss(x):
+        y = wnp.cumlogsumexp(x * x)
+        return wnp.sum(wnp.sin(y))
+    J = wg.jacobian(F, mode="reverse")(x)
+    np.testing.assert_allclose(wg.jacobian(F, mode="forward")(x), J, rtol=1e-13)
+    w = np.exp(x * x)   # closed form: dF_i/dx_k = 2 x_k e^{x_k^2} / sum_{j<=i} e^{x_j^2}
+    np.testing.assert_allclose(J, np.tril(2 * x * w / np.cumsum(w)[:, None]), rtol=1e-13)
+    g = wg.grad(loss)(x)
+    # Taylor: the third coefficient of t -> F(x + t v) is a third directional derivative / 6
+    v = np.linspace(-1.0, 1.0, 5)
+    d3 = wg.jvp(lambda x: wg.jvp(lambda x: wg.jvp(F, (x,), (v,))[1], (x,), (v,))[1],
+                (x,), (v,))[1]
+    np.testing.assert_allclose(wg.taylor(F, x, v, 3)[3], d3 / 6, rtol=1e-10, atol=1e-12)
+    X = np.stack([x, 0.5 * x, -x])
+    np.testing.assert_allclose(wg.vmap(F)(X), np.stack([F(r) for r in X]), rtol=1e-15)
+    np.testing.assert_allclose(wg.vmap(wg.grad(loss))(X), np.stack([wg.grad(loss)(r) for r in X]),
+                               rtol=1e-13)
+    pattern = wg.jacobian_sparsity(F, x).toarray()
+    np.testing.assert_array_equal(pattern, np.tril(np.ones((5, 5), bool)))
+    np.testing.assert_allclose(wg.sparse_jacobian(F)(x).toarray(), J, rtol=1e-13)
+    np.testing.assert_allclose(wg.sparse_hessian(loss)(x).toarray(), wg.hessian(loss)(x),
+                               rtol=1e-12, atol=1e-14)
+    for fuse in (False, True):
+        np.testing.assert_allclose(wg.compile(wg.grad(loss), fuse=fuse)(x), g, rtol=1e-13)
+    np.testing.assert_allclose(wg.source.grad(loss)(x), g, rtol=1e-13)
+    np.testing.assert_allclose(wg.source.jvp(loss)((x,), (v,))[1], g @ v, rtol=1e-13)
+    # plain values: NumPy's accumulate, any axis, reversed
+    A = R(3, 4)
+    np.testing.assert_array_equal(wnp.cumlogsumexp(A, axis=0), np.logaddexp.accumulate(A, 0))
+    np.testing.assert_array_equal(wnp.cumlogsumexp(A, axis=-1, reverse=True),
+                                  np.logaddexp.accumulate(A[:, ::-1], 1)[:, ::-1])
+
+
 def test_double_where_no_nan():
     x = np.array([-1.0, 0.0, 2.0, 4.0])
 

@@ -27,6 +27,7 @@ from .shape import _norm_axes, broadcast_to, expand_reduced as _expand, kept_sha
 
 __all__ = ["sum", "prod", "mean", "var", "std", "max", "min", "amax", "amin", "ptp",
            "average", "cumsum", "cumprod", "cumulative_sum", "cumulative_prod", "logsumexp",
+           "cumlogsumexp",
            "nansum", "nanmean", "argmax", "argmin", "argsort", "nonzero", "any", "all",
            "count_nonzero", "argwhere", "flatnonzero", "searchsorted", "nanmax", "nanmin",
            "nanprod", "nanvar", "nanstd", "nancumsum", "nancumprod", "nan_to_num"]
@@ -235,6 +236,70 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, out=None, include_initial=Fal
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
     return _cumulative(np.cumulative_prod, cumprod, 1, x, axis, dtype, out, include_initial)
+
+
+# -- cumlogsumexp: log(cumsum(exp(x))) without overflow ---------------------------------------
+# Each rule weighs element k into result i by exp(x_k - y_i) <= 1 (k <= i): an (n, n) triangle
+# along the axis, as cumprod's, built of differentiable primitives, so every order follows.
+@primitive(name="cumlogsumexp", nargs=1, sparsity=patterns.Reduction(prefix=True), batch="axis")
+def _cumlogsumexp(x, axis):
+    return np.logaddexp.accumulate(x, axis=axis)
+
+
+def _cumlogsumexp_weights(x, y, axis):
+    """``W[..., k, i] = exp(x_k - y_i)`` for ``k <= i``, else 0, the axis moved last."""
+    nd = ndim_of(x)
+    perm = tuple(i for i in range(nd) if i != axis) + (axis,)
+    xm, ym = transpose(x, perm), transpose(y, perm)
+    lead, n = shape_of(xm)[:-1], shape_of(xm)[-1]
+    upper = np.triu(np.ones((n, n), dtype=bool))  # k <= i
+    d = reshape(xm, lead + (n, 1)) - reshape(ym, lead + (1, n))
+    return where(upper, exp(where(upper, d, 0.0)), 0.0), perm  # no exp of k > i: overflow
+
+
+@_cumlogsumexp.frule(symbolic_zeros=True)
+def _cumlogsumexp_jvp(primals, tangents, axis):
+    (x,), (dx,) = primals, tangents
+    ans = _cumlogsumexp(x, axis)
+    if dx is None:
+        return ans, None
+    W, perm = _cumlogsumexp_weights(x, ans, axis)
+    dm = transpose(dx, perm)
+    t = sum_(reshape(dm, shape_of(dm) + (1,)) * W, axis=ndim_of(x) - 1)
+    return ans, transpose(t, _inv(perm))
+
+
+@_cumlogsumexp.rrule
+def _cumlogsumexp_vjp(x, axis):
+    ans = _cumlogsumexp(x, axis)
+
+    def pullback(g):
+        W, perm = _cumlogsumexp_weights(x, ans, axis)
+        gm = transpose(g, perm)
+        gs = shape_of(gm)
+        t = sum_(reshape(gm, gs[:-1] + (1, gs[-1])) * W, axis=ndim_of(x))
+        return (transpose(t, _inv(perm)),)
+    return ans, pullback
+
+
+def cumlogsumexp(a, axis=None, reverse=False):
+    """``log(cumsum(exp(a), axis))`` without overflow (``np.logaddexp.accumulate``; JAX's
+    ``lax.cumlogsumexp``, PyTorch's ``logcumsumexp``): ``axis=None`` runs over the flattened
+    array, ``reverse=True`` accumulates from the end. Its rules cost O(n^2) along ``axis``."""
+    a = _arr(a)
+    if not isinstance(a, Tracer):  # NumPy's (or the array library's) own accumulate
+        a = a if hasattr(a, "ndim") else np.asarray(a, dtype=float)
+        a, axis = (a.reshape(-1), 0) if axis is None else (a, axis % builtins.max(a.ndim, 1))
+        flip = _reverse_idx(axis)
+        return (np.logaddexp.accumulate(a[flip], axis=axis)[flip] if reverse
+                else np.logaddexp.accumulate(a, axis=axis))
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    axis %= ndim_of(a)
+    if not reverse:
+        return _cumlogsumexp(a, axis)
+    flip = _reverse_idx(axis)
+    return getitem_basic(_cumlogsumexp(getitem_basic(a, flip), axis), flip)
 
 
 @primitive(name="prod", sparsity=patterns.Reduction(), batch="axis")
