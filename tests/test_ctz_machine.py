@@ -16,6 +16,7 @@ import wengert.numpy as wnp
 from wengert.checkpoint.compiled import plans_of
 from wengert.checkpoint.schedules import (checkpoint_schedule, iter_schedule,
                                           resolved_snapshots, revolve_cost)
+from schedule_reference import revolve_cost as revolve_cost_formula  # tests/: the reference
 
 machine = sys.modules["wengert.checkpoint.machine"]
 fused = sys.modules["wengert.checkpoint.fused"]
@@ -81,15 +82,9 @@ def test_binomial_rows_are_the_encoded_schedule(n, snapshots):
     assert _check_rows(n, "binomial", snapshots) <= s + 1
 
 
-def _closed_form(n, s):
-    """Griewank's t(n, s) with math.comb (schedules.revolve_cost runs machine's integer
-    recurrence, so the check is against the formula, not against itself)."""
-    if n <= 1:
-        return 0
-    r = 0
-    while math.comb(s + 1 + r, r) < n:
-        r += 1
-    return r * n - math.comb(s + 1 + r, r - 1)
+# Griewank's t(n, s) by its formula (schedules.revolve_cost runs machine's integer recurrence,
+# so the check is against the formula, not against itself): the reference's
+_closed_form = revolve_cost_formula
 
 
 def test_revolve_cost_in_integers():
