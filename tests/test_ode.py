@@ -659,3 +659,39 @@ def test_auto_discrete_still_differentiates_again_and_forward():
     hv = wg.jvp(wg.grad(f), (th,), (v,))[1]
     np.testing.assert_allclose(hv, (wg.grad(f)(th + 1e-5 * v) - wg.grad(f)(th - 1e-5 * v))
                                / 2e-5, rtol=1e-4, atol=1e-6)
+
+
+def test_a_shared_spec_reads_its_own_solve_not_anothers(monkeypatch):
+    """A compiled program shares its solve's Spec across threads: a call that solves must use
+    its own dense solution and steps even when another call replaces the cache right after
+    (it read ``self._cache`` / ``self._steps`` again after solving, and could take another
+    input's solution). Here every read that follows a write sees another input's entry."""
+    from wengert.scipy import _ode
+
+    def other_entry(spec, name, entry):
+        (y0, ts, ps), k3 = entry[0], [np.asarray(3.0)]
+        if name == "_cache":
+            return ((y0, ts, k3), *_ode.Spec._scipy(spec, y0, ts, k3, True))
+        return ((y0, ts, k3), [])          # no steps: another solve's
+
+    def racy(name):
+        def get(spec):
+            d = spec.__dict__
+            if d.pop(name + "_written", False) and d.get(name) is not None:
+                return other_entry(spec, name, d[name])
+            return d.get(name)
+
+        def put(spec, value):
+            spec.__dict__[name] = value
+            spec.__dict__[name + "_written"] = True
+        return property(get, put)
+    monkeypatch.setattr(_ode.Spec, "_cache", racy("_cache"), raising=False)
+    monkeypatch.setattr(_ode.Spec, "_steps", racy("_steps"), raising=False)
+
+    def total(k, adjoint):
+        return wnp.sum(solve_ivp(lambda t, y, k: -k * y, (0.0, 1.0), np.array([1.0]),
+                                 args=(k,), adjoint=adjoint, t_eval=[0.5, 1.0], rtol=1e-10,
+                                 atol=1e-12).y)
+    want = -(0.5 * np.exp(-0.35) + np.exp(-0.7))
+    for adjoint in ("interpolate", "discrete"):
+        np.testing.assert_allclose(wg.grad(total)(0.7, adjoint), want, rtol=1e-7)

@@ -263,15 +263,22 @@ class Spec:
     # -- plain SciPy calls -------------------------------------------------------------------
     def solve(self, y0, ts, params, dense=False):
         """SciPy's solution at ``ts`` on plain values (cached for the same inputs)."""
+        return self._entry(y0, ts, params, dense)[1]
+
+    def _entry(self, y0, ts, params, dense):
+        """``(inputs, ys, dense solution)`` for these inputs. Read from what this call solved
+        or found, never from ``self._cache`` again: a compiled program shares its Spec across
+        threads, and another call may replace the cache in between."""
         y0 = np.asarray(y0, dtype=float)
         ts = np.asarray(ts, dtype=float)
         params = [np.asarray(p) for p in params]
         c = self._cache
         if c is not None and _same(c[0], (y0, ts, params)) and (c[2] is not None or not dense):
-            return c[1]
+            return c
         ys, sol = self._scipy(y0, ts, params, dense)
-        self._cache = ((y0.copy(), ts.copy(), [p.copy() for p in params]), ys, sol)
-        return ys
+        c = ((y0.copy(), ts.copy(), [p.copy() for p in params]), ys, sol)
+        self._cache = c
+        return c
 
     def span(self, ts):
         """The discrete adjoint's solve: from ``ts[0]`` to the end of ``t_span`` (the last
@@ -289,12 +296,13 @@ class Spec:
         params = [np.asarray(p) for p in params]
         c = self._steps
         if c is None or not _same(c[0], (y0, self.span(ts), params)):
-            self._scipy(y0, ts, params, False)
-        return self._steps[1]
+            kept = []   # this solve's steps, not whatever another thread's left in _steps
+            self._scipy(y0, ts, params, False, kept)
+            c = kept[0]
+        return c[1]
 
     def dense(self, y0, ts, params):
-        self.solve(y0, ts, params, dense=True)
-        return self._cache[2]
+        return self._entry(y0, ts, params, True)[2]
 
     def _fun(self, params):
         F = self.rhs.plain
@@ -336,13 +344,13 @@ class Spec:
             return self.user_jac(params)
         return self.jac(params, y_example)
 
-    def _scipy(self, y0, ts, params, dense):
+    def _scipy(self, y0, ts, params, dense, kept=None):
         n, m = y0.size, ts.size
         if m == 1 or ts[0] == ts[-1]:
             return np.tile(y0, (m, 1)), None
         keep = np.concatenate([[True], np.diff(ts) != 0])
         if not keep.all():  # repeated times (t_eval starting at t0): solved once each
-            ys, sol = self._scipy(y0, ts[keep], params, dense)
+            ys, sol = self._scipy(y0, ts[keep], params, dense, kept)
             return ys[np.cumsum(keep) - 1], sol
         fun = self._fun(params)
         jac = self.primal_jac(params, y0)
@@ -361,7 +369,10 @@ class Spec:
         if self.adjoint == "discrete":   # SciPy's own stepping, each accepted step kept
             rec, span = [], self.span(ts)
             method = recording(getattr(si, method), rec)
-            self._steps = ((y0.copy(), span, [p.copy() for p in params]), rec)
+            entry = ((y0.copy(), span, [p.copy() for p in params]), rec)
+            self._steps = entry
+            if kept is not None:
+                kept.append(entry)
         sol = si.solve_ivp(fun, tuple(span), y0, method=method, t_eval=ts,
                            dense_output=dense, **opts)
         ys = sol.y.T
