@@ -150,7 +150,7 @@ def _cumprod(x, axis):
 def _cumprod_matrix(x, axis):
     """``D[..., k, i] = d y_i / d x_k`` for ``y = cumprod(x)`` along ``axis`` (moved last)."""
     nd = ndim_of(x)
-    perm = tuple(i for i in range(nd) if i != axis) + (axis,)
+    perm = _axis_last(axis, nd)
     xm = transpose(x, perm)
     n = shape_of(xm)[-1]
     eye = np.eye(n, dtype=bool)
@@ -163,6 +163,26 @@ def _inv(perm):
     return tuple(int(i) for i in np.argsort(perm))
 
 
+def _axis_last(axis, nd):
+    """The permutation that moves ``axis`` last (a running op's triangle is built there)."""
+    return tuple(i for i in range(nd) if i != axis) + (axis,)
+
+
+def _prefix_weighted(W, perm, dx):
+    """``t_i = sum_k dx_k W[..., k, i]`` along the axis ``perm`` moves last (a tangent)."""
+    dm = transpose(dx, perm)
+    t = sum_(reshape(dm, shape_of(dm) + (1,)) * W, axis=len(perm) - 1)
+    return transpose(t, _inv(perm))
+
+
+def _suffix_weighted(W, perm, g):
+    """``t_k = sum_i W[..., k, i] g_i`` along the axis ``perm`` moves last (a cotangent)."""
+    gm = transpose(g, perm)
+    gs = shape_of(gm)
+    t = sum_(reshape(gm, gs[:-1] + (1, gs[-1])) * W, axis=len(perm))
+    return transpose(t, _inv(perm))
+
+
 @_cumprod.frule(symbolic_zeros=True)
 def _cumprod_jvp(primals, tangents, axis):
     (x,), (dx,) = primals, tangents
@@ -170,24 +190,16 @@ def _cumprod_jvp(primals, tangents, axis):
     if dx is None:
         return ans, None
     D, perm = _cumprod_matrix(x, axis)
-    dm = transpose(dx, perm)
-    dm = reshape(dm, shape_of(dm) + (1,))
-    t = sum_(dm * D, axis=ndim_of(x) - 1)
-    return ans, transpose(t, _inv(perm))
+    return ans, _prefix_weighted(D, perm, dx)
 
 
 @_cumprod.rrule
 def _cumprod_vjp(x, axis):
     ans = _cumprod(x, axis)
-    nd = ndim_of(x)
 
     def pullback(g):
         D, perm = _cumprod_matrix(x, axis)
-        gm = transpose(g, perm)
-        gs = shape_of(gm)
-        gm = reshape(gm, gs[:-1] + (1, gs[-1]))
-        t = sum_(gm * D, axis=nd)
-        return (transpose(t, _inv(perm)),)
+        return (_suffix_weighted(D, perm, g),)
     return ans, pullback
 
 
@@ -248,8 +260,7 @@ def _cumlogsumexp(x, axis):
 
 def _cumlogsumexp_weights(x, y, axis):
     """``W[..., k, i] = exp(x_k - y_i)`` for ``k <= i``, else 0, the axis moved last."""
-    nd = ndim_of(x)
-    perm = tuple(i for i in range(nd) if i != axis) + (axis,)
+    perm = _axis_last(axis, ndim_of(x))
     xm, ym = transpose(x, perm), transpose(y, perm)
     lead, n = shape_of(xm)[:-1], shape_of(xm)[-1]
     upper = np.triu(np.ones((n, n), dtype=bool))  # k <= i
@@ -264,9 +275,7 @@ def _cumlogsumexp_jvp(primals, tangents, axis):
     if dx is None:
         return ans, None
     W, perm = _cumlogsumexp_weights(x, ans, axis)
-    dm = transpose(dx, perm)
-    t = sum_(reshape(dm, shape_of(dm) + (1,)) * W, axis=ndim_of(x) - 1)
-    return ans, transpose(t, _inv(perm))
+    return ans, _prefix_weighted(W, perm, dx)
 
 
 @_cumlogsumexp.rrule
@@ -275,10 +284,7 @@ def _cumlogsumexp_vjp(x, axis):
 
     def pullback(g):
         W, perm = _cumlogsumexp_weights(x, ans, axis)
-        gm = transpose(g, perm)
-        gs = shape_of(gm)
-        t = sum_(reshape(gm, gs[:-1] + (1, gs[-1])) * W, axis=ndim_of(x))
-        return (transpose(t, _inv(perm)),)
+        return (_suffix_weighted(W, perm, g),)
     return ans, pullback
 
 
