@@ -229,6 +229,12 @@ class Problem:
         # reverse sweeps for the square Jacobian of a residual
         return jacobian(lambda zz: self.residual(zz, active, leaves), mode="forward")(z)
 
+    def plain_pullback(self, z, active, leaves, idx, gz):
+        """The cotangents of ``leaves[i]`` for ``i`` in ``idx`` from one plain cotangent
+        ``gz`` of the solution, all values plain (a first derivative); None: the rule
+        takes its general path.  A problem that can reuse work across calls says how."""
+        return None
+
     def tangent_solve(self, z, active, leaves, rhs, transpose):
         jac = self.jacobian(z, active, leaves)
         if transpose:
@@ -331,6 +337,13 @@ def implicit_solve_vjp(*primals, problem, needs):
             return tuple(out)
         n = shape_of(z)[0]
         batch = shape_of(gz)[:-1]
+        if not batch and _dense(problem) and _plain(gz, *primals):
+            cts = problem.plain_pullback(z, active, primals, idx, gz)
+            if cts is not None:
+                for i, c in zip(idx, cts):
+                    c = np.reshape(c, shape_of(primals[i]))
+                    out[i] = c[()] if c.ndim == 0 else c
+                return tuple(out)
         g2 = _reshape(gz, (-1, n))                       # (m, n)
         residual = _residual_of(problem, active, primals, idx)
         ps = [primals[i] for i in idx]

@@ -177,7 +177,7 @@ def _signature(g):
            tuple(g.guards)]
     for n in g.nodes:
         v = n.value
-        shape = (type(v), getattr(v, "shape", None), str(getattr(v, "dtype", "")))
+        shape = (type(v), getattr(v, "shape", None), getattr(v, "dtype", None))
         if n.kind == "const":
             sig.append(("c", _freeze(v)))
         else:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import threading
 import warnings
+from collections import OrderedDict
 
 import scipy as _sp_any
 
@@ -18,6 +20,9 @@ import numpy as np
 from .. import numpy as wnp
 from ..core import SolverWarning, Tracer, plain, shape_of
 from ..implicit_diff import Captured, Problem, running, solve_implicit, unraveler
+from ..transforms import jacobian, vjp
+from ._fingerprint import Unkeyable, fingerprint
+from ._ode import _shapes, trace_rhs
 
 __all__ = ["SciPyProblem", "solved", "warn_failure", "first", "vector", "with_fields",
            "bound_arrays", "bound_flags", "near_bounds", "bound_residual"]
@@ -61,11 +66,15 @@ class SciPyProblem(Problem):
     arrays the call was given, rebuilt around the leaves (``Captured``).  ``x`` may carry
     extra unknowns (multipliers) after the solution's own ``size`` entries."""
 
-    def __init__(self, name, objs, run, equation, like=None):
+    def __init__(self, name, objs, run, equation, like=None, cache=False):
         super().__init__(Captured(objs))
         self.name, self.run, self.equation = name, run, equation
         self.unravel = None if like is None else unraveler(like)
         self.extra = 0
+        # cached: a problem whose residual reads the problem only through unravel (set from
+        # the solution's shape); the wrappers of root finders say so (cache=True)
+        self.cacheable = cache and like is None
+        self.xshape = None
 
     def solve(self, leaves):
         objs = self.captured.build([plain(v) for v in leaves])
@@ -74,6 +83,7 @@ class SciPyProblem(Problem):
         x = np.asarray(x, dtype=float)
         if self.unravel is None:
             self.unravel = unraveler(x[()] if x.ndim == 0 else x)
+            self.xshape = x.shape
         z = np.ravel(x)
         if getattr(self, "multipliers", None) is not None:
             z = np.concatenate([z, self.multipliers])
@@ -81,6 +91,87 @@ class SciPyProblem(Problem):
 
     def residual(self, z, active, leaves):
         return self.equation(self.captured.build(leaves), z, active)
+
+    def plain_pullback(self, z, active, leaves, idx, gz):
+        """``-(∂F/∂θ)ᵀ J⁻ᵀ z̄`` by generated code, made once per structure of the residual.
+
+        Uncached, the residual is traced into a graph (reading this call's closure and
+        globals) and the code that takes ``J``, solves and pulls back is shared by every
+        graph of the same structure, constants' values included (``trace_rhs``).  Cached,
+        not even that trace is made: a later call whose fingerprint (code, closure and
+        globals by value, traced values by position, shapes) equals an earlier one's runs
+        that call's code at once.  The eager tape's fixed cost, several times SciPy's own
+        for a small problem, is then paid once, not per gradient."""
+        if not self.cacheable:
+            return None
+        ps = [leaves[i] for i in idx]
+        key = self._key(z, active, leaves, idx)
+        if key is not None:
+            with _LOCK:
+                hit = _CACHE.get(key[0])
+                if hit is not None:
+                    _CACHE.move_to_end(key[0])
+            if hit is not None:
+                return _run(hit[0], z, gz, ps)
+
+        def residual(zz, *vals):
+            full = list(leaves)
+            for i, v in zip(idx, vals):
+                full[i] = v
+            return self.residual(zz, active, full)
+        F = trace_rhs(residual, [z, *ps], "residual")
+        if F.captured:   # a value of another transform, met in a place not searched
+            return None
+        pull = F.derived(("implicit pullback", _shapes(ps)),
+                         lambda: _trace_pullback(F.bare(), z, gz, ps))
+        out = _run(pull, z, gz, ps)
+        if out is not None and key is not None:   # only a complete entry is ever stored
+            with _LOCK:
+                _CACHE[key[0]] = (pull, key[1])
+                while len(_CACHE) > _CACHE_MAX:
+                    _CACHE.popitem(last=False)
+        return out
+
+    def _key(self, z, active, leaves, idx):
+        """``(key, keep)`` of everything the residual reads, or None where a fingerprint
+        cannot vouch for it (then the residual is traced, which is always right)."""
+        if self.extra or self.multipliers is not None:
+            return None
+        known = {id(self): (self, ("problem",))}
+        try:
+            eq, keep = fingerprint(self.equation, {}, known)
+            objs, keep2 = fingerprint(self.captured.obj, self.captured._ids, known)
+            fixed = [fingerprint(leaves[i], {})[0] for i in range(len(leaves)) if i not in idx]
+        except Unkeyable:
+            return None
+        shapes = tuple((type(leaves[i]).__name__, np.shape(leaves[i]),
+                        np.result_type(leaves[i]).str) for i in idx)
+        key = (self.name, eq, objs, tuple(fixed), tuple(idx), shapes, np.shape(z),
+               self.xshape, np.asarray(active).tobytes())
+        return key, keep + keep2
+# fingerprint -> (the generated pullback, the objects its key names by identity)
+_CACHE = OrderedDict()
+_CACHE_MAX = 128
+_LOCK = threading.Lock()
+
+
+def _run(pull, z, gz, ps):
+    try:
+        return pull.plain(z, gz, *ps)
+    except ValueError:   # the residual branches on its input: the eager rule re-traces
+        return None
+
+
+def _trace_pullback(F, z, gz, ps):
+    """``(z, z̄, *θ) -> θ̄``: ``J`` by one forward pass (its ``n`` columns batched), the
+    transposed solve, one reverse sweep for ``θ``."""
+    n = z.size
+
+    def pull(zz, g, *pp):
+        jac = jacobian(lambda y: F(y, *pp), mode="forward")(zz)
+        lam = g / jac[0, 0] if n == 1 else wnp.linalg.solve(wnp.transpose(jac), g)
+        return tuple(vjp(lambda *q: F(zz, *q), *pp)[1](-lam))
+    return trace_rhs(pull, [z, gz, *ps], "implicit_pullback", flat=False)
 
 
 def solved(problem):

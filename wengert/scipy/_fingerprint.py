@@ -1,0 +1,149 @@
+"""A hashable description of everything a residual reads: what lets a solver's derivative
+code, generated for one call, be reused by a later call without tracing the residual again.
+
+``fingerprint(obj, leaf_index)`` walks functions (code, defaults, closure cells and the
+globals their code names), containers and values.  Plain values enter by value (an array by
+its bytes: one changed in place gives another fingerprint), traced values by their position
+among the call's captured leaves (``leaf_index``), wengert's and NumPy's own functions and
+modules by identity.  Whatever could change behind a fingerprint's back (an object's
+attributes, another module's globals, a generator) raises :class:`Unkeyable`: that call
+takes the uncached path, which is always correct.  Identities stay valid because the cache
+entry keeps the objects alive (``keep``).
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+import types
+
+import numpy as np
+
+from ..core import Tracer
+
+__all__ = ["Unkeyable", "fingerprint"]
+
+# modules whose attributes a residual may read: libraries, not state that changes between calls
+_TRUSTED = ("numpy", "wengert", "math", "cmath", "scipy", "operator", "functools")
+_DEPTH = 12
+
+
+class Unkeyable(Exception):
+    """A value whose behaviour a fingerprint cannot vouch for."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _trusted(name):
+    return name.partition(".")[0] in _TRUSTED
+
+
+def _trusted_module(name):
+    return isinstance(name, str) and _trusted(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _names(code):
+    """Every global a code object (and the functions defined inside it) may read, those
+    that are not builtins first (a builtin read is only recorded where a global hides it)."""
+    out, work = set(), [code]
+    while work:
+        c = work.pop()
+        out.update(c.co_names)
+        work.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return tuple(sorted(out))
+
+
+class _Walker:
+    def __init__(self, leaf_index, known):
+        self.leaf_index, self.known = leaf_index, known
+        self.keep = []           # objects named by identity: alive as long as the entry
+        self.seen = {}
+
+    def value(self, x, depth):
+        if depth > _DEPTH:
+            raise Unkeyable("too deep")
+        if isinstance(x, Tracer):
+            k = self.leaf_index.get(id(x))
+            if k is None:   # a traced value the call did not capture
+                raise Unkeyable("a traced value outside the captured leaves")
+            return ("leaf", k)
+        t = type(x)
+        if x is None or t in (bool, int, str, bytes):
+            return (t, x)
+        if t in (float, complex):
+            return (t, repr(x))    # -0.0 and 0.0 differ; nan equals itself
+        if t is np.ndarray:
+            if x.dtype.hasobject:
+                raise Unkeyable("an object array")
+            return ("nd", x.shape, x.dtype.str, x.tobytes())
+        if isinstance(x, np.generic):
+            return ("np", x.dtype.str, x.tobytes())
+        if t in (tuple, list):
+            return (t.__name__,) + tuple(self.value(v, depth + 1) for v in x)
+        if t is dict:
+            return ("dict",) + tuple((self.value(k, depth + 1), self.value(v, depth + 1))
+                                     for k, v in x.items())
+        if t is types.FunctionType:
+            return self.function(x, depth)
+        if t is functools.partial:
+            return ("partial", self.value(x.func, depth + 1), self.value(x.args, depth + 1),
+                    self.value(x.keywords, depth + 1))
+        if t is types.ModuleType:
+            if not _trusted_module(x.__name__):
+                raise Unkeyable(f"module {x.__name__}")
+            return ("module", x.__name__)
+        known = self.known.get(id(x))
+        if known is not None and known[0] is x:
+            return known[1]
+        if isinstance(x, (np.ufunc, np.dtype)) or (
+                isinstance(x, types.BuiltinFunctionType)
+                and isinstance(getattr(x, "__self__", None), (types.ModuleType, type(None)))) \
+                or (isinstance(x, type) and _trusted_module(x.__module__)) \
+                or (callable(x) and not isinstance(x, type)
+                    and _trusted_module(getattr(t, "__module__", None))):
+            # NumPy's and wengert's own callables (ufuncs, primitives): fixed behaviour
+            self.keep.append(x)
+            return ("id", id(x))
+        raise Unkeyable(type(x).__name__)
+
+    def function(self, fn, depth):
+        hit = self.seen.get(id(fn))
+        if hit is not None:   # a function that names itself
+            return ("again", hit)
+        self.seen[id(fn)] = len(self.seen)
+        code = fn.__code__
+        trusted = _trusted_module(fn.__module__)
+        if trusted and fn.__closure__ is None:
+            self.keep.append(fn)   # a library function: its code and globals are fixed
+            return ("id", id(fn))
+        if code.co_flags & (0x20 | 0x80 | 0x200):   # generators, coroutines: not a residual
+            raise Unkeyable("a generator")
+        self.keep.append(code)
+        cells = ()
+        if fn.__closure__:
+            out = []
+            for c in fn.__closure__:
+                try:
+                    v = c.cell_contents
+                except ValueError:   # an empty cell
+                    out.append(("empty",))
+                    continue
+                out.append(self.value(v, depth + 1))
+            cells = tuple(out)
+        glob = fn.__globals__
+        gl = []
+        for name in () if trusted else _names(code):   # a library's globals are fixed
+            if name in glob:
+                gl.append((name, self.value(glob[name], depth + 1)))
+            elif not hasattr(builtins, name):
+                gl.append((name, ("absent",)))   # defined later, it would be read then
+        return ("fn", id(code), self.value(fn.__defaults__, depth + 1),
+                self.value(fn.__kwdefaults__, depth + 1), cells, tuple(gl))
+
+
+def fingerprint(obj, leaf_index, known=None):
+    """``(key, keep)``: a hashable key of ``obj`` and the objects it names by identity.
+    ``leaf_index`` maps ``id(tracer)`` to its position among the captured leaves; ``known``
+    maps ``id(x)`` to ``(x, token)`` for objects the caller describes itself."""
+    w = _Walker(leaf_index, known or {})
+    key = w.value(obj, 0)
+    return key, w.keep
