@@ -137,18 +137,18 @@ class SciPyProblem(Problem):
         cannot vouch for it (then the residual is traced, which is always right)."""
         if self.extra or self.multipliers is not None:
             return None
-        known = {id(self): (self, ("problem",))}
-        try:
-            eq, keep = fingerprint(self.equation, {}, known)
-            objs, keep2 = fingerprint(self.captured.obj, self.captured._ids, known)
-            fixed = [fingerprint(leaves[i], {})[0] for i in range(len(leaves)) if i not in idx]
+        fixed = [leaves[i] for i in range(len(leaves)) if i not in idx]
+        try:   # one walk: the wrapper's equation, the user's functions, the plain leaves
+            key, keep = fingerprint((self.equation, self.captured.obj, fixed),
+                                    self.captured._ids, {id(self): (self, ("problem",))})
         except Unkeyable:
             return None
-        shapes = tuple((type(leaves[i]).__name__, np.shape(leaves[i]),
-                        np.result_type(leaves[i]).str) for i in idx)
-        key = (self.name, eq, objs, tuple(fixed), tuple(idx), shapes, np.shape(z),
-               self.xshape, np.asarray(active).tobytes())
-        return key, keep + keep2
+        shapes = tuple((type(p).__name__, np.shape(p), np.result_type(p).str)
+                       for p in (leaves[i] for i in idx))
+        key = (self.name, key, tuple(idx), shapes, z.shape, self.xshape, active.tobytes())
+        return key, keep
+
+
 # fingerprint -> (the generated pullback, the objects its key names by identity)
 _CACHE = OrderedDict()
 _CACHE_MAX = 128
