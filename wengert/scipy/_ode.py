@@ -35,6 +35,7 @@ import scipy.sparse as sp
 from .. import numpy as wnp
 from ..batching import BatchTracer, per_example_call
 from ..core import Primitive, SolverWarning, Tracer
+from ..graph import compile as compile_
 from ..graph.codegen import build_function
 from ..graph.graph import Graph
 from ..graph.ir import GuardFailure, Node
@@ -43,8 +44,8 @@ from ..sparse import jacobian_sparsity, sparse_jacobian
 from ..transforms import jacobian, jvp, vjp
 from ..tree import flatten
 from ._ode_discrete import pull_steps, recording
-from ._ode_steps import (fast_dense, first_step, keep_stride, merged, quadrature, resume,
-                         state_only)
+from ._ode_steps import (fast_dense, first_step, keep_stride, merged, quadrature, recent,
+                         resume, state_only)
 
 __all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "example_of", "batched", "EXPLICIT",
            "IMPLICIT", "METHODS"]
@@ -331,7 +332,9 @@ class Spec:
             if self.sparse is None and pattern.nnz > 0.25 * n * n:
                 pattern = None
         if pattern is not None:
-            sj = sparse_jacobian(lambda yy, t, *ps: rhs(t, yy, *ps), sparsity=pattern)
+            # compiled: its compressed pass as generated code, not an eager batched pass
+            # (a stiff adjoint asks for the Jacobian at every step it recomputes it)
+            sj = compile_(sparse_jacobian(lambda yy, t, *ps: rhs(t, yy, *ps), sparsity=pattern))
             return ("sparse", lambda t, y, *ps: sj(y, t, *ps))
         return ("dense", trace_rhs(
             lambda t, y, *ps: jacobian(lambda yy: rhs(t, yy, *ps), mode="forward")(y),
@@ -678,14 +681,16 @@ def _pull_interpolate(primals, ys, g, spec):
     # The adjoint is linear in ``a``: ``-aᵀJ`` is the vjp of ``-a``, negated on n entries
     # rather than on n + P
 
+    y_at = recent(sol)   # a step's stage times come back at every Newton iteration
+
     def fun(t, z):
-        return pa(t, sol(t), -z[:n])
+        return pa(t, y_at(t), -z[:n])
 
     if spec.stiff:
         jy = spec.jac(ps, y0)
 
         def jac(t, a):
-            J = jy(t, sol(t))
+            J = jy(t, y_at(t))
             return (-J.T).tocsc() if sp.issparse(J) else -J.T
         opts["jac"] = jac
     a, gp = np.zeros(n), np.zeros(P)

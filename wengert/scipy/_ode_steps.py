@@ -146,3 +146,18 @@ def fast_dense(sol):
         y_old, h, Q, t_old, r = d
         return y_old + h * (Q @ (((t - t_old) / h) ** r))
     return at
+
+
+def recent(fn, size=8):
+    """``fn(t)`` remembered for the last ``size`` times: a stiff step asks for the same
+    stage times at each Newton iteration.  One per pullback (never shared by threads)."""
+    memo = {}
+
+    def at(t):
+        hit = memo.get(t)
+        if hit is None:
+            if len(memo) >= size:
+                memo.pop(next(iter(memo)))
+            hit = memo[t] = fn(t)
+        return hit
+    return at
