@@ -25,6 +25,7 @@ __all__ = ["Unkeyable", "fingerprint"]
 # modules whose attributes a residual may read: libraries, not state that changes between calls
 _TRUSTED = ("numpy", "wengert", "math", "cmath", "scipy", "operator", "functools")
 _DEPTH = 12
+_ATOMS = frozenset([type(None), bool, int, str, bytes])
 
 
 class Unkeyable(Exception):
@@ -59,26 +60,30 @@ class _Walker:
         self.seen = {}
 
     def value(self, x, depth):
+        t = type(x)   # the common kinds first, by exact type (this runs on every gradient)
+        if t is float:
+            return (t, repr(x))    # -0.0 and 0.0 differ; nan equals itself
+        if t in _ATOMS:
+            return (t, x)
         if depth > _DEPTH:
             raise Unkeyable("too deep")
+        if t is tuple or t is list:
+            return (t.__name__,) + tuple([self.value(v, depth + 1) for v in x])
+        if t is types.FunctionType:
+            return self.function(x, depth)
+        if t is np.ndarray:
+            if x.dtype.hasobject:
+                raise Unkeyable("an object array")
+            return ("nd", x.shape, x.dtype.str, x.tobytes())
         if isinstance(x, Tracer):
             k = self.leaf_index.get(id(x))
             if k is None:   # a traced value the call did not capture
                 raise Unkeyable("a traced value outside the captured leaves")
             return ("leaf", k)
-        t = type(x)
-        if x is None or t in (bool, int, str, bytes):
-            return (t, x)
-        if t in (float, complex):
-            return (t, repr(x))    # -0.0 and 0.0 differ; nan equals itself
-        if t is np.ndarray:
-            if x.dtype.hasobject:
-                raise Unkeyable("an object array")
-            return ("nd", x.shape, x.dtype.str, x.tobytes())
+        if t is complex:
+            return (t, repr(x))
         if isinstance(x, np.generic):
             return ("np", x.dtype.str, x.tobytes())
-        if t in (tuple, list):
-            return (t.__name__,) + tuple(self.value(v, depth + 1) for v in x)
         if t is dict:
             return ("dict",) + tuple((self.value(k, depth + 1), self.value(v, depth + 1))
                                      for k, v in x.items())
@@ -127,7 +132,9 @@ class _Walker:
                 except ValueError:   # an empty cell
                     out.append(("empty",))
                     continue
-                out.append(self.value(v, depth + 1))
+                known = self.known.get(id(v))
+                out.append(known[1] if known is not None and known[0] is v
+                           else self.value(v, depth + 1))
             cells = tuple(out)
         glob = fn.__globals__
         gl = []

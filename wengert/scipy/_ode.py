@@ -44,8 +44,8 @@ from ..sparse import jacobian_sparsity, sparse_jacobian
 from ..transforms import jacobian, jvp, vjp
 from ..tree import flatten
 from ._ode_discrete import pull_steps, recording
-from ._ode_steps import (fast_dense, first_step, keep_stride, merged, quadrature, recent,
-                         resume, state_only)
+from ._ode_steps import (direct_lu, fast_dense, first_step, keep_stride, merged, quadrature,
+                         recent, resume, state_only)
 
 __all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "example_of", "batched", "EXPLICIT",
            "IMPLICIT", "METHODS"]
@@ -714,7 +714,7 @@ def _pull_interpolate(primals, ys, g, spec):
             elif joint:
                 opts["first_step"] = first_step(fun, ts[i], z, ts[to], n, cls, opts,
                                                 dense.ts)
-            solver = cls(fun, ts[i], z, ts[to], **opts)
+            solver = direct_lu(cls(fun, ts[i], z, ts[to], **opts))
             if joint:
                 solver.n_err = n
         steps, pieces = [ts[i]], []

@@ -11,9 +11,10 @@ import bisect
 import numpy as np
 import scipy.integrate as si
 from scipy.integrate._ivp.common import select_initial_step
+from scipy.linalg import get_lapack_funcs
 
 __all__ = ["state_only", "first_step", "keep_stride", "resume", "merged", "quadrature",
-           "fast_dense"]
+           "fast_dense", "recent", "direct_lu"]
 
 
 _STATE_ONLY = {}
@@ -136,16 +137,71 @@ def fast_dense(sol):
     if not sol.ascending:
         interps = interps[::-1]
     # per segment, what its polynomial needs (read once, not at every stage of every step)
-    segs = [(d.y_old, d.h, d.Q, d.t_old, np.arange(1, d.Q.shape[1] + 1))
-            if type(d).__name__ == "RkDenseOutput" else d for d in interps]
+    segs = [_segment(d) for d in interps]
 
     def at(t):
         d = segs[min(max(bisect.bisect_left(ts, t) - 1, 0), last)]
         if type(d) is not tuple:
             return d(t)
-        y_old, h, Q, t_old, r = d
-        return y_old + h * (Q @ (((t - t_old) / h) ** r))
+        kind = d[0]
+        if kind == "rk":
+            _, y_old, h, Q, t_old, r = d
+            return y_old + h * (Q @ (((t - t_old) / h) ** r))
+        if kind == "bdf":   # SciPy's BdfDenseOutput, one time
+            _, t_shift, denom, DT, D0 = d
+            return DT @ np.cumprod((t - t_shift) / denom) + D0
+        _, y_old, h, Q, t_old, k = d   # RadauDenseOutput, one time
+        return Q @ np.cumprod(np.full(k, (t - t_old) / h)) + y_old
     return at
+
+
+def _segment(d):
+    """What one segment's polynomial needs, read once (not at every call)."""
+    kind = type(d).__name__
+    if kind == "RkDenseOutput":
+        return ("rk", d.y_old, d.h, d.Q, d.t_old, np.arange(1, d.Q.shape[1] + 1))
+    if kind == "BdfDenseOutput":
+        return ("bdf", d.t_shift, d.denom, d.D[1:].T, d.D[0])
+    if kind == "RadauDenseOutput":
+        return ("radau", d.y_old, d.h, d.Q, d.t_old, d.order + 1)
+    return d
+
+
+def direct_lu(solver):
+    """A dense Radau's factorisations and solves through LAPACK's getrf/getrs directly:
+    SciPy's lu_factor and lu_solve check, convert and broadcast at every call, several times
+    the work of the solve itself for the few states of a small system (the adjoint solves
+    about ten times a step).  Sparse Jacobians (splu) are left as they are."""
+    if not isinstance(solver, si.Radau) or not isinstance(solver.J, np.ndarray):
+        return solver
+
+    def lu(A):
+        solver.nlu += 1
+        if not np.isfinite(A).all():
+            raise ValueError("array must not contain infs or NaNs")
+        getrf = _lapack("getrf", A.dtype)
+        lu_, piv, info = getrf(A, overwrite_a=True)
+        if info < 0:  # pragma: no cover - an argument error, as lu_factor raises
+            raise ValueError(f"illegal value in argument {-info} of getrf")
+        return lu_, piv
+
+    def solve_lu(LU, b):
+        lu_, piv = LU
+        x, info = _lapack("getrs", lu_.dtype)(lu_, piv, np.asarray(b, dtype=lu_.dtype),
+                                             overwrite_b=True)
+        return x
+    solver.lu, solver.solve_lu = lu, solve_lu
+    return solver
+
+
+_LAPACK = {}
+
+
+def _lapack(name, dtype):
+    f = _LAPACK.get((name, dtype.char))
+    if f is None:
+        f = _LAPACK[(name, dtype.char)] = get_lapack_funcs(name, dtype=dtype)
+    return f
 
 
 def recent(fn, size=8):

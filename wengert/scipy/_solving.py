@@ -143,7 +143,8 @@ class SciPyProblem(Problem):
                                     self.captured._ids, {id(self): (self, ("problem",))})
         except Unkeyable:
             return None
-        shapes = tuple((type(p).__name__, np.shape(p), np.result_type(p).str)
+        shapes = tuple(("float",) if type(p) is float else
+                       (type(p).__name__, np.shape(p), np.result_type(p).str)
                        for p in (leaves[i] for i in idx))
         key = (self.name, key, tuple(idx), shapes, z.shape, self.xshape, active.tobytes())
         return key, keep
