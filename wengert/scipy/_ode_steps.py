@@ -10,6 +10,7 @@ import bisect
 
 import numpy as np
 import scipy.integrate as si
+import scipy.sparse as sp
 from scipy.integrate._ivp.common import select_initial_step
 from scipy.linalg import get_lapack_funcs
 
@@ -171,8 +172,12 @@ def direct_lu(solver):
     """A dense Radau's factorisations and solves through LAPACK's getrf/getrs directly:
     SciPy's lu_factor and lu_solve check, convert and broadcast at every call, several times
     the work of the solve itself for the few states of a small system (the adjoint solves
-    about ten times a step).  Sparse Jacobians (splu) are left as they are."""
-    if not isinstance(solver, si.Radau) or not isinstance(solver.J, np.ndarray):
+    about ten times a step).  A sparse one's ``c I - J`` (two at each step) is made on
+    ``J``'s own structure, not by SciPy's general sparse subtraction."""
+    if not isinstance(solver, si.Radau):
+        return solver
+    if sp.issparse(solver.J):
+        solver.I = _Identity(solver.n)
         return solver
 
     def lu(A):
@@ -217,3 +222,45 @@ def recent(fn, size=8):
             hit = memo[t] = fn(t)
         return hit
     return at
+
+
+class _Identity:
+    """Radau's ``I`` for a sparse Jacobian: ``c * I - J`` with ``J``'s structure when that
+    holds the diagonal (the right-hand side's own Jacobian of a diffusion, a reaction...),
+    negating ``J``'s data and adding ``c`` on the diagonal; else SciPy's subtraction."""
+    __array_ufunc__ = None   # NumPy scalars defer to __rmul__
+
+    def __init__(self, n):
+        self.n = n
+        self._diag = (None, None)   # (J, positions of its diagonal in J.data)
+
+    def __rmul__(self, c):
+        return _Scaled(c, self)
+
+    def diagonal(self, J):
+        held, pos = self._diag
+        if held is J:
+            return pos
+        pos = None
+        if J.format == "csc" and J.has_canonical_format:
+            cols = np.repeat(np.arange(self.n), np.diff(J.indptr))
+            at = np.flatnonzero(J.indices == cols)
+            if at.size == self.n:
+                pos = at
+        self._diag = (J, pos)
+        return pos
+
+
+class _Scaled:
+    __array_ufunc__ = None
+
+    def __init__(self, c, identity):
+        self.c, self.identity = c, identity
+
+    def __sub__(self, J):
+        pos = self.identity.diagonal(J)
+        if pos is None:
+            return self.c * sp.eye(self.identity.n, format="csc") - J
+        data = -J.data.astype(np.result_type(J.data, self.c))
+        data[pos] += self.c
+        return sp.csc_matrix((data, J.indices, J.indptr), shape=J.shape)
