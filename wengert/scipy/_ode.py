@@ -44,8 +44,8 @@ from ..sparse import jacobian_sparsity, sparse_jacobian
 from ..transforms import jacobian, jvp, vjp
 from ..tree import flatten
 from ._ode_discrete import pull_steps, recording
-from ._ode_steps import (direct_lu, fast_dense, first_step, keep_stride, merged, quadrature,
-                         recent, resume, state_only)
+from ._ode_steps import (direct_lu, fast_dense, first_step, forward_grid, keep_stride, merged,
+                         quadrature, recent, resume, state_only)
 
 __all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "example_of", "batched", "EXPLICIT",
            "IMPLICIT", "METHODS"]
@@ -666,6 +666,8 @@ def _pull_interpolate(primals, ys, g, spec):
     joint = not spec.stiff and P > 0
     pb = _VjpInto(spec, ps, n, params=True)
     pa = pb if joint else _VjpInto(spec, ps, n, params=False)
+    # the quadrature's integrand aᵀJ_p: the parameters' cotangent alone (not aᵀJ_y beside it)
+    pq = _VjpInto(spec, ps, n, params="only") if P and not joint else None
     # stiff methods' adjoint by Radau, whatever the forward method: the cotangent's jump at
     # each output time spoils a multistep method's memory (BDF, LSODA start again at order
     # one, with many short steps), while a one-step method carries its step size on
@@ -682,6 +684,7 @@ def _pull_interpolate(primals, ys, g, spec):
     # rather than on n + P
 
     y_at = recent(sol)   # a step's stage times come back at every Newton iteration
+    forward = forward_grid(dense.ts)
 
     def fun(t, z):
         return pa(t, y_at(t), -z[:n])
@@ -731,8 +734,8 @@ def _pull_interpolate(primals, ys, g, spec):
         if joint:
             gp = solver.y[n:].copy()
         elif quad and pieces:
-            gp += quadrature(pb, sol, fast_dense(si.OdeSolution(steps, pieces)),
-                              merged(steps, dense.ts), n)
+            gp += quadrature(pq, sol, fast_dense(si.OdeSolution(steps, pieces)),
+                             merged(steps, forward), 0)
         a = solver.y[:n].copy()
         h = solver.step_size
         if solver.status == "failed":
@@ -764,7 +767,8 @@ def _shapes(ps):
 
 
 class _VjpInto:
-    """``(t, y, a) -> [aᵀ J_y, aᵀ J_p]`` (``params``) or ``aᵀ J_y`` on plain values: a graph
+    """``(t, y, a) -> [aᵀ J_y, aᵀ J_p]`` (``params``), ``aᵀ J_p`` (``params="only"``) or
+    ``aᵀ J_y`` on plain values: a graph
     traced once per structure of the right-hand side, run as generated code.  The graph
     returns the cotangents as they come (no reshapes or concatenation as traced operations,
     each a few microseconds at every stage of every step); one NumPy call packs them."""
@@ -786,5 +790,7 @@ def _trace_vjp(F, ps, n, params):
     def f(t, y, a, *pp):
         if not params:
             return vjp(lambda yy: F(t, yy, *pp), y)[1](a)[0]
+        if params == "only":
+            return tuple(vjp(lambda *q: F(t, y, *q), *pp)[1](a))
         return tuple(vjp(lambda yy, *q: F(t, yy, *q), y, *pp)[1](a))
     return trace_rhs(f, [0.0, np.zeros(n), np.zeros(n), *ps], "vjp", flat=False)

@@ -15,7 +15,7 @@ from scipy.integrate._ivp.common import select_initial_step
 from scipy.linalg import get_lapack_funcs
 
 __all__ = ["state_only", "first_step", "keep_stride", "resume", "merged", "quadrature",
-           "fast_dense", "recent", "direct_lu"]
+           "fast_dense", "recent", "direct_lu", "forward_grid"]
 
 
 _STATE_ONLY = {}
@@ -99,23 +99,33 @@ _GAUSS_X = np.array([-np.sqrt(0.6), 0.0, np.sqrt(0.6)])
 _GAUSS_W = np.array([5.0, 8.0, 5.0]) / 9.0
 
 
-def merged(steps, forward_steps, finer=32.0):
+def forward_grid(forward_steps):
+    """The forward solve's step times (sorted) and, at each, the shorter of its two
+    neighbouring steps: what :func:`merged` reads, worked out once per pullback."""
+    fs = np.unique(np.asarray(forward_steps, dtype=float))
+    gaps = np.diff(fs)
+    local = np.minimum(np.concatenate([[np.inf], gaps]), np.concatenate([gaps, [np.inf]]))
+    return fs, local
+
+
+def merged(steps, forward, finer=32.0):
     """The adjoint's steps (backwards in time) cut where the forward solve resolved faster
     dynamics: at its step times inside an adjoint step whose neighbouring forward steps are
-    ``finer`` times shorter.  The integrand reads ``y`` too, and a stiff adjoint's long step
-    can span the forward's fast transient (Gauss on the adjoint's steps alone was 2e-5 off
-    there); where the two solves' steps are alike, no cut (each costs three vjps)."""
+    ``finer`` times shorter (``forward``: :func:`forward_grid`).  The integrand reads ``y``
+    too, and a stiff adjoint's long step can span the forward's fast transient (Gauss on the
+    adjoint's steps alone was 2e-5 off there); where the two solves' steps are alike, no cut
+    (each costs three vjps)."""
     steps = np.asarray(steps, dtype=float)
     grid = np.unique(steps)
-    fs = np.unique(np.asarray(forward_steps, dtype=float))
-    inside = (fs > grid[0]) & (fs < grid[-1])
-    if fs.size > 2 and inside.any():
-        gaps = np.diff(fs)
-        local = np.minimum(np.concatenate([[np.inf], gaps]), np.concatenate([gaps, [np.inf]]))
-        k = np.clip(np.searchsorted(grid, fs, side="right") - 1, 0, grid.size - 2)
-        span = grid[k + 1] - grid[k]
-        keep = inside & (local * finer < span)
-        grid = np.unique(np.concatenate([grid, fs[keep]]))
+    fs, local = forward
+    if fs.size > 2 and grid.size > 1:
+        lo, hi = np.searchsorted(fs, grid[0], "right"), np.searchsorted(fs, grid[-1], "left")
+        if lo < hi:   # forward step times strictly inside this stretch
+            f, loc = fs[lo:hi], local[lo:hi]
+            k = np.clip(np.searchsorted(grid, f, side="right") - 1, 0, grid.size - 2)
+            keep = loc * finer < grid[k + 1] - grid[k]
+            if keep.any():
+                grid = np.unique(np.concatenate([grid, f[keep]]))
     return grid[::-1] if steps[-1] < steps[0] else grid
 
 
