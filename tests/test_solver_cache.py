@@ -66,6 +66,18 @@ def _cubic(theta, c):
     return optimize.brentq(lambda x: c * x ** 3 + SCALE * x - theta, -10.0, 10.0, xtol=1e-14)
 
 
+def test_large_closed_over_array_changed_in_place():
+    # keyed by a digest of its bytes, not a copy: a change of one entry is seen
+    n = 100   # 80 kB, above the digest threshold
+    a = _matrix(n, 3)
+    theta = np.linspace(-1.0, 1.0, n)
+    f = _loss(a)
+    for bump in (0.0, 0.5):
+        a[0, 0] += bump
+        g = wg.grad(lambda t: wnp.sum(f(t)))(theta)
+        np.testing.assert_allclose(g, _root_grad(a, f(theta)), rtol=1e-8, atol=1e-12)
+
+
 def test_closed_over_float_and_global():
     global SCALE
     try:
