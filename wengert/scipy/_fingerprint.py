@@ -19,7 +19,7 @@ import types
 
 import numpy as np
 
-from ..core import Tracer
+from ..core import Primitive, Tracer
 
 __all__ = ["Unkeyable", "fingerprint"]
 
@@ -28,6 +28,7 @@ _TRUSTED = ("numpy", "wengert", "math", "cmath", "scipy", "operator", "functools
 _DEPTH = 12
 _ATOMS = frozenset([type(None), bool, int, str, bytes])
 _LARGE = 1 << 16
+_DISPATCHER = type(np.sum)  # numpy's array-function dispatchers: np.sum, np.dot, ...
 
 
 class Unkeyable(Exception):
@@ -108,9 +109,10 @@ class _Walker:
                 isinstance(x, types.BuiltinFunctionType)
                 and isinstance(getattr(x, "__self__", None), (types.ModuleType, type(None)))) \
                 or (isinstance(x, type) and _trusted_module(x.__module__)) \
-                or (callable(x) and not isinstance(x, type)
-                    and _trusted_module(getattr(t, "__module__", None))):
-            # NumPy's and wengert's own callables (ufuncs, primitives): fixed behaviour
+                or isinstance(x, (Primitive, _DISPATCHER)):
+            # NumPy's and wengert's own callables (ufuncs, np.sum, primitives): fixed
+            # behaviour; a library's callable *object* (a SciPy spline, np.vectorize) holds
+            # state that can change, so it is not keyed by identity
             self.keep.append(x)
             return ("id", id(x))
         raise Unkeyable(type(x).__name__)
