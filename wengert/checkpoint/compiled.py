@@ -22,13 +22,16 @@ lowered: the scan unrolls as before.
 """
 from __future__ import annotations
 
+import threading
+from types import SimpleNamespace
+
 import numpy as np
 
 from .. import transforms
 from ..core import Tracer, plain, shape_of
 from ..arrays import zeros_like_value
-from ..batching import per_example, vmap
-from ..numpy import broadcast_to as _broadcast
+from ..batching import BatchTrace, BatchTracer, per_example, vmap
+from ..numpy import broadcast_to as _broadcast, moveaxis as _moveaxis
 from ..graph.codegen import build_function
 from ..graph.fuse import warn_unfused
 from ..graph.graph import Graph
@@ -41,7 +44,9 @@ from .regions import _is_float, _top_trace
 from .fused import FusedLoop
 from .schedules import execute, forward_phase, iter_schedule
 
-__all__ = ["lower_scan", "LoopPlan", "plans_of"]
+__all__ = ["lower_scan", "LoopPlan", "plans_of", "NotBatchable"]
+
+_LOCK = threading.Lock()  # a plan's table of batched plans, shared by threads
 
 
 class _LiftTrace(GraphTrace):
@@ -55,7 +60,7 @@ class _LiftTrace(GraphTrace):
     def lift(self, x):
         t = self._ids.get(id(x))
         if t is None:
-            t = self._ids[id(x)] = self.input(plain(x))
+            t = self._ids[id(x)] = self.input(_one(x))
             self.lifted.append(x)
         return t
 
@@ -63,6 +68,16 @@ class _LiftTrace(GraphTrace):
         args = [self.lift(a) if isinstance(a, Tracer) and getattr(a, "_trace", None) is not self
                 else a for a in args]
         return super().process(prim, args, params)
+
+
+def _one(x):
+    """One example's value of ``x``: its primal, each ``vmap``'s batch axis dropped (a
+    step is traced on one example; the loop's batch rule maps the whole batch)."""
+    drop = 0
+    while isinstance(x, Tracer):
+        drop += isinstance(x, BatchTracer)
+        x = x.value
+    return x[(0,) * drop] if drop else x
 
 
 def _flat_graph(tr, inputs, outs, name):
@@ -89,7 +104,7 @@ def _trace_flat(fn, example, name, user_fn):
     """Trace ``fn(list of tracers) -> list`` on inputs with the values ``example``; returns
     the graph (outer values it met become its last inputs) and those outer values."""
     tr = _LiftTrace()
-    ins = [tr.input(plain(v)) for v in example]
+    ins = [tr.input(_one(v)) for v in example]
     try:
         outs = fn(ins)
         g = _flat_graph(tr, ins, outs, name)
@@ -101,7 +116,7 @@ def _trace_flat(fn, example, name, user_fn):
 
 def _kind(v):
     """What must not change from step to step for one compiled step to serve them all."""
-    v = plain(v)
+    v = _one(v)
     if isinstance(v, np.ndarray):
         return ("array", v.shape, v.dtype)
     if isinstance(v, (float, np.floating)):
@@ -114,10 +129,10 @@ class _Residual:
     the rest of the schedule.  The first ``scan_reverse`` takes them (so no state is held
     twice); a later one rebuilds them by running the forward phase again."""
 
-    __slots__ = ("cur", "stored", "rest")
+    __slots__ = ("cur", "stored", "rest", "plan")
 
-    def __init__(self, cur=None, stored=None, rest=None):
-        self.cur, self.stored, self.rest = cur, stored, rest
+    def __init__(self, cur=None, stored=None, rest=None, plan=None):
+        self.cur, self.stored, self.rest, self.plan = cur, stored, rest, plan
 
     def take(self):
         r = self.cur, self.stored, self.rest
@@ -189,10 +204,13 @@ class LoopPlan:
         self._fuse = False      # wg.compile(fuse=True) turns it on: the loop inside Numba
         self._fused = None      # the FusedLoop, built on first use
         self.fuse_failures = []  # why the loop stayed a Python loop (NotExpressible...)
+        self._fuse_asked = False
+        self._batched = {}      # (batched arguments, size) -> the plan of the batched step
+        self.batch_size = None  # a batched plan's: the size of the batch its step maps
 
     def enable_fusion(self):
         """Run the whole loop in Numba where its step allows (``wg.compile``'s fuse)."""
-        self._fuse = True
+        self._fuse = self._fuse_asked = True
 
     def fused(self):
         """The plan's FusedLoop, or None (fusion off, or the step is not expressible)."""
@@ -262,13 +280,13 @@ class LoopPlan:
         out = self._try_fused("forward", init, xs, cap, icap, True)
         if out is not None:
             final, ys, cur, slots = out
-            return tuple(final) + tuple(ys) + (_Residual(cur, slots, "fused"),)
+            return tuple(final) + tuple(ys) + (_Residual(cur, slots, "fused", self),)
         run = _Run(self, xs, cap, icap)
         cur, stored, ys, rest = forward_phase(self.schedule(), init, run, self.stats, True)
         final, y_last = run(cur, run.x_at(self.n - 1))
         if y_last:
             ys.append(y_last)
-        return tuple(final) + tuple(self._stack(ys)) + (_Residual(cur, stored, rest),)
+        return tuple(final) + tuple(self._stack(ys)) + (_Residual(cur, stored, rest, self),)
 
     def vjp_fn(self, batch=()):
         """The step's compiled VJP, for cotangents with leading axes ``batch``: ``vmap``
@@ -328,6 +346,8 @@ class LoopPlan:
         na, nc = self.n_args, self.n_carry
         res, prim, gs = args[0], args[1:1 + na], args[1 + na:]
         init, xs, cap, icap = self.split(prim)
+        if res.plan is not self:  # another plan's snapshots (or none): rebuild them
+            res = _Residual()
         if res.rest == "fused":
             cur, slots, _ = res.take()
             if self.batch_of(gs) == ():
@@ -434,8 +454,16 @@ class LoopPlan:
             return lambda args: self.eager(args) + (_Residual(),)
         return self.eager_reverse
 
-    def _compiled_ok(self, args):
-        return all(not isinstance(a, Tracer) or isinstance(a, GraphTracer) for a in args)
+    @staticmethod
+    def _compiled_ok(args):
+        """Whether the compiled loop can take ``args``: plain values or graph tracers, under
+        any number of ``vmap``s (whose batch rule maps the loop)."""
+        for a in args:
+            while isinstance(a, BatchTracer):
+                a = a.value
+            if isinstance(a, Tracer) and not isinstance(a, GraphTracer):
+                return False
+        return True
 
     def rrule(self, prim, args, needs):
         if prim is scan_loop and self._compiled_ok(args):
@@ -471,15 +499,134 @@ class LoopPlan:
         return tuple(out), tuple(tout)
 
     def batch(self, prim, args, batched):
-        """``wg.vmap`` of a node: ``scan_reverse`` with only its cotangents batched (a
-        reverse Jacobian) runs the schedule once on the whole batch; else once per example."""
-        size = shape_of(next(a for a, b in zip(args, batched) if b))[0]
+        """``wg.vmap`` of a node.  ``scan_reverse`` with only its cotangents batched (a
+        reverse Jacobian) runs the schedule once on the whole batch, each step's VJP
+        compiled for the batch.  Anything else batched (carry, xs, captured values:
+        per-example gradients, a vmap of a compiled scan) runs the schedule once too, by a
+        plan of the batched step (:meth:`batched_plan`); once per example only where the
+        step cannot be batched (the reason in ``fuse_failures``)."""
+        off = 1 if prim is scan_reverse else 0
+        size = _batch_size(args, batched, off)
         head = 1 + self.n_args
         if prim is scan_reverse and not any(batched[:head]):
             gs = [g if b or g is None else _broadcast(g, (size,) + shape_of(g))
                   for g, b in zip(args[head:], batched[head:])]
             return scan_reverse(*args[:head], *gs, plan=self)
-        return per_example(prim, list(args), batched, {"plan": self}, size)
+        prim_b = batched[off:off + self.n_args]
+        # differentiated (scan_forward, scan_reverse): each example's own cotangent of a
+        # captured float value, so it is batched on entry too
+        diff = prim is not scan_loop
+        lo, hi = self.n_carry + self.n_x, self.n_carry + self.n_x + self.n_cap
+        flags = tuple(b or (diff and lo <= i < hi and self.in_float[i])
+                      for i, b in enumerate(prim_b))
+        bp = self.batched_plan(flags, size)
+        if bp is None:
+            self.stats["per_example"] = self.stats.get("per_example", 0) + size
+            return per_example(prim, list(args), batched, {"plan": self}, size)
+        ins = [self._enter(a, b, f, i, size) for i, (a, b, f) in
+               enumerate(zip(args[off:off + self.n_args], prim_b, flags))]
+        nc, ny = self.n_carry, self.n_y
+        if prim is not scan_reverse:
+            outs = list((scan_loop if prim is scan_loop else scan_forward)(*ins, plan=bp))
+            for j in range(nc, nc + ny):  # stacked ys: (n, batch, ...) -> (batch, n, ...)
+                outs[j] = _moveaxis(outs[j], 0, 1)
+            return tuple(outs)
+        res = args[0] if batched[0] else _Residual()
+        gs = []
+        for j, (g, b) in enumerate(zip(args[head:], batched[head:])):
+            if g is not None and not b:
+                g = _broadcast(g, (size,) + shape_of(g))
+            if g is not None and j >= nc:
+                g = _moveaxis(g, 1, 0)
+            gs.append(g)
+        cts = list(scan_reverse(res, *ins, *gs, plan=bp))
+        for k, i in enumerate(self.float_args):
+            if self.n_carry <= i < nc + self.n_x:
+                cts[k] = _moveaxis(cts[k], 0, 1)
+        return tuple(cts)
+
+    def _enter(self, a, b, f, i, size):
+        """Argument ``i`` as the batched plan takes it: batched when ``f`` (broadcast if it
+        was not), a batched xs leaf with the scanned axis first, (n, batch, ...)."""
+        if f and not b:
+            a = _broadcast(a, (size,) + shape_of(a))
+        if f and self.n_carry <= i < self.n_carry + self.n_x:
+            a = _moveaxis(a, 0, 1)
+        return a
+
+    def batched_plan(self, flags, size):
+        """The plan of the step mapped over a batch of ``size`` (``vmap`` of the step
+        graph, traced once and compiled): the carry batched, the other arguments where
+        ``flags`` say.  ``None`` when the step cannot be batched."""
+        nc = self.n_carry
+        flags = tuple(True if i < nc else bool(f) for i, f in enumerate(flags))
+        key = (flags, size)
+        with _LOCK:
+            if key in self._batched:
+                return self._batched[key]
+        try:
+            bp = _batched_plan(self, flags, size)
+        except Exception as e:  # a step the batch rules cannot map
+            bp = None
+            self.fuse_failures.append(NotBatchable(
+                f"the step mapped over a batch of {size} could not be traced ({e!r}): the "
+                f"loop runs once per example"))
+        with _LOCK:
+            return self._batched.setdefault(key, bp)
+
+
+def _batch_size(args, batched, off):
+    """The batch size of a node's batched arguments (the snapshots, first of
+    ``scan_reverse``'s, know it only through the plan that made them)."""
+    for a, b in zip(args[off:], batched[off:]):
+        if b:
+            return shape_of(a)[0]
+    res = plain(args[0])
+    if isinstance(res, _Residual) and res.plan is not None:
+        return res.plan.batch_size
+    return shape_of(res)[0]
+
+
+class NotBatchable(Exception):
+    """Why a compiled scan under ``wg.vmap`` runs once per example."""
+
+
+def _batched_plan(plan, flags, size):
+    nc, nx, ncap = plan.n_carry, plan.n_x, plan.n_cap
+    step_axes = tuple(0 if f else None for f in flags[:nc + nx + ncap])
+
+    def stacked(v):
+        return np.repeat(np.asarray(plain(v))[None], size, axis=0)
+
+    def mapped(graph, axes):
+        def fn(ins):
+            return list(vmap(lambda *a: graph.evaluate(list(a)), in_axes=axes)(*ins))
+        return fn
+    ex = [stacked(v) if a == 0 else v for v, a in zip(plan.step_graph.example_args, step_axes)]
+    g, lifted = _trace_flat(mapped(plan.step_graph, step_axes), ex, "scan_step_batched",
+                            plan.user_step)
+    if lifted or g.guards:
+        raise NotBatchable("the mapped step reads values it was not given, or branches")
+    outs = [g.nodes[o].value for o in g.outputs]
+    if [_kind(v) for v in outs[:nc]] != [_kind(v) for v in ex[:nc]]:
+        raise NotBatchable("the mapped step changes its carry's type or shape")
+    inv_g = None
+    if plan.inv_graph is not None:
+        inv_axes = step_axes[:nc + nx] + tuple(0 if f else None for f in flags[nc + nx + ncap:])
+        iex = [stacked(v) if a == 0 else v
+               for v, a in zip(plan.inv_graph.example_args, inv_axes)]
+        inv_g, lifted = _trace_flat(mapped(plan.inv_graph, inv_axes), iex,
+                                    "scan_inverse_batched", plan.inverse)
+        if lifted or inv_g.guards:
+            raise NotBatchable("the mapped inverse reads values it was not given, or branches")
+    loop = SimpleNamespace(carry_def=plan.carry_def, xs_def=plan.xs_def, y_def=plan.y_def,
+                           step=plan.user_step, inverse=plan.inverse)
+    bp = LoopPlan(plan.n, plan.strategy, plan.snapshots, loop, g, nc, nx, ncap, inv_g,
+                  plan.n_icap, outs[nc:], plan.eager_scan)
+    bp.batch_size = size
+    if plan._fuse_asked:
+        bp.enable_fusion()
+    return bp
 
 
 def _vjp_rule(fn, args, needs):
@@ -513,10 +660,10 @@ def lower_scan(loop, init_leaves, xs_leaves, n, strategy, snapshots, eager_scan)
     if not active_graph_traces():
         return None
     top = _top_trace(list(init_leaves) + list(xs_leaves))
-    if top is not None and not isinstance(top, (GraphTrace, Tape)):
+    if top is not None and not isinstance(top, (GraphTrace, Tape, BatchTrace)):
         return None
     nc = len(init_leaves)
-    x_ex = [plain(x)[0] for x in xs_leaves]
+    x_ex = [_one(x)[0] for x in xs_leaves]
 
     def step(ins):
         x = unflatten(loop.xs_def, ins[nc:]) if loop.xs_def is not None else None
