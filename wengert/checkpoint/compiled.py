@@ -205,6 +205,7 @@ class LoopPlan:
         self._fused = None      # the FusedLoop, built on first use
         self.fuse_failures = []  # why the loop stayed a Python loop (NotExpressible...)
         self._fuse_asked = False
+        self._unfused_batches = set()  # cotangent batch shapes the Numba loop refused
         self._batched = {}      # (batched arguments, size) -> the plan of the batched step
         self.batch_size = None  # a batched plan's: the size of the batch its step maps
 
@@ -350,8 +351,9 @@ class LoopPlan:
             res = _Residual()
         if res.rest == "fused":
             cur, slots, _ = res.take()
-            if self.batch_of(gs) == ():
-                out = self._fused_reverse(cur, slots, xs, cap, icap, gs)
+            batch = self.batch_of(gs)
+            if batch is not None:
+                out = self._fused_reverse(cur, slots, xs, cap, icap, gs, batch)
                 if out is not None:
                     return tuple(out)
         run = _Run(self, xs, cap, icap)
@@ -405,13 +407,30 @@ class LoopPlan:
         del cur, stored
         return tuple(g_c) + tuple(g_xs) + tuple(g_cap)
 
-    def _fused_reverse(self, cur, slots, xs, cap, icap, gs):
+    def _fused_reverse(self, cur, slots, xs, cap, icap, gs, batch):
+        """The reverse phase in the Numba loop (``None`` where it cannot run there).  A
+        batch shape the loop cannot be compiled for keeps the Python loop, for that shape
+        only: its reason joins ``fuse_failures``."""
         nc = self.n_carry
-        g_c = [zeros_like_value(self.carry_ex[i]) if gs[i] is None else gs[i]
-               for i in range(nc)]
-        g_y = [np.zeros((self.n,) + shape_of(y), np.result_type(y)) if gs[nc + j] is None
-               else gs[nc + j] for j, y in enumerate(self.y_ex)]
-        return self._try_fused("reverse", cur, slots, xs, cap, icap, g_c, g_y)
+        g_c = [np.zeros(batch + shape_of(c), np.result_type(c)) if g is None else g
+               for g, c in zip(gs[:nc], self.carry_ex)]
+        g_y = [np.zeros(batch + (self.n,) + shape_of(y), np.result_type(y)) if g is None
+               else g for g, y in zip(gs[nc:], self.y_ex)]
+        if not batch:
+            return self._try_fused("reverse", cur, slots, xs, cap, icap, g_c, g_y)
+        fl = self.fused()
+        if fl is None or batch in self._unfused_batches:
+            return None
+        try:
+            out = fl.reverse(cur, slots, xs, cap, icap, g_c, g_y, batch)
+        except Exception as e:
+            if fl.calls.get(("reverse", batch)):
+                raise
+            self._unfused_batches.add(batch)
+            self.fuse_failures.append(e)
+            return None
+        fl.calls[("reverse", batch)] = fl.calls.get(("reverse", batch), 0) + 1
+        return out
 
     # -- rules: the compiled path on plain values and graph tracers, else the eager scan --------
     def eager(self, args):
