@@ -35,7 +35,6 @@ from ..numpy import broadcast_to as _broadcast, moveaxis as _moveaxis
 from ..graph.codegen import build_function
 from ..graph.fuse import warn_unfused
 from ..graph.graph import Graph
-from ..graph.ir import Node
 from ..graph.trace import GraphTrace, GraphTracer, active_graph_traces
 from ..reverse import Tape
 from ..rules.checkpointing import scan_loop, scan_forward, scan_reverse
@@ -83,14 +82,7 @@ def _one(x):
 def _flat_graph(tr, inputs, outs, name):
     """A Graph of ``tr``'s nodes: positional arguments = ``inputs`` (tracers), result =
     the list ``outs``."""
-    outputs = []
-    for o in outs:
-        if isinstance(o, GraphTracer) and o._trace is tr:
-            outputs.append(o.node)
-        elif isinstance(o, Tracer):
-            outputs.append(tr.lift(o).node)
-        else:
-            outputs.append(tr._add(Node("const", value=o)))
+    outputs = tr.output_nodes(outs, tr.lift)
     inputs = list(inputs) + [tr._ids[id(x)] for x in tr.lifted]
     ex = tuple(t.value for t in inputs)
     in_def = flatten(tuple(0.0 for _ in inputs))[1]
