@@ -13,10 +13,12 @@ executor the eager scan uses (``schedules.execute``): the same schedule, the sam
 bound on stored states.
 
 Other engines meeting these nodes (a graph evaluated on ``Dual``s, a second
-derivative) run the eager ``wg.scan`` on the step graph.  Under ``wg.vmap`` over a
-pullback (a reverse Jacobian) ``scan_reverse`` is mapped by the plan's batch rule: the
-cotangents alone batched run the schedule once, each step's VJP compiled for the batch
-(``vmap`` over the step's pullback); anything else batched runs once per example.
+derivative) run the eager ``wg.scan`` on the step graph.  Under ``wg.vmap`` the nodes are
+mapped by the plan's batch rule, the schedule run once for the whole batch: the cotangents
+alone batched (a reverse Jacobian) by each step's VJP compiled for the batch (``vmap`` over
+the step's pullback; in the Numba loop too); the carry, xs or captured values batched by a
+plan of the step mapped over the batch (``vmap`` of the step graph, traced once).  Once per
+example only where the step cannot be mapped (the reason in ``fuse_failures``).
 A step that branches on its values (a guard), or whose carry changes type, is not
 lowered: the scan unrolls as before.
 """
