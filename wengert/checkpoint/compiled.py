@@ -25,7 +25,6 @@ lowered: the scan unrolls as before.
 from __future__ import annotations
 
 import threading
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -36,86 +35,18 @@ from ..batching import BatchTrace, BatchTracer, per_example, vmap
 from ..numpy import broadcast_to as _broadcast, moveaxis as _moveaxis
 from ..graph.codegen import build_function
 from ..graph.fuse import warn_unfused
-from ..graph.graph import Graph
 from ..graph.trace import GraphTrace, GraphTracer, active_graph_traces
 from ..reverse import Tape
 from ..rules.checkpointing import scan_loop, scan_forward, scan_reverse
 from ..tree import flatten, unflatten
 from .regions import _is_float, _top_trace
+from .steps import NotBatchable, mapped_step, one_example, step_kind, trace_flat
 from .fused import FusedLoop
 from .schedules import execute, forward_phase, iter_schedule
 
 __all__ = ["lower_scan", "LoopPlan", "plans_of", "NotBatchable"]
 
 _LOCK = threading.Lock()  # a plan's table of batched plans, shared by threads
-
-
-class _LiftTrace(GraphTrace):
-    """A graph trace of one loop step: a value of an outer trace it meets becomes an input."""
-
-    def __init__(self):
-        super().__init__()
-        self.lifted = []   # the outer values, in the order of their inputs
-        self._ids = {}     # id(outer value) -> its input tracer
-
-    def lift(self, x):
-        t = self._ids.get(id(x))
-        if t is None:
-            t = self._ids[id(x)] = self.input(_one(x))
-            self.lifted.append(x)
-        return t
-
-    def process(self, prim, args, params):
-        args = [self.lift(a) if isinstance(a, Tracer) and getattr(a, "_trace", None) is not self
-                else a for a in args]
-        return super().process(prim, args, params)
-
-
-def _one(x):
-    """One example's value of ``x``: its primal, each ``vmap``'s batch axis dropped (a
-    step is traced on one example; the loop's batch rule maps the whole batch)."""
-    drop = 0
-    while isinstance(x, Tracer):
-        drop += isinstance(x, BatchTracer)
-        x = x.value
-    return x[(0,) * drop] if drop else x
-
-
-def _flat_graph(tr, inputs, outs, name):
-    """A Graph of ``tr``'s nodes: positional arguments = ``inputs`` (tracers), result =
-    the list ``outs``."""
-    outputs = tr.output_nodes(outs, tr.lift)
-    inputs = list(inputs) + [tr._ids[id(x)] for x in tr.lifted]
-    ex = tuple(t.value for t in inputs)
-    in_def = flatten(tuple(0.0 for _ in inputs))[1]
-    out_def = flatten([0.0 for _ in outputs])[1]
-    return Graph(tr.nodes, in_def, list(range(len(inputs))), [t.node for t in inputs],
-                 [f"a{i}" for i in range(len(inputs))], out_def, outputs, tr.guards,
-                 name=name, example_args=ex)
-
-
-def _trace_flat(fn, example, name, user_fn):
-    """Trace ``fn(list of tracers) -> list`` on inputs with the values ``example``; returns
-    the graph (outer values it met become its last inputs) and those outer values."""
-    tr = _LiftTrace()
-    ins = [tr.input(_one(v)) for v in example]
-    try:
-        outs = fn(ins)
-        g = _flat_graph(tr, ins, outs, name)
-    finally:
-        tr.finished = True
-        tr.finish("wg.scan", user_fn)
-    return g, list(tr.lifted)
-
-
-def _kind(v):
-    """What must not change from step to step for one compiled step to serve them all."""
-    v = _one(v)
-    if isinstance(v, np.ndarray):
-        return ("array", v.shape, v.dtype)
-    if isinstance(v, (float, np.floating)):
-        return ("float", np.result_type(v))
-    return (type(v),)
 
 
 class _Residual:
@@ -317,7 +248,7 @@ class LoopPlan:
         example = list(step.example_args) + [
             np.zeros(batch + shape_of(v), np.result_type(v)) if batch else v
             for v, f in zip(self.carry_ex + self.y_ex, self.out_float) if f]
-        return _trace_flat(vjp_step, example, "scan_step_vjp", self.user_step)[0]
+        return trace_flat(vjp_step, example, "scan_step_vjp", self.user_step)[0]
 
     def batch_of(self, gs):
         """The leading batch axes of the cotangents ``gs`` of the results (``()`` for none;
@@ -600,42 +531,10 @@ def _batch_size(args, batched, off):
     return shape_of(res)[0]
 
 
-class NotBatchable(Exception):
-    """Why a compiled scan under ``wg.vmap`` runs once per example."""
-
-
 def _batched_plan(plan, flags, size):
-    nc, nx, ncap = plan.n_carry, plan.n_x, plan.n_cap
-    step_axes = tuple(0 if f else None for f in flags[:nc + nx + ncap])
-
-    def stacked(v):
-        return np.repeat(np.asarray(plain(v))[None], size, axis=0)
-
-    def mapped(graph, axes):
-        def fn(ins):
-            return list(vmap(lambda *a: graph.evaluate(list(a)), in_axes=axes)(*ins))
-        return fn
-    ex = [stacked(v) if a == 0 else v for v, a in zip(plan.step_graph.example_args, step_axes)]
-    g, lifted = _trace_flat(mapped(plan.step_graph, step_axes), ex, "scan_step_batched",
-                            plan.user_step)
-    if lifted or g.guards:
-        raise NotBatchable("the mapped step reads values it was not given, or branches")
-    outs = [g.nodes[o].value for o in g.outputs]
-    if [_kind(v) for v in outs[:nc]] != [_kind(v) for v in ex[:nc]]:
-        raise NotBatchable("the mapped step changes its carry's type or shape")
-    inv_g = None
-    if plan.inv_graph is not None:
-        inv_axes = step_axes[:nc + nx] + tuple(0 if f else None for f in flags[nc + nx + ncap:])
-        iex = [stacked(v) if a == 0 else v
-               for v, a in zip(plan.inv_graph.example_args, inv_axes)]
-        inv_g, lifted = _trace_flat(mapped(plan.inv_graph, inv_axes), iex,
-                                    "scan_inverse_batched", plan.inverse)
-        if lifted or inv_g.guards:
-            raise NotBatchable("the mapped inverse reads values it was not given, or branches")
-    loop = SimpleNamespace(carry_def=plan.carry_def, xs_def=plan.xs_def, y_def=plan.y_def,
-                           step=plan.user_step, inverse=plan.inverse)
-    bp = LoopPlan(plan.n, plan.strategy, plan.snapshots, loop, g, nc, nx, ncap, inv_g,
-                  plan.n_icap, outs[nc:], plan.eager_scan)
+    loop, g, inv_g, y_ex = mapped_step(plan, flags, size)
+    bp = LoopPlan(plan.n, plan.strategy, plan.snapshots, loop, g, plan.n_carry, plan.n_x,
+                  plan.n_cap, inv_g, plan.n_icap, y_ex, plan.eager_scan)
     bp.batch_size = size
     if plan._fuse_asked:
         bp.enable_fusion()
@@ -676,21 +575,21 @@ def lower_scan(loop, init_leaves, xs_leaves, n, strategy, snapshots, eager_scan)
     if top is not None and not isinstance(top, (GraphTrace, Tape, BatchTrace)):
         return None
     nc = len(init_leaves)
-    x_ex = [_one(x)[0] for x in xs_leaves]
+    x_ex = [one_example(x)[0] for x in xs_leaves]
 
     def step(ins):
         x = unflatten(loop.xs_def, ins[nc:]) if loop.xs_def is not None else None
         cl, yl = loop(ins[:nc], x)
         return list(cl) + list(yl)
-    g, cap = _trace_flat(step, list(init_leaves) + x_ex, "scan_step", loop.step)
+    g, cap = trace_flat(step, list(init_leaves) + x_ex, "scan_step", loop.step)
     if g.guards:
         return None  # the step branches on its values: one graph cannot stand for it
     outs = [g.nodes[o].value for o in g.outputs]
-    if [_kind(v) for v in outs[:nc]] != [_kind(v) for v in init_leaves]:
+    if [step_kind(v) for v in outs[:nc]] != [step_kind(v) for v in init_leaves]:
         return None  # the carry changes type or shape from step to step
     inv_g, icap = None, []
     if loop.inverse is not None and strategy == "invert":
-        inv_g, icap = _trace_flat(lambda ins: loop.back(ins[:nc], unflatten(
+        inv_g, icap = trace_flat(lambda ins: loop.back(ins[:nc], unflatten(
             loop.xs_def, ins[nc:]) if loop.xs_def is not None else None),
             outs[:nc] + x_ex, "scan_inverse", loop.inverse)
         if inv_g.guards:
