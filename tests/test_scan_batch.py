@@ -153,3 +153,46 @@ def test_unbatchable_step_runs_once_per_example_and_says_why(monkeypatch, per_ex
     assert plan.stats["per_example"] == 3
     assert any(isinstance(e, compiled.NotBatchable) and "once per example" in str(e)
                for e in plan.fuse_failures)
+
+
+@pytest.mark.parametrize("how", STRATS)
+def test_only_xs_batched(how, per_example_calls):
+    # the carry starts unbatched and becomes batched after one step: it is batched on entry
+    f = loss(how)
+    traced = wg.trace(f, W0, X[0], XS[0])
+    _close(wg.vmap(traced, in_axes=(None, None, 0))(W0, X[0], XS),
+           _per_example(lambda xs: f(W0, X[0], xs), XS))
+    g = wg.trace(wg.grad(f), W0, X[0], XS[0])
+    _close(wg.vmap(g, in_axes=(None, None, 0))(W0, X[0], XS),
+           _per_example(lambda xs: wg.grad(f)(W0, X[0], xs), XS), 1e-9)
+    assert per_example_calls == []
+
+
+@pytest.mark.parametrize("how", STRATS)
+def test_forward_jacobian_is_one_mapped_loop_of_the_pushforward(how):
+    # jacobian(mode="forward") is vmap over jvp: the scan's pushforward is a loop whose
+    # carry holds the tangents, and the vmap maps that loop -- not an unrolled scan
+    f = loss(how)
+
+    def g(W, x0):
+        return wg.grad(f, argnums=1)(W, x0, XS[0])  # a vector: 4 outputs
+    J = wg.jacobian(g, argnums=(0, 1), mode="forward")
+    tol = 1e-8 if how == "invert" else 1e-10
+    _close(wg.compile(J)(W0, X[0]), J(W0, X[0]), tol)
+
+    def h(W, x0):
+        return wg.scan(lambda c, x: (c + 0.1 * wnp.tanh(W @ c) + x, c * c), x0, XS[0],
+                       checkpoint=how if how != "invert" else "ctz")[1]
+    Jh = wg.jacobian(h, argnums=(0, 1), mode="forward")
+    cj = wg.compile(Jh)
+    _close(cj(W0, X[0]), Jh(W0, X[0]))
+    _close(cj(W0, X[0]), wg.jacobian(h, argnums=(0, 1), mode="reverse")(W0, X[0]))
+    names = [n.prim.name for n in cj.graph(W0, X[0]).nodes
+             if n.kind == "op" and n.prim.name.startswith("scan")]
+    assert names == ["scan_loop"]
+    (p,) = _plans(cj)
+    assert p.batch_size == 20  # 16 + 4 directions at once, in one loop
+    # the compiled function's jvp and forward Jacobian: the pushed loop too
+    ch = wg.compile(h)
+    _close(wg.jacobian(ch, argnums=(0, 1), mode="forward")(W0, X[0]), Jh(W0, X[0]))
+    _close(wg.jvp(ch, (W0, X[0]), (W0, X[0]))[1], wg.jvp(h, (W0, X[0]), (W0, X[0]))[1])

@@ -36,11 +36,13 @@ from ..numpy import broadcast_to as _broadcast, moveaxis as _moveaxis
 from ..graph.codegen import build_function
 from ..graph.fuse import warn_unfused
 from ..graph.trace import GraphTrace, GraphTracer, active_graph_traces
+from ..forward import ForwardTrace
 from ..reverse import Tape
 from ..rules.checkpointing import scan_loop, scan_forward, scan_reverse
 from ..tree import flatten, unflatten
 from .regions import _is_float, _top_trace
-from .steps import NotBatchable, mapped_step, one_example, step_kind, trace_flat
+from .steps import (NotBatchable, mapped_step, one_example, pushed_step, step_kind,
+                    trace_flat)
 from .fused import FusedLoop
 from .schedules import execute, forward_phase, iter_schedule
 
@@ -132,6 +134,7 @@ class LoopPlan:
         self._fuse_asked = False
         self._unfused_batches = set()  # cotangent batch shapes the Numba loop refused
         self._batched = {}      # (batched arguments, size) -> the plan of the batched step
+        self._pushed_plans = {}  # arguments with tangents -> (plan of the pushed step, parts)
         self.batch_size = None  # a batched plan's: the size of the batch its step maps
 
     def enable_fusion(self):
@@ -427,6 +430,10 @@ class LoopPlan:
         return (ans + (_Residual(),) if prim is scan_forward else ans), pullback
 
     def frule(self, prim, primals, tangents):
+        if prim is scan_loop:
+            out = self._pushed(primals, tangents)
+            if out is not None:
+                return out
         fn = self._eager_fn(prim)
         live = [i for i, (p, t) in enumerate(zip(primals, tangents))
                 if t is not None and _is_float(p)]
@@ -441,6 +448,50 @@ class LoopPlan:
         if prim is scan_forward:
             return tuple(out) + (_Residual(),), tuple(tout) + (None,)
         return tuple(out), tuple(tout)
+
+    def _pushed(self, primals, tangents):
+        """``scan_loop``'s pushforward as a loop of the pushed-forward step (the tangents
+        part of its carry): compiled, and under ``wg.vmap`` over ``jvp`` (a forward
+        Jacobian) mapped by the batch rule.  ``None``: the eager loop's jvp instead."""
+        nc, nx = self.n_carry, self.n_x
+        live = tuple(i for i in range(nc + nx + self.n_cap)
+                     if tangents[i] is not None and self.in_float[i])
+        if not live or not self._compiled_ok(list(primals) + [tangents[i] for i in live]):
+            return None
+        with _LOCK:
+            known = live in self._pushed_plans
+            got = self._pushed_plans.get(live)
+        if not known:
+            try:
+                loop, g, y_ex, parts = pushed_step(self, live)
+                cf, tx, tc, _ = parts
+                jp = LoopPlan(self.n, "ctz" if self.strategy == "invert" else self.strategy,
+                              self.snapshots, loop, g, nc + len(cf), nx + len(tx),
+                              self.n_cap + len(tc), None, 0, y_ex, self.eager_scan)
+                if self._fuse_asked:
+                    jp.enable_fusion()
+                got = (jp, parts)
+            except NotBatchable as e:
+                self.fuse_failures.append(e)
+                got = None
+            with _LOCK:
+                got = self._pushed_plans.setdefault(live, got)
+        if got is None:
+            return None
+        jp, (cf, tx, tc, yf) = got
+        init, xs, cap, _ = self.split(primals)
+
+        def tangent(i):
+            t = tangents[i]
+            return t if t is not None else np.zeros(shape_of(primals[i]),
+                                                    np.result_type(self.carry_ex[i]))
+        outs = scan_loop(*init, *[tangent(i) for i in cf], *xs, *[tangents[i] for i in tx],
+                         *cap, *[tangents[i] for i in tc], plan=jp)
+        n_c, ny = nc + len(cf), self.n_y
+        tout = [None] * (nc + ny)
+        for j, t in zip(cf + yf, list(outs[nc:n_c]) + list(outs[n_c + ny:])):
+            tout[j] = t
+        return tuple(outs[:nc]) + tuple(outs[n_c:n_c + ny]), tuple(tout)
 
     def batch(self, prim, args, batched):
         """``wg.vmap`` of a node.  ``scan_reverse`` with only its cotangents batched (a
@@ -461,7 +512,7 @@ class LoopPlan:
         # captured float value, so it is batched on entry too
         diff = prim is not scan_loop
         lo, hi = self.n_carry + self.n_x, self.n_carry + self.n_x + self.n_cap
-        flags = tuple(b or (diff and lo <= i < hi and self.in_float[i])
+        flags = tuple(b or i < self.n_carry or (diff and lo <= i < hi and self.in_float[i])
                       for i, b in enumerate(prim_b))
         bp = self.batched_plan(flags, size)
         if bp is None:
@@ -572,7 +623,7 @@ def lower_scan(loop, init_leaves, xs_leaves, n, strategy, snapshots, eager_scan)
     if not active_graph_traces():
         return None
     top = _top_trace(list(init_leaves) + list(xs_leaves))
-    if top is not None and not isinstance(top, (GraphTrace, Tape, BatchTrace)):
+    if top is not None and not isinstance(top, (GraphTrace, Tape, BatchTrace, ForwardTrace)):
         return None
     nc = len(init_leaves)
     x_ex = [one_example(x)[0] for x in xs_leaves]

@@ -12,13 +12,15 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from .. import transforms
 from ..batching import BatchTracer, vmap
 from ..core import Tracer, plain
 from ..graph.graph import Graph
 from ..graph.trace import GraphTrace
 from ..tree import flatten
 
-__all__ = ["NotBatchable", "mapped_step", "one_example", "step_kind", "trace_flat"]
+__all__ = ["NotBatchable", "mapped_step", "one_example", "pushed_step", "step_kind",
+           "trace_flat"]
 
 
 class NotBatchable(Exception):
@@ -127,3 +129,52 @@ def mapped_step(plan, flags, size):
     loop = SimpleNamespace(carry_def=plan.carry_def, xs_def=plan.xs_def, y_def=plan.y_def,
                            step=plan.user_step, inverse=plan.inverse)
     return loop, g, inv_g, outs[nc:]
+
+
+def pushed_step(plan, live):
+    """The loop record, step graph and ys' examples of ``plan``'s step pushed forward
+    (``jvp`` of the step graph): its carry is the carry and the tangents of its float
+    leaves, its xs and captured values those of the step and the tangents of the ``live``
+    ones; its ys the ys and the tangents of the float ones.  A forward Jacobian (``vmap``
+    over ``jvp``) then maps a scan of this step."""
+    nc, nx, ncap = plan.n_carry, plan.n_x, plan.n_cap
+    cf = [i for i in range(nc) if plan.in_float[i]]
+    tx = [i for i in live if nc <= i < nc + nx]
+    tc = [i for i in live if i >= nc + nx]
+    ny = plan.n_y
+    yf = [j for j in range(nc, nc + ny) if plan.out_float[j]]
+    sizes = [nc, len(cf), nx, len(tx), ncap, len(tc)]
+
+    def fn(ins):
+        parts, k = [], 0
+        for m in sizes:
+            parts.append(list(ins[k:k + m]))
+            k += m
+        c, dc, x, dx, cp, dcp = parts
+        full, pos = c + x + cp, cf + tx + tc
+
+        def f(*fv):
+            a = list(full)
+            for i, v in zip(pos, fv):
+                a[i] = v
+            return list(plan.step_graph.evaluate(a))
+        out, tout = transforms.jvp(f, tuple(full[i] for i in pos), tuple(dc + dx + dcp))
+        return (list(out[:nc]) + [tout[j] for j in cf] + list(out[nc:]) +
+                [tout[j] for j in yf])
+    ex = list(plan.step_graph.example_args)
+    example = (ex[:nc] + [ex[i] for i in cf] + ex[nc:nc + nx] + [ex[i] for i in tx] +
+               ex[nc + nx:] + [ex[i] for i in tc])
+    g, lifted = trace_flat(fn, example, "scan_step_jvp", plan.user_step)
+    if lifted or g.guards:
+        raise NotBatchable("the pushed-forward step reads values it was not given, or branches")
+    outs = [g.nodes[o].value for o in g.outputs]
+    n_c = nc + len(cf)
+    if [step_kind(v) for v in outs[:n_c]] != [step_kind(v) for v in example[:n_c]]:
+        raise NotBatchable("the pushed-forward step changes its carry's type or shape")
+
+    def flat(k):
+        return flatten([0.0] * k)[1]
+    n_x = nx + len(tx)
+    loop = SimpleNamespace(carry_def=flat(n_c), xs_def=flat(n_x) if n_x else None,
+                           y_def=flat(len(outs) - n_c), step=plan.user_step, inverse=None)
+    return loop, g, outs[n_c:], (cf, tx, tc, yf)
