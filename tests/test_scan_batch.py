@@ -192,6 +192,8 @@ def test_forward_jacobian_is_one_mapped_loop_of_the_pushforward(how):
     assert names == ["scan_loop"]
     (p,) = _plans(cj)
     assert p.batch_size == 20  # 16 + 4 directions at once, in one loop
+    # its carry: the primal state once for all directions, then the 20 tangents
+    assert [np.shape(v) for v in p.step_graph.example_args[:2]] == [(4,), (20, 4)]
     # the compiled function's jvp and forward Jacobian: the pushed loop too
     ch = wg.compile(h)
     _close(wg.jacobian(ch, argnums=(0, 1), mode="forward")(W0, X[0]), Jh(W0, X[0]))

@@ -512,8 +512,9 @@ class LoopPlan:
         # captured float value, so it is batched on entry too
         diff = prim is not scan_loop
         lo, hi = self.n_carry + self.n_x, self.n_carry + self.n_x + self.n_cap
-        flags = tuple(b or i < self.n_carry or (diff and lo <= i < hi and self.in_float[i])
+        flags = tuple(b or (diff and (i < self.n_carry or lo <= i < hi and self.in_float[i]))
                       for i, b in enumerate(prim_b))
+        flags = self._batched_carry(flags)
         bp = self.batched_plan(flags, size)
         if bp is None:
             self.stats["per_example"] = self.stats.get("per_example", 0) + size
@@ -523,6 +524,9 @@ class LoopPlan:
         nc, ny = self.n_carry, self.n_y
         if prim is not scan_reverse:
             outs = list((scan_loop if prim is scan_loop else scan_forward)(*ins, plan=bp))
+            for j in range(nc):  # a carry leaf no example changes: the same for each
+                if not flags[j]:
+                    outs[j] = _broadcast(outs[j], (size,) + shape_of(outs[j]))
             for j in range(nc, nc + ny):  # stacked ys: (n, batch, ...) -> (batch, n, ...)
                 outs[j] = _moveaxis(outs[j], 0, 1)
             return tuple(outs)
@@ -549,12 +553,34 @@ class LoopPlan:
             a = _moveaxis(a, 0, 1)
         return a
 
+    def _batched_carry(self, flags):
+        """``flags`` with each carry leaf batched that a batched value reaches, in some
+        step: the step graph's dependencies, to a fixed point.  (The others stay one value
+        for the whole batch: a forward Jacobian's primal carry is computed once, not once
+        per direction.)  Every carry leaf with an inverse step (its graph maps them all)."""
+        nc, g = self.n_carry, self.step_graph
+        if self.inv_graph is not None:
+            return tuple(f or i < nc for i, f in enumerate(flags))
+        flags = list(flags)
+        while True:
+            dep = [False] * len(g.nodes)
+            for pos, i in enumerate(g.input_nodes):
+                dep[i] = flags[pos]
+            for i, n in enumerate(g.nodes):
+                if n.kind in ("op", "proj") and any(dep[a] for a in n.args):
+                    dep[i] = True
+            grown = [j for j in range(nc) if dep[g.outputs[j]] and not flags[j]]
+            if not grown:
+                return tuple(flags)
+            for j in grown:
+                flags[j] = True
+
     def batched_plan(self, flags, size):
         """The plan of the step mapped over a batch of ``size`` (``vmap`` of the step
-        graph, traced once and compiled): the carry batched, the other arguments where
-        ``flags`` say.  ``None`` when the step cannot be batched."""
-        nc = self.n_carry
-        flags = tuple(True if i < nc else bool(f) for i, f in enumerate(flags))
+        graph, traced once and compiled): the arguments batched where ``flags`` say (a
+        carry leaf batched there is batched in every step).  ``None`` when the step cannot
+        be batched."""
+        flags = tuple(bool(f) for f in flags)
         key = (flags, size)
         with _LOCK:
             if key in self._batched:

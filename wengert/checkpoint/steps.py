@@ -97,21 +97,25 @@ def step_kind(v):
 
 def mapped_step(plan, flags, size):
     """The loop record, step graph, inverse graph and ys' examples of ``plan``'s step
-    mapped over a batch of ``size``: the carry batched, the other arguments where ``flags``
-    say (xs batched on their step's axis, after the scanned one)."""
+    mapped over a batch of ``size``: the arguments batched where ``flags`` say (xs on their
+    step's axis, after the scanned one; a carry leaf batched there is batched in every
+    step, one not batched stays so), the ys all batched."""
     nc, nx, ncap = plan.n_carry, plan.n_x, plan.n_cap
     step_axes = tuple(0 if f else None for f in flags[:nc + nx + ncap])
 
     def stacked(v):
         return np.repeat(np.asarray(plain(v))[None], size, axis=0)
 
-    def mapped(graph, axes):
+    def mapped(graph, axes, n_out):
+        out_axes = list(axes[:nc]) + [0] * (n_out - nc)
+
         def fn(ins):
-            return list(vmap(lambda *a: graph.evaluate(list(a)), in_axes=axes)(*ins))
+            return list(vmap(lambda *a: graph.evaluate(list(a)), in_axes=axes,
+                             out_axes=out_axes)(*ins))
         return fn
     ex = [stacked(v) if a == 0 else v for v, a in zip(plan.step_graph.example_args, step_axes)]
-    g, lifted = trace_flat(mapped(plan.step_graph, step_axes), ex, "scan_step_batched",
-                           plan.user_step)
+    g, lifted = trace_flat(mapped(plan.step_graph, step_axes, len(plan.step_graph.outputs)),
+                           ex, "scan_step_batched", plan.user_step)
     if lifted or g.guards:
         raise NotBatchable("the mapped step reads values it was not given, or branches")
     outs = [g.nodes[o].value for o in g.outputs]
@@ -122,7 +126,7 @@ def mapped_step(plan, flags, size):
         inv_axes = step_axes[:nc + nx] + tuple(0 if f else None for f in flags[nc + nx + ncap:])
         iex = [stacked(v) if a == 0 else v
                for v, a in zip(plan.inv_graph.example_args, inv_axes)]
-        inv_g, lifted = trace_flat(mapped(plan.inv_graph, inv_axes), iex,
+        inv_g, lifted = trace_flat(mapped(plan.inv_graph, inv_axes, nc), iex,
                                    "scan_inverse_batched", plan.inverse)
         if lifted or inv_g.guards:
             raise NotBatchable("the mapped inverse reads values it was not given, or branches")
