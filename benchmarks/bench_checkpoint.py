@@ -33,6 +33,11 @@ states stored at once (counted by the compiled loop) and the peak memory of a ca
 states (tracemalloc).  Targets: ctz within 2x of "all" in time, with at most
 floor(log2 N) + 1 stored states.
 
+A row per strategy then times a reverse Jacobian, ``wg.compile(wg.jacobian(f,
+mode="reverse"))`` of the first ``--rows`` entries of the final ``p``: every row pulled
+back at once, so the VJPs take cotangents with a batch axis (the first call, the best of
+``--repeat``, and whether the reverse phase ran in the Numba loop).
+
 With Numba (the fused loop), a second table says whether that target is reachable: the
 measured cost of a step (s, or s_r keeping its residuals), of a VJP from residuals (v,
 what "all" runs) and of a VJP that recomputes its step (v_full, what every other schedule
@@ -117,6 +122,45 @@ def make_coupled_loss(n_steps, p0, q0, how, snapshots, h=0.01):
     return loss
 
 
+def make_coupled_rows(n_steps, p0, q0, how, snapshots, rows):
+    """The first ``rows`` entries of the coupled scan's final ``p``: a vector function."""
+    def f(W):
+        def step(c, _):
+            p, q = c
+            p = p + 0.01 * wnp.tanh(W @ q)
+            q = q + 0.01 * wnp.tanh(W @ p)
+            return (p, q), None
+        (p, q), _ = wg.scan(step, (p0, q0), length=n_steps, checkpoint=how,
+                            snapshots=snapshots)
+        return p[:rows]
+    return f
+
+
+def jacobian_rows(args, hows, W, p0, q0):
+    """The reverse Jacobian rows: first call, best of --repeat, fused reverse or not."""
+    n = args.steps
+    print(f"wg.compile(wg.jacobian(f, mode='reverse')), f = the first {args.rows} entries of "
+          f"p_N: {args.rows} cotangents pulled back at once")
+    for how in hows:
+        if how == "invert":
+            continue  # (the step's inverse is not given to f)
+        snaps = args.snapshots if how in ("binomial", "online") else None
+        t0 = time.perf_counter()
+        cf = wg.compile(wg.jacobian(make_coupled_rows(n, p0, q0, how, snaps, args.rows),
+                                    mode="reverse"))
+        cf(W)
+        first = time.perf_counter() - t0
+        best = math.inf
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            cf(W)
+            best = min(best, time.perf_counter() - t0)
+        fl = _plan_of(cf).fused()
+        fused = fl is not None and any(isinstance(k, tuple) for k in fl.calls)
+        print(f"jacobian {how:16s} first call {first:6.2f} s  time {best * 1e3:8.1f} ms  "
+              f"reverse phase {'fused (Numba loop)' if fused else 'Python loop'}", flush=True)
+
+
 def _plan_of(cf):
     plans_of = sys.modules["wengert.checkpoint.compiled"].plans_of
     (plan,) = [p for gr in cf.graphs for p in plans_of(gr)]
@@ -189,6 +233,8 @@ def compiled_main(args):
         print(f"{label:16s} first call {first[how]:6.2f} s  time {best[how] * 1e3:8.1f} ms{vs_all}"
               f"  stored <= {plan.stats['max_stored']:5d} states  peak {peak:7.1f} states"
               f"  rel.diff {err:.1e}", flush=True)
+    if args.rows:
+        jacobian_rows(args, hows, W, p0, q0)
     if args.eager:
         for how in args.strategies.split(","):
             snaps = args.snapshots if how in ("binomial", "online") else None
@@ -290,6 +336,8 @@ def main(argv=None):
                     "--size 100 --strategies all,ctz,ctz-revolve,binomial,invert)")
     ap.add_argument("--repeat", type=int, default=7,
                     help="timed rounds over the strategies (--compiled)")
+    ap.add_argument("--rows", type=int, default=8,
+                    help="with --compiled: rows of the reverse Jacobian timed (0: none)")
     ap.add_argument("--eager", action="store_true",
                     help="with --compiled: time the eager gradients too, once each")
     args = ap.parse_args(argv)

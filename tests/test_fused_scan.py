@@ -1,6 +1,7 @@
 """A compiled scan's whole loop in Numba (wengert/checkpoint/fused.py): against the eager
 scan and the compiled scan's Python loop, for each schedule, float32, pytree carries; the
-fallbacks (a step without a Numba form, batched cotangents) and the memory bound.
+fallbacks (a step without a Numba form, an integer leaf), batched cotangents (a reverse
+Jacobian) and the memory bound.
 
 Fused and unfused compute the same operations in the same order except that Numba calls
 the C library's tanh/exp where NumPy may use its SIMD versions (1 ulp): so values are
@@ -158,12 +159,46 @@ def test_integer_leaf_falls_back_with_reason():
     assert p.fused() is None and "not a float" in str(p.fuse_failures[0])
 
 
+def _fused_batches(p):
+    return {k[1]: n for k, n in p.fused().calls.items() if isinstance(k, tuple)}
+
+
 @pytest.mark.parametrize("strategy", ["all", "ctz"])
-def test_batched_cotangents_use_the_python_loop(strategy):
+def test_batched_cotangents_run_in_the_fused_loop(strategy):
+    # a reverse Jacobian pulls back every row at once: the whole schedule runs in the
+    # Numba loop compiled for cotangents with that batch axis, as the gradient's does
     def f(W):
         def step(x, _):
             return x + 0.01 * wnp.tanh(W @ x), None
         x, _ = wg.scan(step, X0, length=12, checkpoint=strategy)
         return x
     fused = wg.compile(wg.jacobian(f), fuse=True)
-    assert_close(fused(W0), wg.jacobian(f)(W0))
+    unfused = wg.compile(wg.jacobian(f), fuse=False)
+    got = fused(W0)
+    p = plan(fused, W0)
+    assert p.fuse_failures == [] and set(_fused_batches(p)) == {(6,)}
+    assert plan(unfused, W0).fused() is None
+    assert_close(got, wg.jacobian(f)(W0))
+    assert_close(got, unfused(W0))
+    # the compiled function's Jacobian (its graph evaluated under vmap over the pullback;
+    # wg.compile evaluates a graph on traced arguments without fusing it)
+    assert_close(wg.jacobian(wg.compile(f, fuse=True), mode="reverse")(W0), got)
+
+
+@pytest.mark.parametrize("strategy", ["binomial"])
+def test_batched_cotangents_of_xs_ys_and_captured_values(strategy):
+    def f(W, b, xs):  # every output of the step, none summed: a Jacobian of 16 rows
+        def step(c, x):
+            h2 = wnp.tanh(W @ c["h"] + b * x[0]) * 0.5 + c["h"] * 0.5
+            return {"h": h2, "s": c["s"] + wnp.sum(h2) * x[1]}, h2[:2] * x[1]
+        c, ys = wg.scan(step, {"h": X0, "s": 0.5}, xs, checkpoint=strategy)
+        return wnp.concatenate([c["h"], wnp.reshape(ys, (-1,)), wnp.reshape(c["s"], (1,))])
+    b = RNG.standard_normal(6)
+    xs = RNG.standard_normal((5, 2))
+    J = wg.jacobian(f, argnums=(0, 1, 2), mode="reverse")
+    fused = wg.compile(J, fuse=True)
+    got = fused(W0, b, xs)
+    p = plan(fused, W0, b, xs)
+    assert p.fuse_failures == [] and set(_fused_batches(p)) == {(17,)}
+    assert_close(got, J(W0, b, xs))
+    assert_close(got, wg.compile(J, fuse=False)(W0, b, xs))

@@ -13,100 +13,42 @@ executor the eager scan uses (``schedules.execute``): the same schedule, the sam
 bound on stored states.
 
 Other engines meeting these nodes (a graph evaluated on ``Dual``s, a second
-derivative) run the eager ``wg.scan`` on the step graph.  Under ``wg.vmap`` over a
-pullback (a reverse Jacobian) ``scan_reverse`` is mapped by the plan's batch rule: the
-cotangents alone batched run the schedule once, each step's VJP compiled for the batch
-(``vmap`` over the step's pullback); anything else batched runs once per example.
+derivative) run the eager ``wg.scan`` on the step graph.  Under ``wg.vmap`` the nodes are
+mapped by the plan's batch rule, the schedule run once for the whole batch: the cotangents
+alone batched (a reverse Jacobian) by each step's VJP compiled for the batch (``vmap`` over
+the step's pullback; in the Numba loop too); the carry, xs or captured values batched by a
+plan of the step mapped over the batch (``vmap`` of the step graph, traced once).  Once per
+example only where the step cannot be mapped (the reason in ``fuse_failures``).
 A step that branches on its values (a guard), or whose carry changes type, is not
 lowered: the scan unrolls as before.
 """
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
 from .. import transforms
 from ..core import Tracer, plain, shape_of
 from ..arrays import zeros_like_value
-from ..batching import per_example, vmap
-from ..numpy import broadcast_to as _broadcast
+from ..batching import BatchTrace, BatchTracer, per_example, vmap
+from ..numpy import broadcast_to as _broadcast, moveaxis as _moveaxis
 from ..graph.codegen import build_function
 from ..graph.fuse import warn_unfused
-from ..graph.graph import Graph
-from ..graph.ir import Node
 from ..graph.trace import GraphTrace, GraphTracer, active_graph_traces
+from ..forward import ForwardTrace
 from ..reverse import Tape
 from ..rules.checkpointing import scan_loop, scan_forward, scan_reverse
 from ..tree import flatten, unflatten
 from .regions import _is_float, _top_trace
+from .steps import (NotBatchable, mapped_step, one_example, pushed_step, step_kind,
+                    trace_flat)
 from .fused import FusedLoop
 from .schedules import execute, forward_phase, iter_schedule
 
-__all__ = ["lower_scan", "LoopPlan", "plans_of"]
+__all__ = ["lower_scan", "LoopPlan", "plans_of", "NotBatchable"]
 
-
-class _LiftTrace(GraphTrace):
-    """A graph trace of one loop step: a value of an outer trace it meets becomes an input."""
-
-    def __init__(self):
-        super().__init__()
-        self.lifted = []   # the outer values, in the order of their inputs
-        self._ids = {}     # id(outer value) -> its input tracer
-
-    def lift(self, x):
-        t = self._ids.get(id(x))
-        if t is None:
-            t = self._ids[id(x)] = self.input(plain(x))
-            self.lifted.append(x)
-        return t
-
-    def process(self, prim, args, params):
-        args = [self.lift(a) if isinstance(a, Tracer) and getattr(a, "_trace", None) is not self
-                else a for a in args]
-        return super().process(prim, args, params)
-
-
-def _flat_graph(tr, inputs, outs, name):
-    """A Graph of ``tr``'s nodes: positional arguments = ``inputs`` (tracers), result =
-    the list ``outs``."""
-    outputs = []
-    for o in outs:
-        if isinstance(o, GraphTracer) and o._trace is tr:
-            outputs.append(o.node)
-        elif isinstance(o, Tracer):
-            outputs.append(tr.lift(o).node)
-        else:
-            outputs.append(tr._add(Node("const", value=o)))
-    inputs = list(inputs) + [tr._ids[id(x)] for x in tr.lifted]
-    ex = tuple(t.value for t in inputs)
-    in_def = flatten(tuple(0.0 for _ in inputs))[1]
-    out_def = flatten([0.0 for _ in outputs])[1]
-    return Graph(tr.nodes, in_def, list(range(len(inputs))), [t.node for t in inputs],
-                 [f"a{i}" for i in range(len(inputs))], out_def, outputs, tr.guards,
-                 name=name, example_args=ex)
-
-
-def _trace_flat(fn, example, name, user_fn):
-    """Trace ``fn(list of tracers) -> list`` on inputs with the values ``example``; returns
-    the graph (outer values it met become its last inputs) and those outer values."""
-    tr = _LiftTrace()
-    ins = [tr.input(plain(v)) for v in example]
-    try:
-        outs = fn(ins)
-        g = _flat_graph(tr, ins, outs, name)
-    finally:
-        tr.finished = True
-        tr.finish("wg.scan", user_fn)
-    return g, list(tr.lifted)
-
-
-def _kind(v):
-    """What must not change from step to step for one compiled step to serve them all."""
-    v = plain(v)
-    if isinstance(v, np.ndarray):
-        return ("array", v.shape, v.dtype)
-    if isinstance(v, (float, np.floating)):
-        return ("float", np.result_type(v))
-    return (type(v),)
+_LOCK = threading.Lock()  # a plan's table of batched plans, shared by threads
 
 
 class _Residual:
@@ -114,10 +56,10 @@ class _Residual:
     the rest of the schedule.  The first ``scan_reverse`` takes them (so no state is held
     twice); a later one rebuilds them by running the forward phase again."""
 
-    __slots__ = ("cur", "stored", "rest")
+    __slots__ = ("cur", "stored", "rest", "plan")
 
-    def __init__(self, cur=None, stored=None, rest=None):
-        self.cur, self.stored, self.rest = cur, stored, rest
+    def __init__(self, cur=None, stored=None, rest=None, plan=None):
+        self.cur, self.stored, self.rest, self.plan = cur, stored, rest, plan
 
     def take(self):
         r = self.cur, self.stored, self.rest
@@ -189,10 +131,15 @@ class LoopPlan:
         self._fuse = False      # wg.compile(fuse=True) turns it on: the loop inside Numba
         self._fused = None      # the FusedLoop, built on first use
         self.fuse_failures = []  # why the loop stayed a Python loop (NotExpressible...)
+        self._fuse_asked = False
+        self._unfused_batches = set()  # cotangent batch shapes the Numba loop refused
+        self._batched = {}      # (batched arguments, size) -> the plan of the batched step
+        self._pushed_plans = {}  # arguments with tangents -> (plan of the pushed step, parts)
+        self.batch_size = None  # a batched plan's: the size of the batch its step maps
 
     def enable_fusion(self):
         """Run the whole loop in Numba where its step allows (``wg.compile``'s fuse)."""
-        self._fuse = True
+        self._fuse = self._fuse_asked = True
 
     def fused(self):
         """The plan's FusedLoop, or None (fusion off, or the step is not expressible)."""
@@ -262,13 +209,13 @@ class LoopPlan:
         out = self._try_fused("forward", init, xs, cap, icap, True)
         if out is not None:
             final, ys, cur, slots = out
-            return tuple(final) + tuple(ys) + (_Residual(cur, slots, "fused"),)
+            return tuple(final) + tuple(ys) + (_Residual(cur, slots, "fused", self),)
         run = _Run(self, xs, cap, icap)
         cur, stored, ys, rest = forward_phase(self.schedule(), init, run, self.stats, True)
         final, y_last = run(cur, run.x_at(self.n - 1))
         if y_last:
             ys.append(y_last)
-        return tuple(final) + tuple(self._stack(ys)) + (_Residual(cur, stored, rest),)
+        return tuple(final) + tuple(self._stack(ys)) + (_Residual(cur, stored, rest, self),)
 
     def vjp_fn(self, batch=()):
         """The step's compiled VJP, for cotangents with leading axes ``batch``: ``vmap``
@@ -304,7 +251,7 @@ class LoopPlan:
         example = list(step.example_args) + [
             np.zeros(batch + shape_of(v), np.result_type(v)) if batch else v
             for v, f in zip(self.carry_ex + self.y_ex, self.out_float) if f]
-        return _trace_flat(vjp_step, example, "scan_step_vjp", self.user_step)[0]
+        return trace_flat(vjp_step, example, "scan_step_vjp", self.user_step)[0]
 
     def batch_of(self, gs):
         """The leading batch axes of the cotangents ``gs`` of the results (``()`` for none;
@@ -328,10 +275,13 @@ class LoopPlan:
         na, nc = self.n_args, self.n_carry
         res, prim, gs = args[0], args[1:1 + na], args[1 + na:]
         init, xs, cap, icap = self.split(prim)
+        if res.plan is not self:  # another plan's snapshots (or none): rebuild them
+            res = _Residual()
         if res.rest == "fused":
             cur, slots, _ = res.take()
-            if self.batch_of(gs) == ():
-                out = self._fused_reverse(cur, slots, xs, cap, icap, gs)
+            batch = self.batch_of(gs)
+            if batch is not None:
+                out = self._fused_reverse(cur, slots, xs, cap, icap, gs, batch)
                 if out is not None:
                     return tuple(out)
         run = _Run(self, xs, cap, icap)
@@ -385,13 +335,30 @@ class LoopPlan:
         del cur, stored
         return tuple(g_c) + tuple(g_xs) + tuple(g_cap)
 
-    def _fused_reverse(self, cur, slots, xs, cap, icap, gs):
+    def _fused_reverse(self, cur, slots, xs, cap, icap, gs, batch):
+        """The reverse phase in the Numba loop (``None`` where it cannot run there).  A
+        batch shape the loop cannot be compiled for keeps the Python loop, for that shape
+        only: its reason joins ``fuse_failures``."""
         nc = self.n_carry
-        g_c = [zeros_like_value(self.carry_ex[i]) if gs[i] is None else gs[i]
-               for i in range(nc)]
-        g_y = [np.zeros((self.n,) + shape_of(y), np.result_type(y)) if gs[nc + j] is None
-               else gs[nc + j] for j, y in enumerate(self.y_ex)]
-        return self._try_fused("reverse", cur, slots, xs, cap, icap, g_c, g_y)
+        g_c = [np.zeros(batch + shape_of(c), np.result_type(c)) if g is None else g
+               for g, c in zip(gs[:nc], self.carry_ex)]
+        g_y = [np.zeros(batch + (self.n,) + shape_of(y), np.result_type(y)) if g is None
+               else g for g, y in zip(gs[nc:], self.y_ex)]
+        if not batch:
+            return self._try_fused("reverse", cur, slots, xs, cap, icap, g_c, g_y)
+        fl = self.fused()
+        if fl is None or batch in self._unfused_batches:
+            return None
+        try:
+            out = fl.reverse(cur, slots, xs, cap, icap, g_c, g_y, batch)
+        except Exception as e:
+            if fl.calls.get(("reverse", batch)):
+                raise
+            self._unfused_batches.add(batch)
+            self.fuse_failures.append(e)
+            return None
+        fl.calls[("reverse", batch)] = fl.calls.get(("reverse", batch), 0) + 1
+        return out
 
     # -- rules: the compiled path on plain values and graph tracers, else the eager scan --------
     def eager(self, args):
@@ -434,8 +401,16 @@ class LoopPlan:
             return lambda args: self.eager(args) + (_Residual(),)
         return self.eager_reverse
 
-    def _compiled_ok(self, args):
-        return all(not isinstance(a, Tracer) or isinstance(a, GraphTracer) for a in args)
+    @staticmethod
+    def _compiled_ok(args):
+        """Whether the compiled loop can take ``args``: plain values or graph tracers, under
+        any number of ``vmap``s (whose batch rule maps the loop)."""
+        for a in args:
+            while isinstance(a, BatchTracer):
+                a = a.value
+            if isinstance(a, Tracer) and not isinstance(a, GraphTracer):
+                return False
+        return True
 
     def rrule(self, prim, args, needs):
         if prim is scan_loop and self._compiled_ok(args):
@@ -455,6 +430,10 @@ class LoopPlan:
         return (ans + (_Residual(),) if prim is scan_forward else ans), pullback
 
     def frule(self, prim, primals, tangents):
+        if prim is scan_loop:
+            out = self._pushed(primals, tangents)
+            if out is not None:
+                return out
         fn = self._eager_fn(prim)
         live = [i for i, (p, t) in enumerate(zip(primals, tangents))
                 if t is not None and _is_float(p)]
@@ -470,16 +449,173 @@ class LoopPlan:
             return tuple(out) + (_Residual(),), tuple(tout) + (None,)
         return tuple(out), tuple(tout)
 
+    def _pushed(self, primals, tangents):
+        """``scan_loop``'s pushforward as a loop of the pushed-forward step (the tangents
+        part of its carry): compiled, and under ``wg.vmap`` over ``jvp`` (a forward
+        Jacobian) mapped by the batch rule.  ``None``: the eager loop's jvp instead."""
+        nc, nx = self.n_carry, self.n_x
+        live = tuple(i for i in range(nc + nx + self.n_cap)
+                     if tangents[i] is not None and self.in_float[i])
+        if not live or not self._compiled_ok(list(primals) + [tangents[i] for i in live]):
+            return None
+        with _LOCK:
+            known = live in self._pushed_plans
+            got = self._pushed_plans.get(live)
+        if not known:
+            try:
+                loop, g, y_ex, parts = pushed_step(self, live)
+                cf, tx, tc, _ = parts
+                jp = LoopPlan(self.n, "ctz" if self.strategy == "invert" else self.strategy,
+                              self.snapshots, loop, g, nc + len(cf), nx + len(tx),
+                              self.n_cap + len(tc), None, 0, y_ex, self.eager_scan)
+                if self._fuse_asked:
+                    jp.enable_fusion()
+                got = (jp, parts)
+            except NotBatchable as e:
+                self.fuse_failures.append(e)
+                got = None
+            with _LOCK:
+                got = self._pushed_plans.setdefault(live, got)
+        if got is None:
+            return None
+        jp, (cf, tx, tc, yf) = got
+        init, xs, cap, _ = self.split(primals)
+
+        def tangent(i):
+            t = tangents[i]
+            return t if t is not None else np.zeros(shape_of(primals[i]),
+                                                    np.result_type(self.carry_ex[i]))
+        outs = scan_loop(*init, *[tangent(i) for i in cf], *xs, *[tangents[i] for i in tx],
+                         *cap, *[tangents[i] for i in tc], plan=jp)
+        n_c, ny = nc + len(cf), self.n_y
+        tout = [None] * (nc + ny)
+        for j, t in zip(cf + yf, list(outs[nc:n_c]) + list(outs[n_c + ny:])):
+            tout[j] = t
+        return tuple(outs[:nc]) + tuple(outs[n_c:n_c + ny]), tuple(tout)
+
     def batch(self, prim, args, batched):
-        """``wg.vmap`` of a node: ``scan_reverse`` with only its cotangents batched (a
-        reverse Jacobian) runs the schedule once on the whole batch; else once per example."""
-        size = shape_of(next(a for a, b in zip(args, batched) if b))[0]
+        """``wg.vmap`` of a node.  ``scan_reverse`` with only its cotangents batched (a
+        reverse Jacobian) runs the schedule once on the whole batch, each step's VJP
+        compiled for the batch.  Anything else batched (carry, xs, captured values:
+        per-example gradients, a vmap of a compiled scan) runs the schedule once too, by a
+        plan of the batched step (:meth:`batched_plan`); once per example only where the
+        step cannot be batched (the reason in ``fuse_failures``)."""
+        off = 1 if prim is scan_reverse else 0
+        size = _batch_size(args, batched, off)
         head = 1 + self.n_args
         if prim is scan_reverse and not any(batched[:head]):
             gs = [g if b or g is None else _broadcast(g, (size,) + shape_of(g))
                   for g, b in zip(args[head:], batched[head:])]
             return scan_reverse(*args[:head], *gs, plan=self)
-        return per_example(prim, list(args), batched, {"plan": self}, size)
+        prim_b = batched[off:off + self.n_args]
+        # differentiated (scan_forward, scan_reverse): each example's own cotangent of a
+        # captured float value, so it is batched on entry too
+        diff = prim is not scan_loop
+        lo, hi = self.n_carry + self.n_x, self.n_carry + self.n_x + self.n_cap
+        flags = tuple(b or (diff and (i < self.n_carry or lo <= i < hi and self.in_float[i]))
+                      for i, b in enumerate(prim_b))
+        flags = self._batched_carry(flags)
+        bp = self.batched_plan(flags, size)
+        if bp is None:
+            self.stats["per_example"] = self.stats.get("per_example", 0) + size
+            return per_example(prim, list(args), batched, {"plan": self}, size)
+        ins = [self._enter(a, b, f, i, size) for i, (a, b, f) in
+               enumerate(zip(args[off:off + self.n_args], prim_b, flags))]
+        nc, ny = self.n_carry, self.n_y
+        if prim is not scan_reverse:
+            outs = list((scan_loop if prim is scan_loop else scan_forward)(*ins, plan=bp))
+            for j in range(nc):  # a carry leaf no example changes: the same for each
+                if not flags[j]:
+                    outs[j] = _broadcast(outs[j], (size,) + shape_of(outs[j]))
+            for j in range(nc, nc + ny):  # stacked ys: (n, batch, ...) -> (batch, n, ...)
+                outs[j] = _moveaxis(outs[j], 0, 1)
+            return tuple(outs)
+        res = args[0] if batched[0] else _Residual()
+        gs = []
+        for j, (g, b) in enumerate(zip(args[head:], batched[head:])):
+            if g is not None and not b:
+                g = _broadcast(g, (size,) + shape_of(g))
+            if g is not None and j >= nc:
+                g = _moveaxis(g, 1, 0)
+            gs.append(g)
+        cts = list(scan_reverse(res, *ins, *gs, plan=bp))
+        for k, i in enumerate(self.float_args):
+            if self.n_carry <= i < nc + self.n_x:
+                cts[k] = _moveaxis(cts[k], 0, 1)
+        return tuple(cts)
+
+    def _enter(self, a, b, f, i, size):
+        """Argument ``i`` as the batched plan takes it: batched when ``f`` (broadcast if it
+        was not), a batched xs leaf with the scanned axis first, (n, batch, ...)."""
+        if f and not b:
+            a = _broadcast(a, (size,) + shape_of(a))
+        if f and self.n_carry <= i < self.n_carry + self.n_x:
+            a = _moveaxis(a, 0, 1)
+        return a
+
+    def _batched_carry(self, flags):
+        """``flags`` with each carry leaf batched that a batched value reaches, in some
+        step: the step graph's dependencies, to a fixed point.  (The others stay one value
+        for the whole batch: a forward Jacobian's primal carry is computed once, not once
+        per direction.)  Every carry leaf with an inverse step (its graph maps them all)."""
+        nc, g = self.n_carry, self.step_graph
+        if self.inv_graph is not None:
+            return tuple(f or i < nc for i, f in enumerate(flags))
+        flags = list(flags)
+        while True:
+            dep = [False] * len(g.nodes)
+            for pos, i in enumerate(g.input_nodes):
+                dep[i] = flags[pos]
+            for i, n in enumerate(g.nodes):
+                if n.kind in ("op", "proj") and any(dep[a] for a in n.args):
+                    dep[i] = True
+            grown = [j for j in range(nc) if dep[g.outputs[j]] and not flags[j]]
+            if not grown:
+                return tuple(flags)
+            for j in grown:
+                flags[j] = True
+
+    def batched_plan(self, flags, size):
+        """The plan of the step mapped over a batch of ``size`` (``vmap`` of the step
+        graph, traced once and compiled): the arguments batched where ``flags`` say (a
+        carry leaf batched there is batched in every step).  ``None`` when the step cannot
+        be batched."""
+        flags = tuple(bool(f) for f in flags)
+        key = (flags, size)
+        with _LOCK:
+            if key in self._batched:
+                return self._batched[key]
+        try:
+            bp = _batched_plan(self, flags, size)
+        except Exception as e:  # a step the batch rules cannot map
+            bp = None
+            self.fuse_failures.append(NotBatchable(
+                f"the step mapped over a batch of {size} could not be traced ({e!r}): the "
+                f"loop runs once per example"))
+        with _LOCK:
+            return self._batched.setdefault(key, bp)
+
+
+def _batch_size(args, batched, off):
+    """The batch size of a node's batched arguments (the snapshots, first of
+    ``scan_reverse``'s, know it only through the plan that made them)."""
+    for a, b in zip(args[off:], batched[off:]):
+        if b:
+            return shape_of(a)[0]
+    res = plain(args[0])
+    if isinstance(res, _Residual) and res.plan is not None:
+        return res.plan.batch_size
+    return shape_of(res)[0]
+
+
+def _batched_plan(plan, flags, size):
+    loop, g, inv_g, y_ex = mapped_step(plan, flags, size)
+    bp = LoopPlan(plan.n, plan.strategy, plan.snapshots, loop, g, plan.n_carry, plan.n_x,
+                  plan.n_cap, inv_g, plan.n_icap, y_ex, plan.eager_scan)
+    bp.batch_size = size
+    if plan._fuse_asked:
+        bp.enable_fusion()
+    return bp
 
 
 def _vjp_rule(fn, args, needs):
@@ -513,24 +649,24 @@ def lower_scan(loop, init_leaves, xs_leaves, n, strategy, snapshots, eager_scan)
     if not active_graph_traces():
         return None
     top = _top_trace(list(init_leaves) + list(xs_leaves))
-    if top is not None and not isinstance(top, (GraphTrace, Tape)):
+    if top is not None and not isinstance(top, (GraphTrace, Tape, BatchTrace, ForwardTrace)):
         return None
     nc = len(init_leaves)
-    x_ex = [plain(x)[0] for x in xs_leaves]
+    x_ex = [one_example(x)[0] for x in xs_leaves]
 
     def step(ins):
         x = unflatten(loop.xs_def, ins[nc:]) if loop.xs_def is not None else None
         cl, yl = loop(ins[:nc], x)
         return list(cl) + list(yl)
-    g, cap = _trace_flat(step, list(init_leaves) + x_ex, "scan_step", loop.step)
+    g, cap = trace_flat(step, list(init_leaves) + x_ex, "scan_step", loop.step)
     if g.guards:
         return None  # the step branches on its values: one graph cannot stand for it
     outs = [g.nodes[o].value for o in g.outputs]
-    if [_kind(v) for v in outs[:nc]] != [_kind(v) for v in init_leaves]:
+    if [step_kind(v) for v in outs[:nc]] != [step_kind(v) for v in init_leaves]:
         return None  # the carry changes type or shape from step to step
     inv_g, icap = None, []
     if loop.inverse is not None and strategy == "invert":
-        inv_g, icap = _trace_flat(lambda ins: loop.back(ins[:nc], unflatten(
+        inv_g, icap = trace_flat(lambda ins: loop.back(ins[:nc], unflatten(
             loop.xs_def, ins[nc:]) if loop.xs_def is not None else None),
             outs[:nc] + x_ex, "scan_inverse", loop.inverse)
         if inv_g.guards:

@@ -18,13 +18,16 @@ accumulate in place.  With "all" the forward loop also keeps every step's residu
 
 Any leaf that is not a float (array) of at least one dimension, a node without a Numba
 form, or a Numba compile error: the plan keeps its Python loop, and records why in
-``plan.fuse_failures``.  Cotangents with batch axes run the Python loop too.
+``plan.fuse_failures``.  Cotangents with batch axes (a reverse Jacobian pulls back every
+row at once) run the same schedule in a loop function of their own, its VJP the step's
+pullback mapped over the batch, compiled once per batch shape.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
 import time
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -127,6 +130,14 @@ def _empty(lead, k):
     return np.empty(lead, np.float64)
 
 
+def _batched(k, batch):
+    """The kind of a cotangent of a leaf of kind ``k`` with leading axes ``batch``."""
+    if not batch:
+        return k
+    return ("array", tuple(batch) + (tuple(k[1]) if k[0] == "array" else ()),
+            k[2] if k[0] == "array" else np.dtype(np.float64))
+
+
 def _zero(k):
     return np.zeros(k[1], k[2]) if k[0] == "array" else 0.0
 
@@ -176,16 +187,28 @@ class FusedLoop:
         # residuals kept when every step runs once, forwards: the reverse phase reads them
         self.keep_residuals = KEEP_RESIDUALS and plan.strategy == "all" and not bool(
             np.isin(self.rev_acts[:, 0], (ADVANCE, INVERT)).any())
-        self.fn = self._compile()
+        # the loop function for unbatched cotangents, then one per batch shape of them
+        self.kernels = {(): self._compile(())}
+        k = self.kernels[()]
+        self.fn, self.k_step, self.k_vjp, self.k_inv = k.fn, k.k_step, k.k_vjp, k.k_inv
+        self.res_kinds = k.res_kinds
         n = plan.n
         self.run_acts = np.array([(ADVANCE, 0, n - 1)] if n > 1 else [], np.int32).reshape(-1, 3)
         self.last_acts = np.array([(ADVANCE, n - 1, n)], np.int32)
 
     # -- the source ---------------------------------------------------------------------------
-    def _compile(self):
+    def _compile(self, batch):
         """The loop function: the schedule's actions interpreted, the step, its VJP and
-        the inverse called as Numba functions of their own."""
+        the inverse called as Numba functions of their own.  ``batch``: the leading axes
+        of the cotangents (a reverse Jacobian pulls back every row at once); the VJP is
+        then the step's pullback mapped over them (``plan._vjp_graph(batch)``), and the
+        cotangents of the carry, of each step's xs and of the captured values carry them."""
         p = self.plan
+        keep_res = self.keep_residuals and not batch
+        hk = [_batched(k, batch) for k in self.carry_kinds]      # the carry's cotangents
+        xk = [_batched(k, batch) for k in self.x_kinds]          # one step's xs' cotangents
+        pk = [_batched(k, batch) for k in self.cap_kinds]        # the captured values'
+        ck = self.carry_kinds
         nc, nx, ny = p.n_carry, p.n_x, len(self.y_kinds)
         u = [f"u{j}" for j in range(nc)]
         x = [f"x{j}" for j in range(nx)]
@@ -196,34 +219,33 @@ class FusedLoop:
         GX, GY = [f"GX{j}" for j in range(nx)], [f"GY{j}" for j in range(ny)]
         gp = [f"gp{j}" for j in range(p.n_cap)]
         # the captured values' cotangents: added into gp inside the VJP where it can
-        acc = [nc + nx + j for j, k in enumerate(self.cap_kinds) if k[0] == "array"]
-        self.res_kinds = []
-        if self.keep_residuals:  # every step's residuals kept: no recomputation in reverse
+        acc = [nc + nx + j for j, k in enumerate(pk) if k[0] == "array"]
+        res_kinds = []
+        if keep_res:  # every step's residuals kept: no recomputation in reverse
             s_buf, v_buf = [], []
-            s_src, v_src, self.k_step, self.k_vjp, res, done = split_sources(
+            s_src, v_src, k_step, k_vjp, res, done = split_sources(
                 p._vjp_graph((), True).simplify(), nc + nx + p.n_cap, nc + ny, s_buf, v_buf,
                 acc)
             names = {"step": "fwd", "vjp": "bwd"}
             s_buf, v_buf = ([f"np.empty({tuple(sh)!r}, np.{dt.name})" for sh, dt in b]
                             for b in (s_buf, v_buf))
-            self.res_kinds = [("array", sh, dt) if sh else ("scalar",) for sh, dt in res]
+            res_kinds = [("array", sh, dt) if sh else ("scalar",) for sh, dt in res]
         else:
             names = {"step": "step", "vjp": "vjp"}
-            self.k_step, s_src, s_buf, _ = _helper(p.step_graph.simplify(), "step")
-            self.k_vjp, v_src, v_buf, done = _helper(p._vjp_graph(()).simplify(), "vjp", acc)
-        R = [f"R{j}" for j in range(len(self.res_kinds))]
+            k_step, s_src, s_buf, _ = _helper(p.step_graph.simplify(), "step")
+            k_vjp, v_src, v_buf, done = _helper(p._vjp_graph(batch).simplify(), "vjp", acc)
+        R = [f"R{j}" for j in range(len(res_kinds))]
         done = set(done)
         pos = [j for j in range(nc + nx + p.n_cap) if j not in done]  # what vjp returns
         strategy = p.strategy if self.generated else "none"
         functions = [(names["step"], s_src), (names["vjp"], v_src)]
-        ks = [f"ks{j}" for j in range(len(self.k_step))]
-        kv = [f"kv{j}" for j in range(len(self.k_vjp))]
-        self.k_inv, ki, i_src, i_buf = [], [], "", []
+        ks = [f"ks{j}" for j in range(len(k_step))]
+        kv = [f"kv{j}" for j in range(len(k_vjp))]
+        k_inv, ki, i_src, i_buf = [], [], "", []
         if p.inv_graph is not None:
-            self.k_inv, i_src, i_buf, _ = _helper(p.inv_graph.simplify(), "inv")
+            k_inv, i_src, i_buf, _ = _helper(p.inv_graph.simplify(), "inv")
             functions.append(("inv", i_src))
-            ki = [f"ki{j}" for j in range(len(self.k_inv))]
-        ck = self.carry_kinds
+            ki = [f"ki{j}" for j in range(len(k_inv))]
         call = ", ".join
         L = [f"sb{j} = {a}" for j, a in enumerate(s_buf)]
         L += [f"vb{j} = {a}" for j, a in enumerate(v_buf)]
@@ -246,7 +268,7 @@ class FusedLoop:
         if R:
             L += ["            if record == 2:"]
             L += [_set(f"{v}[k]", f"r[{nc + ny + j}]", k, "                ")
-                  for j, (v, k) in enumerate(zip(R, self.res_kinds))]
+                  for j, (v, k) in enumerate(zip(R, res_kinds))]
         L += ["    elif kd == 1:"] + [_set(f"{S[j]}[j]", v, ck[j], "        ")
                                       for j, v in enumerate(u)]
         L += ["    elif kd == 2:"] + [_set(v, f"{S[j]}[j]", ck[j], "        ")
@@ -255,28 +277,29 @@ class FusedLoop:
             u + [f"{v}[i]" for v in x] + cap + h + [f"{v}[i]" for v in GY] +
             [f"{v}[i]" for v in R] + kv +
             [gp[j - nc - nx] for j in acc]) + ")"]
-        L += [_set(v, f"rv[{pos.index(j)}]", ck[j], "        ") for j, v in enumerate(h)]
+        L += [_set(v, f"rv[{pos.index(j)}]", hk[j], "        ") for j, v in enumerate(h)]
         L += [_set(f"{v}[i]", f"rv[{pos.index(nc + j)}]", k, "        ")
-              for j, (v, k) in enumerate(zip(GX, self.x_kinds))]
+              for j, (v, k) in enumerate(zip(GX, xk))]
         L += [(f"        {v} += rv[{pos.index(nc + nx + j)}]" if k[0] == "array" else
                f"        {v} = {v} + rv[{pos.index(nc + nx + j)}]")
-              for j, (v, k) in enumerate(zip(gp, self.cap_kinds)) if nc + nx + j not in done]
+              for j, (v, k) in enumerate(zip(gp, pk)) if nc + nx + j not in done]
         if p.inv_graph is not None:
             L += ["    elif kd == 4:",
                   f"        ri = inv({call(u + [f'{v}[i]' for v in x] + icap + kib)})"]
             L += [_set(v, f"ri[{j}]", ck[j], "        ") for j, v in enumerate(u)]
         L.append(f"return ({''.join(r + ', ' for r in u + h + gp)})")
         sig = ", ".join(u + S + R + Y + h + GX + gp + GY + x + cap + icap +
-                        [f"ks{j}" for j in range(len(self.k_step))] +
-                        [f"kv{j}" for j in range(len(self.k_vjp))] + ki +
+                        [f"ks{j}" for j in range(len(k_step))] +
+                        [f"kv{j}" for j in range(len(k_vjp))] + ki +
                         ["acts", "st", "gen", "record"])
         src = f"def loop({sig}):\n" + "".join(f"    {ln}\n" for ln in L)
         # one module: the loop calls the others as its globals (compiled once per process
         # and kept in the disk cache, graph/kernel_cache.py), and machine.py's fill
         aliases = {a: n for a, n in names.items() if a != n}
-        return njit_module(functions + [("loop", src)], aliases,
-                           {"fill": machine.jitted(strategy).fill}, _machine_key(strategy))[
-                               "loop"]
+        fn = njit_module(functions + [("loop", src)], aliases,
+                         {"fill": machine.jitted(strategy).fill}, _machine_key(strategy))["loop"]
+        return SimpleNamespace(fn=fn, k_step=k_step, k_vjp=k_vjp, k_inv=k_inv,
+                               res_kinds=res_kinds, h_kinds=hk, x_kinds=xk, cap_kinds=pk)
 
     # -- running ------------------------------------------------------------------------------
     def _acts(self, phase):
@@ -285,9 +308,11 @@ class FusedLoop:
             return phase
         return self.fwd_acts if phase == machine.FORWARD else self.rev_acts
 
-    def _call(self, u, S, Y, h, GX, gp, GY, xs, cap, icap, acts, record):
+    def _call(self, u, S, Y, h, GX, gp, GY, xs, cap, icap, acts, record, batch=()):
         """The loop over ``acts``: rows, or the phase (machine.FORWARD, REVERSE_PHASE)
-        whose rows the loop makes itself."""
+        whose rows the loop makes itself; ``batch``: the loop function for cotangents
+        with those leading axes."""
+        k = self.kernels[batch]
         if isinstance(acts, int):
             p = self.plan
             st = machine.state(p.n, p.strategy, self.snapshots, acts,
@@ -297,8 +322,8 @@ class FusedLoop:
         else:
             st, gen = _NO_STATE, 0
         try:
-            out = self.fn(*u, *S, *Y, *h, *GX, *gp, *GY, *xs, *cap, *icap, *self.k_step,
-                          *self.k_vjp, *self.k_inv, acts, st, gen, record)
+            out = k.fn(*u, *S, *Y, *h, *GX, *gp, *GY, *xs, *cap, *icap, *k.k_step,
+                       *k.k_vjp, *k.k_inv, acts, st, gen, record)
         except SystemError as e:  # Ctrl+C in the kernel: see _interrupt
             if interrupt_of(e) is None:
                 raise
@@ -342,20 +367,30 @@ class FusedLoop:
             st["inverted"] += self.counts["fwd_inverted"]
         return [self._out(v, e) for v, e in zip(final, p.carry_ex)], Y, cur, S
 
-    def reverse(self, cur, slots, xs, cap, icap, g_c, g_y):
+    def reverse(self, cur, slots, xs, cap, icap, g_c, g_y, batch=()):
+        """The reverse phase: the cotangents of the carry, the xs and the captured values.
+        ``batch``: the leading axes of the cotangents ``g_c``, ``g_y`` (a reverse Jacobian's
+        rows): the same schedule in the loop function compiled for them (one compilation
+        per batch shape); ``g_y``'s are ``batch + (n, ...)``, as are the xs' cotangents."""
         p = self.plan
+        nb = len(batch)
+        k = self.kernels.get(batch)
+        if k is None:
+            k = self.kernels.setdefault(batch, self._compile(batch))
         xs, cap, icap = ([_writable(a) for a in v] for v in (xs, cap, icap))
-        h = [np.array(g, dtype=k[2]) if k[0] == "array" else float(g)
-             for g, k in zip(g_c, self.carry_kinds)]
-        GX = [np.zeros((p.n,) + tuple(k[1]), k[2]) if k[0] == "array" else np.zeros(p.n)
-              for k in self.x_kinds]
-        gp = [_zero(k) for k in self.cap_kinds]
-        GY = [_writable(np.asarray(g, dtype=k[2] if k[0] == "array" else np.float64))
-              for g, k in zip(g_y, self.y_kinds)]
-        Y = [_empty(0, k) for k in self.y_kinds]
+        h = [np.array(g, dtype=hk[2]) if hk[0] == "array" else float(g)
+             for g, hk in zip(g_c, k.h_kinds)]
+        GX = [np.zeros((p.n,) + tuple(xk[1]), xk[2]) if xk[0] == "array" else np.zeros(p.n)
+              for xk in k.x_kinds]
+        gp = [_zero(pk) for pk in k.cap_kinds]
+        # the ys' cotangents step by step: (n, batch, ...), contiguous
+        GY = [_writable(np.ascontiguousarray(np.moveaxis(np.asarray(
+            g, dtype=yk[2] if yk[0] == "array" else np.float64), nb, 0)))
+            for g, yk in zip(g_y, self.y_kinds)]
+        Y = [_empty(0, yk) for yk in self.y_kinds]
         t0 = time.perf_counter()
-        _, h, gp = self._call(cur, slots, Y, h, GX, gp, GY, xs, cap, icap,
-                              self._acts(machine.REVERSE_PHASE), 0)
+        _, h, gp = self._call(cur, slots[:p.n_carry] if nb else slots, Y, h, GX, gp, GY, xs,
+                              cap, icap, self._acts(machine.REVERSE_PHASE), 0, batch)
         self.times["reverse"] = time.perf_counter() - t0
         st = p.stats
         st["steps"] += self.counts["rev_steps"]
@@ -363,5 +398,8 @@ class FusedLoop:
         st["inverted"] += self.counts["rev_inverted"]
         nc, nx = p.n_carry, p.n_x
         ex = list(p.step_graph.example_args)
+        if nb:  # each step's xs' cotangents were written at [i]: (n, batch, ...) -> batch first
+            GX = [np.ascontiguousarray(np.moveaxis(g, 0, nb)) for g in GX]
+            return h + GX + gp
         return [self._out(v, ex[j]) for j, v in enumerate(h)] + GX + \
             [self._out(v, ex[nc + nx + j]) for j, v in enumerate(gp)]

@@ -26,7 +26,7 @@ from .codegen import build_function, generate
 from .dot import graph_to_dot, tape_to_dot
 from .ir import GuardFailure, Node
 from .simplify import simplify as _simplify
-from .trace import GraphTrace, GraphTracer, pop_active, push_active
+from .trace import GraphTrace, pop_active, push_active
 
 __all__ = ["Graph", "trace", "to_dot"]
 
@@ -333,16 +333,12 @@ def trace(f, *example_args, _names=None, _name=None, _transform="wg.trace", **kw
         tr.finished = True
         tr.finish(_transform, f)
     out_leaves, out_def = flatten(out)
-    outputs = []
-    for o in out_leaves:
-        if isinstance(o, GraphTracer) and o._trace is tr:
-            outputs.append(o.node)
-        elif isinstance(o, Tracer):
-            check_live(o, lambda: f"returned by the function given to {_transform}")
-            raise TypeError("wg.trace: the function returned a value traced by an outer "
-                            "transform; trace functions of their arguments only")
-        else:
-            outputs.append(tr._add(Node("const", value=o)))
+
+    def foreign(o):
+        check_live(o, lambda: f"returned by the function given to {_transform}")
+        raise TypeError("wg.trace: the function returned a value traced by an outer "
+                        "transform; trace functions of their arguments only")
+    outputs = tr.output_nodes(out_leaves, foreign)
     names = _names or arg_names_of(f, len(example_args))
     plain_args = unflatten(in_def, [_plain(x) for x in leaves])
     return Graph(tr.nodes, in_def, slots, input_nodes, list(names), out_def, outputs,

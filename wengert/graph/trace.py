@@ -88,6 +88,21 @@ class GraphTrace(Trace):
     def input(self, value):
         return GraphTracer(value, self, self._add(Node("input", value=value)))
 
+    def output_nodes(self, values, foreign, const=None):
+        """The nodes a traced function's results ``values`` are: a tracer of this trace's
+        own node; for a tracer of another, the node of ``foreign(value)`` (a tracer of this
+        trace standing for it, or an error); a new constant node for a plain value
+        (``const(value)`` where given: what the graph should hold)."""
+        nodes = []
+        for o in values:
+            if isinstance(o, GraphTracer) and o._trace is self:
+                nodes.append(o.node)
+            elif isinstance(o, Tracer):
+                nodes.append(foreign(o).node)
+            else:
+                nodes.append(self._add(Node("const", value=o if const is None else const(o))))
+        return nodes
+
     def process(self, prim, args, params):
         if self.finished:
             raise self.escaped(f"in {prim.name}")  # (core.Trace: one message for every engine)

@@ -510,6 +510,14 @@ def _vector_product_batch(cores):
     """matvec, vecmat, dot on a batch: a batched vector becomes a row (the first operand) or a
     column (the second) of a stacked ``matmul``; the length-1 axes go again after."""
     def rule(operands, batched):
+        a, b = operands
+        if cores != (1, 1) and ndim_of(a) == 2 and ndim_of(b) == 2 and batched.count(True) == 1:
+            # a batch of vectors against one matrix: a plain matrix product, rows = the batch
+            # (no length-1 axes, and one BLAS call a compiled scan's Numba loop can make)
+            if cores == (1, 2) and batched[0]:
+                return _matmul(a, b)
+            if cores == (2, 1) and batched[1]:
+                return _matmul(b, _swap_last(a))
         ops = []
         for i, (x, bt, core) in enumerate(zip(operands, batched, cores)):
             s = shape_of(x)

@@ -216,14 +216,7 @@ def trace_rhs(fn, example, name="rhs", flat=True):
         tr.finished = True
         tr.finish("wengert.scipy.integrate", fn)
     leaves, out_def = flatten(out)
-    outputs = []
-    for o in leaves:
-        if isinstance(o, GraphTracer) and o._trace is tr:
-            outputs.append(o.node)
-        elif isinstance(o, Tracer):
-            outputs.append(tr.take(o).node)
-        else:
-            outputs.append(tr._add(Node("const", value=np.asarray(o, dtype=float))))
+    outputs = tr.output_nodes(leaves, tr.take, lambda o: np.asarray(o, dtype=float))
     inputs = [t.node for t in ins] + [tr._taken[id(c)][1].node for c in tr.captured]
     values = [example_of(x) for x in example] + [example_of(c) for c in tr.captured]
     in_def = flatten(tuple(values))[1]
