@@ -163,11 +163,15 @@ class Tracer:
     def __float__(self):
         if _integral(self):
             return self._converted(float)
+        if self._reads_numbers():
+            return self._read_number(float)
         raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number", self)
 
     def __complex__(self):
         if _integral(self):
             return self._converted(complex)
+        if self._reads_numbers():
+            return self._read_number(complex)
         raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number", self)
 
     def __int__(self):
@@ -188,6 +192,11 @@ class Tracer:
         """The Python number inside (``x.item()``, as NumPy's): an explicit request for it,
         like ``x.value``, so its derivative is not followed."""
         return self._converted(_item, *args)
+
+    def _reads_numbers(self):
+        """Whether ``float()`` of this float value may give the example's number: only a
+        value no derivative reaches, inside ``wg.compile``'s trace (graph/trace.py)."""
+        return False
 
     def _converted(self, how, *args):
         """``how(value, *args)``: a Python number read off this tracer's value."""

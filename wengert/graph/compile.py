@@ -32,7 +32,7 @@ from .codegen import build_function
 from .fuse import build_fused, fuse_default
 from .pool import reuse_default
 from .graph import trace
-from .ir import GuardFailure
+from .ir import GuardFailure, SpecialisedNumber
 from .kernel_cache import CacheWarning, cache_dir, clear_cache
 from .trace import ForeignTracerError
 
@@ -198,6 +198,8 @@ class Compiled:
                 return g.evaluate(leaves)
             except GuardFailure:
                 pass
+            except SpecialisedNumber:  # a float read as a number: the function itself, whose
+                return self.f(*args, **kwargs)  # float() says whether a derivative reaches it
         return self._miss(key, args, kwargs, True)
 
     def _miss(self, key, args, kwargs, traced):
@@ -207,7 +209,8 @@ class Compiled:
                 warnings.warn(
                     f"wg.compile({getattr(self.f, '__name__', 'function')}): traced "
                     f"{self.num_traces} times (max_traces={self.max_traces}: new shapes, "
-                    "dtypes, static arguments or branches); further new cases run eagerly, "
+                    "dtypes, static arguments, branches or floats read as numbers); further "
+                    "new cases run eagerly, "
                     "without compilation. Raise max_traces, or make the branching data-"
                     "independent (wnp.where).", RuntimeWarning, stacklevel=3)
             return self.f(*args, **kwargs)
@@ -230,7 +233,10 @@ class Compiled:
             else:
                 self._fast.pop(key, None)
         if traced:
-            return raw.evaluate(raw._input_leaves(args))
+            try:
+                return raw.evaluate(raw._input_leaves(args))
+            except SpecialisedNumber:
+                return self.f(*args, **kwargs)
         return result[0] if result is not None else fn(*args)
 
     def _build(self, g, args):
