@@ -268,6 +268,27 @@ def test_compile_composes_with_transforms():
     assert wg.derivative(wg.compile(babylonian))(2.0) == wg.derivative(babylonian)(2.0)
 
 
+def test_vmap_of_a_compiled_function_traces_one_example():
+    """wg.compile under wg.vmap traced on the whole batch: x.shape[0] was the batch size, and
+    a mean came out divided by 5 instead of 3 with no error."""
+    def mean(x):
+        return wnp.sum(x) / x.shape[0]
+
+    def last_two(x):
+        return x[-2:] * wnp.sum(x)
+
+    xs = np.arange(15.0).reshape(5, 3)
+    for f in (mean, last_two):
+        want = wg.vmap(f)(xs)
+        np.testing.assert_array_equal(wg.vmap(wg.compile(f))(xs), want)
+        np.testing.assert_array_equal(wg.vmap(wg.compile(f), in_axes=1)(xs.T), want)
+    nested = np.arange(30.0).reshape(5, 2, 3)
+    np.testing.assert_array_equal(wg.vmap(wg.vmap(wg.compile(mean)))(nested),
+                                  wg.vmap(wg.vmap(mean))(nested))
+    np.testing.assert_array_equal(wg.vmap(wg.compile(wg.grad(mean)))(xs),
+                                  wg.vmap(wg.grad(mean))(xs))
+
+
 def test_escaped_tracer_raises():
     leak = []
 

@@ -26,6 +26,7 @@ from .._interrupt import reraise_interrupts
 from .._pickling import importable
 from .._validate import check_callable
 from ..arrays import is_foreign
+from ..batching import one_example
 from ..core import Tracer
 from ..tree import flatten, unflatten
 from .codegen import build_function
@@ -89,9 +90,7 @@ def _sig(x):
 def _sig_traced(x):
     """The key of a traced argument: that of its plain value, marked."""
     if isinstance(x, Tracer):
-        while isinstance(x, Tracer):
-            x = x.value
-        return ("traced", _sig(x))
+        return ("traced", _sig(one_example(x)))
     t = type(x)
     if t is list or t is tuple or (isinstance(x, tuple)):
         return (t,) + tuple(map(_sig_traced, x))
@@ -116,13 +115,10 @@ def _key(args, kwargs, sig):
 
 
 def _plain(tree):
+    """The values to trace on: one example's under ``wg.vmap`` (the graph is then evaluated
+    on the batched tracers, so ``x.shape`` in the function is an example's, as eagerly)."""
     leaves, d = flatten(tree)
-    out = []
-    for x in leaves:
-        while isinstance(x, Tracer):
-            x = x.value
-        out.append(x)
-    return unflatten(d, out)
+    return unflatten(d, [one_example(x) for x in leaves])
 
 
 class Compiled:

@@ -67,3 +67,11 @@ def same_number(a, b):
 # the guard of a float that wg.compile specialised on: like SAME_VALUE, and it tells a graph
 # evaluated on traced values that a derivative through it would be lost (graph.py)
 SAME_NUMBER = primitive(same_number, name="same_number", nondiff=True)
+
+
+@SAME_NUMBER.batching
+def _(args, batched):
+    """Per example: whether each example's number is the one read while tracing."""
+    size = next(len(x) for x, bat in zip(args, batched) if bat)
+    a, b = (x if bat else [x] * size for x, bat in zip(args, batched))
+    return np.array([same_value(a[k], b[k]) for k in range(size)])
