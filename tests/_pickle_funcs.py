@@ -7,6 +7,16 @@ import wengert as wg
 import wengert.numpy as wnp
 
 
+@wg.primitive(broadcasting=True)
+def user_primitive(x):
+    return np.tanh(x) * 2.0
+
+
+@user_primitive.partials
+def _(x):
+    return (2.0 * (1.0 - wnp.tanh(x) ** 2),)
+
+
 def loss(x):
     return wnp.sum(wnp.sin(x) * x)
 

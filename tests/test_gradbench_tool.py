@@ -243,7 +243,10 @@ def gmm_reference(alpha, mu, q, l, x, m, gamma):
     return loglik + logprior
 
 
-def test_gmm(eager):
+@pytest.mark.parametrize("which", ["eager", "compiled"])
+def test_gmm(which, request):
+    """Compiled too: the eval's float gamma in math.log is read as a number, guarded."""
+    eager = request.getfixturevalue(which)
     raw = gmm_input()
     parts = [np.array(raw[name], float) for name in ("alpha", "mu", "q", "l")]
     rest = (np.array(raw["x"]), raw["m"], raw["gamma"])

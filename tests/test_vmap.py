@@ -19,7 +19,7 @@ import wengert.scipy.special  # noqa: F401  (registers scipy.special's primitive
 from wengert.batching import BatchedControlFlowError, batching_kind, loop_primitives
 from wengert.core import Primitive
 from wengert.rules.linalg import _lstsq
-from wengert.rules.logic import SAME_VALUE
+from wengert.rules.logic import SAME_NUMBER, SAME_VALUE
 from wengert.rules.shape import as_float as _as_float
 from wengert.rules.take import put_dynamic, take_dynamic
 
@@ -232,6 +232,7 @@ SAMPLES = {
     "put_dynamic": (lambda a: wg.grad(lambda b: wnp.sum(b[np.array([2, 2])] ** 2))(a),
                     lambda r: [r.normal(size=(3, 2))]),
     "same_value": (lambda a, b: SAME_VALUE(a, b), lambda r: [r.normal(size=3), r.normal(size=3)]),
+    "same_number": (lambda a, b: SAME_NUMBER(a, b), lambda r: [r.normal(), r.normal()]),
     "round": (lambda x: wnp.round(x, 1), lambda r: [r.normal(size=3)]),
 }
 for _n in ("ifft", "ifft2", "fftn", "ifftn", "rfft", "rfft2", "rfftn", "irfft", "irfft2", "irfftn",

@@ -40,7 +40,7 @@ from ._dispatch import ArrayTracer
 from .core import Primitive, Trace, Tracer, check_live, new_level
 
 __all__ = ["vmap", "BatchTrace", "BatchTracer", "batching_kind", "BatchedControlFlowError",
-           "per_example", "per_example_call"]
+           "one_example", "per_example", "per_example_call"]
 
 
 class BatchedControlFlowError(TypeError):
@@ -103,6 +103,16 @@ class BatchTrace(Trace):
 
     def guard_value(self, tracer):
         raise _control_flow("an index, a count or a sort order")
+
+
+def one_example(x):
+    """One example's plain value of ``x``: its primal with each ``vmap``'s batch axis dropped
+    (what a function is traced on when it will be mapped over the batch)."""
+    drop = 0
+    while isinstance(x, Tracer):
+        drop += isinstance(x, BatchTracer)
+        x = x.value
+    return x[(0,) * drop] if drop else x
 
 
 class BatchTracer(ArrayTracer):

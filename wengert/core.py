@@ -36,7 +36,9 @@ through those protocols of the tracers it is given.
 """
 from __future__ import annotations
 
+import importlib
 import inspect
+import sys
 import types
 
 import numpy as np
@@ -181,7 +183,11 @@ class Primitive:
         return f"<wengert primitive {self.name}>"
 
     def __reduce__(self):
-        return self.__qualname__
+        # by reference, as pickle saves functions: under its own module and name when that
+        # finds it (a user's @primitive), else where wengert publishes it (wnp.sin's impl is
+        # numpy.sin, not the primitive)
+        where = _published_as(self)
+        return self.__qualname__ if where is None else (_published, where)
 
     @property
     def linear(self):
@@ -649,3 +655,24 @@ def primitive(fn=None, *, name=None, **facts):
     def make(f):
         return Primitive(f, name=name, **facts)
     return make(fn) if fn is not None else make
+
+
+def _published(module, name):
+    """The primitive pickled as ``(module, name)`` (:meth:`Primitive.__reduce__`)."""
+    return getattr(importlib.import_module(module), name)
+
+
+def _published_as(prim):
+    """``None`` when pickle finds ``prim`` under its own module and qualified name; else the
+    ``(module, name)`` of a loaded wengert module holding it, the shortest module name first
+    (``wengert.numpy`` before the rules module that declares it)."""
+    mod = sys.modules.get(prim._module or "")
+    if mod is not None and getattr(mod, prim.__qualname__, None) is prim:
+        return None
+    for name in sorted((m for m in list(sys.modules) if m == "wengert" or
+                        m.startswith("wengert.")), key=lambda m: (m.count("."), m)):
+        module = sys.modules.get(name)
+        for attr, value in list(getattr(module, "__dict__", {}).items()):
+            if value is prim and not attr.startswith("_"):
+                return name, attr
+    return None

@@ -163,12 +163,18 @@ class Tracer:
     def __float__(self):
         if _integral(self):
             return self._converted(float)
-        raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number", self)
+        frame = sys._getframe(1)
+        if self._reads_numbers() and not _stores(frame):  # a[i] = v: refused in every engine
+            return self._read_number(float)
+        raise _conversion_error(frame, _FLOAT_MESSAGE, "a plain number", self)
 
     def __complex__(self):
         if _integral(self):
             return self._converted(complex)
-        raise _conversion_error(sys._getframe(1), _FLOAT_MESSAGE, "a plain number", self)
+        frame = sys._getframe(1)
+        if self._reads_numbers() and not _stores(frame):  # a[i] = v: refused in every engine
+            return self._read_number(complex)
+        raise _conversion_error(frame, _FLOAT_MESSAGE, "a plain number", self)
 
     def __int__(self):
         if _integral(self):
@@ -188,6 +194,11 @@ class Tracer:
         """The Python number inside (``x.item()``, as NumPy's): an explicit request for it,
         like ``x.value``, so its derivative is not followed."""
         return self._converted(_item, *args)
+
+    def _reads_numbers(self):
+        """Whether ``float()`` of this float value may give the example's number: only a
+        value no derivative reaches, inside ``wg.compile``'s trace (graph/trace.py)."""
+        return False
 
     def _converted(self, how, *args):
         """``how(value, *args)``: a Python number read off this tracer's value."""
@@ -227,12 +238,17 @@ def _as_array(v, dtype, copy):
     return np.array(v, dtype=dtype, copy=copy)
 
 
+def _stores(frame):
+    """Whether ``frame`` is executing ``a[i] = v`` (NumPy converting ``v`` to store it)."""
+    code = frame.f_code.co_code
+    return 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] == _STORE_SUBSCR
+
+
 def _conversion_error(frame, generic, into=None, tracer=None):
     """The ``TypeError`` for a traced value converted to a plain one in ``frame``: ``a[i] = x``
     into a plain array, a SciPy function (``into`` names what it wanted: the ``tracer``'s class
     words it), or ``generic``."""
-    code = frame.f_code.co_code
-    if 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] == _STORE_SUBSCR:
+    if _stores(frame):
         err = TypeError(_STORE_MESSAGE)
         err.stored = True  # NumPy wraps it in its own ValueError: see plain_store_errors
         return err

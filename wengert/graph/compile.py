@@ -26,13 +26,14 @@ from .._interrupt import reraise_interrupts
 from .._pickling import importable
 from .._validate import check_callable
 from ..arrays import is_foreign
+from ..batching import one_example
 from ..core import Tracer
 from ..tree import flatten, unflatten
 from .codegen import build_function
 from .fuse import build_fused, fuse_default
 from .pool import reuse_default
 from .graph import trace
-from .ir import GuardFailure
+from .ir import GuardFailure, SpecialisedNumber
 from .kernel_cache import CacheWarning, cache_dir, clear_cache
 from .trace import ForeignTracerError
 
@@ -89,9 +90,7 @@ def _sig(x):
 def _sig_traced(x):
     """The key of a traced argument: that of its plain value, marked."""
     if isinstance(x, Tracer):
-        while isinstance(x, Tracer):
-            x = x.value
-        return ("traced", _sig(x))
+        return ("traced", _sig(one_example(x)))
     t = type(x)
     if t is list or t is tuple or (isinstance(x, tuple)):
         return (t,) + tuple(map(_sig_traced, x))
@@ -116,13 +115,10 @@ def _key(args, kwargs, sig):
 
 
 def _plain(tree):
+    """The values to trace on: one example's under ``wg.vmap`` (the graph is then evaluated
+    on the batched tracers, so ``x.shape`` in the function is an example's, as eagerly)."""
     leaves, d = flatten(tree)
-    out = []
-    for x in leaves:
-        while isinstance(x, Tracer):
-            x = x.value
-        out.append(x)
-    return unflatten(d, out)
+    return unflatten(d, [one_example(x) for x in leaves])
 
 
 class Compiled:
@@ -198,6 +194,8 @@ class Compiled:
                 return g.evaluate(leaves)
             except GuardFailure:
                 pass
+            except SpecialisedNumber:  # a float read as a number: the function itself, whose
+                return self.f(*args, **kwargs)  # float() says whether a derivative reaches it
         return self._miss(key, args, kwargs, True)
 
     def _miss(self, key, args, kwargs, traced):
@@ -207,7 +205,8 @@ class Compiled:
                 warnings.warn(
                     f"wg.compile({getattr(self.f, '__name__', 'function')}): traced "
                     f"{self.num_traces} times (max_traces={self.max_traces}: new shapes, "
-                    "dtypes, static arguments or branches); further new cases run eagerly, "
+                    "dtypes, static arguments, branches or floats read as numbers); further "
+                    "new cases run eagerly, "
                     "without compilation. Raise max_traces, or make the branching data-"
                     "independent (wnp.where).", RuntimeWarning, stacklevel=3)
             return self.f(*args, **kwargs)
@@ -230,7 +229,10 @@ class Compiled:
             else:
                 self._fast.pop(key, None)
         if traced:
-            return raw.evaluate(raw._input_leaves(args))
+            try:
+                return raw.evaluate(raw._input_leaves(args))
+            except SpecialisedNumber:
+                return self.f(*args, **kwargs)
         return result[0] if result is not None else fn(*args)
 
     def _build(self, g, args):

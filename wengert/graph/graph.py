@@ -21,10 +21,11 @@ from ..arrays import is_foreign
 from .. import transforms
 from ..core import plain as _plain, Tracer, check_live, plain_store_errors
 from ..reverse import Var
+from ..rules.logic import SAME_NUMBER
 from ..tree import flatten, unflatten
 from .codegen import build_function, generate
 from .dot import graph_to_dot, tape_to_dot
-from .ir import GuardFailure, Node
+from .ir import GuardFailure, Node, SpecialisedNumber
 from .simplify import simplify as _simplify
 from .trace import GraphTrace, pop_active, push_active
 
@@ -124,8 +125,15 @@ class Graph:
                 env[i] = n.value
             elif k == "proj":
                 env[i] = env[n.args[0]][n.params["index"]]
-            if i in guards and bool(env[i]) != guards[i]:
-                raise GuardFailure(i)
+            if i in guards:
+                if n.prim is SAME_NUMBER and isinstance(env[n.args[0]], Tracer):
+                    raise SpecialisedNumber(
+                        f"{self.name}: the traced function read a float as a Python number "
+                        "(float(x), math.*) where wg.compile specialised on its value; a "
+                        "derivative through it would be lost. Use wengert.numpy there "
+                        "(wnp.log(x) for math.log(x)) to differentiate through it.")
+                if bool(env[i]) != guards[i]:
+                    raise GuardFailure(i)
         if _env:
             return env
         return unflatten(self.out_def, [env[o].copy() if self.nodes[o].kind == "const"
@@ -309,6 +317,7 @@ def trace(f, *example_args, _names=None, _name=None, _transform="wg.trace", **kw
     2.579425538604203
     """
     tr = GraphTrace()
+    tr.reads_numbers = _transform == "wg.compile"  # a compiled program re-traces; a Graph not
     leaves, in_def = flatten(tuple(example_args))
     slots = []
     wrapped = []

@@ -14,7 +14,7 @@ This module is the bottom of ``wengert.graph``: the tracer builds nodes, the pas
 """
 from __future__ import annotations
 
-__all__ = ["Node", "GuardFailure"]
+__all__ = ["Node", "GuardFailure", "SpecialisedNumber"]
 
 
 class GuardFailure(Exception):
@@ -23,6 +23,12 @@ class GuardFailure(Exception):
     def __init__(self, index):
         super().__init__(index)
         self.index = index
+
+
+class SpecialisedNumber(TypeError):
+    """A graph evaluated on traced values reached a float that ``wg.compile`` read as a Python
+    number (``float(x)``, ``math.log(x)``) while tracing: the traced value would lose its
+    derivative there, so the graph cannot stand in for the function."""
 
 
 class Node:

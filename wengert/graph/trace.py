@@ -10,8 +10,9 @@ non-differentiable nodes, primitives of :mod:`wengert.rules.logic`) so that ``if
 on a traced value can record a guard: ``bool()`` gives the example's branch and
 notes which node decided it.  ``int()``, ``operator.index``, ``np.asarray`` of a
 comparison or a count and ``.item()`` of any value give the example's number and
-guard it the same way.  ``wg.trace``, which makes a ``Graph`` of the nodes, is in
-:mod:`.graph`.
+guard it the same way; so, inside ``wg.compile`` only, does ``float()`` of a float value
+that no derivative reaches (a hyper-parameter in ``math.log(gamma)``).  ``wg.trace``,
+which makes a ``Graph`` of the nodes, is in :mod:`.graph`.
 """
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ import numpy as np
 from .. import _dispatch, numpy as _wnp
 from .._dispatch import ArrayTracer
 from ..core import Tracer, new_level, Trace
-from ..rules.logic import LOGIC as _LOGIC, SAME_VALUE as _SAME_VALUE, invert as _INVERT, \
-    nondiff_for as _nondiff_for
+from ..rules.logic import LOGIC as _LOGIC, SAME_NUMBER as _SAME_NUMBER, \
+    SAME_VALUE as _SAME_VALUE, invert as _INVERT, nondiff_for as _nondiff_for
 from .ir import Node
 
 __all__ = ["GraphTrace", "GraphTracer", "ForeignTracerError", "active_graph_traces"]
@@ -66,6 +67,9 @@ class GraphTrace(Trace):
         self.nodes = []
         self.guards = []
         self.finished = False
+        # wg.compile: a float no derivative reaches may be read as a number (``float(x)``,
+        # ``math.log(x)``), giving the example's value under a guard, as bool() does
+        self.reads_numbers = False
         self._const_ids = {}  # id(value) -> node index, for values captured twice
         self._keep = []       # keeps those values alive while tracing
 
@@ -148,6 +152,16 @@ class GraphTrace(Trace):
             self.guard(_SAME_VALUE(tracer, v.copy() if isinstance(v, np.ndarray) else v))
         return v
 
+    def read_number(self, tracer, how):
+        """``float()`` of a float value no derivative reaches, in ``wg.compile``: the example's
+        number, guarded (``SAME_NUMBER``) so that other values re-trace."""
+        if self.finished:
+            raise self.escaped("in a conversion to a number")
+        v = tracer.value
+        r = how(v)
+        self.guard(_SAME_NUMBER(tracer, v.copy() if isinstance(v, np.ndarray) else v))
+        return r
+
     def convert(self, tracer, how, args):
         """``how(value, *args)`` (``int()``, ``.item()``...) of a traced value, guarded: the
         compiled function gives the number the eager one gives, or re-traces."""
@@ -180,6 +194,12 @@ class GraphTracer(ArrayTracer):
 
     def _converted(self, how, *args):  # int(), operator.index, .item(): guarded
         return self._trace.convert(self, how, args)
+
+    def _reads_numbers(self):  # one number: a batch of them (vmap's) has none to give
+        return self._trace.reads_numbers and np.size(self.value) == 1
+
+    def _read_number(self, how):
+        return self._trace.read_number(self, how)
 
     def item(self, *args):
         if not hasattr(self.value, "item"):  # a Python float, as in the eager function

@@ -12,7 +12,7 @@ import numpy as np
 from ..core import primitive
 from .lowering import Lowering
 
-__all__ = ["LOGIC", "SAME_VALUE", "invert", "nondiff_for", "same_value"]
+__all__ = ["LOGIC", "SAME_NUMBER", "SAME_VALUE", "invert", "nondiff_for", "same_value"]
 
 
 def _nondiff_prim(impl, name):
@@ -57,3 +57,21 @@ def same_value(a, b):
 
 
 SAME_VALUE = nondiff_for(same_value)  # a value guard's test: the graph holds while it is true
+
+
+def same_number(a, b):
+    """:func:`same_value` for a float read as a Python number (``float(x)``, ``math.log(x)``)."""
+    return same_value(a, b)
+
+
+# the guard of a float that wg.compile specialised on: like SAME_VALUE, and it tells a graph
+# evaluated on traced values that a derivative through it would be lost (graph.py)
+SAME_NUMBER = primitive(same_number, name="same_number", nondiff=True)
+
+
+@SAME_NUMBER.batching
+def _(args, batched):
+    """Per example: whether each example's number is the one read while tracing."""
+    size = next(len(x) for x, bat in zip(args, batched) if bat)
+    a, b = (x if bat else [x] * size for x, bat in zip(args, batched))
+    return np.array([same_value(a[k], b[k]) for k in range(size)])

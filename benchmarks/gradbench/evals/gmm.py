@@ -44,7 +44,7 @@ def log_posterior(alpha, mu, q, l, x, m, gamma):
               + wnp.sum(logsumexp(beta, 0)))
     dof = d + m + 1
     frobenius = wnp.sum(wnp.exp(q) ** 2) + wnp.sum(l * l)
-    logprior = (k * (dof * d * wnp.log(gamma / math.sqrt(2))
+    logprior = (k * (dof * d * math.log(gamma / math.sqrt(2))  # gamma: a plain float
                      - scipy.special.multigammaln(0.5 * dof, d))
                 - 0.5 * gamma * gamma * frobenius + m * wnp.sum(q))
     return loglik + logprior
