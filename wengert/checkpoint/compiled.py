@@ -31,7 +31,7 @@ import numpy as np
 from .. import transforms
 from ..core import Tracer, plain, shape_of
 from ..arrays import zeros_like_value
-from ..batching import BatchTrace, BatchTracer, per_example, vmap
+from ..batching import BatchTrace, BatchTracer, one_example, per_example, vmap
 from ..numpy import broadcast_to as _broadcast, moveaxis as _moveaxis
 from ..graph.codegen import build_function
 from ..graph.fuse import warn_unfused
@@ -41,7 +41,7 @@ from ..reverse import Tape
 from ..rules.checkpointing import scan_loop, scan_forward, scan_reverse
 from ..tree import flatten, unflatten
 from .regions import _is_float, _top_trace
-from .steps import (NotBatchable, mapped_step, one_example, pushed_step, step_kind,
+from .steps import (NotBatchable, mapped_step, pushed_step, step_kind,
                     trace_flat)
 from .fused import FusedLoop
 from .schedules import execute, forward_phase, iter_schedule

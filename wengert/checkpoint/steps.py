@@ -13,13 +13,13 @@ from types import SimpleNamespace
 import numpy as np
 
 from .. import transforms
-from ..batching import BatchTracer, vmap
+from ..batching import one_example, vmap
 from ..core import Tracer, plain
 from ..graph.graph import Graph
 from ..graph.trace import GraphTrace
 from ..tree import flatten
 
-__all__ = ["NotBatchable", "mapped_step", "one_example", "pushed_step", "step_kind",
+__all__ = ["NotBatchable", "mapped_step", "pushed_step", "step_kind",
            "trace_flat"]
 
 
@@ -46,16 +46,6 @@ class _LiftTrace(GraphTrace):
         args = [self.lift(a) if isinstance(a, Tracer) and getattr(a, "_trace", None) is not self
                 else a for a in args]
         return super().process(prim, args, params)
-
-
-def one_example(x):
-    """One example's value of ``x``: its primal, each ``vmap``'s batch axis dropped (a
-    step is traced on one example; the loop's batch rule maps the whole batch)."""
-    drop = 0
-    while isinstance(x, Tracer):
-        drop += isinstance(x, BatchTracer)
-        x = x.value
-    return x[(0,) * drop] if drop else x
 
 
 def flat_graph(tr, inputs, outs, name):

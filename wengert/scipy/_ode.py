@@ -38,7 +38,7 @@ from ..core import Primitive, SolverWarning, Tracer
 from ..graph import compile as compile_
 from ..graph.codegen import build_function
 from ..graph.graph import Graph
-from ..graph.ir import GuardFailure, Node
+from ..graph.ir import GuardFailure
 from ..graph.trace import GraphTrace, GraphTracer
 from ..sparse import jacobian_sparsity, sparse_jacobian
 from ..transforms import jacobian, jvp, vjp
