@@ -27,16 +27,17 @@ from .._pickling import importable
 from .._validate import check_callable
 from ..arrays import is_foreign
 from ..core import Tracer
+from ..rules.logic import SAME_VALUE
 from ..tree import flatten, unflatten
 from .codegen import build_function
-from .fuse import build_fused, fuse_default
+from .fuse import UnfusedWarning, build_fused, fuse_default
 from .pool import reuse_default
 from .graph import trace
 from .ir import GuardFailure
 from .kernel_cache import CacheWarning, cache_dir, clear_cache
 from .trace import ForeignTracerError
 
-__all__ = ["compile", "Compiled"]
+__all__ = ["compile", "Compiled", "RetraceWarning"]
 
 _traced = object()
 
@@ -45,6 +46,26 @@ _traced = object()
 # tracing: a trace runs user code, which may call other compiled functions). Threads whose
 # first calls race may each trace; every program they make is a correct one.
 _BOOKKEEPING = threading.Lock()
+
+
+class RetraceWarning(RuntimeWarning):
+    """A compiled function traced again for arguments of the same shapes because a value
+    computed from them sets how many times a loop runs (``while`` on a traced value,
+    ``range(int(...))``): each new trip count traces and compiles the program again."""
+
+
+def _trip_count_changed(old, new):
+    """Whether ``new``, traced again for ``old``'s signature after a guard failed, differs
+    from it by how many times a loop tested a traced value: more or fewer guards, one test
+    repeated (``while x > tol``), or a number read off a traced value (``int()``) changed
+    along with the program's length."""
+    def sites(g):
+        return [(g.nodes[i].prim if g.nodes[i].kind == "op" else None, b) for i, b in g.guards]
+    a, b = sites(old), sites(new)
+    if len(a) != len(b):
+        longer = a if len(a) > len(b) else b
+        return len(set(longer)) < len(longer)
+    return len(old.nodes) != len(new.nodes) and any(p is SAME_VALUE for p, _ in a)
 
 
 class _Unkeyable(Exception):
@@ -139,6 +160,7 @@ class Compiled:
         self.num_traces = 0
         self._fast = {}      # signature -> the generated function, when it is the only one
         self._warned = False
+        self._warned_retrace = False
         # name and docs of f, but not its __dict__ (f may itself be a Compiled)
         functools.update_wrapper(self, f, updated=())
 
@@ -218,6 +240,19 @@ class Compiled:
             return self.f(*args, **kwargs)
         with _BOOKKEEPING:
             self.num_traces += 1
+            before = [r for _, _, r in self.cache.get(key, ())]
+        if before and not self._warned_retrace and any(_trip_count_changed(r, raw)
+                                                       for r in before):
+            self._warned_retrace = True
+            warnings.warn(
+                f"wg.compile({getattr(self.f, '__name__', 'function')}): traced again for "
+                "arguments of the same shapes because a value computed from them sets how "
+                "many times a loop runs (a `while` on a traced value, or range(int(...))): "
+                "every new trip count traces and compiles the whole program again. Give the "
+                "loop a fixed number of steps -- wg.scan(step, init, length=n), holding the "
+                "carry with wnp.where once done -- to compile it once (a "
+                "wengert.checkpoint.while_loop is unrolled when traced, so it re-traces too).",
+                RetraceWarning, stacklevel=4)
         g = raw.simplify() if self.simplify else raw
         fn, result = self._build(g, args) if not traced else \
             (build_function(g, self.reuse_buffers), None)
@@ -247,6 +282,10 @@ class Compiled:
                 self.fuse_failures.append(e)
                 fn = None
             if fn is not None:
+                for why in getattr(fn, "backed_off", ()):  # too big to be worth Numba's time
+                    self.fuse_failures.append(UnfusedWarning(why))
+                    warnings.warn(f"wg.compile({getattr(self.f, '__name__', 'function')}): "
+                                  f"{why}", UnfusedWarning, stacklevel=5)
                 try:
                     return fn, (fn(*args),)
                 except GuardFailure:
