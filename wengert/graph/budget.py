@@ -1,17 +1,17 @@
 """What fusing a program may cost: kernels of a bounded size, and fusion given up where
 Numba's compile would cost more than the program saves.
 
-Numba's compile time grows faster than a kernel's statements (one kernel of 1,400
-statements: 17 s; of 200: about 1 s), so a group of fused nodes (passes.plan) longer than
-:data:`KERNEL_STATEMENTS` is cut into several kernels.  The cut follows the trace's
-period where it repeats (an unrolled loop, its gradient): each kernel then spans whole
-periods and starts at the same phase, so the kernels of the repeating part have one
-source, which Numba compiles once (fuse.py keeps kernels by source).
+Numba's compile time grows faster than a kernel's statements (:func:`compile_seconds`),
+so a group of fused nodes (passes.plan) longer than :data:`KERNEL_STATEMENTS` is cut into
+several kernels where the estimate says that is cheaper (each cut adds results to return).
+The cut follows the trace's period where it repeats (an unrolled loop, its gradient): each
+kernel then spans whole periods from the same phase, so the kernels of the repeating part
+have one source, which Numba compiles once (fuse.py keeps kernels by source).
 
-The estimated compile time of the distinct kernels is then weighed against what the
-program costs unfused, a NumPy call per node: past :data:`RUNS` such runs (at least
-:data:`FLOOR` seconds, which every program may spend, at most :data:`CAP`), whole groups
-are left to NumPy, those saving least per second of compile first.  :func:`fit` returns why, for
+The estimated compile of the distinct kernels is then weighed against what the program
+costs unfused, a NumPy call per node: past :data:`RUNS` such runs (at least :data:`FLOOR`
+seconds, which every program may spend, at most :data:`CAP`), whole groups are left to
+NumPy, those saving least per second of compile first.  :func:`fit` returns why, for
 ``fuse_failures`` and the ``UnfusedWarning``.
 """
 from __future__ import annotations
@@ -24,7 +24,8 @@ from .passes import _reconcile, _stages, python_ok
 __all__ = ["fit", "split", "compile_seconds", "KERNEL_STATEMENTS", "RUNS", "FLOOR", "CAP"]
 
 KERNEL_STATEMENTS = 200  # the longest kernel: Numba's cost per statement is near flat below
-RUNS = 300               # fusion may cost what this many unfused runs cost, within
+RUNS = 1000              # fusion may cost what this many unfused runs cost (the disk cache
+#                          keeps the machine code: a compile is paid once, not per process),
 FLOOR, CAP = 2.0, 10.0   # these seconds (any program may spend FLOOR; none more than CAP)
 _CALL = 1.5e-6           # one NumPy call on a small array (s): the unfused program's cost
 _ELEMENT = 1e-9          # and per element
@@ -32,10 +33,11 @@ _FAR = 64                # argument distances beyond this are "far" when finding
 
 
 def compile_seconds(statements, outputs=1):
-    """Numba's compile time of one kernel, estimated (measured on chains of tanh, * and + on
-    small arrays: fixed typing and LLVM setup, then slightly superlinear in the statements;
-    each result array returned costs as much as a dozen statements)."""
-    return 0.1 + 0.005 * statements + 4e-6 * statements * statements + 0.1 * outputs
+    """Numba's compile time of one kernel on an idle core, estimated: typing and LLVM setup,
+    then superlinear in the statements (a chain's gradient on 10 elements: 700 statements
+    about 1.2 s, 1,400 about 3.4 s, 3,500 about 50 s); each result array it returns costs
+    about as much as twenty statements."""
+    return 0.05 + 0.001 * statements + 1e-6 * statements * statements + 0.02 * outputs
 
 
 def _node_cost(n):

@@ -16,7 +16,9 @@ differentiates it.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
+import gc
 import threading
 import warnings
 
@@ -46,6 +48,30 @@ _traced = object()
 # tracing: a trace runs user code, which may call other compiled functions). Threads whose
 # first calls race may each trace; every program they make is a correct one.
 _BOOKKEEPING = threading.Lock()
+
+
+_GC = {"depth": 0, "was": False}  # compiles running now; whether the collector was on
+_GC_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """CPython's cyclic collector off while programs are traced and built: its full
+    collections walk every object alive, the growing graph included, which made a
+    10^5-node compile half as slow again as ten 10^4-node ones.  Reference counting still
+    frees the trace's garbage; cycles wait until the last compile running ends."""
+    with _GC_LOCK:
+        if _GC["depth"] == 0:
+            _GC["was"] = gc.isenabled()
+            gc.disable()
+        _GC["depth"] += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _GC["depth"] -= 1
+            if _GC["depth"] == 0 and _GC["was"]:
+                gc.enable()
 
 
 class RetraceWarning(RuntimeWarning):
@@ -234,7 +260,8 @@ class Compiled:
                     "independent (wnp.where).", RuntimeWarning, stacklevel=3)
             return self.f(*args, **kwargs)
         try:
-            raw = trace(self.f, *_plain(args), _transform="wg.compile", **kwargs)
+            with _collector_paused():
+                raw = trace(self.f, *_plain(args), _transform="wg.compile", **kwargs)
         except ForeignTracerError:
             # f closes over a value of an outer transform: no graph of it exists alone
             return self.f(*args, **kwargs)
@@ -253,13 +280,15 @@ class Compiled:
                 "carry with wnp.where once done -- to compile it once (a "
                 "wengert.checkpoint.while_loop is unrolled when traced, so it re-traces too).",
                 RetraceWarning, stacklevel=4)
-        g = raw.simplify() if self.simplify else raw
-        fn, result = self._build(g, args) if not traced else \
-            (build_function(g, self.reuse_buffers), None)
-        kept = g.without_values()  # the program, not this first call's values (API.md §15)
+        with _collector_paused():
+            g = raw.simplify() if self.simplify else raw
+            fn, result = self._build(g, args) if not traced else \
+                (build_function(g, self.reuse_buffers), None)
+            kept = g.without_values()  # the program, not this call's values (API.md §15)
+            held = kept if raw is g else raw.without_values()
         with _BOOKKEEPING:
             entries = self.cache.setdefault(key, [])
-            entries.append((kept, fn, kept if raw is g else raw.without_values()))
+            entries.append((kept, fn, held))
             if len(entries) == 1:
                 self._fast[key] = fn
             else:
