@@ -176,10 +176,11 @@ def fit(g, live, fused, key, stage, groups, runs=None, floor=None, cap=None):
             sig, outs = _chunk_sig(g, c, fused, uses, k)
             cost[sig] = compile_seconds(len(c), outs)
         if len(parts) > 1:  # cut only where that is the cheaper: each cut adds results
-            sig, outs = _chunk_sig(g, ms, fused, uses, k)
+            mset = set(ms)
+            outs = sum(1 for i in ms if any(u not in mset for u in uses[i]))
             whole = compile_seconds(len(ms), outs)
             if whole <= sum(cost.values()):
-                parts, cost = [ms], {sig: whole}
+                parts, cost = [ms], {("whole", s, k): whole}
         if len(parts) == 1:
             chunks[(s, k)] = ms
         else:
