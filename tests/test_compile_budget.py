@@ -89,6 +89,27 @@ def test_the_groups_that_save_most_per_second_of_compile_are_kept(monkeypatch):
     assert "fusion backed off" in str(cf.fuse_failures[0])
 
 
+def test_a_cut_group_past_the_budget_keeps_its_first_kernels(monkeypatch):
+    """One group of 180 nodes that never repeat, cut in kernels of 30: a budget for two
+    fuses the first two, and the rest -- which read them -- run as NumPy calls after."""
+    monkeypatch.setattr(budget, "KERNEL_STATEMENTS", 30)
+    monkeypatch.setattr(budget, "compile_seconds", lambda s, o=1: (s / 30) ** 2)
+    monkeypatch.setattr(budget, "FLOOR", 2.5)
+    monkeypatch.setattr(budget, "CAP", 2.5)
+    pick = np.random.default_rng(1).integers(0, 3, 60)
+
+    def f(x):
+        for k in pick:
+            x = (wnp.tanh, wnp.sin, wnp.cos)[k](x) * 0.9 + 0.1
+        return wnp.sum(x)
+    cf = wg.compile(f, fuse=True)
+    with pytest.warns(wg.UnfusedWarning, match="fusion backed off"):
+        got = cf(X)
+    np.testing.assert_allclose(got, f(X), rtol=1e-13)
+    np.testing.assert_allclose(cf(X * 0.5), f(X * 0.5), rtol=1e-13)
+    assert len(kernels(cf)) == 2
+
+
 def test_a_program_too_big_to_be_worth_numbas_time_is_not_fused():
     """The gradient of a 300-step chain on 10 elements whose steps never repeat (each a
     function drawn at random): 2,100 elementwise nodes in one group, as one kernel several

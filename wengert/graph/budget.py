@@ -155,8 +155,8 @@ def _regroup(g, live, key):
 def fit(g, live, fused, key, stage, groups, runs=None, floor=None, cap=None):
     """passes.plan's ``(key, stage, groups)`` with long groups cut (:func:`split`) and, where
     the distinct kernels' estimated compile exceeds ``runs`` unfused runs of the program
-    (``floor`` seconds at least, ``cap`` at most), the groups saving least per second of compile left to NumPy calls;
-    and a list of messages saying what was left and why (empty when nothing was)."""
+    (``floor`` seconds at least, ``cap`` at most), the kernels saving least per second of
+    compile left to NumPy calls; and a list of messages saying what was left and why (empty when nothing was)."""
     if not groups:
         return key, stage, groups, []
     runs = RUNS if runs is None else runs
@@ -165,62 +165,62 @@ def fit(g, live, fused, key, stage, groups, runs=None, floor=None, cap=None):
     uses = _users(g, live)
     unfused = sum(_node_cost(n) for i, n in enumerate(g.nodes) if live[i] and n.kind == "op")
     budget = max(floor, min(runs * unfused, cap))
-    by_group, chunks, table = {}, {}, {}
+    by_group, chunks, table, seen = {}, {}, {}, {}
     for (s, k), ms in groups.items():
         if _python(g, k, ms, fused):
             chunks[(s, k)] = ms
             continue
         parts = _cut(g, k, ms, fused, table, KERNEL_STATEMENTS)
-        cost = {}
+        order = []  # (signature, members) per kernel, in the order they run
         for c in parts:
             sig, outs = _chunk_sig(g, c, fused, uses, k)
-            cost[sig] = compile_seconds(len(c), outs)
+            seen[sig] = compile_seconds(len(c), outs)
+            order.append((sig, c))
         if len(parts) > 1:  # cut only where that is the cheaper: each cut adds results
             mset = set(ms)
             outs = sum(1 for i in ms if any(u not in mset for u in uses[i]))
             whole = compile_seconds(len(ms), outs)
-            if whole <= sum(cost.values()):
-                parts, cost = [ms], {("whole", s, k): whole}
+            if whole <= sum(seen[sig] for sig in {sig for sig, _ in order}):
+                parts, order = [ms], [(("whole", s, k), ms)]
+                seen[("whole", s, k)] = whole
         if len(parts) == 1:
             chunks[(s, k)] = ms
         else:
             chunks.update(((s, (k, j)), c) for j, c in enumerate(parts))
-        by_group[(s, k)] = cost
-    seen = {}
-    for cost in by_group.values():
-        seen.update(cost)
-    total = sum(seen.values())
+        by_group[(s, k)] = order
+    needed = {sig for order in by_group.values() for sig, _ in order}
+    total = sum(seen[sig] for sig in needed)
     if total <= budget:
         return key, stage, chunks, []
-    # greedy: the groups that save the most unfused time per second of compile first
+    # greedy: the groups that save the most unfused time per second of compile first; of a
+    # group cut in kernels, those that fit (each kernel reads only the ones before it, so
+    # the ones past the first that does not fit run as NumPy calls, after them)
     ranked = []
-    for gk, cost in by_group.items():
-        sigs = set(cost)
-        cost = sum(seen[s] for s in sigs)
+    for gk, order in by_group.items():
+        cost = sum(seen[sig] for sig in {sig for sig, _ in order})
         saved = sum(_node_cost(g.nodes[i]) for i in groups[gk])
-        ranked.append((saved / cost, gk, sigs))
+        ranked.append((saved / cost, gk, order))
     ranked.sort(key=lambda r: -r[0])
     paid, compiled = 0.0, set()
     dropped = []
-    for _, gk, sigs in ranked:
-        extra = sum(seen[s] for s in sigs - compiled)
-        if paid + extra <= budget:
+    for _, gk, order in ranked:
+        for j, (sig, c) in enumerate(order):
+            extra = 0.0 if sig in compiled else seen[sig]
+            if paid + extra > budget:
+                dropped.extend(m for _, c2 in order[j:] for m in c2)
+                break
             paid += extra
-            compiled |= sigs
-        else:
-            dropped.append(gk)
+            compiled.add(sig)
     key = list(key)
-    left = 0
-    for gk in dropped:
-        for i in groups[gk]:
-            key[i] = None
-            left += 1
+    for i in dropped:
+        key[i] = None
+    left = len(dropped)
     key = _reconcile(key, fused)
     stage, groups = _regroup(g, live, key)
     key, stage, groups, _ = fit(g, live, fused, key, stage, groups, runs, float("inf"),
                                 float("inf"))
     message = (f"fusion backed off: Numba would take about {total:.0f} s to compile this "
-               f"program's {len(seen)} distinct kernels, more than {runs} runs of it unfused "
+               f"program's {len(needed)} distinct kernels, more than {runs} runs of it unfused "
                f"(about {runs * unfused:.2g} s; budget {budget:.2g} s); {left} of its "
                "elementwise nodes run as NumPy calls instead (wengert.graph.budget)")
     return key, stage, groups, [message]
