@@ -26,18 +26,18 @@ __all__ = ["fit", "split", "compile_seconds", "KERNEL_STATEMENTS", "RUNS", "FLOO
 KERNEL_STATEMENTS = 200  # the longest kernel: Numba's cost per statement is near flat below
 RUNS = 1000              # fusion may cost what this many unfused runs cost (the disk cache
 #                          keeps the machine code: a compile is paid once, not per process),
-FLOOR, CAP = 2.0, 10.0   # these seconds (any program may spend FLOOR; none more than CAP)
+FLOOR, CAP = 2.0, 5.0    # these seconds (any program may spend FLOOR; none more than CAP)
 _CALL = 1.5e-6           # one NumPy call on a small array (s): the unfused program's cost
 _ELEMENT = 1e-9          # and per element
 _FAR = 64                # argument distances beyond this are "far" when finding the period
 
 
-def compile_seconds(statements, outputs=1):
+def compile_seconds(statements, arrays=1):
     """Numba's compile time of one kernel on an idle core, estimated: typing and LLVM setup,
     then superlinear in the statements (a chain's gradient on 10 elements: 700 statements
-    about 1.2 s, 1,400 about 3.4 s, 3,500 about 50 s); each result array it returns costs
-    about as much as twenty statements."""
-    return 0.05 + 0.001 * statements + 1e-6 * statements * statements + 0.02 * outputs
+    about 1.2 s, 1,400 about 3.4 s, 3,500 about 50 s); each array it reads or returns costs
+    about as much as fifty statements (their loads and stores, and aliasing checks)."""
+    return 0.05 + 0.001 * statements + 1e-6 * statements * statements + 0.05 * arrays
 
 
 def _node_cost(n):
@@ -98,7 +98,7 @@ def split(g, groups, fused, limit=KERNEL_STATEMENTS):
 
 def _chunk_sig(g, ms, fused, uses, shape):
     """What a chunk's kernel source depends on, without writing it (equal signatures: one
-    Numba compile), and how many results it returns."""
+    Numba compile), and how many arrays it reads or returns."""
     nodes = g.nodes
     pos = {i: j for j, i in enumerate(ms)}
     ext = {}
@@ -124,10 +124,11 @@ def _chunk_sig(g, ms, fused, uses, shape):
         parts.append((step[0] if step else n.prim, tuple(args),
                       n.params.get("idx") if n.kind == "op" else None,
                       getattr(v, "dtype", type(v)), out))
+    arrays = outs + sum(1 for a in ext if type(nodes[a].value) is np.ndarray)
     try:
-        return hash(tuple(parts)), outs
+        return hash(tuple(parts)), arrays
     except TypeError:  # an unhashable index: this chunk is its own
-        return id(ms), outs
+        return id(ms), arrays
 
 
 def _users(g, live):
@@ -173,8 +174,8 @@ def fit(g, live, fused, key, stage, groups, runs=None, floor=None, cap=None):
         parts = _cut(g, k, ms, fused, table, KERNEL_STATEMENTS)
         order = []  # (signature, members) per kernel, in the order they run
         for c in parts:
-            sig, outs = _chunk_sig(g, c, fused, uses, k)
-            seen[sig] = compile_seconds(len(c), outs)
+            sig, arrays = _chunk_sig(g, c, fused, uses, k)
+            seen[sig] = compile_seconds(len(c), arrays)
             order.append((sig, c))
         if len(parts) > 1:  # cut only where that is the cheaper: each cut adds results
             mset = set(ms)
