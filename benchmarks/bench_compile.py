@@ -31,6 +31,16 @@ steps of the elementwise chain on 32,768 elements, grad.
 4. the dense 200 × 200 Jacobian of a diffusion residual (÷ hand-written; bench_arrays.py's);
 5. a 2,000-step chain ``x <- x + 0.01 tanh(W x)`` (x of size 10, a ``wg.scan`` with
    ``checkpoint="all"``), gradient in ``W`` (÷ hand-written backward).
+
+``--scaling``: compile time against program size (issue 32) -- an elementwise chain, its
+gradient and an unrolled small LSTM's gradient at about 10², 10³, 10⁴, 10⁵ primitives, each
+compiled cold in a new process (an empty kernel cache), ``fuse=False`` then ``fuse=True``,
+with the seconds spent in each phase: trace, simplify (CSE, algebra), passes (live,
+accumulations, plan, budget, buffers), code generation, Python's ``compile()``, Numba
+(kernel modules and their compilation) and the rest of the first call (running it, keeping
+the program).  ``--scaling --sizes 100,1000`` runs fewer sizes, ``--programs chain``
+fewer programs, ``--fuse 0`` one setting, ``--timeout 300`` gives up on a cell after so many
+seconds.
 """
 from _util import fmt, optional, paired_time, row  # first: sets BLAS to one thread
 
@@ -346,5 +356,11 @@ def buffers(cases):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--first-call"]:
         first_call_child(sys.argv[2])
+    elif sys.argv[1:2] == ["--scaling-cell"]:
+        from _scaling import cell
+        cell(*sys.argv[2:])
+    elif "--scaling" in sys.argv[1:]:
+        from _scaling import table
+        table(sys.argv[1:], os.path.abspath(__file__))
     else:
         main()

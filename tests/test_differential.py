@@ -348,9 +348,10 @@ def check_program(prog, f, a, b, hessian, fused=False):
         compare(first, grad, tight, what="the fused gradient's first result, later")
         identical(cg(*args), wg.compile(wg.grad(f, argnums), fuse=True, reuse_buffers=False)(
             *args), what="the fused gradient against reuse_buffers=False")
-        for c in (cf, cg):
-            if c.fuse_failures:
-                raise Mismatch(f"the fused program fell back to NumPy's: {c.fuse_failures!r}")
+        for c in (cf, cg):  # a budget's back-off (graph/budget.py) is a choice, not a failure
+            failed = [e for e in c.fuse_failures if "fusion backed off" not in str(e)]
+            if failed:
+                raise Mismatch(f"the fused program fell back to NumPy's: {failed!r}")
         if b is not None:
             try:
                 want_b = wg.grad(f, argnums)(*copies(b))

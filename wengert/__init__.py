@@ -39,11 +39,12 @@ __all__ = ["Primitive", "primitive", "EscapedTracerError", "SolverWarning", "Dua
            "trace", "Graph", "compile", "to_dot", "source", "checkpoint", "scan",
            "checkpoint_schedule", "tree", "chain_order", "jacobian_sparsity", "hessian_sparsity",
            "sparse_jacobian", "sparse_hessian", "color", "custom_root", "implicit",
-           "UnfusedWarning"]
+           "UnfusedWarning", "RetraceWarning"]
 
 _LAZY = {
     "trace": ("wengert.graph", "trace"),
     "UnfusedWarning": ("wengert.graph.fuse", "UnfusedWarning"),
+    "RetraceWarning": ("wengert.graph.compile", "RetraceWarning"),
     "Graph": ("wengert.graph", "Graph"),
     "compile": ("wengert.graph", "compile"),
     "to_dot": ("wengert.graph", "to_dot"),

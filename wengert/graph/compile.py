@@ -16,7 +16,9 @@ differentiates it.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
+import gc
 import threading
 import warnings
 
@@ -28,16 +30,17 @@ from .._validate import check_callable
 from ..arrays import is_foreign
 from ..batching import one_example
 from ..core import Tracer
+from ..rules.logic import SAME_VALUE
 from ..tree import flatten, unflatten
 from .codegen import build_function
-from .fuse import build_fused, fuse_default
+from .fuse import UnfusedWarning, build_fused, fuse_default
 from .pool import reuse_default
 from .graph import trace
 from .ir import GuardFailure, SpecialisedNumber
 from .kernel_cache import CacheWarning, cache_dir, clear_cache
 from .trace import ForeignTracerError
 
-__all__ = ["compile", "Compiled"]
+__all__ = ["compile", "Compiled", "RetraceWarning"]
 
 _traced = object()
 
@@ -46,6 +49,50 @@ _traced = object()
 # tracing: a trace runs user code, which may call other compiled functions). Threads whose
 # first calls race may each trace; every program they make is a correct one.
 _BOOKKEEPING = threading.Lock()
+
+
+_GC = {"depth": 0, "was": False}  # compiles running now; whether the collector was on
+_GC_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """CPython's cyclic collector off while programs are traced and built: its full
+    collections walk every object alive, the growing graph included, which made a
+    10^5-node compile half as slow again as ten 10^4-node ones.  Reference counting still
+    frees the trace's garbage; cycles wait until the last compile running ends."""
+    with _GC_LOCK:
+        if _GC["depth"] == 0:
+            _GC["was"] = gc.isenabled()
+            gc.disable()
+        _GC["depth"] += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _GC["depth"] -= 1
+            if _GC["depth"] == 0 and _GC["was"]:
+                gc.enable()
+
+
+class RetraceWarning(RuntimeWarning):
+    """A compiled function traced again for arguments of the same shapes because a value
+    computed from them sets how many times a loop runs (``while`` on a traced value,
+    ``range(int(...))``): each new trip count traces and compiles the program again."""
+
+
+def _trip_count_changed(old, new):
+    """Whether ``new``, traced again for ``old``'s signature after a guard failed, differs
+    from it by how many times a loop tested a traced value: more or fewer guards, one test
+    repeated (``while x > tol``), or a number read off a traced value (``int()``) changed
+    along with the program's length."""
+    def sites(g):
+        return [(g.nodes[i].prim if g.nodes[i].kind == "op" else None, b) for i, b in g.guards]
+    a, b = sites(old), sites(new)
+    if len(a) != len(b):
+        longer = a if len(a) > len(b) else b
+        return len(set(longer)) < len(longer)
+    return len(old.nodes) != len(new.nodes) and any(p is SAME_VALUE for p, _ in a)
 
 
 class _Unkeyable(Exception):
@@ -135,6 +182,7 @@ class Compiled:
         self.num_traces = 0
         self._fast = {}      # signature -> the generated function, when it is the only one
         self._warned = False
+        self._warned_retrace = False
         # name and docs of f, but not its __dict__ (f may itself be a Compiled)
         functools.update_wrapper(self, f, updated=())
 
@@ -211,19 +259,35 @@ class Compiled:
                     "independent (wnp.where).", RuntimeWarning, stacklevel=3)
             return self.f(*args, **kwargs)
         try:
-            raw = trace(self.f, *_plain(args), _transform="wg.compile", **kwargs)
+            with _collector_paused():
+                raw = trace(self.f, *_plain(args), _transform="wg.compile", **kwargs)
         except ForeignTracerError:
             # f closes over a value of an outer transform: no graph of it exists alone
             return self.f(*args, **kwargs)
         with _BOOKKEEPING:
             self.num_traces += 1
-        g = raw.simplify() if self.simplify else raw
-        fn, result = self._build(g, args) if not traced else \
-            (build_function(g, self.reuse_buffers), None)
-        kept = g.without_values()  # the program, not this first call's values (API.md §15)
+            before = [r for _, _, r in self.cache.get(key, ())]
+        if before and not self._warned_retrace and any(_trip_count_changed(r, raw)
+                                                       for r in before):
+            self._warned_retrace = True
+            warnings.warn(
+                f"wg.compile({getattr(self.f, '__name__', 'function')}): traced again for "
+                "arguments of the same shapes because a value computed from them sets how "
+                "many times a loop runs (a `while` on a traced value, or range(int(...))): "
+                "every new trip count traces and compiles the whole program again. Give the "
+                "loop a fixed number of steps -- wg.scan(step, init, length=n), holding the "
+                "carry with wnp.where once done -- to compile it once (a "
+                "wengert.checkpoint.while_loop is unrolled when traced, so it re-traces too).",
+                RetraceWarning, stacklevel=4)
+        with _collector_paused():
+            g = raw.simplify() if self.simplify else raw
+            fn, result = self._build(g, args) if not traced else \
+                (build_function(g, self.reuse_buffers), None)
+            kept = g.without_values()  # the program, not this call's values (API.md §15)
+            held = kept if raw is g else raw.without_values()
         with _BOOKKEEPING:
             entries = self.cache.setdefault(key, [])
-            entries.append((kept, fn, kept if raw is g else raw.without_values()))
+            entries.append((kept, fn, held))
             if len(entries) == 1:
                 self._fast[key] = fn
             else:
@@ -249,6 +313,10 @@ class Compiled:
                 self.fuse_failures.append(e)
                 fn = None
             if fn is not None:
+                for why in getattr(fn, "backed_off", ()):  # too big to be worth Numba's time
+                    self.fuse_failures.append(UnfusedWarning(why))
+                    warnings.warn(f"wg.compile({getattr(self.f, '__name__', 'function')}): "
+                                  f"{why}", UnfusedWarning, stacklevel=5)
                 try:
                     return fn, (fn(*args),)
                 except GuardFailure:

@@ -34,7 +34,7 @@ import weakref
 
 import numpy as np
 
-from . import pool
+from . import budget, pool
 from .codegen import BodyWriter, Generated, _fresh_output, _out_expr, \
     build_function, compile_generated, literal, preamble, program_text, with_pool
 from .kernel_cache import njit_module
@@ -101,6 +101,7 @@ def build_fused(g, reuse_buffers=False):
     em, live, names, params, unpack_lines, name = preamble(g)
     w = BodyWriter(g, em, names, False)
     key, stage, groups = plan(g, live, w.fused, supported)
+    key, stage, groups, backed_off = budget.fit(g, live, w.fused, key, stage, groups)
     missing = {n.prim.name for i, n in enumerate(g.nodes) if live[i] and n.kind == "op"
                and n.prim.ufunc is not None and _dtype(n.value) is not None
                and lowering(n.prim, supported) == "none"}
@@ -147,6 +148,7 @@ def build_fused(g, reuse_buffers=False):
     fn = compile_generated(gen, "wengert fused graph")
     fn.kernel_sources = [c for c in calls]
     fn.folded_gathers = len(folds)
+    fn.backed_off = backed_off
     return fn
 
 

@@ -147,8 +147,10 @@ class Graph:
         its constants kept: what ``wg.compile`` keeps after generating code, so that a
         compiled function does not hold the values of its first call.  Evaluating, reading
         the source and the nodes work; derivative graphs need values (:meth:`with_values`)."""
+        memo = {}  # one stand-in per shape and dtype: NumPy's broadcast_to is slow to call
         nodes = [n if n.kind == "const" else
-                 Node(n.kind, n.prim, n.args, n.params, _stand_in(n.value)) for n in self.nodes]
+                 Node(n.kind, n.prim, n.args, n.params, _stand_in(n.value, memo))
+                 for n in self.nodes]
         leaves, d = flatten(self.example_args)
         g = Graph(nodes, self.in_def, self.leaf_slots, self.input_nodes, self.arg_names,
                   self.out_def, self.outputs, self.guards, name=self.name,
@@ -245,14 +247,21 @@ class Graph:
         return graph_to_dot(self, values=values and not self.values_dropped)
 
 
-def _stand_in(v):
+def _stand_in(v, memo=None):
     """A value's shape and dtype without its data: a read-only broadcast of one NaN (one
-    zero for ints and bools), so that code reading it by mistake shows it."""
+    zero for ints and bools), so that code reading it by mistake shows it; ``memo`` shares
+    one among values of the same shape and dtype."""
     if type(v) is np.ndarray:
-        fill = np.array(np.nan if v.dtype.kind in "fc" else 0, dtype=v.dtype)
-        return np.broadcast_to(fill, v.shape)
+        k = (v.shape, v.dtype)
+        s = memo.get(k) if memo is not None else None
+        if s is None:
+            fill = np.array(np.nan if v.dtype.kind in "fc" else 0, dtype=v.dtype)
+            s = np.broadcast_to(fill, v.shape)
+            if memo is not None:
+                memo[k] = s
+        return s
     if type(v) in (tuple, list):
-        return type(v)(map(_stand_in, v))
+        return type(v)(_stand_in(e, memo) for e in v)
     return v
 
 
