@@ -34,18 +34,20 @@ class Operator:
     """One of Python's operators, as every dialect writes it: ``symbol`` (infix or prefix;
     None: written as a call), ``ufunc`` (what NumPy runs for it on an ndarray operand, so it
     takes ``out=``; None where NumPy takes shortcuts, as ``**`` does), ``in_place`` (``a op= b``
-    is the same IEEE operation on a temporary)."""
+    is the same IEEE operation on a temporary), ``commutes`` (``a op b`` is ``b op a``, so
+    either operand may be the one overwritten)."""
     symbol: Optional[str]
     ufunc: Optional[np.ufunc]
     arity: int
     in_place: bool = False
+    commutes: bool = False
 
 
 # Python's operators: the one table the code writers read (symbols, ufuncs, in-place forms)
 OPERATOR_FORMS = {
-    operator.add: Operator("+", np.add, 2, True),
+    operator.add: Operator("+", np.add, 2, True, True),
     operator.sub: Operator("-", np.subtract, 2, True),
-    operator.mul: Operator("*", np.multiply, 2, True),
+    operator.mul: Operator("*", np.multiply, 2, True, True),
     operator.truediv: Operator("/", np.divide, 2, True),
     operator.floordiv: Operator("//", np.floor_divide, 2),
     operator.mod: Operator("%", np.remainder, 2),
