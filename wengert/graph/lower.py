@@ -24,7 +24,7 @@ from __future__ import annotations
 import keyword
 import math
 
-from ..rules.lowering import OPERATOR_FORMS, lowering_of
+from ..rules.lowering import lowering_of, operator_symbol as symbol
 
 __all__ = ["Writer", "Dialect", "Names", "literal", "lit", "index_source", "ident", "atom",
            "operator_source", "symbol"]
@@ -64,12 +64,6 @@ def ident(s):
     if keyword.iskeyword(s):
         s += "_"
     return s
-
-
-def symbol(op, nargs):
-    """The symbol Python's ``op`` is written with on ``nargs`` operands (OPERATOR_FORMS), or None."""
-    o = OPERATOR_FORMS.get(op)
-    return o.symbol if o is not None and o.arity == nargs else None
 
 
 def operator_source(op, args, parens=False):

@@ -29,19 +29,14 @@ import operator
 import numpy as np
 
 from . import pool
-from ..rules.lowering import OPERATOR_FORMS, lowering_of, python_operator
+from ..rules.lowering import OPERATOR_FORMS, lowering_of, operator_symbol as symbol, \
+    python_operator
 
 __all__ = ["symbol", "live", "accumulations", "plan", "gather_folds", "python_ok", "users",
            "dtype_of", "ufunc_ok", "SIMD_SIZE", "NUMBA_MAX_NODES", "kernel_outputs",
            "schedule", "in_place", "out_ufunc", "given_outputs", "buffers"]
 
 _FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
-
-
-def symbol(op, nargs):
-    """The symbol Python's ``op`` is written with on ``nargs`` operands (OPERATOR_FORMS), or None."""
-    o = OPERATOR_FORMS.get(op)
-    return o.symbol if o is not None and o.arity == nargs else None
 
 
 def live(g):

@@ -17,7 +17,7 @@ from typing import Callable, Optional
 import numpy as np
 
 __all__ = ["LOWERINGS", "Lowering", "NO_LOWERING", "OPERATOR_FORMS", "Operator", "ROLES",
-           "lowering", "lowering_of", "python_operator"]
+           "lowering", "lowering_of", "operator_symbol", "python_operator"]
 
 LOWERINGS = ("ufunc", "scalar form", "whole-array form", "NumPy call", "none")
 
@@ -62,11 +62,19 @@ OPERATOR_FORMS = {
     operator.and_: Operator("&", None, 2),
     operator.or_: Operator("|", None, 2),
     operator.xor: Operator("^", None, 2),
+    operator.lshift: Operator("<<", None, 2),
+    operator.rshift: Operator(">>", None, 2),
     operator.neg: Operator("-", np.negative, 1),
     operator.pos: Operator("+", np.positive, 1),
     operator.invert: Operator("~", None, 1),
     abs: Operator(None, np.absolute, 1),  # a call in every dialect
 }
+
+
+def operator_symbol(op, nargs):
+    """The symbol Python's ``op`` is written with on ``nargs`` operands, or None (a call)."""
+    o = OPERATOR_FORMS.get(op)
+    return o.symbol if o is not None and o.arity == nargs else None
 
 
 @dataclass(frozen=True)
