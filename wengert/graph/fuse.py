@@ -6,10 +6,16 @@ homogeneous float loop (``dd->d``), element reads ``x[i, j]`` (lowering role
 ``gather_at_index``) and sums of element writes (``scatter_into_zeros``) -- into kernels: one loop nest over the
 group's shape, one scalar statement per node, the ufunc itself called on scalars.  An
 all-scalar program (a Python loop over ``x[i]``, the Babylonian iteration) becomes one
-compiled scalar function.  Everything else (matmul, reductions, reshapes...) stays the
-NumPy call :mod:`.codegen` writes, so BLAS does the products.
+compiled scalar function.  Everything else (matmul, reductions, reshapes...) stays a
+NumPy call, so BLAS does the products.
 
-Grouping: a node's *stage* is the latest stage of its arguments, one later past a
+Which nodes fuse, in which kernels, in what order, which temporaries are overwritten and
+which buffers are kept is decided by passes (passes.py); the emitter writes the program and
+the kernels' bodies from those decisions (lower.py, lower_numpy.py, lower_numba.py).  Here:
+Numba itself (imported on first use), the compiled kernels (one per source while in use,
+kept on disk by kernel_cache.py) and the assembled function.
+
+Grouping (passes.plan): a node's *stage* is the latest stage of its arguments, one later past a
 non-fused node or a fused node of another shape; the fused nodes of one stage and shape
 form a kernel, run before that stage's NumPy calls.  So every kernel's inputs exist when
 it runs, whatever the order of the original nodes.

@@ -1,6 +1,7 @@
 """The compiled program's optimisations as passes over the graph, before any text is written:
 each reads the graph (and the primitives' ``lowering`` facts, rules/lowering.py) and returns
-what the emitters (codegen.py's NumPy program, fuse.py's Numba kernels) then write.
+what the one emitter (lower.py, in its NumPy, Numba-kernel and Python-float dialects) then
+writes.
 
 * :func:`live` -- the nodes an output or a guard reads;
 * :func:`accumulations` -- scatter fusion, once for every dialect: chains

@@ -3,9 +3,10 @@ operators, and the kind of lowering each primitive gets (``python -m wengert.cov
 --compile``'s table).
 
 A primitive's record holds at most one :class:`Lowering`, declared with it
-(``primitive(..., lowering=Lowering(...))``); every code writer (graph/codegen.py's NumPy
-program, graph/fuse.py's Numba kernels, graph/numba_array.py's whole-array step, the pool's
-``out=`` calls, graph/simplify.py's algebra, the engines' operator fast paths) reads it through
+(``primitive(..., lowering=Lowering(...))``); the one emitter (graph/lower.py: the NumPy
+program, a fused kernel's body, a compiled scan's whole-array step), the passes (graph/passes.py:
+scatter fusion, kernels, in-place updates, ``out=`` buffers), graph/simplify.py's algebra, the
+engines' operator fast paths, and the symbols expr.py and source mode write read it through
 ``prim.lowering`` and :data:`OPERATOR_FORMS`, so a primitive's lowering lives beside its rule and
 nowhere else.  A primitive without one (``None``) is written as a call of its implementation,
 and fused by its ``ufunc`` where it has one.
