@@ -136,8 +136,11 @@ def _write(g, fast=True, out=None, inplace=None, steps=None):
     em, live, names, params, unpack, name = preamble(g)
     fused, chain_end, _ = passes.accumulations(g, live)
     d = NumPy(fast, out, passes.users(g, live), None)
-    w = start(g, Writer(g, em, d, fused, chain_end, inplace), names, live)
+    w = start(g, Writer(g, em, d, fused, chain_end, inplace, twin=bool(out)), names, live)
     d.steps(w, steps or passes.schedule(g, live))
+    if out:  # the plain program and its pooled twin, written in one walk
+        assert list(w.lines) == _write(g, fast, None, inplace, steps)[0]
+        return w.lines.pooled, returned(g, w, em)
     return w.lines, returned(g, w, em)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from .ir import GuardFailure
 from .lower import Names, Writer, atom, ident as _ident, literal
 from .lower_numpy import NumPy
-from .passes import accumulations, buffers, live as live_nodes, schedule, users
+from .passes import accumulations, buffers, live as live_nodes, schedule
 from .. import tree as _tree
 
 __all__ = ["generate", "build_function", "leaf_names", "preamble", "program_text",
@@ -194,14 +194,15 @@ def generate(g, fast=True, pool=False):
     em, live, names, params, unpack_lines, name = preamble(g)
     fused, chain_end, _ = accumulations(g, live)
     steps = schedule(g, live)
+    out = buffers(g, live, steps, fused, {}, None) if pool else {}  # (no kernels: no uses)
 
     def program(fast_, out=None):
         d = NumPy(fast_, out)
-        w = start(g, Writer(g, em, d, fused, chain_end), names, live)
+        w = start(g, Writer(g, em, d, fused, chain_end, twin=bool(out)), names, live)
         d.steps(w, steps)
         return w, d, returned(g, w, em)
 
-    w, d, ret = program(fast)
+    w, d, ret = program(fast, out)
     sig = ", ".join(params)
     exact_name = exact_text = None
     if d.used_fast:
@@ -210,10 +211,7 @@ def generate(g, fast=True, pool=False):
         exact_text = program_text(exact_name, sig, unpack_lines, ew.lines, eret)
     text = program_text(name, sig, unpack_lines, w.lines, ret, exact_name)
     gen = Generated(text, em.ns, name, exact_text)
-    if pool:
-        out = buffers(g, live, steps, fused, {}, users(g, live))
-        with_pool(gen, g, out, lambda: program(fast, out)[0].lines, em, names, sig,
-                  unpack_lines, ret, exact_name)
+    with_pool(gen, g, out, w.lines, em, names, sig, unpack_lines, ret, exact_name)
     return gen
 
 
@@ -222,15 +220,16 @@ def returned(g, w, em):
     return _out_expr(g.out_def, iter(_fresh_output(g, o, w.expr) for o in g.outputs), em)
 
 
-def with_pool(gen, g, out, body, em, names, sig, unpack_lines, ret, exact):
+def with_pool(gen, g, out, lines, em, names, sig, unpack_lines, ret, exact):
     """Add to ``gen`` the program writing into the buffers ``out`` ({node: buffer},
-    passes.buffers), its body written by ``body()``, and its entry, which runs it when no
-    call in flight holds the buffers, else the plain program."""
+    passes.buffers), whose body the emitter wrote beside the plain one (``lines.pooled``:
+    lower.Twin), and its entry, which runs it when no call in flight holds the buffers,
+    else the plain program."""
     if not out:
         return
     gen.entry = name = _fresh(f"{gen.name}_entry", em.used)
     pname = _fresh(f"{gen.name}_pooled", em.used)
-    lines = body()
+    lines = lines.pooled
     values = [g.nodes[i].value for i in g.input_nodes]
     checks = [f"{names[k]}.strides != {v.strides!r}" for k, v in enumerate(values)
               if type(v) is np.ndarray and v.ndim]

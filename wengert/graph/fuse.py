@@ -32,13 +32,10 @@ casts are the same IEEE operations.  Division by zero gives NumPy's ``inf``/``na
 """
 from __future__ import annotations
 
-import operator
 import os
 import threading
 import warnings
 import weakref
-
-import numpy as np
 
 from .codegen import Generated, build_function, compile_generated, preamble, program_text, \
     returned, start, with_pool
@@ -50,7 +47,7 @@ from .passes import SIMD_SIZE, accumulations, buffers, dtype_of as _dtype, in_pl
     schedule, users
 
 __all__ = ["build_fused", "numba_or_none", "fuse_default", "lowering", "UnfusedWarning",
-           "warn_unfused"]
+           "warn_unfused", "SIMD_SIZE"]
 
 # kernel source -> Numba dispatcher, while a program holds it (kernel_cache keeps the
 # recently used alive): one compilation per source and types, none kept for dead programs
@@ -123,20 +120,14 @@ def build_fused(g, reuse_buffers=False):
     exact = em.bind(build_function(g), f"{g.name}_exact") \
         if any(s[0] == "python" for s in steps) else None
 
-    def program(out=None):
-        d = NumPy(False, out, uses, _kernel)
-        w = start(g, Writer(g, em, d, fused, chain_end, inplace), names, live)
-        d.steps(w, steps)
-        return w, d
-
-    w, d = program()
+    out = buffers(g, live, steps, fused, inplace, uses) if reuse_buffers else {}
+    d = NumPy(False, out, uses, _kernel)
+    w = start(g, Writer(g, em, d, fused, chain_end, inplace, twin=bool(out)), names, live)
+    d.steps(w, steps)
     ret = returned(g, w, em)
     sig = ", ".join(params)
     gen = Generated(program_text(name, sig, unpack_lines, w.lines, ret, exact), em.ns, name)
-    if reuse_buffers:
-        out = buffers(g, live, steps, fused, inplace, uses)
-        with_pool(gen, g, out, lambda: program(out)[0].lines, em, names, sig, unpack_lines,
-                  ret, exact)
+    with_pool(gen, g, out, w.lines, em, names, sig, unpack_lines, ret, exact)
     fn = compile_generated(gen, "wengert fused graph")
     fn.kernel_sources = d.kernel_sources
     fn.folded_gathers = sum(1 for s in steps if s[0] == "kernel" and s[3] is not None)

@@ -26,7 +26,7 @@ import math
 
 from ..rules.lowering import lowering_of, operator_symbol as symbol
 
-__all__ = ["Writer", "Dialect", "Names", "literal", "lit", "index_source", "ident", "atom",
+__all__ = ["Writer", "Dialect", "Twin", "Names", "literal", "lit", "index_source", "ident", "atom",
            "operator_source", "symbol"]
 
 
@@ -131,6 +131,20 @@ def index_source(idx, names):
     return lit(idx, names)
 
 
+class Twin(list):
+    """A program's lines and, in ``pooled``, its twin's -- the same program writing into the
+    buffers passes.buffers kept: every line is both programs' but where ``append`` is given
+    the twin's own (a call with ``out=``).  So both are written in one walk, each once."""
+
+    def __init__(self):
+        super().__init__()
+        self.pooled = []
+
+    def append(self, line, pooled=None):
+        super().append(line)
+        self.pooled.append(line if pooled is None else pooled)
+
+
 class Writer:
     """Writes nodes one at a time (in any topological order: the passes choose it) into
     ``lines``, keeping each written node's source in ``expr``; its ``dialect`` says how.
@@ -138,11 +152,12 @@ class Writer:
     A dialect answers ``constant``, ``input``, ``project``, ``accumulate`` (a step of an
     ``accumulate_into`` chain: ``fused``), ``in_place`` (the node overwrites its argument
     ``a``: ``inplace``), ``gather`` (an element read, where the dialect ``reads_elements``),
-    ``apply`` (any other primitive) and ``done`` (after each node)."""
+    ``apply`` (any other primitive) and ``done`` (after each node).  With ``twin``, ``lines``
+    is a :class:`Twin`: the pooled program is written beside the plain one."""
 
-    def __init__(self, g, names, dialect, fused=None, chain_end=None, inplace=None):
+    def __init__(self, g, names, dialect, fused=None, chain_end=None, inplace=None, twin=False):
         self.g, self.names, self.dialect = g, names, dialect
-        self.lines = []
+        self.lines = Twin() if twin else []
         self.expr = {}  # node index -> source of its value
         self.counter = 0
         self.fused = fused or {}

@@ -205,7 +205,7 @@ def write_kernel(w, members, shape, fold, uses, out, compile_kernel):
             ins.append(("out", i))
             at[len(in_src)] = i
             in_src.append(f"{names.bind(np.empty, 'empty')}({tuple(shape)!r}, "
-                          f"{names.bind(v.dtype, 'dtype')})" if i not in out else None)
+                          f"{names.bind(v.dtype, 'dtype')})")
             store.append(f"{o}[{', '.join(loops)}] = {local[i]}")
             ret.append(o)
     lines = list(pre)
@@ -233,14 +233,17 @@ def write_kernel(w, members, shape, fold, uses, out, compile_kernel):
             w.lines.append(f"{t} = {t}.reshape({tuple(nodes[j].value.shape)!r})")
         w.guards(j)
         return src
-    for p, i in at.items():
-        if in_src[p] is None:
-            in_src[p] = names.bind(out[i], f"buf{i}")
     targets = []
     for i in outs:
         t = w.expr[i] = w.fresh()
         targets.append(t)
-    w.lines.append(f"{', '.join(targets)}, = {kname}({', '.join(in_src)})")
+    call = f"{', '.join(targets)}, = {kname}("
+    if any(i in out for i in at.values()):  # the pooled twin: given its kept buffers
+        pooled = [names.bind(out[at[p]], f"buf{at[p]}") if at.get(p) in out else s
+                  for p, s in enumerate(in_src)]
+        w.lines.append(f"{call}{', '.join(in_src)})", f"{call}{', '.join(pooled)})")
+    else:
+        w.lines.append(f"{call}{', '.join(in_src)})")
     for i in outs:
         v = nodes[i].value
         if type(v) in (np.float64, np.float32):  # NumPy scalars stay NumPy scalars

@@ -24,7 +24,7 @@ import numpy as np
 from ..rules.lowering import OPERATOR_FORMS, python_operator
 from .lower import Dialect, index_source, lit, literal, operator_source, symbol
 from .lower_numba import write_kernel
-from .passes import out_ufunc
+from .passes import ufunc_of
 
 __all__ = ["NumPy", "PythonFloats", "call_source"]
 
@@ -95,15 +95,15 @@ class NumPy(Dialect):
         v = w.fresh()
         args = [w.expr[a] for a in n.args]
         values = [w.g.nodes[a].value for a in n.args]
+        rhs, inline = call_source(n, args, w.names, self.fast, values)
+        self.used_fast |= inline
         buf = self.out.get(i)
-        if buf is not None:  # its ufunc writing into the kept buffer
-            u = out_ufunc(n, values)
-            rhs = (f"{w.names.bind(u, 'np_' + u.__name__)}({', '.join(args)}, "
-                   f"out={w.names.bind(buf, f'buf{i}')})")
-        else:
-            rhs, inline = call_source(n, args, w.names, self.fast, values)
-            self.used_fast |= inline
-        w.lines.append(f"{v} = {rhs}")
+        if buf is None:
+            w.lines.append(f"{v} = {rhs}")
+        else:  # the pooled twin: its ufunc writing into the kept buffer
+            u = ufunc_of(n.prim)
+            w.lines.append(f"{v} = {rhs}", f"{v} = {w.names.bind(u, 'np_' + u.__name__)}("
+                           f"{', '.join(args)}, out={w.names.bind(buf, f'buf{i}')})")
         w.expr[i] = v
 
     # -- the fused program's steps (passes.schedule) ----------------------------------------

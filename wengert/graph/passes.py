@@ -35,7 +35,7 @@ from ..rules.lowering import OPERATOR_FORMS, lowering_of, operator_symbol as sym
 
 __all__ = ["symbol", "live", "accumulations", "plan", "gather_folds", "python_ok", "users",
            "dtype_of", "ufunc_ok", "SIMD_SIZE", "NUMBA_MAX_NODES", "kernel_outputs",
-           "schedule", "in_place", "out_ufunc", "given_outputs", "buffers"]
+           "schedule", "in_place", "out_ufunc", "ufunc_of", "given_outputs", "buffers"]
 
 _FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
 
@@ -495,20 +495,25 @@ def out_ufunc(n, arg_values):
     if n.kind != "op" or n.params or type(v) is not np.ndarray or not v.ndim or \
             v.dtype.kind not in "biufc" or n.prim.multiple_results:
         return None
-    impl = n.prim.impl
-    if isinstance(impl, np.ufunc):
-        u = impl
-    else:
+    u = ufunc_of(n.prim)
+    if u is not n.prim.impl:
         # Python's operators on an ndarray operand are NumPy's ufuncs (OPERATOR_FORMS: not ``**``,
         # whose ``__pow__`` takes shortcuts for scalar exponents, ``square``, ``sqrt``...)
-        op = python_operator(n.prim)
-        u = OPERATOR_FORMS[op].ufunc if op is not None else None
         if u is None or not any(type(a) is np.ndarray for a in arg_values) or \
                 not all(type(a) is np.ndarray or isinstance(a, _NUMBERS) for a in arg_values):
             return None  # a Python operator is NumPy's ufunc only with an ndarray operand
     if u.nout != 1 or u.nin != len(arg_values):
         return None
     return u
+
+
+def ufunc_of(prim):
+    """The ufunc a call of ``prim`` is, or is on an ndarray operand (its operator's), or None."""
+    impl = prim.impl
+    if isinstance(impl, np.ufunc):
+        return impl
+    op = python_operator(prim)
+    return OPERATOR_FORMS[op].ufunc if op is not None else None
 
 
 def _trusted(n):
