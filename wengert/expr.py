@@ -41,6 +41,7 @@ import numpy as np
 
 from . import numpy as wnp
 from .core import Primitive
+from .rules.lowering import OPERATOR_FORMS
 
 __all__ = ["ExprError", "Expr", "parse", "FUNCTIONS", "MAX_LENGTH", "MAX_BRACKET_DEPTH",
            "MAX_DEPTH"]
@@ -89,17 +90,26 @@ def _read_namespace():
 FUNCTIONS, ALIASES = _read_namespace()
 CONSTANTS = {"pi": math.pi}
 
-_BINOPS = {ast.Add: ("add", "+", 1), ast.Sub: ("sub", "-", 1), ast.Mult: ("mul", "*", 2),
-           ast.Div: ("div", "/", 2), ast.FloorDiv: ("floordiv", "//", 2),
-           ast.Mod: ("mod", "%", 2), ast.Pow: ("pow", "**", 4)}
-_UNARY = {ast.USub: ("neg", "-"), ast.UAdd: ("pos", "+")}
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
+           ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow"}
+_UNARY = {ast.USub: "neg", ast.UAdd: "pos"}
 _PY_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
            "div": operator.truediv, "floordiv": operator.floordiv, "mod": operator.mod,
            "pow": operator.pow, "neg": operator.neg, "pos": operator.pos}
 _NUMPY_SEMANTICS = {"div": "divide", "floordiv": "floor_divide", "mod": "remainder",
                     "pow": "power"}
-SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
-           "pow": "**", "neg": "-", "pos": "+"}
+# how each is written: read off the one operator table (rules/lowering.py)
+SYMBOLS = {name: OPERATOR_FORMS[op].symbol for name, op in _PY_OPS.items()}
+
+
+def _symbol_of(op):
+    """How an operator of the syntax tree (``ast.MatMult``...) is written, for a message."""
+    form = OPERATOR_FORMS.get(getattr(operator, _AST_OPERATOR.get(type(op).__name__, ""), None))
+    return form.symbol if form is not None and form.symbol else "?"
+
+
+_AST_OPERATOR = {"MatMult": "matmul", "BitAnd": "and_", "BitOr": "or_", "BitXor": "xor",
+                 "LShift": "lshift", "RShift": "rshift", "Invert": "invert"}
 _PREC = {"add": 1, "sub": 1, "mul": 2, "div": 2, "floordiv": 2, "mod": 2, "neg": 3, "pos": 3,
          "pow": 4}
 # operations that may give an infinity (or a nan) from finite arguments without
@@ -248,13 +258,12 @@ class _Builder:
             return ()
         if t is ast.BinOp:
             if type(node.op) not in _BINOPS:
-                sym = {ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
-                       ast.LShift: "<<", ast.RShift: ">>"}.get(type(node.op), "?")
+                sym = _symbol_of(node.op)
                 self.fail(f"the operator '{sym}'", node)
             return (node.left, node.right)
         if t is ast.UnaryOp:
             if type(node.op) not in _UNARY:
-                sym = {ast.Not: "not", ast.Invert: "~"}.get(type(node.op), "?")
+                sym = "not" if type(node.op) is ast.Not else _symbol_of(node.op)
                 self.fail(f"the operator '{sym}'", node)
             return (node.operand,)
         if t is ast.Call:
@@ -301,9 +310,9 @@ class _Builder:
                 self.variables.append(node.id)
             return self._add(("input", node.id), kind="input", name=node.id, col=col)
         if t is ast.BinOp:
-            op = _BINOPS[type(node.op)][0]
+            op = _BINOPS[type(node.op)]
         elif t is ast.UnaryOp:
-            op = _UNARY[type(node.op)][0]
+            op = _UNARY[type(node.op)]
         else:
             op = ALIASES.get(node.func.id, node.func.id)
         return self._add(("op", op) + tuple(kids), kind="op", op=op, args=kids, col=col)

@@ -1,68 +1,28 @@
-"""Code generation: a Graph as straight-line Python over NumPy, one assignment per node.
+"""Code generation: a Graph as a Python function -- the function around the body the emitter
+writes (lower.py, in its NumPy dialect: lower_numpy.py), compiled.
 
-Each primitive node calls that primitive's plain implementation (``prim.impl``),
-bound in the generated function's globals under the primitive's name, so the
-generated program computes exactly what the eager program computes.  Where an
-implementation is a Python operator (``operator.mul``...) the operator is
-written infix (``x * y``): the same call, read as the seeds write it.
-
-Implementations that try a Python operator first and fall back to NumPy when
-Python raises (``x / 0.0`` on floats) are written infix too, inside
-``try``/``except``; the ``except`` branch reruns the exact program, which calls
-the implementations themselves, so results are identical in every case.
+Here: the parameters (one name per input leaf, taken from the traced function's parameter
+names, the argument pytrees unpacked), the returned pytree, the ``try``/``except`` that reruns
+the exact program where Python's operators on Python numbers raise, and -- with buffers kept
+between calls (pool.py) -- the pooled program and its entry, which takes the pool's lock.
+The body is written once per program, from the passes' decisions (passes.py).
 """
 from __future__ import annotations
 
 import builtins
 import re
-import keyword
-import math
-import operator
+import threading
 
 import numpy as np
 
 from .ir import GuardFailure
-from ..rules.lowering import OPERATOR_FORMS, python_operator
-from .passes import accumulations, live as live_nodes, symbol as _symbol
-from .pool import out_ufunc, plan as pool_plan, pooled_text
+from .lower import Names, Writer, atom, ident as _ident, literal
+from .lower_numpy import NumPy
+from .passes import accumulations, buffers, live as live_nodes, schedule
 from .. import tree as _tree
 
-__all__ = ["generate", "build_function", "leaf_names"]
-
-
-def literal(v):
-    """Python source that evaluates to exactly ``v``, or ``None``."""
-    t = type(v)
-    if v is None or t is bool or t is int or t is str:
-        return repr(v)
-    if t is float:
-        return repr(v) if math.isfinite(v) else None
-    if v is Ellipsis:
-        return "..."
-    if t is slice:
-        parts = [literal(p) for p in (v.start, v.stop, v.step)]
-        return None if None in parts else f"slice({', '.join(parts)})"
-    if t is tuple or t is list:
-        parts = [literal(p) for p in v]
-        if None in parts:
-            return None
-        if t is tuple:
-            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-        return "[" + ", ".join(parts) + "]"
-    return None
-
-
-def _atom(src):
-    return f"({src})" if src.startswith("-") else src
-
-
-def _ident(s):
-    s = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in str(s))
-    if not s or s[0].isdigit():
-        s = "_" + s
-    if keyword.iskeyword(s):
-        s += "_"
-    return s
+__all__ = ["generate", "build_function", "leaf_names", "preamble", "program_text",
+           "compile_generated", "Generated", "start", "returned", "with_pool"]
 
 
 # -- names of inputs ----------------------------------------------------------------------
@@ -109,225 +69,15 @@ class Generated:
         self.text, self.namespace, self.name, self.exact_text = text, namespace, name, exact_text
 
 
-class _Emitter:
-    def __init__(self, g):
-        self.g = g
-        self.ns = {"GuardFailure": GuardFailure}
-        self.bound = {}  # id(obj) -> name
-        self.used = set(self.ns)
-
-    def bind(self, obj, hint):
-        key = id(obj)
-        if key in self.bound:
-            return self.bound[key]
-        base = _ident(hint)
-        name, k = base, 2
-        while name in self.used:
-            name = f"{base}_{k}"
-            k += 1
-        self.used.add(name)
-        self.ns[name] = obj
-        self.bound[key] = name
-        return name
-
-
-def _is_py_scalar(v):
-    return type(v) in (float, int, bool, complex)
-
-
-def _body(g, em, names, fast):
-    """Lines of the straight-line program; ``fast`` writes fallback-operators infix."""
-    w = BodyWriter(g, em, names, fast)
-    for i in range(len(g.nodes)):
-        if w.live[i]:
-            w.node(i)
+def start(g, w, names, live):
+    """The inputs' and constants' sources in ``w``, before its first node."""
+    for k, i in enumerate(g.input_nodes):
+        w.expr[i] = names[k]
+    for i, n in enumerate(g.nodes):
+        if live[i] and n.kind == "const":
+            src = literal(n.value)
+            w.expr[i] = atom(src) if src is not None else w.names.bind(n.value, f"c{i}")
     return w
-
-
-class BodyWriter:
-    """Writes one node at a time (in any topological order: the fused path reorders)."""
-
-    def __init__(self, g, em, names, fast):
-        self.g, self.em, self.fast = g, em, fast
-        self.lines = []
-        self.used_fast = False
-        self.live = live_nodes(g)
-        self.guard_of = {}
-        for i, b in g.guards:
-            self.guard_of.setdefault(i, []).append(b)
-        self.counter = 0
-        # buffer reuse (pool.py): node -> (line index, its ufunc or None for a kernel) for
-        # calls that can write into a given buffer; line index -> (a function writing that
-        # line from {node: the source of its output array}, {node: what the plain line
-        # passes there, or None: keep the plain line unless pooled}); the nodes whose
-        # statement allocates an array
-        self.pool_alt = {}
-        self.pool_lines = {}
-        self.in_place_of = {}
-        self.allocates = set()
-        self.at = {}  # node -> index of the last line written for it (where it reads)
-        self.fused, self.chain_end, _ = accumulations(g, self.live)
-        self.expr = {}  # node index -> source of its value
-        for k, i in enumerate(g.input_nodes):
-            self.expr[i] = names[k]
-        for i, n in enumerate(g.nodes):
-            if self.live[i] and n.kind == "const":
-                lit = literal(n.value)
-                self.expr[i] = _atom(lit) if lit is not None else em.bind(n.value, f"c{i}")
-
-    # in-place arithmetic: ``a += b`` where ``a`` is a temporary no one else reads.  Set
-    # ``scratch`` to the nodes whose arrays the program itself allocated (fresh every call)
-    scratch = None
-    uses = None
-
-    def _in_place(self, i, n):
-        g = self.g
-        if n.kind != "op" or n.params or type(n.value) is not np.ndarray:
-            return False
-        op = python_operator(n.prim)
-        if op is None or not OPERATOR_FORMS[op].in_place:
-            return False
-        sides = (0, 1) if op in (operator.add, operator.mul) else (0,)
-        for side in sides:
-            a, b = n.args[side], n.args[1 - side]
-            av = g.nodes[a].value
-            if (a in self.scratch and self.uses[a] == 1 and type(av) is np.ndarray
-                    and av.shape == n.value.shape and av.dtype == n.value.dtype and a != b):
-                self.lines.append(f"{self.expr[a]} {OPERATOR_FORMS[op].symbol}= {self.expr[b]}")
-                self.expr[i] = self.expr[a]
-                self.scratch.add(i)
-                self.in_place_of[i] = a  # i is a's memory; b is only read
-                return True
-        return False
-
-    def fresh(self):
-        self.counter += 1
-        return f"v{self.counter}"
-
-    def guards(self, i):
-        for b in self.guard_of.get(i, ()):
-            cond = f"not {self.expr[i]}" if b else self.expr[i]
-            self.lines.append(f"if {cond}: raise GuardFailure({i})"
-                              f"  # traced with {self.expr[i]} {'true' if b else 'false'}")
-
-    def node(self, i):
-        self._node(i)
-        self.at[i] = len(self.lines) - 1
-
-    def _node(self, i):
-        g, em, lines, expr = self.g, self.em, self.lines, self.expr
-        n = g.nodes[i]
-        if n.kind == "const":
-            return
-        if i in self.fused:
-            step = self.fused[i]
-            kind = step[0]
-            if kind == "skip":
-                return
-            if kind == "start":  # zeros of the shape, the first scatter written in
-                v = expr[i] = self.fresh()
-                sn = g.nodes[i]
-                lines.append(f"{v} = {em.bind(np.zeros, 'zeros')}({_lit(sn.params['shape'], em)}"
-                             f", {em.bind(step[2], 'dtype')})")
-                lines.append(f"{v}[{_index_src(sn.params['idx'], em)}] = {expr[sn.args[0]]}")
-                self.guards(i)
-                return
-            sn = g.nodes[step[2]]
-            if kind == "start+":  # a copy of the accumulator, the first scatter added in
-                v = expr[i] = self.fresh()
-                lines.append(f"{v} = {expr[step[1]]}.copy()")
-            else:
-                v = expr[i] = expr[step[1]]
-            lines.append(f"{v}[{_index_src(sn.params['idx'], em)}] += {expr[sn.args[0]]}")
-            if i in self.chain_end:  # +0.0 where the unfused sums added zeros: -0.0 -> +0.0
-                mask = self.chain_end[i]
-                if mask is True:
-                    lines.append(f"{v} += 0.0")
-                elif mask is not None:
-                    lines.append(f"{v}[{em.bind(mask, 'zero_added')}] += 0.0")
-        elif n.kind != "input":
-            if self.scratch is not None and self._in_place(i, n):
-                self.guards(i)
-                return
-            v = self.fresh()
-            if n.kind == "proj":
-                rhs = f"{expr[n.args[0]]}[{n.params['index']}]"
-            else:
-                rhs, inline = _call(n, [expr[a] for a in n.args], em, self.fast,
-                                    [g.nodes[a].value for a in n.args])
-                self.used_fast |= inline
-                args = [expr[a] for a in n.args]
-                u = out_ufunc(n, [g.nodes[a].value for a in n.args])
-                if u is not None:
-                    self.allocates.add(i)
-                    self.pool_alt[i] = (len(lines), u)
-                    call = f"{v} = {em.bind(u, 'np_' + u.__name__)}({', '.join(args)}, out="
-                    self.pool_lines[len(lines)] = (lambda out, i=i, call=call: f"{call}{out[i]})",
-                                                   {i: None})
-            lines.append(f"{v} = {rhs}")
-            expr[i] = v
-        self.guards(i)
-
-
-# -- fusing sums of scatters: "gx = gx + zeros-with-v-at-idx" becomes "gx[idx] += v" -------
-# Primitives declared ``scatter_into_zeros`` write their first argument at the static basic
-# index ``idx`` of zeros of ``shape`` (dtype of the argument).  Reverse sweeps through
-# indexing (x[i] in a loop) produce long sums of them; the fused form writes into one buffer.
-
-
-def _lit(v, em):
-    lit = literal(v)
-    return lit if lit is not None else em.bind(v, "k")
-
-
-def _index_src(idx, em):
-    """``x[idx]`` source: ``3``, ``1:3``, ``::2, 0``..."""
-    def one(e):
-        if type(e) is slice and all(p is None or type(p) is int
-                                    for p in (e.start, e.stop, e.step)):
-            a, b, c = ("" if p is None else repr(p) for p in (e.start, e.stop, e.step))
-            return f"{a}:{b}" + (f":{c}" if c else "")
-        if e is Ellipsis:
-            return "..."
-        return literal(e) if type(e) in (int, bool) or e is None else None
-    if type(idx) is tuple and idx:
-        parts = [one(e) for e in idx]
-        if None not in parts:
-            return ", ".join(parts) + ("," if len(parts) == 1 and ":" not in parts[0]
-                                       and parts[0] != "..." and type(idx[0]) is not int
-                                       else "")
-    return _lit(idx, em)
-
-
-def _call(n, args, em, fast, arg_values):
-    impl = n.prim.impl
-    op = python_operator(n.prim)
-    sym = _symbol(op, len(args)) if not n.params else None
-    if sym is not None:
-        if op is impl:  # the implementation is the operator itself
-            return (f"{args[0]} {sym} {args[1]}" if len(args) == 2 else f"{sym}{args[0]}"), False
-        if fast and len(args) == 2 and _may_inline(op, arg_values):
-            # it tries the operator, NumPy where Python raises: only Python numbers on both
-            # sides can make Python raise
-            risky = all(_is_py_scalar(v) for v in arg_values)
-            return f"{args[0]} {sym} {args[1]}", risky
-    fname = em.bind(impl, n.prim.name)
-    parts = list(args)
-    for key, val in n.params.items():
-        lit = literal(val)
-        parts.append(f"{key}={lit if lit is not None else em.bind(val, key)}")
-    return f"{fname}({', '.join(parts)})", False
-
-
-def _may_inline(op, vals):
-    """Python's operator gives the implementation's answer unless it raises, and
-    ``**`` could give a complex number only for a Python-number base and a
-    non-integral exponent."""
-    if op is operator.pow:
-        base, expo = vals
-        if _is_py_scalar(base):
-            return type(expo) is int or (type(expo) is float and expo.is_integer())
-    return True
 
 
 def _out_expr(d, leaves, em):
@@ -425,10 +175,10 @@ def _unpack_tree(expr, d, leaf_names_all, pos, lines, used, em):
 
 
 def preamble(g):
-    """``(emitter, live, leaf names, parameters, unpacking lines, function name)``: what
+    """``(names, live, leaf names, parameters, unpacking lines, function name)``: what
     every generated program (plain or fused) starts from. The primitives are bound first,
     so that argument names never shadow them."""
-    em = _Emitter(g)
+    em = Names({"GuardFailure": GuardFailure})
     live = live_nodes(g)
     for i, n in enumerate(g.nodes):
         if live[i] and n.kind == "op":
@@ -442,35 +192,61 @@ def preamble(g):
 def generate(g, fast=True, pool=False):
     """The program's source; with ``pool``, also a program reusing buffers (pool.py)."""
     em, live, names, params, unpack_lines, name = preamble(g)
+    fused, chain_end, _ = accumulations(g, live)
+    steps = schedule(g, live)
+    out = buffers(g, live, steps, fused, {}, None) if pool else {}  # (no kernels: no uses)
 
-    def program(fast_):
-        w = _body(g, em, names, fast_)
-        ret = _out_expr(g.out_def, iter(_fresh_output(g, o, w.expr) for o in g.outputs), em)
-        return w, ret
+    def program(fast_, out=None):
+        d = NumPy(fast_, out)
+        w = start(g, Writer(g, em, d, fused, chain_end, twin=bool(out)), names, live)
+        d.steps(w, steps)
+        return w, d, returned(g, w, em)
 
-    w, ret = program(fast)
+    w, d, ret = program(fast, out)
     sig = ", ".join(params)
     exact_name = exact_text = None
-    if w.used_fast:
+    if d.used_fast:
         exact_name = _fresh(f"{name}_exact", em.used)
-        ew, eret = program(False)
+        ew, _, eret = program(False)
         exact_text = program_text(exact_name, sig, unpack_lines, ew.lines, eret)
     text = program_text(name, sig, unpack_lines, w.lines, ret, exact_name)
     gen = Generated(text, em.ns, name, exact_text)
-    if pool:
-        with_pool(gen, g, w, live, names, sig, unpack_lines, ret, exact_name)
+    with_pool(gen, g, out, w.lines, em, names, sig, unpack_lines, ret, exact_name)
     return gen
 
 
-def with_pool(gen, g, w, live, names, sig, unpack_lines, ret, exact):
-    """Add to ``gen`` the program writing into reused buffers, and its entry (pool.py)."""
-    pooled = pool_plan(g, w, live)
-    if pooled:
-        gen.entry = _fresh(f"{gen.name}_entry", w.em.used)
-        names2 = (gen.entry, _fresh(f"{gen.name}_pooled", w.em.used), gen.name)
-        gen.pool_text = pooled_text(g, w, pooled, names, names2, sig, unpack_lines, ret, exact,
-                                    program_text)
-        gen.pool = pooled
+def returned(g, w, em):
+    """The source of the returned pytree."""
+    return _out_expr(g.out_def, iter(_fresh_output(g, o, w.expr) for o in g.outputs), em)
+
+
+def with_pool(gen, g, out, lines, em, names, sig, unpack_lines, ret, exact):
+    """Add to ``gen`` the program writing into the buffers ``out`` ({node: buffer},
+    passes.buffers), whose body the emitter wrote beside the plain one (``lines.pooled``:
+    lower.Twin), and its entry, which runs it when no call in flight holds the buffers,
+    else the plain program."""
+    if not out:
+        return
+    gen.entry = name = _fresh(f"{gen.name}_entry", em.used)
+    pname = _fresh(f"{gen.name}_pooled", em.used)
+    lines = lines.pooled
+    values = [g.nodes[i].value for i in g.input_nodes]
+    checks = [f"{names[k]}.strides != {v.strides!r}" for k, v in enumerate(values)
+              if type(v) is np.ndarray and v.ndim]
+    check = [f"if {' or '.join(checks)}: return {gen.name}({sig})  # another layout"] \
+        if checks else []
+    text = program_text(pname, sig, unpack_lines + check, lines, ret, exact)
+    lock = threading.Lock()
+    acquire, release = em.bind(lock.acquire, "pool_acquire"), em.bind(lock.release, "pool_release")
+    text += (f"def {name}({sig}):\n"
+             f"    if {acquire}(False):  # no call in flight holds the buffers\n"
+             f"        try:\n"
+             f"            return {pname}({sig})\n"
+             f"        finally:\n"
+             f"            {release}()\n"
+             f"    return {gen.name}({sig})\n")
+    gen.pool_text = text
+    gen.pool = out
 
 
 def _fresh_output(g, o, expr):

@@ -2,59 +2,23 @@
 
 :mod:`.fuse` fuses the elementwise runs of a program and leaves the rest to NumPy calls;
 a compiled scan wants its whole step inside Numba, so that the loop over the steps runs
-there too (wengert/checkpoint/fused.py).  Here every node becomes one whole-array
-statement in the NumPy subset Numba compiles: an elementwise primitive its ufunc (or
-Python operator), as :mod:`.fuse` derives it from the rule record; any other primitive
-its record's ``lowering.array`` form (matmul as ``np.dot``, which is BLAS; sums, reshapes,
-transposes, broadcasts: rules/shape.py, rules/products.py).  A node with neither, or a
-value Numba would type differently (integers, 0-d arrays, complex), raises
+there too (wengert/checkpoint/fused.py).  The emitter writes every node as one whole-array
+statement in its Numba-array dialect (lower_numba.NumbaArray: an elementwise primitive its
+ufunc or Python operator, any other its record's ``lowering.array`` form); here the
+function's parameters and results are assembled around those statements, and the step and
+its VJP cut in two where the cotangents come in (``split_sources``).  A node with no form, or
+a value Numba would type differently (integers, 0-d arrays, complex), raises
 ``NotExpressible`` saying which: the caller keeps its NumPy program.
-
-Scalar operands of a float32 operation are cast to float32 (NumPy treats a Python float
-as weak; Numba would promote to float64).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .fuse import _load, _scalar_form, numba_or_none
-from .passes import ufunc_ok as _ufunc_ok
-from ..rules.lowering import lowering_of
+from .fuse import numba_or_none
+from .lower import Writer
+from .lower_numba import NotExpressible, NumbaArray, float_kind
 
-__all__ = ["NotExpressible", "njit_source", "float_kind"]
-
-
-class NotExpressible(Exception):
-    """The graph has a node Numba's NumPy subset cannot run as the NumPy program does;
-    ``primitive``: the name of a primitive with no Numba form, where that is why."""
-
-    def __init__(self, message, primitive=None):
-        super().__init__(message)
-        self.primitive = primitive
-
-
-def float_kind(v):
-    """``("array", shape, dtype)`` or ``("scalar",)`` for a value a loop can carry; else None."""
-    t = type(v)
-    if t is np.ndarray:
-        if v.ndim and v.size and v.dtype in (np.float64, np.float32):
-            return ("array", v.shape, v.dtype)
-        return None
-    if t in (float, np.float64):
-        return ("scalar",)
-    return None
-
-
-def _scalar_const(v):
-    return type(v) in (float, int, bool, np.float64, np.float32, np.int64)
-
-
-def _literal(v, dt):
-    """A scalar constant as an operand of a ``dt`` operation (NumPy's weak Python scalar)."""
-    f = float(v)
-    text = repr(f) if np.isfinite(f) else ("np.nan" if f != f else ("-" if f < 0 else "")
-                                           + "np.inf")
-    return f"np.{dt.name}({text})"
+__all__ = ["NotExpressible", "njit_source", "njit_body", "split_sources", "float_kind"]
 
 
 def njit_source(g, name, buffers=None, accumulate=()):
@@ -91,7 +55,6 @@ def njit_body(g, inputs, prefix, buffers=None, accumulate=None, outputs=None, gi
     nb = numba_or_none()
     if nb is None:
         raise NotExpressible("Numba is not installed")
-    supported = nb[1]
     nodes = g.nodes
     outputs = list(g.outputs) if outputs is None else list(outputs)
     given = given or {}
@@ -103,142 +66,32 @@ def njit_body(g, inputs, prefix, buffers=None, accumulate=None, outputs=None, gi
             live[i] = True
             if i not in given:
                 stack.extend(nodes[i].args)
-    expr, consts, lines = dict(given), [], []
-    users = [0] * len(nodes)
-    for i, n in enumerate(nodes):
-        if live[i] and i not in given:
-            for a in n.args:
-                users[a] += 1
-    for o in outputs:
-        users[o] += 2
-    elementwise = [n.kind == "op" and live[i] and i not in given and n.prim.ufunc is not None and
-                   float_kind(n.value) is not None and _ufunc_ok(n, supported)
-                   for i, n in enumerate(nodes)]
+    d = NumbaArray(g, live, given, outputs, nb[1], prefix, buffers, accumulate)
+    w = Writer(g, None, d)
+    w.expr.update(given)
     for pos, i in enumerate(g.input_nodes):
         if float_kind(nodes[i].value) is None:
             raise NotExpressible(f"input {pos} is {type(nodes[i].value).__name__} "
                                  f"{getattr(nodes[i].value, 'dtype', '')}, not a float (array)")
-        expr[i] = f"{prefix}a{pos}"
+        w.expr[i] = f"{prefix}a{pos}"
         if live[i] and inputs[pos] is not None:
-            lines.append(f"{expr[i]} = {inputs[pos]}")
-
-    def arg(a, dt):
-        n = nodes[a]
-        if n.kind == "const" and a not in expr:
-            return _literal(n.value, dt)
-        if dt == np.float32 and float_kind(n.value) == ("scalar",):
-            return f"np.float32({expr[a]})"
-        return expr[a]
-
-    inlined = set()
-
-    def _loop_nest(root, buf, shape, prefix, op="="):
-        """The elementwise tree at ``root`` element by element into ``buf``."""
-        loops = [f"{prefix}i{d}" for d in range(len(shape))]
-        members, stack = [], [root]
-        while stack:
-            m = stack.pop()
-            members.append(m)
-            stack += [a for a in nodes[m].args if a in inlined]
-        scal = {}
-        for m in sorted(members):
-            n = nodes[m]
-            dt = np.dtype(n.value.dtype if type(n.value) is np.ndarray else np.float64)
-            args = []
-            for a in n.args:
-                v = nodes[a].value
-                if a in scal:
-                    args.append(scal[a])
-                elif type(v) is np.ndarray and a in expr:
-                    args.append(_load(v, shape, expr[a], loops))
-                else:
-                    args.append(arg(a, dt))
-            scal[m] = _scalar_form(n.prim, args)
-        out, ind = [], ""
-        for d, lv in enumerate(loops):
-            out.append(f"{ind}for {lv} in range({shape[d]}):")
-            ind += "    "
-        out.append(f"{ind}{buf}[{', '.join(loops)}] {op} {scal[root]}")
-        return out
-
-    consumers = {}
-    for i, n in enumerate(nodes):
-        if live[i] and i not in given:
-            for a in n.args:
-                consumers.setdefault(a, []).append(i)
-    for i, n in enumerate(nodes):
-        if not live[i] or n.kind == "input" or i in given:
-            continue
-        if n.kind == "const":
-            v = n.value
-            if type(v) is np.ndarray and v.ndim and v.dtype.kind in "fiub":
-                expr[i] = f"{prefix}k{len(consts)}"
-                consts.append(v)
-            elif not _scalar_const(v):
-                raise NotExpressible(f"constant {type(v).__name__} {v!r:.40}")
-            continue
-        if n.kind != "op":
-            raise NotExpressible(f"a {n.kind} node")
-        kind = float_kind(n.value)
-        if kind is None or n.prim.multiple_results:
-            raise NotExpressible(f"{n.prim.name} gives {type(n.value).__name__} "
-                                 f"{getattr(n.value, 'dtype', '')}{np.shape(n.value)}")
-        dt = np.dtype(n.value.dtype if kind[0] == "array" else np.float64)
-        if elementwise[i] and kind[0] == "array" and buffers is None and \
-                lowering_of(n.prim).scalar is not None:
-            # a SciPy function's scalar form (math.erf...) works on elements only: a loop
-            expr[i] = f"{prefix}t{i}"
-            lines.append(f"{expr[i]} = np.empty({n.value.shape!r}, np.{n.value.dtype.name})")
-            lines += _loop_nest(i, expr[i], n.value.shape, prefix)
-            continue
-        if elementwise[i]:
-            src = _scalar_form(n.prim, [arg(a, dt) for a in n.args])
-            if users[i] == 1 and all(elementwise[u] for u in consumers.get(i, ())) and \
-                    (kind[0] != "array" or lowering_of(n.prim).scalar is None):
-                expr[i] = src  # read once, by an elementwise node: one Numba array expression
-                inlined.add(i)
-                continue
-            if buffers is not None and kind[0] == "array":
-                into = [p for p, o in enumerate(outputs) if o == i]
-                if users[i] == 2 and len(into) == 1 and into[0] in (accumulate or {}):
-                    expr[i] = None  # added into its accumulator, no buffer
-                    lines += _loop_nest(i, accumulate[into[0]], n.value.shape, prefix, "+=")
-                    continue
-                expr[i] = f"{prefix}b{len(buffers)}"
-                buffers.append((n.value.shape, n.value.dtype))
-                lines += _loop_nest(i, expr[i], n.value.shape, prefix)
-                continue
-        else:
-            form = lowering_of(n.prim).array
-            src = None
-            if form is not None and all(nodes[a].kind != "const" or _scalar_const(
-                    nodes[a].value) or a in expr for a in n.args):
-                src = form([arg(a, dt) if nodes[a].kind == "const" and a not in expr
-                            else expr[a] for a in n.args], n.params,
-                           [nodes[a].value for a in n.args], n.value)
-            if src is None:
-                raise NotExpressible(f"{n.prim.name} has no Numba form for these arguments "
-                                     f"(params {n.params!r:.60})",
-                                     None if form is not None else n.prim.name)
-        expr[i] = f"{prefix}t{i}"
-        if callable(src):  # statements assigning to the name it is given
-            lines += src(expr[i])
-        else:
-            lines.append(f"{expr[i]} = {src}")
+            w.lines.append(f"{w.expr[i]} = {inputs[pos]}")
+    w.write([i for i, n in enumerate(nodes) if live[i] and n.kind != "input" and i not in given])
+    expr = w.expr
     outs = []
     for o in outputs:
         n = nodes[o]
         if n.kind == "const" and o not in expr:
             v = n.value
             raise NotExpressible(f"a constant result {v!r:.40}")
-        fresh = elementwise[o] or o in given
+        fresh = d.elementwise[o] or o in given
         if expr[o] is None:
             outs.append(None)
         elif float_kind(n.value) == ("scalar",) or fresh:
             outs.append(expr[o])
         else:  # an input, a constant or a view of one
             outs.append(f"np.copy({expr[o]})")
-    return lines, outs, consts
+    return w.lines, outs, d.consts
 
 
 def split_sources(g, n_primal, n_out, buffers_f, buffers_b, accumulate=()):

@@ -1,6 +1,7 @@
 """The compiled program's optimisations as passes over the graph, before any text is written:
 each reads the graph (and the primitives' ``lowering`` facts, rules/lowering.py) and returns
-what the emitters (codegen.py's NumPy program, fuse.py's Numba kernels) then write.
+what the one emitter (lower.py, in its NumPy, Numba-kernel and Python-float dialects) then
+writes.
 
 * :func:`live` -- the nodes an output or a guard reads;
 * :func:`accumulations` -- scatter fusion, once for every dialect: chains
@@ -12,8 +13,15 @@ what the emitters (codegen.py's NumPy program, fuse.py's Numba kernels) then wri
 * :func:`gather_folds` -- a kernel whose one result only a ``gather_flat`` reads (through
   ``flat_view`` reshapes) computes the gathered elements instead;
 * :func:`python_ok` -- a large all-scalar group that runs as Python floats instead;
-* the ``out=`` buffers: pool.py's :func:`~wengert.graph.pool.plan` (which calls write into
-  buffers kept between calls, and which share one).
+* :func:`schedule` -- the order the program runs its steps in: one node's statement, a kernel,
+  an all-scalar group as Python floats;
+* :func:`in_place` -- ``a += b`` where ``a`` is a temporary the program allocated and no one
+  else reads (``inplace``);
+* :func:`buffers` -- the ``out=`` buffers: which calls write into buffers kept between calls,
+  and which share one (wengert/graph/pool.py holds the settings).
+
+Each returns plain data (node -> decision) that the emitter (lower.py) reads while writing
+each statement once; nothing here or there rewrites text after it is written.
 """
 from __future__ import annotations
 
@@ -21,18 +29,15 @@ import operator
 
 import numpy as np
 
-from ..rules.lowering import OPERATOR_FORMS, lowering_of, python_operator
+from . import pool
+from ..rules.lowering import OPERATOR_FORMS, lowering_of, operator_symbol as symbol, \
+    python_operator
 
 __all__ = ["symbol", "live", "accumulations", "plan", "gather_folds", "python_ok", "users",
-           "dtype_of", "ufunc_ok", "SIMD_SIZE", "NUMBA_MAX_NODES"]
+           "dtype_of", "ufunc_ok", "SIMD_SIZE", "NUMBA_MAX_NODES", "kernel_outputs",
+           "schedule", "in_place", "out_ufunc", "ufunc_of", "given_outputs", "buffers"]
 
 _FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
-
-
-def symbol(op, nargs):
-    """The symbol Python's ``op`` is written with on ``nargs`` operands (OPERATOR_FORMS), or None."""
-    o = OPERATOR_FORMS.get(op)
-    return o.symbol if o is not None and o.arity == nargs else None
 
 
 def live(g):
@@ -381,3 +386,282 @@ def users(g, live):
     return users
 
 
+
+
+# -- the schedule: what the program runs, in order ---------------------------------------------
+
+def kernel_outputs(members, fused, uses):
+    """The members of a kernel whose values leave it: read outside it, or by a skipped
+    scatter (whose accumulation may run in another kernel)."""
+    mset = set(members)
+
+    def skipped(j):
+        return fused.get(j, ("",))[0] == "skip"
+    return [i for i in members
+            if not skipped(i) and any(u not in mset or skipped(u) for u in uses[i])]
+
+
+def schedule(g, live, fused=None, kernels=None, uses=None):
+    """The program's steps in order: ``("node", i)`` (one node's statements), ``("kernel",
+    members, shape, fold)``, ``("python", members)`` (an all-scalar group as Python floats)
+    and ``("guards", i)`` (an input's guards).  Without ``kernels`` (``plan``'s ``(key, stage,
+    groups)``): every live node in the graph's order.  With them, each stage's kernels run
+    before its NumPy calls, so every kernel's inputs exist when it runs."""
+    if kernels is None:
+        return [("node", i) for i in range(len(g.nodes)) if live[i]]
+    key, stage, groups = kernels
+    by_stage = {}
+    for (s, k), ms in groups.items():
+        by_stage.setdefault(s, []).append(ms)
+    top = max(stage[i] for i in range(len(g.nodes)) if live[i]) if any(live) else 0
+    folds = gather_folds(g, groups.values(), fused, uses)
+    folded = {j for f in folds.values() for j in f[2]}
+    calls_at = {}  # stage -> its NumPy calls, in the graph's order
+    for i, n in enumerate(g.nodes):
+        if live[i] and key[i] is None and n.kind in ("op", "proj") and i not in folded:
+            calls_at.setdefault(stage[i], []).append(i)
+    steps = []
+    for s in range(top + 1):
+        for ms in sorted(by_stage.get(s, ()), key=lambda ms: ms[0]):
+            if key[ms[0]] == () and len(ms) > NUMBA_MAX_NODES and python_ok(g, ms, fused):
+                steps.append(("python", ms))
+            else:
+                steps.append(("kernel", ms, key[ms[0]], folds.get(ms[0])))
+        steps += [("node", i) for i in calls_at.get(s, ())]
+    return steps + [("guards", i) for i in g.input_nodes]
+
+
+# -- inplace: ``a += b`` into a temporary no one else reads --------------------------------------
+
+def in_place(g, live, steps, fused, uses):
+    """``{node: a}`` for the arithmetic nodes written ``a op= b``: ``a`` an array the program
+    itself allocated (a ufunc call's, a kernel's result: fresh every call) that nothing else
+    reads, of the result's shape and dtype."""
+    nodes = g.nodes
+    count = [len(u) for u in uses]
+    scratch = {i for i, n in enumerate(nodes) if live[i] and n.kind == "op"
+               and n.prim.ufunc is not None and i not in fused
+               and type(n.value) is np.ndarray and n.value.ndim}
+    out = {}
+    for step in steps:
+        if step[0] == "kernel":
+            fold = step[3]
+            if fold is not None:
+                scratch.add(fold[1])
+            else:
+                scratch.update(i for i in kernel_outputs(step[1], fused, uses)
+                               if type(nodes[i].value) is np.ndarray and i not in fused)
+        elif step[0] == "node" and step[1] not in fused and nodes[step[1]].kind == "op":
+            i = step[1]
+            a = _overwritten(nodes, nodes[i], scratch, count)
+            if a is not None:
+                out[i] = a
+                scratch.add(i)
+    return out
+
+
+def _overwritten(nodes, n, scratch, count):
+    if n.params or type(n.value) is not np.ndarray:
+        return None
+    op = python_operator(n.prim)
+    if op is None or not OPERATOR_FORMS[op].in_place:
+        return None
+    for side in ((0, 1) if OPERATOR_FORMS[op].commutes else (0,)):
+        a, b = n.args[side], n.args[1 - side]
+        av = nodes[a].value
+        if (a in scratch and count[a] == 1 and type(av) is np.ndarray
+                and av.shape == n.value.shape and av.dtype == n.value.dtype and a != b):
+            return a
+    return None
+
+
+# -- out=: buffers kept between calls (pool.py's settings; docs/graph.md) -----------------------
+# What "never leaves" means, proved on the program's data flow: each node gets the set of pool
+# buffers its value may share memory with -- its own buffer for a pooled call, none for a call
+# that allocates (an unpooled ufunc call, a fused kernel's new array), ``a``'s for ``a += b``,
+# and for every other node (reshapes, transposes, indexing, sums, kernels' accumulators,
+# anything unknown) the union over its arguments: it may be a view of any of them.  A buffer in
+# the set of an output (any leaf of the returned pytree) escapes; so does one passed to a
+# primitive that may run user code (a ``custom_vjp`` body, a primitive outside
+# ``wengert.rules``, a parameter that is a function), which could keep it.
+
+_NUMBERS = (float, int, bool, complex, np.number, np.bool_)
+
+
+def out_ufunc(n, arg_values):
+    """The ufunc that computes node ``n`` exactly as its generated statement does, taking
+    ``out=``; or None.  Only array results of ufunc calls without keywords qualify."""
+    v = n.value
+    if n.kind != "op" or n.params or type(v) is not np.ndarray or not v.ndim or \
+            v.dtype.kind not in "biufc" or n.prim.multiple_results:
+        return None
+    u = ufunc_of(n.prim)
+    if u is not n.prim.impl:
+        # Python's operators on an ndarray operand are NumPy's ufuncs (OPERATOR_FORMS: not ``**``,
+        # whose ``__pow__`` takes shortcuts for scalar exponents, ``square``, ``sqrt``...)
+        if u is None or not any(type(a) is np.ndarray for a in arg_values) or \
+                not all(type(a) is np.ndarray or isinstance(a, _NUMBERS) for a in arg_values):
+            return None  # a Python operator is NumPy's ufunc only with an ndarray operand
+    if u.nout != 1 or u.nin != len(arg_values):
+        return None
+    return u
+
+
+def ufunc_of(prim):
+    """The ufunc a call of ``prim`` is, or is on an ndarray operand (its operator's), or None."""
+    impl = prim.impl
+    if isinstance(impl, np.ufunc):
+        return impl
+    op = python_operator(prim)
+    return OPERATOR_FORMS[op].ufunc if op is not None else None
+
+
+def _trusted(n):
+    """False for a node that may run user code (which could keep a reference to an argument):
+    only wengert's own rules, NumPy's functions and Python's operators are trusted, and none
+    given a function as a parameter."""
+    impl = n.prim.impl
+    if not (isinstance(impl, np.ufunc) or python_operator(n.prim) is not None):
+        mod = getattr(impl, "__module__", None) or ""
+        if not (mod.startswith("wengert.rules.") or mod == "numpy" or mod.startswith("numpy.")):
+            return False
+    for p in n.params.values():
+        for q in (p if type(p) in (tuple, list) else (p,)):
+            if callable(q) and not isinstance(q, (type, np.ufunc, np.dtype)):
+                return False
+    return True
+
+
+def _statements(g, steps, fused, inplace, uses):
+    """Read off the schedule: each node's position (where its statements end; a step writing
+    nothing reads where the last written one ended), the calls that could write into a given
+    buffer ({node: (position of the call, its ufunc, or None for a kernel)}) and the nodes
+    whose statement allocates an array.  Positions count written steps, two apart: a call's
+    own position is even, and odd where lines (guards, casts) follow it in its step."""
+    nodes = g.nodes
+    guarded = {i for i, _ in g.guards}
+    at, calls, allocates = {}, {}, set()
+    count, last = -1, -1
+    for step in steps:
+        kind = step[0]
+        if kind == "node":
+            i = step[1]
+            n = nodes[i]
+            f = fused.get(i)
+            if n.kind in ("op", "proj") and (f is None or f[0] != "skip") or \
+                    (n.kind == "input" and i in guarded):
+                count += 1
+                last = 2 * count + (i in guarded or f is not None)
+            at[i] = last
+            if n.kind == "op" and f is None and i not in inplace:
+                u = out_ufunc(n, [nodes[a].value for a in n.args])
+                if u is not None:
+                    allocates.add(i)
+                    calls[i] = (2 * count, u)
+        elif kind == "kernel":
+            members, shape, fold = step[1], step[2], step[3]
+            outs = kernel_outputs(members, fused, uses)
+            if outs or fold is not None:
+                count += 1
+                last = 2 * count + 1
+            for i in members + (fold[2] if fold is not None else []):
+                at[i] = last
+            if fold is not None:
+                allocates.add(fold[1])
+                continue
+            allocates.update(i for i in outs
+                             if type(nodes[i].value) is np.ndarray and i not in fused)
+            for i in given_outputs(nodes, members, shape, fused, uses):
+                calls[i] = (2 * count, None)
+        elif kind == "python":
+            count += 1
+            last = 2 * count + 1
+            for i in step[1]:
+                at[i] = last
+    return at, calls, allocates
+
+
+def given_outputs(nodes, members, shape, fused, uses):
+    """A kernel's results the caller gives it as arrays (a new one, or a kept buffer)."""
+    if not shape:
+        return []
+    return [i for i in kernel_outputs(members, fused, uses)
+            if i not in fused and nodes[i].value.size >= pool.POOL_MIN_SIZE]
+
+
+def buffers(g, live, steps, fused, inplace, uses):
+    """``{node: buffer}``: the calls whose results provably stay inside the program (above),
+    within ``POOL_MAX_BYTES``, one buffer shared by calls whose lifetimes do not overlap."""
+    nodes = g.nodes
+    at, calls, allocates = _statements(g, steps, fused, inplace, uses)
+    cands = [i for i in sorted(calls)
+             if nodes[i].value.size >= pool.POOL_MIN_SIZE and nodes[i].value.flags.c_contiguous]
+    if not cands:
+        return {}
+    cset = set(cands)
+    empty = frozenset()
+    bases = {}
+    escaped = set()
+    for i, n in enumerate(nodes):
+        if not live[i] or n.kind in ("input", "const"):
+            continue
+        if i in cset:
+            bases[i] = frozenset((i,))
+            continue
+        if i in allocates:
+            continue
+        if i in inplace:  # ``a += b``: a's memory, b only read
+            b = bases.get(inplace[i], empty)
+            if b:
+                bases[i] = b
+            continue
+        srcs = list(n.args)
+        step = fused.get(i)
+        if step is not None:  # an accumulation writes into its chain's buffer
+            srcs += [s for s in step[1:] if type(s) is int]
+        b = empty.union(*(bases.get(a, empty) for a in srcs))
+        if n.kind == "op" and not _trusted(n):
+            escaped |= b
+        if b:
+            bases[i] = b
+    for o in g.outputs:
+        escaped |= bases.get(o, empty)
+    keep = [c for c in cands if c not in escaped]
+    return _share(g, live, keep, bases, at, calls, fused)
+
+
+def _share(g, live, keep, bases, at, calls, fused):
+    """A buffer's lifetime runs from its call to the last statement reading a value that may
+    share its memory (a node whose position is unknown reads at the end).  A call may take a
+    buffer whose last reading is its own statement when it is an elementwise ufunc (NumPy
+    computes overlapping operands as if copied first): ``np.add(v1, b, out=v1's buffer)``;
+    never a kernel (it may read an operand at other positions than it writes)."""
+    nodes, inf = g.nodes, float("inf")
+    last = {c: calls[c][0] for c in keep}
+    in_place = {c for c in keep if isinstance(calls[c][1], np.ufunc)
+                and calls[c][1].signature is None}  # elementwise: not matmul, kernels
+    reads = [(j, a) for j, n in enumerate(nodes) if live[j] and n.kind in ("op", "proj")
+             for a in list(n.args) + [s for s in fused.get(j, ())[1:] if type(s) is int]]
+    reads += [(i, i) for i, _ in g.guards]
+    for j, a in reads:
+        pos = at.get(j, inf)
+        for c in bases.get(a, ()):
+            if c in last and pos > last[c]:
+                last[c] = pos
+    slots, out, total = [], {}, 0  # slots: [buffer, last reading]
+    for c in sorted(keep, key=lambda c: calls[c][0]):
+        line, v = calls[c][0], nodes[c].value
+        for s in slots:
+            b = s[0]
+            if b.shape == v.shape and b.dtype == v.dtype and \
+                    (s[1] < line or (s[1] == line and c in in_place)):
+                break
+        else:
+            if total + v.nbytes > pool.POOL_MAX_BYTES:
+                continue
+            total += v.nbytes
+            s = [np.empty(v.shape, v.dtype), None]
+            slots.append(s)
+        s[1] = last[c]
+        out[c] = s[0]
+    return out

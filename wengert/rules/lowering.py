@@ -3,9 +3,10 @@ operators, and the kind of lowering each primitive gets (``python -m wengert.cov
 --compile``'s table).
 
 A primitive's record holds at most one :class:`Lowering`, declared with it
-(``primitive(..., lowering=Lowering(...))``); every code writer (graph/codegen.py's NumPy
-program, graph/fuse.py's Numba kernels, graph/numba_array.py's whole-array step, the pool's
-``out=`` calls, graph/simplify.py's algebra, the engines' operator fast paths) reads it through
+(``primitive(..., lowering=Lowering(...))``); the one emitter (graph/lower.py: the NumPy
+program, a fused kernel's body, a compiled scan's whole-array step), the passes (graph/passes.py:
+scatter fusion, kernels, in-place updates, ``out=`` buffers), graph/simplify.py's algebra, the
+engines' operator fast paths, and the symbols expr.py and source mode write read it through
 ``prim.lowering`` and :data:`OPERATOR_FORMS`, so a primitive's lowering lives beside its rule and
 nowhere else.  A primitive without one (``None``) is written as a call of its implementation,
 and fused by its ``ufunc`` where it has one.
@@ -17,7 +18,7 @@ from typing import Callable, Optional
 import numpy as np
 
 __all__ = ["LOWERINGS", "Lowering", "NO_LOWERING", "OPERATOR_FORMS", "Operator", "ROLES",
-           "lowering", "lowering_of", "python_operator"]
+           "lowering", "lowering_of", "operator_symbol", "python_operator"]
 
 LOWERINGS = ("ufunc", "scalar form", "whole-array form", "NumPy call", "none")
 
@@ -34,18 +35,20 @@ class Operator:
     """One of Python's operators, as every dialect writes it: ``symbol`` (infix or prefix;
     None: written as a call), ``ufunc`` (what NumPy runs for it on an ndarray operand, so it
     takes ``out=``; None where NumPy takes shortcuts, as ``**`` does), ``in_place`` (``a op= b``
-    is the same IEEE operation on a temporary)."""
+    is the same IEEE operation on a temporary), ``commutes`` (``a op b`` is ``b op a``, so
+    either operand may be the one overwritten)."""
     symbol: Optional[str]
     ufunc: Optional[np.ufunc]
     arity: int
     in_place: bool = False
+    commutes: bool = False
 
 
 # Python's operators: the one table the code writers read (symbols, ufuncs, in-place forms)
 OPERATOR_FORMS = {
-    operator.add: Operator("+", np.add, 2, True),
+    operator.add: Operator("+", np.add, 2, True, True),
     operator.sub: Operator("-", np.subtract, 2, True),
-    operator.mul: Operator("*", np.multiply, 2, True),
+    operator.mul: Operator("*", np.multiply, 2, True, True),
     operator.truediv: Operator("/", np.divide, 2, True),
     operator.floordiv: Operator("//", np.floor_divide, 2),
     operator.mod: Operator("%", np.remainder, 2),
@@ -60,11 +63,19 @@ OPERATOR_FORMS = {
     operator.and_: Operator("&", None, 2),
     operator.or_: Operator("|", None, 2),
     operator.xor: Operator("^", None, 2),
+    operator.lshift: Operator("<<", None, 2),
+    operator.rshift: Operator(">>", None, 2),
     operator.neg: Operator("-", np.negative, 1),
     operator.pos: Operator("+", np.positive, 1),
     operator.invert: Operator("~", None, 1),
     abs: Operator(None, np.absolute, 1),  # a call in every dialect
 }
+
+
+def operator_symbol(op, nargs):
+    """The symbol Python's ``op`` is written with on ``nargs`` operands, or None (a call)."""
+    o = OPERATOR_FORMS.get(op)
+    return o.symbol if o is not None and o.arity == nargs else None
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import builtins
 import functools
 import math
 import numbers
+import operator
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from .. import numpy as wnp
 from .._dispatch import ArrayTracer
 from ..core import Primitive, Trace, Tracer, new_level
 from ..rules import OPERATORS
+from ..rules.lowering import OPERATOR_FORMS
 
 __all__ = ["Sym", "SymTrace", "Unknowable", "display_names", "render_const"]
 
@@ -34,10 +36,14 @@ class Unknowable(Exception):
 # operator precedence, as Python's grammar has it
 ATOM, POW, UNARY, MUL, ADD, CMP, NOT, AND, OR = 100, 15, 14, 13, 12, 8, 6, 5, 4
 
-_BINARY = {"__add__": ("+", ADD), "__sub__": ("-", ADD), "__mul__": ("*", MUL),
-           "__truediv__": ("/", MUL), "__floordiv__": ("//", MUL), "__mod__": ("%", MUL),
-           "__pow__": ("**", POW), "__matmul__": ("@", MUL)}
-_UNARY = {"__neg__": "-", "__pos__": "+"}
+_BINARY = {"__add__": ADD, "__sub__": ADD, "__mul__": MUL, "__truediv__": MUL,
+           "__floordiv__": MUL, "__mod__": MUL, "__pow__": POW, "__matmul__": MUL}
+_UNARY = ("__neg__", "__pos__")
+
+
+def _symbol(dunder):
+    """How the operator ``__add__`` names is written: the one operator table's symbol."""
+    return OPERATOR_FORMS[getattr(operator, dunder.strip("_"))].symbol
 
 @functools.cache
 def operator_table():
@@ -48,10 +54,9 @@ def operator_table():
         if not isinstance(fn, Primitive):
             continue
         if dunder in _BINARY:
-            sym, prec = _BINARY[dunder]
-            table[fn] = (sym, prec, 2)
+            table[fn] = (_symbol(dunder), _BINARY[dunder], 2)
         elif dunder in _UNARY:
-            table[fn] = (_UNARY[dunder], UNARY, 1)
+            table[fn] = (_symbol(dunder), UNARY, 1)
     return table
 
 
