@@ -113,16 +113,16 @@ for name in OPS:
 onp.random.seed(0)
 sys.argv = [example]
 sys.path.insert(0, os.path.dirname(os.path.abspath(example)))
-status, t0 = "finished", time.perf_counter()
+status, t0, c0 = "finished", time.perf_counter(), time.process_time()
 try:
     runpy.run_path(example, run_name="__main__")
 except Budget:
     status = "budget"
 except SystemExit:
     pass
-elapsed = time.perf_counter() - t0
+elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
 with open(log_path, "w") as fh:
-    json.dump({"status": status, "seconds": elapsed, "calls": state["log"],
+    json.dump({"status": status, "seconds": elapsed, "cpu": cpu, "calls": state["log"],
                "autograd": autograd.__file__}, fh)
 '''
 
@@ -160,9 +160,11 @@ def examples(root):
     return out
 
 
-def run_example(path, engine, budget=6, timeout=600, python=None):
-    """Run one example; ``engine`` is ``"wengert"`` (the compat layer) or ``"autograd"`` (the
-    real one, in ``python``). Returns the shim's record plus ``returncode`` and ``stderr``."""
+def run_example(path, engine, budget=6, timeout=600, python=None, repo=None):
+    """Run one example; ``engine`` is ``"wengert"`` (the compat layer of the tree ``repo``, this
+    one by default) or ``"autograd"`` (the real one, in ``python``). Returns the shim's record
+    (``seconds``: wall time, ``cpu``: the process's CPU time) plus ``returncode`` and
+    ``stderr``."""
     work = tempfile.mkdtemp(prefix="ag-example-")
     shim = os.path.join(work, "shim.py")
     log = os.path.join(work, "log.json")
@@ -170,7 +172,7 @@ def run_example(path, engine, budget=6, timeout=600, python=None):
         fh.write(SHIM)
     env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     if engine == "wengert":
-        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        repo = repo or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = repo + os.pathsep + env.get("PYTHONPATH", "")
         cmd = [python or sys.executable, "-m", "wengert.compat.autograd", shim, path,
                str(budget), log]
@@ -178,7 +180,7 @@ def run_example(path, engine, budget=6, timeout=600, python=None):
         cmd = [python or sys.executable, shim, path, str(budget), log]
     proc = subprocess.run(cmd, cwd=os.path.dirname(path), env=env, capture_output=True,
                           text=True, timeout=timeout)
-    record = {"status": "crashed", "seconds": None, "calls": []}
+    record = {"status": "crashed", "seconds": None, "cpu": None, "calls": []}
     if os.path.exists(log):
         with open(log) as fh:
             record = json.load(fh)
