@@ -310,3 +310,16 @@ def test_check_grad_differentiates_a_pullback_in_its_cotangent_too():
     wg.check_grad(double, 1.5, order=1, modes=("reverse",))  # first order: right
     with pytest.raises(AssertionError, match="reverse"):
         wg.check_grad(double, 1.5, order=2, modes=("reverse",))
+
+
+def test_a_pandas_mask_or_positions_index_a_traced_array():
+    """lifelines indexes its parameters by a pandas boolean Series (``params[~mask]``): pandas
+    keeps its values in host memory, so wengert reads them as NumPy does (it refused them as
+    a foreign library's array, and lifelines' regression tests failed on it)."""
+    pd = pytest.importorskip("pandas")
+    x = numpy.array([1.0, 2.0, 3.0])
+    mask = pd.Series([True, False, True])
+    numpy.testing.assert_allclose(wg.grad(lambda x: np.sum(x[~mask] ** 2))(x), [0.0, 4.0, 0.0])
+    numpy.testing.assert_allclose(wg.grad(lambda x: np.sum(x[pd.Index([0, 2])] ** 3))(x),
+                                  [3.0, 0.0, 27.0])
+    wg.check_grad(lambda x: np.sum(np.sin(x[mask])), x)

@@ -451,9 +451,29 @@ def test_sqrtm_of_a_real_matrix_without_a_real_root():
     import scipy.linalg as sl
     m = np.array([[-2.0, 1.0], [0.5, 3.0]])  # a negative eigenvalue
     assert np.iscomplexobj(wsl.sqrtm(m)) and np.iscomplexobj(sl.sqrtm(m))  # plain: SciPy's
-    with pytest.raises(ValueError, match="no real principal square root"):
-        wg.grad(lambda m: wnp.sum(wsl.sqrtm(m)))(m)
-    # the complex root, asked for, is differentiated
+    # traced too: SciPy's complex root (as autograd's), not an error
+    out = wg.vjp(wsl.sqrtm, m)[0]
+    assert np.iscomplexobj(out)
+    np.testing.assert_allclose(out, sl.sqrtm(m), rtol=1e-12)
+    # differentiated, both modes, to second order; the gradient of a real loss is real
+    wg.check_grad(lambda m: _parts(wsl.sqrtm(m)), m, order=2, modes=("forward", "reverse"))
+    g = wg.grad(lambda m: wnp.sum(wnp.real(wsl.sqrtm(m)) ** 2 + wnp.imag(wsl.sqrtm(m))))(m)
+    assert g.dtype == np.float64
+    # closed form: m = v diag(w) v^-1 with w real, one negative: ds = v (F * (v^-1 e v)) v^-1,
+    # F[i, j] = 1 / (sqrt(w_i) + sqrt(w_j)), the principal (complex) square roots
+    w, v = np.linalg.eig(m)
+    w, v = w.real, v.real
+    vi = np.linalg.inv(v)
+    e = np.array([[0.3, -1.0], [0.7, 0.2]])
+    r = np.sqrt(w.astype(complex))
+    want = v @ ((vi @ e @ v) / (r[:, None] + r)) @ vi
+    np.testing.assert_allclose(wg.jvp(wsl.sqrtm, (m,), (e,))[1], want, atol=1e-12)
+    # the reverse mode's cotangent is the real part of the forward map's transpose
+    gbar = np.array([[1.0 - 2.0j, 0.5j], [0.25, -1.0 + 1.0j]])
+    ct = wg.vjp(wsl.sqrtm, m)[1](gbar)[0]
+    assert ct.dtype == np.float64
+    np.testing.assert_allclose(np.sum(ct * e), np.real(np.sum(gbar * want)), rtol=1e-12)
+    # the same as the complex matrix's derivative along real directions
     wg.check_grad(lambda m: _parts(wsl.sqrtm(m + 0j)), m, order=2, modes=("forward", "reverse"))
     with pytest.raises(NotImplementedError, match="disp=False"):
         wg.grad(lambda a: wnp.sum(wsl.sqrtm(a, disp=False)))(_spd(2, 2))

@@ -146,6 +146,8 @@ def _library(v):
     return (type(v).__module__ or "?").split(".")[0]
 
 
+# libraries whose arrays live in host memory: reading their values copies nothing
+_IN_MEMORY = {"pandas"}
 _TO_HOST = {"dask": "call .compute() on it (or persist it and compute the small part you need)",
             "cupy": "call .get() (or cupy.asnumpy) on it"}
 
@@ -160,6 +162,8 @@ def host_values(x, what, why="to know its output's shape"):
     if not is_foreign(v):
         return x
     lib = _library(v)
+    if lib in _IN_MEMORY:  # already host memory: NumPy reads it as it is (a mask in lifelines)
+        return x
     fix = _TO_HOST.get(lib, "convert it to NumPy first (np.asarray)")
     raise TypeError(
         f"{what} needs the values of its argument in memory ({why}), and they are an array of "

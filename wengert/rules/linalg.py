@@ -286,13 +286,10 @@ def expm_vjp(a):
 
 @primitive(sparsity=patterns.Blocks(patterns.square))
 def sqrtm(a):
-    """The principal square root; real for real ``a`` (an error where it is complex)."""
+    """The principal square root, as SciPy's: a real matrix with an eigenvalue on the negative
+    real axis has only complex roots, and gets the complex one (as from SciPy and autograd)."""
     import scipy.linalg  # heavy (about 0.1 s to import): loaded on first use
-    s = _per_matrix(scipy.linalg.sqrtm, (2,), a)
-    if np.iscomplexobj(s) and not np.iscomplexobj(a):
-        raise ValueError("sqrtm: this real matrix has no real principal square root (an "
-                         "eigenvalue on the negative real axis); pass a complex matrix")
-    return s
+    return _per_matrix(scipy.linalg.sqrtm, (2,), a)
 
 
 @sqrtm.frule(symbolic_zeros=True)
@@ -305,7 +302,13 @@ def sqrtm_jvp(primals, tangents):
 @sqrtm.rrule
 def sqrtm_vjp(a):
     s = sqrtm(a)
-    return s, lambda g: (_solve_sylvester(_mT(s), _mT(s), g),)
+    # a real a's cotangent is the real part of the transpose (a complex root: complex ds)
+    realify = dtype_of(s).kind == "c" and dtype_of(a).kind != "c"
+
+    def pullback(g):
+        ct = _solve_sylvester(_mT(s), _mT(s), g)
+        return (real(ct) if realify else ct),
+    return s, pullback
 
 
 PRIMITIVES = {p.name: p for p in (_solve, inv, det, slogdet, _cholesky, _eigh, eigvalsh, _eig,

@@ -9,7 +9,8 @@ NumPy returns when no argument is traced.
 import numpy as np
 
 from ..arrays import host_values
-from ..core import Tracer, lift, ndim_of, shape_of
+from ..core import Tracer, lift, ndim_of, primitive, shape_of
+from . import patterns
 from .conversion import _dtype, _plain, _traced, astype
 from .creation import asarray
 from .elementwise import where
@@ -177,8 +178,41 @@ def roll(a, shift, axis=None):
     a = lift(a)
     if not isinstance(a, Tracer):
         return np.roll(a, shift, axis=axis)
+    if axis is not None and not isinstance(shift, Tracer) and not isinstance(axis, Tracer):
+        nd = ndim_of(a)
+        net = {}
+        for s, ax in np.broadcast(shift, axis):
+            ax = _axis(int(ax), nd)
+            net[ax] = net.get(ax, 0) + int(s)
+        if net:
+            return _roll(a, tuple(net.values()), tuple(net))
     pos = positions(a)
     return gather(a, np.roll(pos, shift, axis=axis))
+
+
+# Stencils (a fluid step, a finite difference) roll many times per step: a gather by
+# positions would take the elements one by one and its cotangent would add them back one by
+# one (a scatter-add); this one moves blocks both ways: its cotangent is the roll back.
+@primitive(name="roll", nargs=1, linear=True, sparsity=patterns.MOVES, batch="axis")
+def _roll(x, shift, axis):
+    """``np.roll(x, shift, axis)``, ``shift`` and ``axis`` tuples of ints."""
+    return np.roll(x, shift, axis=axis)
+
+
+@_roll.frule(symbolic_zeros=True)
+def _roll_jvp(primals, tangents, shift, axis):
+    (x,), (dx,) = primals, tangents
+    ans = _roll(x, shift, axis)
+    return ans, (None if dx is None else _roll(dx, shift, axis))
+
+
+@_roll.rrule
+def _roll_vjp(x, shift, axis):
+    back = tuple(-s for s in shift)
+
+    def pullback(g):
+        return (_roll(g, back, axis),)
+    return _roll(x, shift, axis), pullback
 
 
 def rot90(m, k=1, axes=(0, 1)):

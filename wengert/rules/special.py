@@ -22,20 +22,22 @@ __all__ = ["log_softmax", "logsumexp", "logsumexp_b_jvp", "logsumexp_b_vjp", "lo
 
 # reductions ------------------------------------------------------------------------------------
 def _lse_impl(a, axis=None, keepdims=False):
-    if is_foreign(a):
-        return _lse_foreign(a, None, axis, keepdims)
+    if is_foreign(a) or (type(a) is np.ndarray and a.dtype.char in "fdg" and a.ndim and a.size):
+        return _lse_numpy(a, None, axis, keepdims)
     return _sp.logsumexp(a, axis=axis, keepdims=keepdims)
 
 
 def _lse_b_impl(a, b, axis=None, keepdims=False):
     if is_foreign(a) or is_foreign(b):
-        return _lse_foreign(a, b, axis, keepdims)
+        return _lse_numpy(a, b, axis, keepdims)
     return _sp.logsumexp(a, axis=axis, b=b, keepdims=keepdims)
 
 
-def _lse_foreign(a, b, axis, keepdims):
+def _lse_numpy(a, b, axis, keepdims):
     """SciPy's logsumexp, by NumPy functions that dispatch to ``a``'s library (CuPy, Dask):
-    SciPy itself would convert it to NumPy (a host copy, a ``.compute()``)."""
+    SciPy itself would convert it to NumPy (a host copy, a ``.compute()``). On a real NumPy
+    array it is also several times faster than SciPy's (array-API checks cost more than the
+    sum of a small array), and within rounding of it."""
     m = np.max(a, axis=axis, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)  # all -inf (or an inf): no shift
     e = np.exp(a - m) if b is None else b * np.exp(a - m)

@@ -86,10 +86,10 @@ _UNSET = object()
 
 
 def sqrtm(A, disp=_UNSET, blocksize=_UNSET):
-    """The principal square root.  Traced, a real ``A`` needs a real one (no eigenvalue on
-    the negative real axis): ``ValueError`` otherwise, rather than a result whose dtype
-    depends on the values or a dropped imaginary part; ``A + 0j`` gives the complex root.
-    The deprecated ``disp=False`` error estimate is not offered."""
+    """The principal square root, as SciPy's: complex where a real ``A`` has an eigenvalue on
+    the negative real axis (its dtype then depends on the values, as SciPy's does), and
+    differentiated there too (a real ``A``'s cotangent is real). The deprecated
+    ``disp=False`` error estimate is not offered."""
     if not _traced(A):
         kw = {k: v for k, v in (("disp", disp), ("blocksize", blocksize)) if v is not _UNSET}
         return _sl.sqrtm(A, **kw)
