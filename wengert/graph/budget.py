@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import passes
-from .passes import _reconcile, _stages, python_ok
+from .passes import _reconcile, _stages, python_ok, users
 
 __all__ = ["fit", "split", "compile_seconds", "KERNEL_STATEMENTS", "RUNS", "FLOOR", "CAP"]
 
@@ -131,19 +131,6 @@ def _chunk_sig(g, ms, fused, uses, shape):
         return id(ms), arrays
 
 
-def _users(g, live):
-    users = [[] for _ in g.nodes]
-    for i, n in enumerate(g.nodes):
-        if live[i]:
-            for a in n.args:
-                users[a].append(i)
-    for o in g.outputs:
-        users[o].append(-1)
-    for i, _ in g.guards:
-        users[i].append(-1)
-    return users
-
-
 def _regroup(g, live, key):
     stage = _stages(g, live, key)
     groups = {}
@@ -163,7 +150,7 @@ def fit(g, live, fused, key, stage, groups, runs=None, floor=None, cap=None):
     runs = RUNS if runs is None else runs
     floor = FLOOR if floor is None else floor
     cap = CAP if cap is None else cap
-    uses = _users(g, live)
+    uses = users(g, live)
     unfused = sum(_node_cost(n) for i, n in enumerate(g.nodes) if live[i] and n.kind == "op")
     budget = max(floor, min(runs * unfused, cap))
     by_group, chunks, table, seen = {}, {}, {}, {}
