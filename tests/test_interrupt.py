@@ -118,13 +118,14 @@ def test_the_fused_scan_loop_gives_back_the_interrupt_too():
     loop = p.fused()
     assert loop is not None, p.fuse_failures
     np.testing.assert_allclose(g(w), want)
-    real = loop.fn
+    kernel = loop.kernels[()]  # the loop function for unbatched cotangents
+    real = kernel.fn
 
     def interrupted(*args):
         raise _as_numba_reports_it()
-    loop.fn = interrupted
+    kernel.fn = interrupted
     try:
         with pytest.raises(KeyboardInterrupt):
             g(w)
     finally:
-        loop.fn = real
+        kernel.fn = real

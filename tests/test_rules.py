@@ -248,6 +248,7 @@ def _linear_programs():
         lambda x: wnp.sum(wnp.copy(x) ** 2 * wnp.index_update(x, (1, slice(1, 3)), x[0, :2])),
         lambda x: wnp.sum(wnp.index_update(x, ([0, 2], [1, 3]), x[1, :2]) ** 2),
         lambda x: wnp.sum(wnp.real(wnp.fft.ifft(x) * wnp.fft.ifftn(x)) ** 2),
+        lambda x: wnp.sum(wnp.roll(x, 1, axis=1) * wnp.roll(x, (-1, 2), axis=(0, 1)) ** 2),
         lambda x: wnp.sum(x @ x[0] + x[0] @ x.T) + wnp.dot(x[0], x[1]) * wnp.sum(x[2]),
         lambda x: wnp.sum(expm_multiply(A, x) ** 2),
         lambda x: wnp.sum(unwindows(windows(x, (2,)) ** 2, (2,))),

@@ -189,12 +189,15 @@ class FusedLoop:
             np.isin(self.rev_acts[:, 0], (ADVANCE, INVERT)).any())
         # the loop function for unbatched cotangents, then one per batch shape of them
         self.kernels = {(): self._compile(())}
-        k = self.kernels[()]
-        self.fn, self.k_step, self.k_vjp, self.k_inv = k.fn, k.k_step, k.k_vjp, k.k_inv
-        self.res_kinds = k.res_kinds
+        self.res_kinds = self.kernels[()].res_kinds
         n = plan.n
         self.run_acts = np.array([(ADVANCE, 0, n - 1)] if n > 1 else [], np.int32).reshape(-1, 3)
         self.last_acts = np.array([(ADVANCE, n - 1, n)], np.int32)
+
+    @property
+    def fn(self):
+        """The loop function for unbatched cotangents (``kernels[batch].fn`` for the others)."""
+        return self.kernels[()].fn
 
     # -- the source ---------------------------------------------------------------------------
     def _compile(self, batch):
