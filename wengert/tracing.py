@@ -161,19 +161,17 @@ class Tracer:
     # boolean or integer value has none to lose (a mask, a count): converted, as NumPy
     # converts it, through ``_converted``, where a graph being traced records a guard.
     def __float__(self):
-        if _integral(self):
-            return self._converted(float)
-        frame = sys._getframe(1)
-        if self._reads_numbers() and not _stores(frame):  # a[i] = v: refused in every engine
-            return self._read_number(float)
-        raise _conversion_error(frame, _FLOAT_MESSAGE, "a plain number", self)
+        return self._number(float, sys._getframe(1))
 
     def __complex__(self):
+        return self._number(complex, sys._getframe(1))
+
+    def _number(self, how, frame):
+        """``float()``/``complex()`` of this value, converted in ``frame``."""
         if _integral(self):
-            return self._converted(complex)
-        frame = sys._getframe(1)
+            return self._converted(how)
         if self._reads_numbers() and not _stores(frame):  # a[i] = v: refused in every engine
-            return self._read_number(complex)
+            return self._read_number(how)
         raise _conversion_error(frame, _FLOAT_MESSAGE, "a plain number", self)
 
     def __int__(self):

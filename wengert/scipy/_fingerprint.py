@@ -93,8 +93,6 @@ class _Walker:
         if t is dict:
             return ("dict",) + tuple((self.value(k, depth + 1), self.value(v, depth + 1))
                                      for k, v in x.items())
-        if t is types.FunctionType:
-            return self.function(x, depth)
         if t is functools.partial:
             return ("partial", self.value(x.func, depth + 1), self.value(x.args, depth + 1),
                     self.value(x.keywords, depth + 1))
