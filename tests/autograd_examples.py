@@ -183,27 +183,27 @@ def run_example(path, engine, budget=6, timeout=600, python=None, repo=None):
     one by default) or ``"autograd"`` (the real one, in ``python``). Returns the shim's record
     (``seconds``: wall time, ``cpu``: the process's CPU time) plus ``returncode`` and
     ``stderr``."""
-    work = tempfile.mkdtemp(prefix="ag-example-")
-    shim = os.path.join(work, "shim.py")
-    log = os.path.join(work, "log.json")
-    with open(shim, "w") as fh:
-        fh.write(SHIM)
-    env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    if engine == "wengert":
-        repo = repo or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = repo + os.pathsep + env.get("PYTHONPATH", "")
-        cmd = [python or sys.executable, "-m", "wengert.compat.autograd", shim, path,
-               str(budget), log]
-    else:
-        cmd = [python or sys.executable, shim, path, str(budget), log]
-    proc = subprocess.run(cmd, cwd=os.path.dirname(path), env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    record = {"status": "crashed", "seconds": None, "cpu": None, "calls": []}
-    if os.path.exists(log):
-        with open(log) as fh:
-            record = json.load(fh)
-    record["returncode"] = proc.returncode
-    record["stderr"] = proc.stderr[-3000:]
+    with tempfile.TemporaryDirectory(prefix="ag-example-") as work:
+        shim = os.path.join(work, "shim.py")
+        log = os.path.join(work, "log.json")
+        with open(shim, "w") as fh:
+            fh.write(SHIM)
+        env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        if engine == "wengert":
+            repo = repo or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            env["PYTHONPATH"] = repo + os.pathsep + env.get("PYTHONPATH", "")
+            cmd = [python or sys.executable, "-m", "wengert.compat.autograd", shim, path,
+                   str(budget), log]
+        else:
+            cmd = [python or sys.executable, shim, path, str(budget), log]
+        proc = subprocess.run(cmd, cwd=os.path.dirname(path), env=env, capture_output=True,
+                              text=True, timeout=timeout)
+        record = {"status": "crashed", "seconds": None, "cpu": None, "calls": []}
+        if os.path.exists(log):
+            with open(log) as fh:
+                record = json.load(fh)
+        record["returncode"] = proc.returncode
+        record["stderr"] = proc.stderr[-3000:]
     return record
 
 
