@@ -661,3 +661,54 @@ def test_escaped_tracers_of_checkpoint_and_scan():
     leak = []
     wg.grad(lambda a: while_loop(lambda c: c[1] > 0.1, body, (a, a))[0])(1.0)
     _escape_checks(leak, r"while_loop\(body\)")
+
+
+@pytest.mark.parametrize("how", ["all", "ctz", "binomial", "online", "ctz-revolve"])
+def test_reverse_over_reverse_through_a_scan_in_a_closed_over_value(how):
+    # the inner gradient's pullback re-runs the step on a sub-tape; the outer derivative's
+    # value w, closed over by the step, reached that sub-tape and was refused as "a Var of
+    # another tape at the same level" (it is a lower level's: a constant there)
+    def f(x, w, scanned=True):
+        def step(c, _):
+            return wnp.sin(c * w) + c, None
+        if scanned:
+            return wnp.sum(wg.scan(step, x, None, length=5, checkpoint=how,
+                                   snapshots=2)[0])
+        for _ in range(5):
+            x, _ = step(x, None)
+        return wnp.sum(x)
+
+    x, w = np.array([0.3, 0.7]), 1.3
+
+    def mixed(scanned):
+        return wg.grad(lambda x, w: wnp.sum(wg.grad(f, 0)(x, w, scanned)), 1)(x, w)
+
+    def both(scanned):
+        return wg.grad(lambda x, w: wnp.sum(wg.grad(f, 1)(x, w, scanned)), 0)(x, w)
+
+    h = 1e-6
+    fd = (np.sum(wg.grad(f, 0)(x, w + h)) - np.sum(wg.grad(f, 0)(x, w - h))) / (2 * h)
+    assert np.allclose(mixed(True), mixed(False), rtol=1e-12, atol=0)
+    assert np.allclose(mixed(True), fd, rtol=1e-6)
+    assert np.allclose(both(True), both(False), rtol=1e-12, atol=0)
+    hess = wg.hessian(lambda w: f(x, w))(w)
+    assert np.allclose(hess, wg.hessian(lambda w: f(x, w, False))(w), rtol=1e-12)
+
+
+@pytest.mark.parametrize("how", ["all", "ctz", "online"])
+def test_reverse_over_reverse_through_a_while_loop_in_a_closed_over_value(how):
+    from wengert.checkpoint import while_loop
+
+    def f(x, w):
+        return wnp.sum(while_loop(lambda s: s[1] < 4,
+                                  lambda s: (wnp.sin(s[0] * w) + s[0], s[1] + 1), (x, 0),
+                                  checkpoint=how, snapshots=2)[0])
+
+    def unrolled(x, w):
+        for _ in range(4):
+            x = wnp.sin(x * w) + x
+        return wnp.sum(x)
+
+    x, w = np.array([0.3, 0.7]), 1.3
+    mixed = [wg.grad(lambda x, w: wnp.sum(wg.grad(g, 0)(x, w)), 1)(x, w) for g in (f, unrolled)]
+    assert np.allclose(mixed[0], mixed[1], rtol=1e-12, atol=0)

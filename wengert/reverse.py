@@ -117,8 +117,10 @@ class Tape(Trace):
         if self._redirect is not None:
             return self._redirect.process(prim, args, params)
         if self._parent is not None:
-            args = [self.own(a) if isinstance(a, Var) and a._trace is not self else a
-                    for a in args]
+            # only Vars at our level are ours to own; a lower level's Var (a closed-over
+            # value of an outer derivative) is a constant here, as on any tape
+            args = [self.own(a) if isinstance(a, Var) and a._trace is not self
+                    and a._trace.level == self.level else a for a in args]
         if self._paused is not None:
             # recording paused: compute on the values, note which of our Vars were read
             touched = self._paused
