@@ -40,6 +40,7 @@ import importlib
 import inspect
 import sys
 import types
+import weakref
 
 import numpy as np
 
@@ -669,6 +670,21 @@ def _published_as(prim):
     mod = sys.modules.get(prim._module or "")
     if mod is not None and getattr(mod, prim.__qualname__, None) is prim:
         return None
+    where = _published_cache.get(prim)
+    if where is not None and getattr(sys.modules.get(where[0]), where[1], None) is prim:
+        return where
+    where = _find_published(prim)
+    if where is not None:
+        _published_cache[prim] = where
+    return where
+
+
+# a pickled primitive's (module, name): found once by a walk over every loaded wengert module,
+# then checked (one getattr) on each pickle
+_published_cache = weakref.WeakKeyDictionary()
+
+
+def _find_published(prim):
     for name in sorted((m for m in list(sys.modules) if m == "wengert" or
                         m.startswith("wengert.")), key=lambda m: (m.count("."), m)):
         module = sys.modules.get(name)
