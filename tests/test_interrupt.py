@@ -91,8 +91,9 @@ def test_sigint_during_fused_kernels_raises_keyboard_interrupt():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [os.path.dirname(os.path.dirname(os.path.abspath(wg.__file__)))] +
         os.environ.get("PYTHONPATH", "").split(os.pathsep)))
+    # 600 s: a cold Numba compile on a loaded machine (the trials take a second or two)
     out = subprocess.run([sys.executable, "-c", CHILD.format(trials=60)], env=env,
-                         capture_output=True, text=True, timeout=600)  # a cold Numba compile on a loaded machine
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen == {"KeyboardInterrupt": 60}, seen
