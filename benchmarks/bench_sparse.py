@@ -16,14 +16,17 @@ wengert.numpy -- reprojection through a Rodrigues rotation and radial distortion
 and the weight error 1 - w² -- at ADBench's ba1 shape (49 cameras, 7,776 points, 31,843
 observations): the Jacobian (95,529 x 55,710) by ``wg.sparse_jacobian``, 14 column colours
 (one pass with 14 tangents), eager and under ``wg.compile``, as time ÷ the residual's
-(target, issue 32: ≤ 6.5×, ADBench's manual C++).
+(target, issue 32: ≤ 6.5×, ADBench's manual C++). Beside it: the row colouring's size (what
+``mode="reverse"`` would sweep), and where the compiled call's time goes -- the compressed
+pass (``J S``, its entries gathered in CSR order) against the ``csr_array``'s assembly --
+and whether fusion backed off (``fuse_failures``).
 
     python benchmarks/bench_sparse.py [--quick]     (--quick: n up to 10⁴, BA at p = 1,000)
 """
 import sys
 import time
 
-from _util import fmt, paired_time, row  # first: sets BLAS to one thread
+from _util import fmt, median_time, paired_time, row  # first: sets BLAS to one thread
 
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
@@ -148,6 +151,20 @@ def bundle_adjustment(quick):
     t_fn, _, over_f = paired_time(compiled, F, x, rounds=5)
     row(f"  wg.compile(wg.sparse_jacobian) (first call {t_cold:.1f} s)", fmt(t_fn * 1e3),
         fmt(over_f), width=40)
+    run = compiled._passes[id(plan)][0]
+    data = run(x)
+    t_pass = median_time(run, x, repeat=5)
+    t_csr = median_time(plan.assemble, data, repeat=5)
+    row("    of which the compressed pass", fmt(t_pass * 1e3), width=40)
+    row("    and the csr_array's assembly", fmt(t_csr * 1e3), width=40)
+    backed = [str(e) for e in run.fuse_failures]
+    print("    fusion: " + ("; ".join(backed) if backed else "every elementwise node fused"))
+    t = time.perf_counter()
+    k_rows = int(wg.color(plan.sparsity, "row").max()) + 1
+    t_rows = time.perf_counter() - t
+    longest = int(np.bincount(plan.sparsity.indices).max())
+    print(f"  row colouring (mode='reverse'): {k_rows:,} colours ({t_rows:.1f} s; at least "
+          f"the longest column, {longest:,} rows), against {plan.num_colors} column colours")
 
 
 if __name__ == "__main__":
