@@ -19,7 +19,9 @@ observations): the Jacobian (95,529 x 55,710) by ``wg.sparse_jacobian``, 14 colu
 (target, issue 32: ≤ 6.5×, ADBench's manual C++). Beside it: the row colouring's size (what
 ``mode="reverse"`` would sweep), and where the compiled call's time goes -- the compressed
 pass (``J S``, its entries gathered in CSR order) against the ``csr_array``'s assembly --
-and whether fusion backed off (``fuse_failures``).
+and whether fusion backed off (``fuse_failures``); and, where Numba is installed, the same
+14-tangent pass written by hand as one Numba kernel (``_ba_kernel.py``), as the reference
+for what fusing across the pass's shapes would reach.
 
     python benchmarks/bench_sparse.py [--quick]     (--quick: n up to 10⁴, BA at p = 1,000)
 """
@@ -33,6 +35,8 @@ import scipy.sparse as sp  # noqa: E402
 
 import wengert as wg  # noqa: E402
 import wengert.numpy as wnp  # noqa: E402
+
+import _ba_kernel  # noqa: E402
 
 
 def residual(m):
@@ -159,6 +163,13 @@ def bundle_adjustment(quick):
     row("    and the csr_array's assembly", fmt(t_csr * 1e3), width=40)
     backed = [str(e) for e in run.fuse_failures]
     print("    fusion: " + ("; ".join(backed) if backed else "every elementwise node fused"))
+    hand = _ba_kernel.make(plan, *shape)
+    if hand is not None:  # what fusion spanning every shape of the pass would reach
+        hand(x)
+        assert abs(hand(x) - first).max() <= 1e-9 * abs(first).max()
+        t_fn, _, over_f = paired_time(hand, F, x, rounds=5)
+        row("  the same pass as one Numba kernel, by hand", fmt(t_fn * 1e3), fmt(over_f),
+            width=40)
     t = time.perf_counter()
     k_rows = int(wg.color(plan.sparsity, "row").max()) + 1
     t_rows = time.perf_counter() - t
