@@ -16,20 +16,27 @@ wengert.numpy -- reprojection through a Rodrigues rotation and radial distortion
 and the weight error 1 - w² -- at ADBench's ba1 shape (49 cameras, 7,776 points, 31,843
 observations): the Jacobian (95,529 x 55,710) by ``wg.sparse_jacobian``, 14 column colours
 (one pass with 14 tangents), eager and under ``wg.compile``, as time ÷ the residual's
-(target, issue 32: ≤ 6.5×, ADBench's manual C++).
+(target, issue 32: ≤ 6.5×, ADBench's manual C++). Beside it: the row colouring's size (what
+``mode="reverse"`` would sweep), and where the compiled call's time goes -- the compressed
+pass (``J S``, its entries gathered in CSR order) against the ``csr_array``'s assembly --
+and whether fusion backed off (``fuse_failures``); and, where Numba is installed, the same
+14-tangent pass written by hand as one Numba kernel (``_ba_kernel.py``), as the reference
+for what fusing across the pass's shapes would reach.
 
     python benchmarks/bench_sparse.py [--quick]     (--quick: n up to 10⁴, BA at p = 1,000)
 """
 import sys
 import time
 
-from _util import fmt, paired_time, row  # first: sets BLAS to one thread
+from _util import fmt, median_time, paired_time, row  # first: sets BLAS to one thread
 
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 
 import wengert as wg  # noqa: E402
 import wengert.numpy as wnp  # noqa: E402
+
+import _ba_kernel  # noqa: E402
 
 
 def residual(m):
@@ -148,6 +155,27 @@ def bundle_adjustment(quick):
     t_fn, _, over_f = paired_time(compiled, F, x, rounds=5)
     row(f"  wg.compile(wg.sparse_jacobian) (first call {t_cold:.1f} s)", fmt(t_fn * 1e3),
         fmt(over_f), width=40)
+    run = compiled._passes[id(plan)][0]
+    data = run(x)
+    t_pass = median_time(run, x, repeat=5)
+    t_csr = median_time(plan.assemble, data, repeat=5)
+    row("    of which the compressed pass", fmt(t_pass * 1e3), width=40)
+    row("    and the csr_array's assembly", fmt(t_csr * 1e3), width=40)
+    backed = [str(e) for e in run.fuse_failures]
+    print("    fusion: " + ("; ".join(backed) if backed else "every elementwise node fused"))
+    hand = _ba_kernel.make(plan, *shape)
+    if hand is not None:  # what fusion spanning every shape of the pass would reach
+        hand(x)
+        assert abs(hand(x) - first).max() <= 1e-9 * abs(first).max()
+        t_fn, _, over_f = paired_time(hand, F, x, rounds=5)
+        row("  the same pass as one Numba kernel, by hand", fmt(t_fn * 1e3), fmt(over_f),
+            width=40)
+    t = time.perf_counter()
+    k_rows = int(wg.color(plan.sparsity, "row").max()) + 1
+    t_rows = time.perf_counter() - t
+    longest = int(np.bincount(plan.sparsity.indices).max())
+    print(f"  row colouring (mode='reverse'): {k_rows:,} colours ({t_rows:.1f} s; at least "
+          f"the longest column, {longest:,} rows), against {plan.num_colors} column colours")
 
 
 if __name__ == "__main__":
