@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
+import math
 import threading
 import types
 
@@ -31,7 +33,7 @@ import numpy as np
 from . import numpy as wnp
 from .core import Primitive, Tracer, ndim_of, plain, shape_of
 from .transforms import jacobian, jvp, vjp
-from .tree import LEAF, flatten, ravel, unflatten
+from .tree import LEAF, TreeDef, flatten, ravel, unflatten
 
 __all__ = ["Captured", "Problem", "solve_implicit", "implicit_solve", "custom_root", "implicit",
            "running", "PerThread"]
@@ -86,6 +88,9 @@ def _build(t, leaves):
     raise AssertionError(kind)  # pragma: no cover
 
 
+_ATOMS = frozenset([type(None), bool, int, float, complex, str, bytes, np.ndarray, np.float64])
+
+
 class Captured:
     """The traced values inside a pytree of functions and arrays, and that pytree rebuilt
     around other values: ``Captured(obj).leaves`` are the tracers (in a fixed order),
@@ -117,34 +122,34 @@ class Captured:
         return ("leaf", k)
 
     def _scan(self, x, depth):
+        # every gradient through a solver runs this walk, and so does every plain call
+        # (whose answer is "nothing traced"): the common kinds are met by exact type first,
+        # and ``any`` over the parts' templates (tuples, or None) asks whether one is traced
+        t = type(x)
+        if t in _ATOMS:
+            return None
         if isinstance(x, Tracer):
             return self._leaf(x)
-        if depth > self._DEPTH or x is None or isinstance(x, (str, bytes, int, float, complex,
-                                                                np.ndarray, np.generic, type,
-                                                                types.ModuleType)):
+        if depth > self._DEPTH or isinstance(x, (str, bytes, int, float, complex, np.ndarray,
+                                                 np.generic, type, types.ModuleType)):
             return None
+        if t is tuple or t is list:
+            # a plain container's items, one level at a time (flatten's depth: containers
+            # count no level), so that nothing is flattened when none is traced
+            subs = [self._scan(v, depth) for v in x]
+            if not any(subs):
+                return None
+            d = TreeDef("tuple" if t is tuple else "list", None, (LEAF,) * len(subs))
+            return ("tree", d, subs, list(x))
+        if t is types.FunctionType:   # a leaf to flatten: asked before it
+            return self._function(x, depth)
         leaves, d = flatten(x)
         if d is not LEAF:
             subs = [self._scan(v, depth + 1) for v in leaves]
-            return None if all(s is None for s in subs) else ("tree", d, subs, leaves)
-        if id(x) in self._seen:  # a recursive function names itself
+            return ("tree", d, subs, leaves) if any(subs) else None
+        if id(x) in self._seen:
             return None
         self._seen.add(id(x))
-        if isinstance(x, types.FunctionType):
-            cells = None
-            if x.__closure__:
-                subs = []
-                for c in x.__closure__:
-                    try:
-                        subs.append(self._scan(c.cell_contents, depth + 1))
-                    except ValueError:  # an empty cell
-                        subs.append(None)
-                cells = None if all(s is None for s in subs) else subs
-            defaults = self._scan(x.__defaults__, depth + 1) if x.__defaults__ else None
-            kwd = self._scan(x.__kwdefaults__, depth + 1) if x.__kwdefaults__ else None
-            if cells is None and defaults is None and kwd is None:
-                return None
-            return ("fn", _Fn(x, cells, defaults, kwd))
         if isinstance(x, functools.partial):
             f, a, k = (self._scan(x.func, depth + 1), self._scan(x.args, depth + 1),
                        self._scan(x.keywords, depth + 1))
@@ -162,6 +167,27 @@ class Captured:
                     subs[name] = s
             return ("object", x, subs) if subs else None
         return None
+
+    def _function(self, x, depth):
+        if id(x) in self._seen:  # a recursive function names itself
+            return None
+        self._seen.add(id(x))
+        cells = None
+        if x.__closure__:
+            subs = []
+            for c in x.__closure__:
+                try:
+                    v = c.cell_contents
+                except ValueError:  # an empty cell
+                    subs.append(None)
+                    continue
+                subs.append(None if type(v) in _ATOMS else self._scan(v, depth + 1))
+            cells = subs if any(subs) else None
+        defaults = self._scan(x.__defaults__, depth + 1) if x.__defaults__ else None
+        kwd = self._scan(x.__kwdefaults__, depth + 1) if x.__kwdefaults__ else None
+        if cells is None and defaults is None and kwd is None:
+            return None
+        return ("fn", _Fn(x, cells, defaults, kwd))
 
 
 def running(name, fn, *args):
@@ -190,10 +216,14 @@ class PerThread:
     def __get__(self, obj, owner=None):
         if obj is None:
             return self
-        return getattr(obj.__dict__.setdefault("_per_thread", threading.local()), self.name, None)
+        local = obj.__dict__.get("_per_thread")   # made by the first write, not by a read
+        return None if local is None else getattr(local, self.name, None)
 
     def __set__(self, obj, value):
-        setattr(obj.__dict__.setdefault("_per_thread", threading.local()), self.name, value)
+        local = obj.__dict__.get("_per_thread")
+        if local is None:   # setdefault: two threads writing first share one
+            local = obj.__dict__.setdefault("_per_thread", threading.local())
+        setattr(local, self.name, value)
 
 
 class Problem:
@@ -439,9 +469,9 @@ def unraveler(tree):
     """``vector -> tree`` shaped as ``tree``'s leaves (wengert operations, so a traced or
     batched vector gives traced leaves; a Python float leaf comes back a 0-d value)."""
     leaves, d = flatten(tree)
-    shapes = [np.shape(x) for x in leaves]
+    shapes = [x.shape if type(x) is np.ndarray else np.shape(x) for x in leaves]
     floats = [isinstance(x, (float, int)) for x in leaves]
-    ends = np.cumsum([int(np.prod(s, dtype=int)) for s in shapes]).tolist()
+    ends = list(itertools.accumulate(math.prod(s) for s in shapes))   # Python's: no NumPy call
 
     if len(leaves) == 1 and not floats[0]:
         shape = shapes[0]

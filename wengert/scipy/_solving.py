@@ -176,10 +176,13 @@ def _trace_pullback(F, z, gz, ps):
 
 
 def solved(problem):
-    """``(x, traced)``: the solution (traced when a captured value is) and whether it is."""
-    z, active = solve_implicit(problem)
+    """``(x, traced)``: the solution (traced when a captured value is) and whether it is.
+    Nothing traced: SciPy's call on the user's own objects, and nothing else (no flat
+    solution, no unraveller), so that a plain call costs what SciPy's does."""
     if not problem.captured.leaves:
+        problem.result = running(problem.name, problem.run, problem.captured.obj)[1]
         return None, False
+    z, active = solve_implicit(problem)
     n = shape_of(z)[0] - problem.extra
     return problem.unravel(z[:n] if problem.extra else z), True
 
