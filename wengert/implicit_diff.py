@@ -33,7 +33,7 @@ import numpy as np
 from . import numpy as wnp
 from .core import Primitive, Tracer, ndim_of, plain, shape_of
 from .transforms import jacobian, jvp, vjp
-from .tree import LEAF, TreeDef, flatten, ravel, unflatten
+from .tree import LEAF, flatten, ravel, unflatten
 
 __all__ = ["Captured", "Problem", "solve_implicit", "implicit_solve", "custom_root", "implicit",
            "running", "PerThread"]
@@ -52,13 +52,14 @@ class _Fn:
         fn = self.fn
         closure = fn.__closure__
         if self.cells is not None:
-            closure = tuple(c if t is None else types.CellType(_build(t, leaves))
-                            for c, t in zip(fn.__closure__, self.cells))
+            closure = tuple([c if t is None else types.CellType(_build(t, leaves))
+                             for c, t in zip(closure, self.cells)])
         defaults = fn.__defaults__ if self.defaults is None else _build(self.defaults, leaves)
         new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, defaults, closure)
         kw = fn.__kwdefaults__ if self.kwdefaults is None else _build(self.kwdefaults, leaves)
         new.__kwdefaults__ = kw
-        new.__dict__.update(fn.__dict__)
+        if fn.__dict__:
+            new.__dict__.update(fn.__dict__)
         new.__qualname__, new.__module__ = fn.__qualname__, fn.__module__
         return new
 
@@ -68,6 +69,9 @@ def _build(t, leaves):
     kind = t[0]
     if kind == "leaf":
         return leaves[t[1]]
+    if kind == "seq":   # a tuple or a list, one level
+        items = [_build(c, leaves) if c is not None else v for c, v in zip(t[2], t[3])]
+        return tuple(items) if t[1] is tuple else items
     if kind == "tree":
         return unflatten(t[1], [_build(c, leaves) if c is not None else v
                                 for c, v in zip(t[2], t[3])])
@@ -128,21 +132,20 @@ class Captured:
         t = type(x)
         if t in _ATOMS:
             return None
+        if t is tuple or t is list:
+            # a plain container's items, one level at a time (flatten's depth: containers
+            # count no level), so that nothing is flattened when none is traced
+            if not x or depth > self._DEPTH:
+                return None
+            subs = [None if type(v) in _ATOMS else self._scan(v, depth) for v in x]
+            return ("seq", t, subs, list(x)) if any(subs) else None
+        if t is types.FunctionType:   # a leaf to flatten: asked before it
+            return None if depth > self._DEPTH else self._function(x, depth)
         if isinstance(x, Tracer):
             return self._leaf(x)
         if depth > self._DEPTH or isinstance(x, (str, bytes, int, float, complex, np.ndarray,
                                                  np.generic, type, types.ModuleType)):
             return None
-        if t is tuple or t is list:
-            # a plain container's items, one level at a time (flatten's depth: containers
-            # count no level), so that nothing is flattened when none is traced
-            subs = [self._scan(v, depth) for v in x]
-            if not any(subs):
-                return None
-            d = TreeDef("tuple" if t is tuple else "list", None, (LEAF,) * len(subs))
-            return ("tree", d, subs, list(x))
-        if t is types.FunctionType:   # a leaf to flatten: asked before it
-            return self._function(x, depth)
         leaves, d = flatten(x)
         if d is not LEAF:
             subs = [self._scan(v, depth + 1) for v in leaves]

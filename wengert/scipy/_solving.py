@@ -20,7 +20,7 @@ import numpy as np
 from .. import numpy as wnp
 from ..core import SolverWarning, Tracer, plain, shape_of
 from ..implicit_diff import Captured, Problem, running, solve_implicit, unraveler
-from ..transforms import jacobian, vjp
+from ..transforms import jacobian, jvp, vjp
 from ._fingerprint import Unkeyable, fingerprint
 from ._ode import _shapes, trace_rhs
 
@@ -138,11 +138,19 @@ class SciPyProblem(Problem):
         if self.extra or self.multipliers is not None:
             return None
         fixed = [leaves[i] for i in range(len(leaves)) if i not in idx]
+        known = {id(self): (self, ("problem",))}
+        eq = self.equation
+        cells = eq.__closure__
+        if eq.__module__ == __package__ + ".optimize" and cells is not None and \
+                len(cells) == 1 and cells[0].cell_contents is self:
+            # a wrapper's own equation reads the problem (known) and its module's helpers
+            # only: its code says the rest, so it is not walked (the code is kept alive)
+            known[id(eq)] = (eq, ("equation", id(eq.__code__)))
         try:   # one walk: the wrapper's equation, the user's functions, the plain leaves
-            key, keep = fingerprint((self.equation, self.captured.obj, fixed),
-                                    self.captured._ids, {id(self): (self, ("problem",))})
+            key, keep = fingerprint((eq, self.captured.obj, fixed), self.captured._ids, known)
         except Unkeyable:
             return None
+        keep.append(eq.__code__)
         shapes = tuple(("float",) if type(p) is float else
                        (type(p).__name__, np.shape(p), np.result_type(p).str)
                        for p in (leaves[i] for i in idx))
@@ -169,8 +177,11 @@ def _trace_pullback(F, z, gz, ps):
     n = z.size
 
     def pull(zz, g, *pp):
-        jac = jacobian(lambda y: F(y, *pp), mode="forward")(zz)
-        lam = g / jac[0, 0] if n == 1 else wnp.linalg.solve(wnp.transpose(jac), g)
+        if n == 1:   # F_x by one dual number on x: a division, no Jacobian to transpose
+            lam = g / jvp(lambda y: F(y, *pp), (zz,), (np.ones(1),))[1]
+        else:
+            jac = jacobian(lambda y: F(y, *pp), mode="forward")(zz)
+            lam = wnp.linalg.solve(wnp.transpose(jac), g)
         return tuple(vjp(lambda *q: F(zz, *q), *pp)[1](-lam))
     return trace_rhs(pull, [z, gz, *ps], "implicit_pullback", flat=False)
 
