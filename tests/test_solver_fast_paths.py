@@ -205,3 +205,53 @@ def test_captured_rebuilds_containers_around_new_values():
         return v
     wg.grad(check)(1.0)
     assert t(1.0) == 1.0
+
+
+# -- one unknown: a 0-d solution, one dual number for F_x ---------------------------------------------
+def _slow_cubic(theta):
+    """The same root through wg.custom_root: a 1-D unknown, no cache, the general rules."""
+    return wg.custom_root(lambda x: x ** 3 + x - theta, 1.0,
+                          lambda f, x0: so.brentq(f, -10.0, 10.0, xtol=1e-14), None)
+
+
+_SCALAR_SOLVERS = {
+    "brentq": lambda t: optimize.brentq(lambda x: x ** 3 + x - t, -10.0, 10.0, xtol=1e-14),
+    "newton": lambda t: optimize.newton(lambda x, c: x ** 3 + x - c, 1.0, args=(t,),
+                                        tol=1e-14),
+    "root_scalar": lambda t: optimize.root_scalar(lambda x: x ** 3 + x - t, x0=1.0,
+                                                  fprime=lambda x: 3 * x ** 2 + 1,
+                                                  method="newton", xtol=1e-14).root,
+    "fixed_point": lambda t: optimize.fixed_point(   # Newton's map: fixed at the root
+        lambda x: x - (x ** 3 + x - t) / (3 * x ** 2 + 1), 1.0, xtol=1e-14),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SCALAR_SOLVERS))
+def test_one_unknown_equals_the_general_path_and_the_closed_form(name):
+    fast = _SCALAR_SOLVERS[name]
+    thetas = np.array([2.0, 0.5, 3.0])
+    for f in (fast, _slow_cubic):
+        y = f(2.0)
+        assert np.ndim(y) == 0 and y == pytest.approx(_cubic_root(2.0), abs=1e-12)
+    modes = {
+        "reverse": lambda f: wg.grad(f)(2.0),
+        "forward": lambda f: wg.jacobian(f, mode="forward")(2.0),
+        "hessian": lambda f: wg.hessian(f)(2.0),
+        "forward over reverse": lambda f: wg.jacobian(wg.grad(f), mode="forward")(2.0),
+        "vmap of grad": lambda f: wg.vmap(wg.grad(f))(thetas),
+        "compiled grad": lambda f: wg.compile(wg.grad(f))(2.0),
+        # a batch of cotangents through the root (the Jacobian of a vector of it, in one sweep)
+        "reverse jacobian": lambda f: wg.jacobian(lambda t: wnp.stack([f(t), 2.0 * f(t) ** 2]),
+                                                  mode="reverse")(2.0),
+    }
+    closed = {"reverse": _dx(2.0), "forward": _dx(2.0), "hessian": _d2x(2.0),
+              "forward over reverse": _d2x(2.0), "vmap of grad": _dx(thetas),
+              "compiled grad": _dx(2.0),
+              "reverse jacobian": [_dx(2.0), 4.0 * _cubic_root(2.0) * _dx(2.0)]}
+    for mode, run in modes.items():
+        got, slow = np.asarray(run(fast)), np.asarray(run(_slow_cubic))
+        np.testing.assert_allclose(got, slow, rtol=1e-9, atol=1e-10, err_msg=mode)
+        np.testing.assert_allclose(got, closed[mode], rtol=1e-8, atol=1e-10, err_msg=mode)
+    # the first derivative's cached code, a second time (its cache entry): the same answer
+    assert wg.grad(fast)(3.0) == pytest.approx(_dx(3.0), abs=1e-10)
+    assert wg.grad(fast)(3.0) == pytest.approx(_dx(3.0), abs=1e-10)

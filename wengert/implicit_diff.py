@@ -231,7 +231,9 @@ class PerThread:
 
 class Problem:
     """One solver call: ``solve`` (plain values in, ``(z, active)`` out: the solution as a
-    1-D float array and an int8 array of flags, e.g. which bounds are active), ``residual``
+    1-D float array, or a 0-d one for a single unknown when the residual and the caller read
+    it through ``unraveler`` only, and an int8 array of flags, e.g. which bounds are
+    active), ``residual``
     (``F(z, active, leaves)``, 1-D, with wengert operations), and ``tangent_solve`` (``J⁻¹ r``
     or ``J⁻ᵀ r`` for ``r`` of shape ``(n,)`` or ``(n, k)``; by default with the dense
     Jacobian of the residual, which suits problems of up to a few thousand unknowns).
@@ -337,12 +339,13 @@ def implicit_solve_jvp(primals, tangents, problem):
     idx = [i for i, t in enumerate(tangents) if t is not None and _diff(primals[i])]
     if not idx:
         return (z, active), (None, None)
-    n = shape_of(z)[0]
+    zshape = shape_of(z)   # (n,), or () for one unknown (a problem's choice: see _impl)
+    n = math.prod(zshape)
     residual = _residual_of(problem, active, primals, idx)
     ps = tuple(primals[i] for i in idx)
     ts = tuple(_reshape(tangents[i], (1,) + shape_of(primals[i])) for i in idx)
     if _dense(problem):
-        tz = np.concatenate([np.eye(n), np.zeros((1, n))])
+        tz = np.concatenate([np.eye(n), np.zeros((1, n))]).reshape((n + 1,) + zshape)
         tps = tuple(wnp.concatenate([wnp.zeros((n,) + shape_of(p)), t])
                     for p, t in zip(ps, ts))
         _, cols = jvp(residual, (z,) + ps, (tz,) + tps, batched=True)   # (n + 1, n)
@@ -352,8 +355,8 @@ def implicit_solve_jvp(primals, tangents, problem):
     else:
         _, v = jvp(lambda *vals: residual(z, *vals), ps, ts, batched=True)    # (1, n)
         dz = -problem.tangent_solve(z, active, primals, _T(v), False)
-    dz = _T(dz)
-    return (z, active), (dz[0], None)
+    dz = _T(dz)[0]
+    return (z, active), (dz if zshape == (n,) else _reshape(dz, zshape), None)
 
 
 @implicit_solve.rrule(needs=True)
@@ -368,13 +371,17 @@ def implicit_solve_vjp(*primals, problem, needs):
         out = [None] * len(primals)
         if gz is None or not idx:
             return tuple(out)
-        n = shape_of(z)[0]
-        batch = shape_of(gz)[:-1]
+        zshape, gshape = shape_of(z), shape_of(gz)
+        n = math.prod(zshape)
+        batch = gshape[:len(gshape) - len(zshape)]
         if not batch and _dense(problem) and _plain(gz, *primals):
             cts = problem.plain_pullback(z, active, primals, idx, gz)
             if cts is not None:
                 for i, c in zip(idx, cts):
-                    c = np.reshape(c, shape_of(primals[i]))
+                    c = np.asarray(c)
+                    shape = shape_of(primals[i])
+                    if c.shape != shape:
+                        c = c.reshape(shape)
                     out[i] = c[()] if c.ndim == 0 else c
                 return tuple(out)
         g2 = _reshape(gz, (-1, n))                       # (m, n)
@@ -386,7 +393,8 @@ def implicit_solve_vjp(*primals, problem, needs):
                 rows = [_reshape(r, (1,) + shape_of(r)) for r in pb(np.ones(1))]
             else:
                 rows = pb(np.eye(n))                        # J's rows, ∂F/∂θ's rows
-            lam = _solve(_T(rows[0]), _T(g2))   # (n, m)
+            jac = rows[0] if shape_of(rows[0]) == (n, n) else _reshape(rows[0], (n, n))
+            lam = _solve(_T(jac), _T(g2))   # (n, m)
             cts = [-(np.tensordot(_T(lam), r, axes=1) if _plain(lam, r) else
                      wnp.tensordot(_T(lam), r, axes=1)) for r in rows[1:]]
         else:
@@ -468,9 +476,19 @@ class _RootProblem(Problem):
         return wnp.stack(cols, axis=1)
 
 
+def _unravel_number(vec):
+    """A number from a solution of one entry: of shape (1,), or () where the problem keeps
+    its one unknown 0-d (no indexing operation to record)."""
+    if type(vec) is np.ndarray:
+        return float(vec if vec.ndim == 0 else vec[0])
+    return vec if ndim_of(vec) == 0 else vec[0]
+
+
 def unraveler(tree):
     """``vector -> tree`` shaped as ``tree``'s leaves (wengert operations, so a traced or
     batched vector gives traced leaves; a Python float leaf comes back a 0-d value)."""
+    if type(tree) is float or type(tree) is np.float64:
+        return _unravel_number   # a scalar root's: the common case, made once
     leaves, d = flatten(tree)
     shapes = [x.shape if type(x) is np.ndarray else np.shape(x) for x in leaves]
     floats = [isinstance(x, (float, int)) for x in leaves]

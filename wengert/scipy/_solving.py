@@ -84,10 +84,14 @@ class SciPyProblem(Problem):
         if self.unravel is None:
             self.unravel = unraveler(x[()] if x.ndim == 0 else x)
             self.xshape = x.shape
+        if x.ndim == 0 and self.cacheable:
+            # a root finder's one unknown stays 0-d: its equation and ``solved`` read it
+            # through unravel only, so the number needs no indexing operation on the tape
+            return x, np.zeros(0, np.int8) if active is None else active
         z = np.ravel(x)
         if getattr(self, "multipliers", None) is not None:
             z = np.concatenate([z, self.multipliers])
-        return z, np.zeros(0) if active is None else active
+        return z, np.zeros(0, np.int8) if active is None else active
 
     def residual(self, z, active, leaves):
         return self.equation(self.captured.build(leaves), z, active)
@@ -151,9 +155,10 @@ class SciPyProblem(Problem):
         except Unkeyable:
             return None
         keep.append(eq.__code__)
-        shapes = tuple(("float",) if type(p) is float else
-                       (type(p).__name__, np.shape(p), np.result_type(p).str)
-                       for p in (leaves[i] for i in idx))
+        shapes = tuple([("float",) if type(p) is float else
+                        ("ndarray", p.shape, p.dtype.str) if type(p) is np.ndarray else
+                        (type(p).__name__, np.shape(p), np.result_type(p).str)
+                        for p in (leaves[i] for i in idx)])
         key = (self.name, key, tuple(idx), shapes, z.shape, self.xshape, active.tobytes())
         return key, keep
 
@@ -178,7 +183,7 @@ def _trace_pullback(F, z, gz, ps):
 
     def pull(zz, g, *pp):
         if n == 1:   # F_x by one dual number on x: a division, no Jacobian to transpose
-            lam = g / jvp(lambda y: F(y, *pp), (zz,), (np.ones(1),))[1]
+            lam = g / jvp(lambda y: F(y, *pp), (zz,), (np.ones(z.shape),))[1]
         else:
             jac = jacobian(lambda y: F(y, *pp), mode="forward")(zz)
             lam = wnp.linalg.solve(wnp.transpose(jac), g)
@@ -194,8 +199,9 @@ def solved(problem):
         problem.result = running(problem.name, problem.run, problem.captured.obj)[1]
         return None, False
     z, active = solve_implicit(problem)
-    n = shape_of(z)[0] - problem.extra
-    return problem.unravel(z[:n] if problem.extra else z), True
+    if problem.extra:   # the multipliers after the solution
+        z = z[:shape_of(z)[0] - problem.extra]
+    return problem.unravel(z), True
 
 
 def with_fields(result, **fields):
