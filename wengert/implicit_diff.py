@@ -496,8 +496,12 @@ def unraveler(tree):
 
     if len(leaves) == 1 and not floats[0]:
         shape = shapes[0]
-        return lambda vec: unflatten(d, [vec.reshape(shape) if type(vec) is np.ndarray
-                                         else wnp.reshape(vec, shape)])
+
+        def one(vec):   # a vector already of the leaf's shape is the leaf: no reshape to record
+            if type(vec) is np.ndarray:
+                return unflatten(d, [vec.reshape(shape)])
+            return unflatten(d, [vec if shape_of(vec) == shape else wnp.reshape(vec, shape)])
+        return one
 
     def unravel(vec):
         if type(vec) is np.ndarray:   # plain: NumPy's own slicing

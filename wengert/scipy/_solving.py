@@ -14,6 +14,7 @@ import warnings
 from collections import OrderedDict
 
 import scipy as _sp_any
+import scipy.optimize as _so
 
 import numpy as np
 
@@ -206,7 +207,10 @@ def solved(problem):
 
 def with_fields(result, **fields):
     """A shallow copy of SciPy's result with the traced ``fields`` in place."""
-    out = copy.copy(result)
+    # an OptimizeResult keeps its fields as dict items: copied as a dict (copy.copy's
+    # reduce protocol costs more than the fields)
+    out = _so.OptimizeResult(result) if type(result) is _so.OptimizeResult else \
+        copy.copy(result)
     for k, v in fields.items():
         if isinstance(out, dict):
             out[k] = v
