@@ -255,3 +255,33 @@ def test_one_unknown_equals_the_general_path_and_the_closed_form(name):
     # the first derivative's cached code, a second time (its cache entry): the same answer
     assert wg.grad(fast)(3.0) == pytest.approx(_dx(3.0), abs=1e-10)
     assert wg.grad(fast)(3.0) == pytest.approx(_dx(3.0), abs=1e-10)
+
+
+# -- the derivative code's cache ------------------------------------------------------------------------
+def test_a_warm_start_reuses_the_derivative_code():
+    # the residual does not read the starting point: a new x0 (the last solution, as a
+    # continuation does) keeps the cache entry, and each gradient is its own
+    _solving._CACHE.clear()
+    a = np.array([[3.0, 1.0], [1.0, 2.0]])
+    x0 = np.zeros(2)
+    for theta in (np.array([1.0, 2.0]), np.array([0.5, -1.0]), np.array([2.0, 0.3])):
+        def solve(t, x0=x0):
+            return optimize.root(lambda x: a @ x + 0.1 * x ** 3 - t, x0, tol=1e-12).x
+        g = wg.grad(lambda t: wnp.sum(solve(t)))(theta)
+        x = solve(theta)
+        np.testing.assert_allclose(g, np.linalg.solve((a + np.diag(0.3 * x ** 2)).T,
+                                                      np.ones(2)), rtol=1e-9, atol=1e-12)
+        x0 = x   # the next call starts from here
+    assert len(_solving._CACHE) == 1
+    # a scalar root from another bracket and start: the same entry as well
+    _solving._CACHE.clear()
+    for lo, t in ((-10.0, 2.0), (-5.0, 3.0), (0.0, 0.5)):
+        g = wg.grad(lambda t: optimize.brentq(lambda x: x ** 3 + x - t, lo, 10.0,
+                                              xtol=1e-14))(t)
+        assert g == pytest.approx(_dx(t), abs=1e-10)
+    assert len(_solving._CACHE) == 1
+    # but what the residual reads is still in the key: another matrix, another entry
+    b = 2.0 * a
+    wg.grad(lambda t: wnp.sum(optimize.root(lambda x: b @ x - t, np.zeros(2)).x))(np.ones(2))
+    wg.grad(lambda t: wnp.sum(optimize.root(lambda x: a @ x - t, np.zeros(2)).x))(np.ones(2))
+    assert len(_solving._CACHE) == 3

@@ -67,7 +67,7 @@ class SciPyProblem(Problem):
     arrays the call was given, rebuilt around the leaves (``Captured``).  ``x`` may carry
     extra unknowns (multipliers) after the solution's own ``size`` entries."""
 
-    def __init__(self, name, objs, run, equation, like=None, cache=False):
+    def __init__(self, name, objs, run, equation, like=None, cache=False, reads=None):
         super().__init__(Captured(objs))
         self.name, self.run, self.equation = name, run, equation
         self.unravel = None if like is None else unraveler(like)
@@ -75,6 +75,9 @@ class SciPyProblem(Problem):
         # cached: a problem whose residual reads the problem only through unravel (set from
         # the solution's shape); the wrappers of root finders say so (cache=True)
         self.cacheable = cache and like is None
+        # the entries of objs the equation reads (None: all): only these enter the cache key,
+        # so a new starting point (a warm start) reuses the derivative code
+        self.reads = reads
         self.xshape = None
 
     def solve(self, leaves):
@@ -152,7 +155,10 @@ class SciPyProblem(Problem):
             # only: its code says the rest, so it is not walked (the code is kept alive)
             known[id(eq)] = (eq, ("equation", id(eq.__code__)))
         try:   # one walk: the wrapper's equation, the user's functions, the plain leaves
-            key, keep = fingerprint((eq, self.captured.obj, fixed), self.captured._ids, known)
+            obj = self.captured.obj
+            if self.reads is not None:
+                obj = tuple(obj[i] for i in self.reads)
+            key, keep = fingerprint((eq, obj, fixed), self.captured._ids, known)
         except Unkeyable:
             return None
         keep.append(eq.__code__)
