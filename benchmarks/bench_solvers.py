@@ -41,10 +41,12 @@ primal solve.  Two primals, side by side: wengert's call on plain values (``prim
 from _util import fmt, paired_time, row  # first: sets BLAS to one thread
 
 import argparse  # noqa: E402
+import statistics  # noqa: E402
 import time  # noqa: E402
 import tracemalloc  # noqa: E402
 
 import numpy as np  # noqa: E402
+import scipy.optimize as so  # noqa: E402
 
 import wengert as wg  # noqa: E402
 import wengert.numpy as wnp  # noqa: E402
@@ -246,7 +248,6 @@ def bench_odes(sizes=(10, 100, 1000), repeat=2, forward_limit=30, peers=True):
 def _cases():
     """``(name, solve, bare, theta)``: wengert's call, and SciPy's own call on the same plain
     functions (minimize's gradient written out by hand, as a SciPy user would pass it)."""
-    import scipy.optimize as so
     rng = np.random.default_rng(0)
     cases = []
 
@@ -306,8 +307,6 @@ def _paired3(grad, primal, bare, x, rounds=5, min_time=0.03):
     """Medians of ``grad``, ``primal`` and ``bare`` timed in turn in each round (as
     ``_util.paired_time``, for three): ``(t_grad, t_primal, t_bare, d ÷ primal, d ÷ bare)``,
     each ratio the median of the rounds' own."""
-    import statistics
-
     def batch(fn, k):
         t = time.perf_counter()
         for _ in range(k):

@@ -40,7 +40,7 @@ def _d2x(theta):
     return -6.0 * x * _dx(theta) ** 3   # d/dθ (3x² + 1)⁻¹
 
 
-# -- a plain call is SciPy's call -------------------------------------------------------------------
+# -- a plain call is SciPy's call ------------------------------------------------------------------
 def _no_implicit_solve(monkeypatch):
     def refuse(problem):
         raise AssertionError("a plain call reached the implicit_solve primitive")
@@ -91,7 +91,7 @@ def _global_residual(x):
     return x * x - _GLOBAL["a"]
 
 
-# -- every place a traced value may hide -------------------------------------------------------------
+# -- every place a traced value may hide -----------------------------------------------------------
 class _Model:
     def __init__(self, theta):
         self.theta = theta
@@ -207,7 +207,7 @@ def test_captured_rebuilds_containers_around_new_values():
     assert t(1.0) == 1.0
 
 
-# -- one unknown: a 0-d solution, one dual number for F_x ---------------------------------------------
+# -- one unknown: a 0-d solution, one dual number for F_x ------------------------------------------
 def _slow_cubic(theta):
     """The same root through wg.custom_root: a 1-D unknown, no cache, the general rules."""
     return wg.custom_root(lambda x: x ** 3 + x - theta, 1.0,
@@ -257,7 +257,7 @@ def test_one_unknown_equals_the_general_path_and_the_closed_form(name):
     assert wg.grad(fast)(3.0) == pytest.approx(_dx(3.0), abs=1e-10)
 
 
-# -- the derivative code's cache ------------------------------------------------------------------------
+# -- the derivative code's cache -------------------------------------------------------------------
 def test_a_warm_start_reuses_the_derivative_code():
     # the residual does not read the starting point: a new x0 (the last solution, as a
     # continuation does) keeps the cache entry, and each gradient is its own
