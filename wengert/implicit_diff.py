@@ -290,7 +290,12 @@ implicit_solve = Primitive(_impl, name="implicit_solve", multiple_results=True, 
 
 def _diff(x):
     v = plain(x)
-    return np.result_type(v).kind in "fc"
+    t = type(v)
+    if t is float or t is complex:
+        return True
+    kind = v.dtype.kind if t is np.ndarray or isinstance(v, np.generic) else \
+        np.result_type(v).kind
+    return kind in "fc"
 
 
 def _plain(*xs):
