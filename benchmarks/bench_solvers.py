@@ -27,7 +27,9 @@ Roots and optima (``bench_roots_and_optima``): the gradient of a scalar loss of 
 with respect to the parameters, by the implicit function theorem, against one primal SciPy
 call with the same options.  The gradient's own work is its time less the primal solve it
 contains (``wg.grad`` runs SciPy once, then the tangent solve); the target is that work ≤ 1
-primal solve.  Problems (n unknowns, θ of size n):
+primal solve.  Two primals, side by side: wengert's call on plain values (``primal``,
+``d ÷ primal``) and SciPy's own call on the same functions (``SciPy``, ``d ÷ SciPy``; for
+``minimize`` with the gradient written out by hand).  Problems (n unknowns, θ of size n):
 
 * ``brentq``: the scalar root of ``x³ + x - θ``;
 * ``root`` (hybr, SciPy's finite-difference Jacobian): ``A x + 0.1 x³ = θ``, n = 10, 40, 200;
@@ -39,10 +41,12 @@ primal solve.  Problems (n unknowns, θ of size n):
 from _util import fmt, paired_time, row  # first: sets BLAS to one thread
 
 import argparse  # noqa: E402
+import statistics  # noqa: E402
 import time  # noqa: E402
 import tracemalloc  # noqa: E402
 
 import numpy as np  # noqa: E402
+import scipy.optimize as so  # noqa: E402
 
 import wengert as wg  # noqa: E402
 import wengert.numpy as wnp  # noqa: E402
@@ -242,12 +246,17 @@ def bench_odes(sizes=(10, 100, 1000), repeat=2, forward_limit=30, peers=True):
 
 
 def _cases():
+    """``(name, solve, bare, theta)``: wengert's call, and SciPy's own call on the same plain
+    functions (minimize's gradient written out by hand, as a SciPy user would pass it)."""
     rng = np.random.default_rng(0)
     cases = []
 
     def scalar(theta):
         return optimize.brentq(lambda x: x ** 3 + x - theta, -10.0, 10.0, xtol=1e-14)
-    cases.append(("brentq, n = 1", scalar, 2.0))
+
+    def scalar_bare(theta):
+        return so.brentq(lambda x: x ** 3 + x - theta, -10.0, 10.0, xtol=1e-14)
+    cases.append(("brentq, n = 1", scalar, scalar_bare, 2.0))
 
     for n in (10, 40, 200):
         m = rng.standard_normal((n, n)) / np.sqrt(n)
@@ -256,7 +265,10 @@ def _cases():
         def rooted(theta, a=a, n=n):
             return optimize.root(lambda x: a @ x + 0.1 * x ** 3 - theta, np.zeros(n),
                                  tol=1e-12).x
-        cases.append((f"root (hybr), n = {n}", rooted, rng.standard_normal(n)))
+
+        def rooted_bare(theta, a=a, n=n):
+            return so.root(lambda x: a @ x + 0.1 * x ** 3 - theta, np.zeros(n), tol=1e-12).x
+        cases.append((f"root (hybr), n = {n}", rooted, rooted_bare, rng.standard_normal(n)))
 
         def f(x, theta, a=a):
             return 0.5 * x @ a @ x - theta @ x + 0.1 * wnp.sum(x ** 4)
@@ -264,7 +276,18 @@ def _cases():
         def argmin(theta, f=f, n=n):
             return optimize.minimize(f, np.zeros(n), args=(theta,), method="BFGS",
                                      jac=wg.grad(f), options={"gtol": 1e-7}).x
-        cases.append((f"minimize (BFGS), n = {n}", argmin, rng.standard_normal(n)))
+
+        def f_bare(x, theta, a=a):
+            return 0.5 * x @ a @ x - theta @ x + 0.1 * np.sum(x ** 4)
+
+        def g_bare(x, theta, a=a):
+            return a @ x - theta + 0.4 * x ** 3
+
+        def argmin_bare(theta, n=n, f=f_bare, g=g_bare):
+            return so.minimize(f, np.zeros(n), args=(theta,), method="BFGS", jac=g,
+                               options={"gtol": 1e-7}).x
+        cases.append((f"minimize (BFGS), n = {n}", argmin, argmin_bare,
+                      rng.standard_normal(n)))
 
     design = rng.standard_normal((60, 10))
 
@@ -272,24 +295,60 @@ def _cases():
         return optimize.least_squares(lambda x: design @ x - y, np.zeros(10),
                                       jac=lambda x: design, loss="soft_l1", xtol=1e-12,
                                       ftol=1e-12, gtol=1e-12).x
-    cases.append(("least_squares (soft_l1), n = 10", fit, rng.standard_normal(60)))
+
+    def fit_bare(y):
+        return so.least_squares(lambda x: design @ x - y, np.zeros(10), jac=lambda x: design,
+                                loss="soft_l1", xtol=1e-12, ftol=1e-12, gtol=1e-12).x
+    cases.append(("least_squares (soft_l1), n = 10", fit, fit_bare, rng.standard_normal(60)))
     return cases
 
 
-def bench_roots_and_optima():
-    """Rows of (case, primal ms, gradient ms, (gradient - primal) ÷ primal)."""
+def _paired3(grad, primal, bare, x, rounds=5, min_time=0.03):
+    """Medians of ``grad``, ``primal`` and ``bare`` timed in turn in each round (as
+    ``_util.paired_time``, for three): ``(t_grad, t_primal, t_bare, d ÷ primal, d ÷ bare)``,
+    each ratio the median of the rounds' own."""
+    def batch(fn, k):
+        t = time.perf_counter()
+        for _ in range(k):
+            fn(x)
+        return (time.perf_counter() - t) / k
+    fns = (grad, primal, bare)
+    ks = []
+    for fn in fns:
+        fn(x)
+        k = 1
+        while batch(fn, k) * k < min_time and k < 1 << 16:
+            k *= 2
+        ks.append(k)
+    rows = [[], [], []]
+    for _ in range(rounds):
+        for fn, k, r in zip(fns, ks, rows):
+            r.append(batch(fn, k))
+    tg, tp, tb = (statistics.median(r) for r in rows)
+    over_primal = statistics.median([(g - p) / p for g, p in zip(rows[0], rows[1])])
+    over_bare = statistics.median([(g - b) / b for g, b in zip(rows[0], rows[2])])
+    return tg, tp, tb, over_primal, over_bare
+
+
+def bench_roots_and_optima(rounds=5):
+    """Rows of (case, SciPy ms, primal ms, gradient ms, d ÷ primal, d ÷ SciPy): d is the
+    gradient's own work, its time less one primal solve."""
     print("Roots and optima: the gradient of sum(solution) by the implicit function theorem, "
-          "beside one primal SciPy solve (ms; medians of paired runs)")
-    row("", "primal", "gradient", "d ÷ primal", width=34)
+          "beside one primal solve (ms; medians of paired runs). primal: wengert's call on "
+          "plain values; SciPy: SciPy's own call, the same functions")
+    row("", "SciPy", "primal", "gradient", "d ÷ primal", "d ÷ SciPy", width=34)
     results = []
-    for name, solve, theta in _cases():
+    for name, solve, bare, theta in _cases():
         loss = wg.grad(lambda t, solve=solve: wnp.sum(solve(t)))
-        t_grad, t_primal, _ = paired_time(loss, solve, theta, rounds=5)
-        ratio = (t_grad - t_primal) / t_primal
-        results.append((name, t_primal, t_grad, ratio))
-        row(name, fmt(t_primal * 1e3), fmt(t_grad * 1e3), f"{ratio:.2f}", width=34)
+        t_grad, t_primal, t_bare, ratio, ratio_bare = _paired3(loss, solve, bare, theta,
+                                                               rounds=rounds)
+        results.append((name, t_primal, t_grad, ratio, t_bare, ratio_bare))
+        row(name, fmt(t_bare * 1e3), fmt(t_primal * 1e3), fmt(t_grad * 1e3), f"{ratio:.2f}",
+            f"{ratio_bare:.2f}", width=34)
     worst = max(r[3] for r in results)
-    print(f"worst derivative ÷ primal: {worst:.2f} (target ≤ 1)")
+    worst_bare = max(r[5] for r in results)
+    print(f"worst derivative ÷ primal: {worst:.2f}, ÷ SciPy's own call: {worst_bare:.2f} "
+          "(target ≤ 1)")
     return results
 
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
+import math
 import threading
 import types
 
@@ -50,13 +52,14 @@ class _Fn:
         fn = self.fn
         closure = fn.__closure__
         if self.cells is not None:
-            closure = tuple(c if t is None else types.CellType(_build(t, leaves))
-                            for c, t in zip(fn.__closure__, self.cells))
+            closure = tuple([c if t is None else types.CellType(_build(t, leaves))
+                             for c, t in zip(closure, self.cells)])
         defaults = fn.__defaults__ if self.defaults is None else _build(self.defaults, leaves)
         new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, defaults, closure)
         kw = fn.__kwdefaults__ if self.kwdefaults is None else _build(self.kwdefaults, leaves)
         new.__kwdefaults__ = kw
-        new.__dict__.update(fn.__dict__)
+        if fn.__dict__:
+            new.__dict__.update(fn.__dict__)
         new.__qualname__, new.__module__ = fn.__qualname__, fn.__module__
         return new
 
@@ -66,6 +69,9 @@ def _build(t, leaves):
     kind = t[0]
     if kind == "leaf":
         return leaves[t[1]]
+    if kind == "seq":   # a tuple or a list, one level
+        items = [_build(c, leaves) if c is not None else v for c, v in zip(t[2], t[3])]
+        return tuple(items) if t[1] is tuple else items
     if kind == "tree":
         return unflatten(t[1], [_build(c, leaves) if c is not None else v
                                 for c, v in zip(t[2], t[3])])
@@ -84,6 +90,9 @@ def _build(t, leaves):
             setattr(new, name, _build(sub, leaves))
         return new
     raise AssertionError(kind)  # pragma: no cover
+
+
+_ATOMS = frozenset([type(None), bool, int, float, complex, str, bytes, np.ndarray, np.float64])
 
 
 class Captured:
@@ -117,34 +126,33 @@ class Captured:
         return ("leaf", k)
 
     def _scan(self, x, depth):
+        # every gradient through a solver runs this walk, and so does every plain call
+        # (whose answer is "nothing traced"): the common kinds are met by exact type first,
+        # and ``any`` over the parts' templates (tuples, or None) asks whether one is traced
+        t = type(x)
+        if t in _ATOMS:
+            return None
+        if t is tuple or t is list:
+            # a plain container's items, one level at a time (flatten's depth: containers
+            # count no level), so that nothing is flattened when none is traced
+            if not x or depth > self._DEPTH:
+                return None
+            subs = [None if type(v) in _ATOMS else self._scan(v, depth) for v in x]
+            return ("seq", t, subs, list(x)) if any(subs) else None
+        if t is types.FunctionType:   # a leaf to flatten: asked before it
+            return None if depth > self._DEPTH else self._function(x, depth)
         if isinstance(x, Tracer):
             return self._leaf(x)
-        if depth > self._DEPTH or x is None or isinstance(x, (str, bytes, int, float, complex,
-                                                                np.ndarray, np.generic, type,
-                                                                types.ModuleType)):
+        if depth > self._DEPTH or isinstance(x, (str, bytes, int, float, complex, np.ndarray,
+                                                 np.generic, type, types.ModuleType)):
             return None
         leaves, d = flatten(x)
         if d is not LEAF:
             subs = [self._scan(v, depth + 1) for v in leaves]
-            return None if all(s is None for s in subs) else ("tree", d, subs, leaves)
-        if id(x) in self._seen:  # a recursive function names itself
+            return ("tree", d, subs, leaves) if any(subs) else None
+        if id(x) in self._seen:
             return None
         self._seen.add(id(x))
-        if isinstance(x, types.FunctionType):
-            cells = None
-            if x.__closure__:
-                subs = []
-                for c in x.__closure__:
-                    try:
-                        subs.append(self._scan(c.cell_contents, depth + 1))
-                    except ValueError:  # an empty cell
-                        subs.append(None)
-                cells = None if all(s is None for s in subs) else subs
-            defaults = self._scan(x.__defaults__, depth + 1) if x.__defaults__ else None
-            kwd = self._scan(x.__kwdefaults__, depth + 1) if x.__kwdefaults__ else None
-            if cells is None and defaults is None and kwd is None:
-                return None
-            return ("fn", _Fn(x, cells, defaults, kwd))
         if isinstance(x, functools.partial):
             f, a, k = (self._scan(x.func, depth + 1), self._scan(x.args, depth + 1),
                        self._scan(x.keywords, depth + 1))
@@ -162,6 +170,27 @@ class Captured:
                     subs[name] = s
             return ("object", x, subs) if subs else None
         return None
+
+    def _function(self, x, depth):
+        if id(x) in self._seen:  # a recursive function names itself
+            return None
+        self._seen.add(id(x))
+        cells = None
+        if x.__closure__:
+            subs = []
+            for c in x.__closure__:
+                try:
+                    v = c.cell_contents
+                except ValueError:  # an empty cell
+                    subs.append(None)
+                    continue
+                subs.append(None if type(v) in _ATOMS else self._scan(v, depth + 1))
+            cells = subs if any(subs) else None
+        defaults = self._scan(x.__defaults__, depth + 1) if x.__defaults__ else None
+        kwd = self._scan(x.__kwdefaults__, depth + 1) if x.__kwdefaults__ else None
+        if cells is None and defaults is None and kwd is None:
+            return None
+        return ("fn", _Fn(x, cells, defaults, kwd))
 
 
 def running(name, fn, *args):
@@ -190,15 +219,21 @@ class PerThread:
     def __get__(self, obj, owner=None):
         if obj is None:
             return self
-        return getattr(obj.__dict__.setdefault("_per_thread", threading.local()), self.name, None)
+        local = obj.__dict__.get("_per_thread")   # made by the first write, not by a read
+        return None if local is None else getattr(local, self.name, None)
 
     def __set__(self, obj, value):
-        setattr(obj.__dict__.setdefault("_per_thread", threading.local()), self.name, value)
+        local = obj.__dict__.get("_per_thread")
+        if local is None:   # setdefault: two threads writing first share one
+            local = obj.__dict__.setdefault("_per_thread", threading.local())
+        setattr(local, self.name, value)
 
 
 class Problem:
     """One solver call: ``solve`` (plain values in, ``(z, active)`` out: the solution as a
-    1-D float array and an int8 array of flags, e.g. which bounds are active), ``residual``
+    1-D float array, or a 0-d one for a single unknown when the residual and the caller read
+    it through ``unraveler`` only, and an int8 array of flags, e.g. which bounds are
+    active), ``residual``
     (``F(z, active, leaves)``, 1-D, with wengert operations), and ``tangent_solve`` (``J⁻¹ r``
     or ``J⁻ᵀ r`` for ``r`` of shape ``(n,)`` or ``(n, k)``; by default with the dense
     Jacobian of the residual, which suits problems of up to a few thousand unknowns).
@@ -255,7 +290,12 @@ implicit_solve = Primitive(_impl, name="implicit_solve", multiple_results=True, 
 
 def _diff(x):
     v = plain(x)
-    return np.result_type(v).kind in "fc"
+    t = type(v)
+    if t is float or t is complex:
+        return True
+    kind = v.dtype.kind if t is np.ndarray or isinstance(v, np.generic) else \
+        np.result_type(v).kind
+    return kind in "fc"
 
 
 def _plain(*xs):
@@ -304,12 +344,13 @@ def implicit_solve_jvp(primals, tangents, problem):
     idx = [i for i, t in enumerate(tangents) if t is not None and _diff(primals[i])]
     if not idx:
         return (z, active), (None, None)
-    n = shape_of(z)[0]
+    zshape = shape_of(z)   # (n,), or () for one unknown (a problem's choice: see _impl)
+    n = math.prod(zshape)
     residual = _residual_of(problem, active, primals, idx)
     ps = tuple(primals[i] for i in idx)
     ts = tuple(_reshape(tangents[i], (1,) + shape_of(primals[i])) for i in idx)
     if _dense(problem):
-        tz = np.concatenate([np.eye(n), np.zeros((1, n))])
+        tz = np.concatenate([np.eye(n), np.zeros((1, n))]).reshape((n + 1,) + zshape)
         tps = tuple(wnp.concatenate([wnp.zeros((n,) + shape_of(p)), t])
                     for p, t in zip(ps, ts))
         _, cols = jvp(residual, (z,) + ps, (tz,) + tps, batched=True)   # (n + 1, n)
@@ -319,8 +360,8 @@ def implicit_solve_jvp(primals, tangents, problem):
     else:
         _, v = jvp(lambda *vals: residual(z, *vals), ps, ts, batched=True)    # (1, n)
         dz = -problem.tangent_solve(z, active, primals, _T(v), False)
-    dz = _T(dz)
-    return (z, active), (dz[0], None)
+    dz = _T(dz)[0]
+    return (z, active), (dz if zshape == (n,) else _reshape(dz, zshape), None)
 
 
 @implicit_solve.rrule(needs=True)
@@ -335,13 +376,17 @@ def implicit_solve_vjp(*primals, problem, needs):
         out = [None] * len(primals)
         if gz is None or not idx:
             return tuple(out)
-        n = shape_of(z)[0]
-        batch = shape_of(gz)[:-1]
+        zshape, gshape = shape_of(z), shape_of(gz)
+        n = math.prod(zshape)
+        batch = gshape[:len(gshape) - len(zshape)]
         if not batch and _dense(problem) and _plain(gz, *primals):
             cts = problem.plain_pullback(z, active, primals, idx, gz)
             if cts is not None:
                 for i, c in zip(idx, cts):
-                    c = np.reshape(c, shape_of(primals[i]))
+                    c = np.asarray(c)
+                    shape = shape_of(primals[i])
+                    if c.shape != shape:
+                        c = c.reshape(shape)
                     out[i] = c[()] if c.ndim == 0 else c
                 return tuple(out)
         g2 = _reshape(gz, (-1, n))                       # (m, n)
@@ -353,7 +398,8 @@ def implicit_solve_vjp(*primals, problem, needs):
                 rows = [_reshape(r, (1,) + shape_of(r)) for r in pb(np.ones(1))]
             else:
                 rows = pb(np.eye(n))                        # J's rows, ∂F/∂θ's rows
-            lam = _solve(_T(rows[0]), _T(g2))   # (n, m)
+            jac = rows[0] if shape_of(rows[0]) == (n, n) else _reshape(rows[0], (n, n))
+            lam = _solve(_T(jac), _T(g2))   # (n, m)
             cts = [-(np.tensordot(_T(lam), r, axes=1) if _plain(lam, r) else
                      wnp.tensordot(_T(lam), r, axes=1)) for r in rows[1:]]
         else:
@@ -435,18 +481,32 @@ class _RootProblem(Problem):
         return wnp.stack(cols, axis=1)
 
 
+def _unravel_number(vec):
+    """A number from a solution of one entry: of shape (1,), or () where the problem keeps
+    its one unknown 0-d (no indexing operation to record)."""
+    if type(vec) is np.ndarray:
+        return float(vec if vec.ndim == 0 else vec[0])
+    return vec if ndim_of(vec) == 0 else vec[0]
+
+
 def unraveler(tree):
     """``vector -> tree`` shaped as ``tree``'s leaves (wengert operations, so a traced or
     batched vector gives traced leaves; a Python float leaf comes back a 0-d value)."""
+    if type(tree) is float or type(tree) is np.float64:
+        return _unravel_number   # a scalar root's: the common case, made once
     leaves, d = flatten(tree)
-    shapes = [np.shape(x) for x in leaves]
+    shapes = [x.shape if type(x) is np.ndarray else np.shape(x) for x in leaves]
     floats = [isinstance(x, (float, int)) for x in leaves]
-    ends = np.cumsum([int(np.prod(s, dtype=int)) for s in shapes]).tolist()
+    ends = list(itertools.accumulate(math.prod(s) for s in shapes))   # Python's: no NumPy call
 
     if len(leaves) == 1 and not floats[0]:
         shape = shapes[0]
-        return lambda vec: unflatten(d, [vec.reshape(shape) if type(vec) is np.ndarray
-                                         else wnp.reshape(vec, shape)])
+
+        def one(vec):   # a vector already of the leaf's shape is the leaf: no reshape to record
+            if type(vec) is np.ndarray:
+                return unflatten(d, [vec.reshape(shape)])
+            return unflatten(d, [vec if shape_of(vec) == shape else wnp.reshape(vec, shape)])
+        return one
 
     def unravel(vec):
         if type(vec) is np.ndarray:   # plain: NumPy's own slicing

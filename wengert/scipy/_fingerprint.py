@@ -44,16 +44,27 @@ def _trusted_module(name):
     return isinstance(name, str) and _trusted(name)
 
 
-@functools.lru_cache(maxsize=4096)
+# id(code) -> (code, names): by identity, the code kept alive so that its id stays its own
+# (an lru_cache would hash the code object, whose hash walks its constants, on every gradient)
+_NAMES = {}
+_NAMES_MAX = 4096
+
+
 def _names(code):
-    """Every global a code object (and the functions defined inside it) may read, those
-    that are not builtins first (a builtin read is only recorded where a global hides it)."""
+    """Every global a code object (and the functions defined inside it) may read."""
+    hit = _NAMES.get(id(code))
+    if hit is not None and hit[0] is code:
+        return hit[1]
     out, work = set(), [code]
     while work:
         c = work.pop()
         out.update(c.co_names)
         work.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    return tuple(sorted(out))
+    names = tuple(sorted(out))
+    if len(_NAMES) >= _NAMES_MAX:
+        _NAMES.clear()
+    _NAMES[id(code)] = (code, names)
+    return names
 
 
 class _Walker:
@@ -116,6 +127,9 @@ class _Walker:
         raise Unkeyable(type(x).__name__)
 
     def function(self, fn, depth):
+        known = self.known.get(id(fn))
+        if known is not None and known[0] is fn:
+            return known[1]
         hit = self.seen.get(id(fn))
         if hit is not None:   # a function that names itself
             return ("again", hit)

@@ -14,13 +14,14 @@ import warnings
 from collections import OrderedDict
 
 import scipy as _sp_any
+import scipy.optimize as _so
 
 import numpy as np
 
 from .. import numpy as wnp
 from ..core import SolverWarning, Tracer, plain, shape_of
 from ..implicit_diff import Captured, Problem, running, solve_implicit, unraveler
-from ..transforms import jacobian, vjp
+from ..transforms import jacobian, jvp, vjp
 from ._fingerprint import Unkeyable, fingerprint
 from ._ode import _shapes, trace_rhs
 
@@ -66,7 +67,7 @@ class SciPyProblem(Problem):
     arrays the call was given, rebuilt around the leaves (``Captured``).  ``x`` may carry
     extra unknowns (multipliers) after the solution's own ``size`` entries."""
 
-    def __init__(self, name, objs, run, equation, like=None, cache=False):
+    def __init__(self, name, objs, run, equation, like=None, cache=False, reads=None):
         super().__init__(Captured(objs))
         self.name, self.run, self.equation = name, run, equation
         self.unravel = None if like is None else unraveler(like)
@@ -74,6 +75,9 @@ class SciPyProblem(Problem):
         # cached: a problem whose residual reads the problem only through unravel (set from
         # the solution's shape); the wrappers of root finders say so (cache=True)
         self.cacheable = cache and like is None
+        # the entries of objs the equation reads (None: all): only these enter the cache key,
+        # so a new starting point (a warm start) reuses the derivative code
+        self.reads = reads
         self.xshape = None
 
     def solve(self, leaves):
@@ -84,10 +88,14 @@ class SciPyProblem(Problem):
         if self.unravel is None:
             self.unravel = unraveler(x[()] if x.ndim == 0 else x)
             self.xshape = x.shape
+        if x.ndim == 0 and self.cacheable:
+            # a root finder's one unknown stays 0-d: its equation and ``solved`` read it
+            # through unravel only, so the number needs no indexing operation on the tape
+            return x, np.zeros(0, np.int8) if active is None else active
         z = np.ravel(x)
         if getattr(self, "multipliers", None) is not None:
             z = np.concatenate([z, self.multipliers])
-        return z, np.zeros(0) if active is None else active
+        return z, np.zeros(0, np.int8) if active is None else active
 
     def residual(self, z, active, leaves):
         return self.equation(self.captured.build(leaves), z, active)
@@ -138,14 +146,26 @@ class SciPyProblem(Problem):
         if self.extra or self.multipliers is not None:
             return None
         fixed = [leaves[i] for i in range(len(leaves)) if i not in idx]
+        known = {id(self): (self, ("problem",))}
+        eq = self.equation
+        cells = eq.__closure__
+        if eq.__module__ == __package__ + ".optimize" and cells is not None and \
+                len(cells) == 1 and cells[0].cell_contents is self:
+            # a wrapper's own equation reads the problem (known) and its module's helpers
+            # only: its code says the rest, so it is not walked (the code is kept alive)
+            known[id(eq)] = (eq, ("equation", id(eq.__code__)))
         try:   # one walk: the wrapper's equation, the user's functions, the plain leaves
-            key, keep = fingerprint((self.equation, self.captured.obj, fixed),
-                                    self.captured._ids, {id(self): (self, ("problem",))})
+            obj = self.captured.obj
+            if self.reads is not None:
+                obj = tuple(obj[i] for i in self.reads)
+            key, keep = fingerprint((eq, obj, fixed), self.captured._ids, known)
         except Unkeyable:
             return None
-        shapes = tuple(("float",) if type(p) is float else
-                       (type(p).__name__, np.shape(p), np.result_type(p).str)
-                       for p in (leaves[i] for i in idx))
+        keep.append(eq.__code__)
+        shapes = tuple([("float",) if type(p) is float else
+                        ("ndarray", p.shape, p.dtype.str) if type(p) is np.ndarray else
+                        (type(p).__name__, np.shape(p), np.result_type(p).str)
+                        for p in (leaves[i] for i in idx)])
         key = (self.name, key, tuple(idx), shapes, z.shape, self.xshape, active.tobytes())
         return key, keep
 
@@ -169,24 +189,34 @@ def _trace_pullback(F, z, gz, ps):
     n = z.size
 
     def pull(zz, g, *pp):
-        jac = jacobian(lambda y: F(y, *pp), mode="forward")(zz)
-        lam = g / jac[0, 0] if n == 1 else wnp.linalg.solve(wnp.transpose(jac), g)
+        if n == 1:   # F_x by one dual number on x: a division, no Jacobian to transpose
+            lam = g / jvp(lambda y: F(y, *pp), (zz,), (np.ones(z.shape),))[1]
+        else:
+            jac = jacobian(lambda y: F(y, *pp), mode="forward")(zz)
+            lam = wnp.linalg.solve(wnp.transpose(jac), g)
         return tuple(vjp(lambda *q: F(zz, *q), *pp)[1](-lam))
     return trace_rhs(pull, [z, gz, *ps], "implicit_pullback", flat=False)
 
 
 def solved(problem):
-    """``(x, traced)``: the solution (traced when a captured value is) and whether it is."""
-    z, active = solve_implicit(problem)
+    """``(x, traced)``: the solution (traced when a captured value is) and whether it is.
+    Nothing traced: SciPy's call on the user's own objects, and nothing else (no flat
+    solution, no unraveller), so that a plain call costs what SciPy's does."""
     if not problem.captured.leaves:
+        problem.result = running(problem.name, problem.run, problem.captured.obj)[1]
         return None, False
-    n = shape_of(z)[0] - problem.extra
-    return problem.unravel(z[:n] if problem.extra else z), True
+    z, active = solve_implicit(problem)
+    if problem.extra:   # the multipliers after the solution
+        z = z[:shape_of(z)[0] - problem.extra]
+    return problem.unravel(z), True
 
 
 def with_fields(result, **fields):
     """A shallow copy of SciPy's result with the traced ``fields`` in place."""
-    out = copy.copy(result)
+    # an OptimizeResult keeps its fields as dict items: copied as a dict (copy.copy's
+    # reduce protocol costs more than the fields)
+    out = _so.OptimizeResult(result) if type(result) is _so.OptimizeResult else \
+        copy.copy(result)
     for k, v in fields.items():
         if isinstance(out, dict):
             out[k] = v

@@ -49,7 +49,8 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
     def equation(objs, z, active):
         f, _, a, _ = objs
         return vector(first(f(problem.unravel(z), *a)))
-    problem = SciPyProblem("root", (fun, x0, args, jac), run, equation, cache=True)
+    problem = SciPyProblem("root", (fun, x0, args, jac), run, equation, cache=True,
+                           reads=(0, 2))
     x, traced = solved(problem)
     if not traced:
         return problem.result
@@ -75,7 +76,7 @@ def fsolve(func, x0, args=(), fprime=None, full_output=0, col_deriv=0, xtol=1.49
         f, _, a, _ = objs
         return vector(f(problem.unravel(z), *a))
     problem = SciPyProblem("fsolve", (func, x0, args, fprime), run, equation,
-                           cache=True)
+                           cache=True, reads=(0, 2))
     x, traced = solved(problem)
     out = problem.result
     if traced:
@@ -99,7 +100,8 @@ def _scalar_root(name, run_root, f, objs_rest, args, flag_ok):
     def equation(objs, z, active):
         fn, _, a = objs
         return vector(first(fn(problem.unravel(z), *a)))
-    problem = SciPyProblem(name, (f, objs_rest, args), run, equation, cache=True)
+    problem = SciPyProblem(name, (f, objs_rest, args), run, equation, cache=True,
+                           reads=(0, 2))
     x, traced = solved(problem)
     return x, traced, problem.result
 
@@ -185,7 +187,8 @@ def fixed_point(func, x0, args=(), xtol=1e-08, maxiter=500, method="del2"):
         f, _, a = objs
         x = problem.unravel(z)
         return vector(f(x, *a) - x)
-    problem = SciPyProblem("fixed_point", (func, x0, args), run, equation, cache=True)
+    problem = SciPyProblem("fixed_point", (func, x0, args), run, equation, cache=True,
+                           reads=(0, 2))
     x, traced = solved(problem)
     return x if traced else problem.result
 
