@@ -39,6 +39,8 @@ def expand_reduced(g, ans, xs, axis, chunks=None):
     """A cotangent of a reduction over ``axis``, broadcast back to the reduced operand's
     shape ``xs`` (in its ``chunks``, when it is a Dask array)."""
     gs = shape_of(g)
+    if gs == tuple(xs) and chunks is None:
+        return g  # nothing was reduced away (a sum of a number): as sum_to's equal shapes
     if not gs:  # 0-d (a full reduction's seed): it broadcasts as it is
         return broadcast_to(g, tuple(xs), chunks)
     kept = kept_shape(xs, axis)
