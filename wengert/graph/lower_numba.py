@@ -410,7 +410,13 @@ class NumbaArray(Dialect):
                                      None if form is not None else n.prim.name)
         expr[i] = f"{prefix}t{i}"
         if callable(src):  # statements assigning to the name it is given
-            lines += src(expr[i])
+            if getattr(src, "buffered", False) and self.buffers is not None:
+                # written into a scratch array the caller allocates once, not every call
+                buf = f"{prefix}b{len(self.buffers)}"
+                self.buffers.append((n.value.shape, n.value.dtype))
+                lines += src(expr[i], buf)
+            else:
+                lines += src(expr[i])
         else:
             lines.append(f"{expr[i]} = {src}")
 
