@@ -260,3 +260,31 @@ def test_large_products_stay_blas_calls():
     assert p.fused() is not None
     assert "np.dot(" in _loop_text(p)
     assert_close(got, wg.grad(loss)(W))
+
+
+def test_unit_axis_reshapes_read_in_place():
+    # x[:, None] * y (and its VJP's outer product): the loop nests index x itself, no
+    # reshaped view; a reshape a product reads, or one that moves elements between axes,
+    # stays a reshape
+    c = RNG.standard_normal((6, 6)) / 6
+
+    def loss(W):
+        def step(x, _):
+            M = wnp.reshape(x, (6, 1)) * wnp.tanh(W @ x) + c        # (6, 1) broadcast on (6,)
+            col = wnp.reshape(wnp.reshape(x, (1, 6, 1)) * 0.5, (6,))  # unit axes only
+            sq = wnp.reshape(wnp.reshape(M, (36,))[:6], (6,))         # from (36,): kept
+            y = x * 0.9 + wnp.tanh(M @ x) * 0.01 + col * 0.01 + sq * 0.001
+            return y, None
+        x, _ = wg.scan(step, X0, length=13, checkpoint="all")
+        return wnp.sum(x * x)
+    fused = wg.compile(wg.grad(loss), fuse=True)
+    got = fused(W0)
+    p = plan(fused, W0)
+    assert p.fuse_failures == [] and p.fused() is not None
+    assert_close(got, wg.grad(loss)(W0))
+    assert_close(got, wg.compile(wg.grad(loss), fuse=False)(W0))
+    text = _loop_text(p)
+    # left: the forward's x as (6, 1), a residual the VJP reads (a result: copied out),
+    # and (36,) <-> (6, 6), which moves elements between axes
+    assert text.count("reshape((6, 1))") == 1 and "reshape((1, 6, 1))" not in text
+    assert "reshape((6,))" not in text and "reshape((6, 6))" in text, text
