@@ -202,3 +202,89 @@ def test_batched_cotangents_of_xs_ys_and_captured_values(strategy):
     assert p.fuse_failures == [] and set(_fused_batches(p)) == {(17,)}
     assert_close(got, J(W0, b, xs))
     assert_close(got, wg.compile(J, fuse=False)(W0, b, xs))
+
+
+def _loop_text(p):
+    """The generated module holding the plan's fused loop function."""
+    from wengert.graph import kernel_cache
+    fn = p.fused().fn
+    return next(t for t, m in list(kernel_cache._LIVE.items())
+                if m.__wengert_kernels__.get("loop") is fn)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_small_products_are_loops_in_the_step(dtype):
+    # matrix @ vector, vector @ matrix, matrix @ matrix and vector @ vector, forwards and
+    # in the VJP: loop nests writing into the loop's scratch arrays, not np.dot (a BLAS
+    # call and a new array every step); values as NumPy's products give them
+    A = (RNG.standard_normal((6, 4)) / 3).astype(dtype)
+    B = (RNG.standard_normal((4, 3)) / 3).astype(dtype)
+
+    def loss(W, A, B):
+        def step(x, _):
+            y = wnp.tanh(W @ x) @ A            # (6,6)@(6,) then (6,)@(6,4)
+            M = (A @ B) * dtype(0.1)            # (6,4)@(4,3)
+            z = x * dtype(0.9) + (M @ y[:3]) * dtype(0.01)
+            if dtype == np.float64:  # a scalar result (float32 scalars do not fuse)
+                z = z + (y @ y) * 0.01
+            return z, None
+        x, _ = wg.scan(step, X0.astype(dtype), length=11, checkpoint="all")
+        return wnp.sum(x * x)
+    W = W0.astype(dtype)
+    g = wg.grad(loss, argnums=(0, 1, 2))
+    fused = wg.compile(g, fuse=True)
+    got = fused(W, A, B)
+    p = plan(fused, W, A, B)
+    assert p.fuse_failures == [] and p.fused() is not None
+    assert_close(got, g(W, A, B), rtol=1e-12 if dtype == np.float64 else 1e-5)
+    assert all(u.dtype == dtype for u in got)
+    text = _loop_text(p)
+    # the one np.dot left: y @ y, whose result is a scalar (no array to write into)
+    assert text.count("np.dot(") <= 1 and "_s += " in text, text
+
+
+def test_large_products_stay_blas_calls():
+    from wengert.rules.products import SMALL_PRODUCT
+    n = int(SMALL_PRODUCT ** 0.5) + 1  # n * n multiply-adds: past the loop's bound
+    W = RNG.standard_normal((n, n)) / n
+    x0 = RNG.standard_normal(n)
+
+    def loss(W):
+        def step(x, _):
+            return x + 0.01 * wnp.tanh(W @ x), None
+        x, _ = wg.scan(step, x0, length=5, checkpoint="all")
+        return wnp.sum(x)
+    fused = wg.compile(wg.grad(loss), fuse=True)
+    got = fused(W)
+    p = plan(fused, W)
+    assert p.fused() is not None
+    assert "np.dot(" in _loop_text(p)
+    assert_close(got, wg.grad(loss)(W))
+
+
+def test_unit_axis_reshapes_read_in_place():
+    # x[:, None] * y (and its VJP's outer product): the loop nests index x itself, no
+    # reshaped view; a reshape a product reads, or one that moves elements between axes,
+    # stays a reshape
+    c = RNG.standard_normal((6, 6)) / 6
+
+    def loss(W):
+        def step(x, _):
+            M = wnp.reshape(x, (6, 1)) * wnp.tanh(W @ x) + c        # (6, 1) broadcast on (6,)
+            col = wnp.reshape(wnp.reshape(x, (1, 6, 1)) * 0.5, (6,))  # unit axes only
+            sq = wnp.reshape(wnp.reshape(M, (36,))[:6], (6,))         # from (36,): kept
+            y = x * 0.9 + wnp.tanh(M @ x) * 0.01 + col * 0.01 + sq * 0.001
+            return y, None
+        x, _ = wg.scan(step, X0, length=13, checkpoint="all")
+        return wnp.sum(x * x)
+    fused = wg.compile(wg.grad(loss), fuse=True)
+    got = fused(W0)
+    p = plan(fused, W0)
+    assert p.fuse_failures == [] and p.fused() is not None
+    assert_close(got, wg.grad(loss)(W0))
+    assert_close(got, wg.compile(wg.grad(loss), fuse=False)(W0))
+    text = _loop_text(p)
+    # left: the forward's x as (6, 1), a residual the VJP reads (a result: copied out),
+    # and (36,) <-> (6, 6), which moves elements between axes
+    assert text.count("reshape((6, 1))") == 1 and "reshape((1, 6, 1))" not in text
+    assert "reshape((6,))" not in text and "reshape((6, 6))" in text, text

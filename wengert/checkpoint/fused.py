@@ -256,11 +256,16 @@ class FusedLoop:
         ks += [f"sb{j}" for j in range(len(s_buf))]
         kv += [f"vb{j}" for j in range(len(v_buf))]
         kib = ki + [f"ib{j}" for j in range(len(i_buf))]
-        # the actions: the rows of acts, or (gen) rows that fill writes into acts in turn
-        L += ["a = 0", "m = 0 if gen else acts.shape[0]", "while True:", "    if a == m:",
-              "        if gen == 0:", "            break", "        m = fill(st, acts)",
-              "        a = 0", "        if m == 0:", "            break",
-              "    kd = acts[a, 0]", "    i = acts[a, 1]", "    j = acts[a, 2]", "    a += 1",
+        # the actions: the rows of acts, or (gen) rows that fill writes into acts in turn;
+        # a schedule of rows only has no call of fill (a Numba function less to type)
+        if self.generated:
+            L += ["a = 0", "m = 0 if gen else acts.shape[0]", "while True:", "    if a == m:",
+                  "        if gen == 0:", "            break", "        m = fill(st, acts)",
+                  "        a = 0", "        if m == 0:", "            break"]
+        else:
+            L += ["a = 0", "m = acts.shape[0]", "while True:", "    if a == m:",
+                  "        break"]
+        L += ["    kd = acts[a, 0]", "    i = acts[a, 1]", "    j = acts[a, 2]", "    a += 1",
               "    if kd == 0:", "        for k in range(i, j):",
              f"            r = step({call(u + [f'{v}[k]' for v in x] + cap + ks)})"]
         L += [_set(v, f"r[{j}]", ck[j], "            ") for j, v in enumerate(u)]
@@ -299,8 +304,9 @@ class FusedLoop:
         # one module: the loop calls the others as its globals (compiled once per process
         # and kept in the disk cache, graph/kernel_cache.py), and machine.py's fill
         aliases = {a: n for a, n in names.items() if a != n}
-        fn = njit_module(functions + [("loop", src)], aliases,
-                         {"fill": machine.jitted(strategy).fill}, _machine_key(strategy))["loop"]
+        extern, key = ({"fill": machine.jitted(strategy).fill}, _machine_key(strategy)) \
+            if self.generated else ({}, "")
+        fn = njit_module(functions + [("loop", src)], aliases, extern, key)["loop"]
         return SimpleNamespace(fn=fn, k_step=k_step, k_vjp=k_vjp, k_inv=k_inv,
                                res_kinds=res_kinds, h_kinds=hk, x_kinds=xk, cap_kinds=pk)
 

@@ -299,6 +299,7 @@ class NumbaArray(Dialect):
         self.outputs = outputs
         self.consts = []
         self.inlined = set()
+        self.views = {}  # a unit-axis reshape read only by loop nests -> its operand
         self.users = [0] * len(nodes)
         self.consumers = {}
         for i, n in enumerate(nodes):
@@ -349,6 +350,8 @@ class NumbaArray(Dialect):
                 v = nodes[a].value
                 if a in scal:
                     args.append(scal[a])
+                elif a in self.views:
+                    args.append(self._view_load(w, a, shape, loops))
                 elif type(v) is np.ndarray and a in expr:
                     args.append(load(v, shape, expr[a], loops))
                 else:
@@ -361,9 +364,60 @@ class NumbaArray(Dialect):
         out.append(f"{ind}{buf}[{', '.join(loops)}] {op} {scal[root]}")
         return out
 
+    def _unit_view(self, w, i):
+        """A reshape that only adds or drops axes of length one and that only loop nests
+        read (scratch arrays given): no view is made, the loops index its operand instead
+        (Numba's reshape of an array of unknown layout compiles the copy that makes it
+        contiguous: a third of a small VJP's compile, the outer product of its cotangent)."""
+        if self.buffers is None or not self._unit_reshape(w.g.nodes, i):
+            return False
+        a = w.g.nodes[i].args[0]
+        if w.expr.get(a) is None or w.g.nodes[a].kind == "const":
+            return False
+        # read by loop nests only: directly, or through further such reshapes
+        stack, seen = [i], set()
+        while stack:
+            j = stack.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            cons = self.consumers.get(j, ())
+            if j in self.outputs or not cons:
+                return False
+            for c in cons:
+                if self._unit_reshape(w.g.nodes, c):
+                    stack.append(c)
+                elif not self.elementwise[c]:
+                    return False
+        self.views[i] = self.views.get(a, a)  # a chain of them reads the first operand
+        w.expr[i] = w.expr[a]  # read only through _view_load
+        return True
+
+    @staticmethod
+    def _unit_reshape(nodes, i):
+        n = nodes[i]
+        if n.kind != "op" or lowering_of(n.prim).role != "flat_view" or len(n.args) != 1:
+            return False
+        v, sv = n.value, nodes[n.args[0]].value
+        return type(v) is np.ndarray and type(sv) is np.ndarray and \
+            [d for d in v.shape if d != 1] == [d for d in sv.shape if d != 1]
+
+    def _view_load(self, w, a, shape, loops):
+        """One element of the unit-axis view ``a`` in a loop nest over ``shape``: its
+        operand's element (the view's axes longer than one are the operand's, in order)."""
+        nodes = w.g.nodes
+        src = self.views[a]
+        v, sv = nodes[a].value, nodes[src].value
+        r, q = len(shape), v.ndim
+        kept = iter([loops[r - q + j] for j in range(q) if v.shape[j] != 1])
+        parts = ["0" if d == 1 else next(kept) for d in sv.shape]
+        return f"{w.expr[src]}[{', '.join(parts)}]"
+
     def apply(self, w, i):
         nodes, expr, lines, prefix = w.g.nodes, w.expr, w.lines, self.prefix
         n = nodes[i]
+        if self._unit_view(w, i):
+            return
         kind = float_kind(n.value)
         if kind is None or n.prim.multiple_results:
             raise NotExpressible(f"{n.prim.name} gives {type(n.value).__name__} "
@@ -410,7 +464,13 @@ class NumbaArray(Dialect):
                                      None if form is not None else n.prim.name)
         expr[i] = f"{prefix}t{i}"
         if callable(src):  # statements assigning to the name it is given
-            lines += src(expr[i])
+            if getattr(src, "buffered", False) and self.buffers is not None:
+                # written into a scratch array the caller allocates once, not every call
+                buf = f"{prefix}b{len(self.buffers)}"
+                self.buffers.append((n.value.shape, n.value.dtype))
+                lines += src(expr[i], buf)
+            else:
+                lines += src(expr[i])
         else:
             lines.append(f"{expr[i]} = {src}")
 

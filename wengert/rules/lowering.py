@@ -91,7 +91,9 @@ class Lowering:
     ``array``: the Numba whole-array form, ``form(args, params, arg_values, value)`` giving the
     source of an expression, a function from a name to the statements assigning it, or None
     where these arguments have none (a compiled scan's Numba step: matmul as ``np.dot``,
-    sums, reshapes).
+    sums, reshapes); a function whose ``buffered`` attribute is true also takes the name of
+    a scratch array of the result's shape that the caller keeps across calls, to write into
+    instead of allocating (a small product's loop nest).
     ``role``: one of :data:`ROLES`, what element-level rewrites may do with its nodes.
     """
     operator: Optional[Callable] = None

@@ -42,13 +42,53 @@ def _swap_last(x):
 
 # -- matmul --------------------------------------------------------------------------------------------
 # the ufunc itself: no Python frame between a call (eager or generated) and BLAS
+# a product of at most this many multiply-adds is a loop nest in a compiled scan's step:
+# a BLAS call (and np.dot's new array) costs more than the arithmetic there
+SMALL_PRODUCT = 1 << 13
+
+
 def _nb_matmul(a, p, v, out):
-    """Numba (a compiled scan's loop): ``np.dot``, which calls BLAS, on 1-D and 2-D operands
-    of one float dtype (Numba's dot has no stacked operands and does not mix dtypes)."""
+    """Numba (a compiled scan's loop): a small product as a loop nest (``_product_loops``),
+    a larger one ``np.dot``, which calls BLAS, on 1-D and 2-D operands of one float dtype
+    (Numba's dot has no stacked operands and does not mix dtypes)."""
     if not all(type(x) is np.ndarray and 1 <= x.ndim <= 2 and x.dtype.kind == "f"
                for x in v) or v[0].dtype != v[1].dtype:
         return None
+    m = v[0].shape[0] if v[0].ndim == 2 else 1
+    k, n = v[0].shape[-1], (v[1].shape[1] if v[1].ndim == 2 else 1)
+    if m * k * n <= SMALL_PRODUCT and type(out) is np.ndarray:
+        return _ProductLoops(a[0], a[1], v[0].ndim, v[1].ndim, out.shape, out.dtype, k)
     return f"np.dot({a[0]}, {a[1]})"
+
+
+class _ProductLoops:
+    """The statements of a small product into ``name``: each element one sum over the
+    shared axis, in order.  ``buffer``: an array of the result's shape the caller keeps
+    across calls (written over), else a new one."""
+    buffered = True
+
+    def __init__(self, x, y, xd, yd, shape, dtype, k):
+        self.x, self.y, self.xd, self.yd = x, y, xd, yd
+        self.shape, self.dtype, self.k = tuple(shape), np.dtype(dtype), k
+
+    def __call__(self, name, buffer=None):
+        dt = self.dtype.name
+        lines = [f"{name} = {buffer}" if buffer else
+                 f"{name} = np.empty({self.shape!r}, np.{dt})"]
+        # loop variables of this product's own (two products may differ in dtype)
+        i = [f"{name}_i"] if self.xd == 2 else []
+        j = [f"{name}_j"] if self.yd == 2 else []
+        s, k = f"{name}_s", f"{name}_k"
+        xs = f"{self.x}[{', '.join(i + [k])}]"
+        ys = f"{self.y}[{', '.join([k] + j)}]"
+        ind = ""
+        for lv, size in zip(i + j, self.shape):
+            lines.append(f"{ind}for {lv} in range({size}):")
+            ind += "    "
+        lines += [f"{ind}{s} = np.{dt}(0.0)", f"{ind}for {k} in range({self.k}):",
+                  f"{ind}    {s} += {xs} * {ys}",
+                  f"{ind}{name}[{', '.join(i + j)}] = {s}"]
+        return lines
 
 
 _MATMUL = Lowering(array=_nb_matmul)
