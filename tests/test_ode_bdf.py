@@ -86,7 +86,7 @@ def test_a_stalled_iteration_falls_back_to_the_steps_own_jacobian(monkeypatch):
     monkeypatch.setattr(_ode_bdf.spla, "splu", lambda A: calls.append(A.shape) or real[1](A))
     got = wg.grad(lambda kk: _rd(40, "discrete", kk))(k)
     assert calls    # the fallback ran, and gives the same cotangents
-    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12 * np.abs(want).max())
+    np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-11 * np.abs(want).max())
 
 
 def test_times_and_initial_state():
