@@ -12,7 +12,8 @@
   with one rate ``k`` per point (n parameters), BDF (sparse Jacobian from wengert).
 
 Per sensitivity method (``adjoint=``; ``"discrete"``, the discrete adjoint of SciPy's stored
-Runge-Kutta stages, asked for by name: ``"auto"`` never differentiates the steps): the time of ``wg.value_and_grad`` divided by the time
+Runge-Kutta stages or BDF steps, asked for by name: ``"auto"`` never differentiates the
+steps): the time of ``wg.value_and_grad`` divided by the time
 of one primal solve (the same ``solve_ivp`` call on plain values; the median of paired
 rounds, ``_util.paired_time``), which must stay <= 3 at
 every size ("ok" / "MISSED"; finite differences would cost p + 1 solves), and the peak
@@ -96,7 +97,7 @@ def reaction_diffusion(size):
                         adjoint=adjoint, rtol=1e-6, atol=1e-8)
         return wnp.sum(sol.y ** 2)
     loss.peer = dict(kind="rd", n=n, y0=u0, t_eval=t_eval, t1=1.0, D=D)
-    return "reaction-diffusion", "BDF", k, loss, ("interpolate", "forward")
+    return "reaction-diffusion", "BDF", k, loss, ("discrete", "interpolate", "forward")
 
 
 # -- measuring ---------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ def decay_exact(k, y0, t1, t0=0.0):
     ("RK45", "checkpoint"), pytest.param("RK23", "checkpoint", marks=pytest.mark.slow),
     ("RK45", "discrete"), ("DOP853", "discrete"), ("DOP853", "interpolate"),
     ("DOP853", "checkpoint"), ("Radau", "interpolate"), ("Radau", "backsolve"),
-    ("BDF", "interpolate"), ("BDF", "forward"), ("LSODA", "interpolate"), ("LSODA", "auto")])
+    ("BDF", "interpolate"), ("BDF", "forward"), ("BDF", "discrete"), ("LSODA", "interpolate"),
+    ("LSODA", "auto")])
 def test_decay_gradient_equals_closed_form(method, adjoint):
     args = (0.7, 1.3, 1.9, 0.2)
     tol = 1e-8 if method != "RK23" else 1e-6  # RK23's own steps: an order-3 scheme
@@ -202,7 +203,7 @@ def robertson_sensitivities(k, T):
 
 
 @pytest.mark.parametrize("method,adjoint,mode", [
-    ("BDF", "interpolate", "reverse"),
+    ("BDF", "interpolate", "reverse"), ("BDF", "discrete", "reverse"),
     pytest.param("LSODA", "auto", "reverse", marks=pytest.mark.slow),
     pytest.param("Radau", "interpolate", "reverse", marks=pytest.mark.slow),
     pytest.param("Radau", "forward", "forward", marks=pytest.mark.slow)])
@@ -436,10 +437,10 @@ def test_float32_state_comes_back_float32():
 
 # -- generated code is shared between calls, never between different programs --------------------
 def test_a_second_gradient_regenerates_no_code(monkeypatch):
-    from wengert.scipy import _ode
+    from wengert.scipy import _ode_rhs
     built = []
-    real = _ode.build_function
-    monkeypatch.setattr(_ode, "build_function", lambda g: built.append(g.name) or real(g))
+    real = _ode_rhs.build_function
+    monkeypatch.setattr(_ode_rhs, "build_function", lambda g: built.append(g.name) or real(g))
 
     def loss(k, c):
         sol = solve_ivp(lambda t, y: -k * y + c * wnp.sin(y), (0.0, 1.0), np.array([1.0, 0.5]),

@@ -15,11 +15,15 @@ from __future__ import annotations
 import numpy as np
 import scipy.integrate as si
 
+from ._ode_bdf import recording_bdf
+
 __all__ = ["recording", "pull_steps"]
 
 
 def recording(cls, steps):
-    """``cls`` (RK23, RK45 or DOP853) keeping each accepted step in ``steps``."""
+    """``cls`` (RK23, RK45, DOP853 or BDF) keeping each accepted step in ``steps``."""
+    if issubclass(cls, si.BDF):
+        return recording_bdf(steps)
     n_keep = cls.n_stages + 1
 
     def _step_impl(self):

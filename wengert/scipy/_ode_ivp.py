@@ -58,8 +58,12 @@ def _split_args(args):
 def _pick(adjoint, method, n, P):
     if adjoint not in ADJOINTS:
         raise ValueError(f"adjoint={adjoint!r}: use one of {ADJOINTS}")
-    if adjoint in ("checkpoint", "discrete") and method not in EXPLICIT:
-        raise ValueError(f'adjoint="{adjoint}" differentiates the steps of an explicit '
+    if adjoint == "discrete" and method not in EXPLICIT + ("BDF",):
+        raise ValueError(f'adjoint="discrete" differentiates the steps of an explicit '
+                         f"Runge-Kutta method ({', '.join(EXPLICIT)}) or of BDF, not {method}; "
+                         f'use "interpolate", "backsolve" or "forward"')
+    if adjoint == "checkpoint" and method not in EXPLICIT:
+        raise ValueError(f'adjoint="checkpoint" differentiates the steps of an explicit '
                          f"Runge-Kutta method ({', '.join(EXPLICIT)}), not {method}; use "
                          f'"interpolate", "backsolve" or "forward"')
     if adjoint != "auto":
