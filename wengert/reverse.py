@@ -260,6 +260,10 @@ class Tape(Trace):
             start = max(start, i)
         parents = self._parents
         pullbacks = self._pullbacks
+        # slots holding an array this sweep made by adding two cotangents: nothing else refers
+        # to it until its own node is swept (parents come before children), so the next
+        # cotangent can be added into it instead of allocating another array
+        owned = set()
         for k in range(start, -1, -1):
             g = adj[k]
             if g is None:
@@ -280,7 +284,15 @@ class Tape(Trace):
             for p, c in zip(parents[k], cts):
                 if p >= 0 and c is not None:
                     a = adj[p]
-                    adj[p] = c if a is None else a + c
+                    if a is None:
+                        adj[p] = c
+                    elif p in owned and type(c) is np.ndarray and c.shape == a.shape \
+                            and c.dtype == a.dtype:
+                        a += c  # a sum made below, seen by no rule yet: added into in place
+                    else:
+                        a = adj[p] = a + c
+                        if type(a) is np.ndarray:
+                            owned.add(p)
         return adj
 
 

@@ -208,15 +208,18 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holo
             raise ValueError(
                 f"{transform[3:]} needs a function with a scalar output, but it returned shape {got}. "
                 "Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
-        _check_real_output(out, transform)
+        # a Var holding a Python float (the common scalar case) is real: no check to make
+        real = type(out) is Var and type(out.value) is float
+        if not real:
+            _check_real_output(out, transform)
         if type(out) is Var and out._trace is tape:
-            seed = 1.0 if isinstance(_plain(out.value), float) else \
+            seed = 1.0 if real or isinstance(_plain(out.value), float) else \
                 ones((), _leaf_dtype(out.value), like=out.value)  # in its array library
             adj = tape.sweep({out.index: seed})
         else:
             adj = None
-        if not holomorphic and type(out) is not float:  # after the sweep: a rule's own
-            complex_ad.check_output(out, False, transform)  # refusal (an order) comes first
+        if not holomorphic and type(out) is not float and not real:  # after the sweep: a
+            complex_ad.check_output(out, False, transform)  # rule's refusal comes first
         grads = {}
         for i, (leaves, d, vs) in inputs.items():
             gs = []
@@ -227,7 +230,7 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holo
                     g = complex_ad.steepest(g)  # ∂f/∂x + i ∂f/∂y: see complex_ad
                 gs.append(g)
             grads[i] = unflatten(d, gs)
-        g = grads[nums[0]] if isinstance(argnums, numbers.Integral) else \
+        g = grads[nums[0]] if type(argnums) is int or isinstance(argnums, numbers.Integral) else \
             tuple(grads[i] for i in nums)
         value = _value_in(out, tape, transform)
         return ((value, aux), g) if has_aux else (value, g)

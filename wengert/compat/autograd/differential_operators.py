@@ -23,12 +23,19 @@ __all__ = ["grad", "elementwise_grad", "value_and_grad", "grad_and_aux", "jacobi
            "multigrad_dict", "holomorphic_grad", "deriv", "checkpoint", "grad_named",
            "make_jvp_reversemode"]
 
+_FLOAT = np.dtype(float)
+
 make_vjp = unary_to_nary(_make_vjp)
 make_jvp = unary_to_nary(_make_jvp)
 
 
 def _scalar_seed(ans, who, real=False):
     """The cotangent 1 for an output of size 1 (autograd: a scalar, whatever its shape)."""
+    t = type(ans)
+    if t is float:
+        return np.ones((), _FLOAT)  # what vspace(ans).ones() gives, without building it
+    if (t is np.ndarray or t is np.float64) and ans.dtype.kind == "f" and ans.size == 1:
+        return np.ones(ans.shape, ans.dtype)
     kind = np.result_type(plain(ans)).kind if not isinstance(ans, (tuple, list, dict)) else "O"
     if kind not in "fc" or (real and kind == "c"):
         raise TypeError(f"{who} only applies to real scalar-output functions; this one returned "

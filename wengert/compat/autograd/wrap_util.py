@@ -17,6 +17,8 @@ def unary_to_nary(unary_operator):
     """``op(fun, x, *extra)`` -> ``nary_op(fun, argnum=0, *extra)(*args, **kwargs)``."""
     @functools.wraps(unary_operator)
     def nary_operator(fun, argnum=0, *nary_op_args, **nary_op_kwargs):
+        named = _named_like(fun)
+
         def nary_f(*args, **kwargs):
             if isinstance(argnum, int):
                 x = args[argnum]
@@ -28,7 +30,7 @@ def unary_to_nary(unary_operator):
 
                 def unary_f(x):
                     return fun(*subvals(args, zip(argnum, x)), **kwargs)
-            functools.update_wrapper(unary_f, fun)  # its name, in check_grads' reports
+            named(unary_f)  # fun's name, in check_grads' reports
             return unary_operator(unary_f, x, *nary_op_args, **nary_op_kwargs)
         op, name = _name(unary_operator), _name(fun)
         nary_f.__name__ = f"{op}_of_{name}_wrt_argnum_{argnum}"
@@ -36,6 +38,22 @@ def unary_to_nary(unary_operator):
                           f"{argnum}, called with {name}'s arguments.\n")
         return nary_f
     return nary_operator
+
+
+def _named_like(fun):
+    """``functools.update_wrapper(g, fun)``, its attributes read once: it runs on every call
+    of a differential operator."""
+    template = functools.update_wrapper(lambda: None, fun)
+    names = [(a, getattr(template, a)) for a in functools.WRAPPER_ASSIGNMENTS
+             if a != "__type_params__" and hasattr(fun, a)]
+    extra = dict(template.__dict__)
+
+    def name(g):
+        for a, v in names:
+            setattr(g, a, v)
+        g.__dict__.update(extra)
+        return g
+    return name
 
 
 def _name(f):
