@@ -124,7 +124,7 @@ def _chunk_sig(g, ms, fused, uses, shape):
         outs += out
         v = n.value
         parts.append((step[0] if step else n.prim, tuple(args),
-                      n.params.get("idx") if n.kind == "op" else None,
+                      (n.params.get("idx"), n.params.get("keepdims")) if n.kind == "op" else None,
                       getattr(v, "dtype", type(v)), out))
     arrays = outs + sum(1 for a in ext if type(nodes[a].value) is np.ndarray)
     try:
