@@ -106,3 +106,24 @@ def test_joins_along_other_axes_stay_numpy_calls():
     cf = wg.compile(f, fuse=True)
     same_bits(cf(x), wg.compile(f, fuse=False)(x))
     assert "concatenate(" in cf.program(x).source
+
+
+def test_a_strided_constant_is_given_to_kernels_as_a_contiguous_copy():
+    """A sparse Jacobian pass's seeds are columns of one array (strides of 88 bytes for 1):
+    a kernel reading one streams all of its base's cache lines unless given a copy."""
+    import re
+    base = np.random.default_rng(5).standard_normal((4, 300, 11))
+    seed = base[:, :, 6:8]  # a strided view, as the simplifier leaves constants
+
+    def f(x):
+        return x * seed + 1.0 - x
+
+    x = np.random.default_rng(6).standard_normal((300, 2))
+    cf = wg.compile(f, fuse=True)
+    same_bits(cf(x), wg.compile(f, fuse=False)(x))
+    fn = cf.program(x)
+    calls = re.findall(r"kernel\w*\((.*)\)", fn.source)
+    given = [fn.__globals__[a.strip()] for c in calls for a in c.split(",")
+             if type(fn.__globals__.get(a.strip())) is np.ndarray]
+    assert given and all(a.flags.c_contiguous for a in given), [a.strides for a in given]
+    assert any(np.array_equal(a, seed) for a in given)

@@ -29,6 +29,12 @@ __all__ = ["NumbaScalar", "NumbaArray", "NotExpressible", "float_kind", "scalar_
            "write_kernel"]
 
 
+# a strided constant array of at least this many elements is given to kernels as a
+# contiguous copy, made once per program (a kernel's loop order fixes its results, whatever
+# the layout)
+CONTIGUOUS_MIN = 1024
+
+
 def scalar_form(prim, args):
     """The primitive on scalars: Python's operator where its implementation is one (Numba
     types those fastest), else its ufunc, which Numba also compiles for scalars."""
@@ -95,7 +101,12 @@ class NumbaScalar(Dialect):
             if src is not None and type(v) in (int, bool):  # its machine code: Numba never
                 return cast(repr(float(v)), np.float64, want)  # frees that)
         zero_d = type(v) is np.ndarray and v.ndim == 0
-        var = self._input(a, f"{self.outer.expr[a]}[()]" if zero_d else self.outer.expr[a])
+        src = f"{self.outer.expr[a]}[()]" if zero_d else self.outer.expr[a]
+        if n.kind == "const" and type(v) is np.ndarray and v.size >= CONTIGUOUS_MIN and \
+                not v.flags.c_contiguous:  # a strided view (a seed's columns): read whole
+            src = self.outer.names.bind_made(  # cache lines of its own, not of its base
+                ("contiguous", a), lambda: np.ascontiguousarray(v), f"c{a}_c")
+        var = self._input(a, src)
         have = dtype_of(v)
         if zero_d:
             have = v.dtype
