@@ -65,6 +65,17 @@ def folded(x, c):
     return gather(wnp.reshape(y, (-1,)), np.array([-1, 3, 3, 0, 14, -15, 7])) * 2.0
 
 
+def short_sums(x):
+    r = wnp.sqrt(wnp.sum(x * x, axis=1, keepdims=True))
+    return x / r + wnp.sum(x * 2.0, axis=-1)[:, None]
+
+
+def joined(x):
+    a, b = x[:, 0] * x[:, 1], wnp.sin(x[:, 2])
+    y = wnp.concatenate([a.reshape(-1, 1), b.reshape(-1, 1), x[:, :1]], axis=1) * x + 1.0
+    return wnp.concatenate([y, x[:, :2] * 2.0], axis=-1) - 0.5
+
+
 W0, X0 = RNG.standard_normal((32, 48)), RNG.standard_normal((64, 32))
 CORPUS = [  # name, function, arguments, fused
     ("mlp grad", wg.grad(mlp, argnums=(0, 1)), (W0, X0), False),
@@ -75,6 +86,8 @@ CORPUS = [  # name, function, arguments, fused
                                   RNG.standard_normal((30, 3))), True),
     ("scatter grad", wg.grad(scatter_loop), (RNG.standard_normal(8),), True),
     ("folded", folded, (RNG.standard_normal(5), RNG.standard_normal((3, 5))), True),
+    ("short sums", short_sums, (RNG.standard_normal((300, 3)),), True),
+    ("joined", joined, (RNG.standard_normal((40, 3)),), True),
 ]
 
 

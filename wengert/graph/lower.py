@@ -196,6 +196,10 @@ class Writer:
             d.in_place(self, i, self.inplace[i])
         elif d.reads_elements and lowering_of(n.prim).role == "gather_at_index":
             d.gather(self, i)
+        elif d.reads_elements and lowering_of(n.prim).role == "sum_axes":
+            d.reduce(self, i)
+        elif d.reads_elements and lowering_of(n.prim).role == "join":
+            d.join(self, i)
         else:
             d.apply(self, i)
         d.done(self, i)

@@ -29,6 +29,12 @@ __all__ = ["NumbaScalar", "NumbaArray", "NotExpressible", "float_kind", "scalar_
            "write_kernel"]
 
 
+# a strided constant array of at least this many elements is given to kernels as a
+# contiguous copy, made once per program (a kernel's loop order fixes its results, whatever
+# the layout)
+CONTIGUOUS_MIN = 1024
+
+
 def scalar_form(prim, args):
     """The primitive on scalars: Python's operator where its implementation is one (Numba
     types those fastest), else its ufunc, which Numba also compiles for scalars."""
@@ -77,6 +83,7 @@ class NumbaScalar(Dialect):
         self.local = {}     # node index -> scalar name in the kernel
         self.acc_name = {}  # accumulator node -> its array name in the kernel
         self.pre, self.post = [], []
+        self.sums = {}      # a sum over the last axis -> its operand's element (passes.plan)
 
     def _input(self, a, src):
         if a not in self.ins:
@@ -94,7 +101,12 @@ class NumbaScalar(Dialect):
             if src is not None and type(v) in (int, bool):  # its machine code: Numba never
                 return cast(repr(float(v)), np.float64, want)  # frees that)
         zero_d = type(v) is np.ndarray and v.ndim == 0
-        var = self._input(a, f"{self.outer.expr[a]}[()]" if zero_d else self.outer.expr[a])
+        src = f"{self.outer.expr[a]}[()]" if zero_d else self.outer.expr[a]
+        if n.kind == "const" and type(v) is np.ndarray and v.size >= CONTIGUOUS_MIN and \
+                not v.flags.c_contiguous:  # a strided view (a seed's columns): read whole
+            src = self.outer.names.bind_made(  # cache lines of its own, not of its base
+                ("contiguous", a), lambda: np.ascontiguousarray(v), f"c{a}_c")
+        var = self._input(a, src)
         have = dtype_of(v)
         if zero_d:
             have = v.dtype
@@ -146,6 +158,29 @@ class NumbaScalar(Dialect):
         self._assign(w, i, cast(src, nodes[n.args[0]].value.dtype.type,
                                 dtype_of(n.value).type))
 
+    def reduce(self, w, i):
+        """A sum over the loop's last axis: added up where the results are stored (no
+        member reads it: its readers run in a later stage)."""
+        n = w.g.nodes[i]
+        self.sums[i] = self.arg(n.args[0], n.value.dtype.type)
+
+    def join(self, w, i):
+        """An element of operands joined along the last axis: read from the one holding
+        it, in place (no joined array is written)."""
+        n = w.g.nodes[i]
+        last, lead = self.loops[-1], ", ".join(self.loops[:-1])
+        lead = lead + ", " if lead else ""
+        parts, off = [], 0
+        for a in n.args:
+            k = w.g.nodes[a].value.shape[-1]
+            at = f"{last} - {off}" if off else last
+            parts.append((off + k, f"{self.array_in(a)}[{lead}{at}]"))
+            off += k
+        src = parts[-1][1]
+        for end, read in reversed(parts[:-1]):
+            src = f"({read} if {last} < {end} else {src})"
+        self._assign(w, i, src)
+
     def apply(self, w, i):
         n = w.g.nodes[i]
         dt = dtype_of(n.value).type
@@ -191,7 +226,21 @@ def write_kernel(w, members, shape, fold, uses, out, compile_kernel):
         ret.append("o0")
     for k, i in enumerate(outs if fold is None else ()):
         v = nodes[i].value
-        if i in d.acc_name:
+        if i in d.sums:  # from +0.0, left to right, as NumPy adds up to 7 terms
+            at_ = ", ".join(loops[:-1] + ["0"] * (v.ndim == r))
+            o = f"o{k}"
+            if i not in given:
+                pre.append(f"{o} = np.empty({tuple(v.shape)!r}, np.{v.dtype.name})")
+            else:
+                o = f"a{len(ins)}"
+                ins.append(("out", i))
+                at[len(in_src)] = i
+                in_src.append(f"{names.bind(np.empty, 'empty')}({tuple(v.shape)!r}, "
+                              f"{names.bind(v.dtype, 'dtype')})")
+            store.append(f"{o}[{at_}] = {d.sums[i]} + 0.0 if {loops[-1]} == 0 else "
+                         f"{o}[{at_}] + {d.sums[i]}")
+            ret.append(o)
+        elif i in d.acc_name:
             ret.append(d.acc_name[i])
         elif r == 0:
             ret.append(local[i])

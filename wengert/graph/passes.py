@@ -35,7 +35,8 @@ from ..rules.lowering import OPERATOR_FORMS, lowering_of, operator_symbol as sym
 
 __all__ = ["symbol", "live", "accumulations", "plan", "gather_folds", "python_ok", "users",
            "dtype_of", "ufunc_ok", "SIMD_SIZE", "NUMBA_MAX_NODES", "kernel_outputs",
-           "schedule", "in_place", "out_ufunc", "ufunc_of", "given_outputs", "buffers"]
+           "schedule", "in_place", "out_ufunc", "ufunc_of", "given_outputs", "buffers",
+           "sums_last_axis", "SHORT_AXIS", "joins_last_axis"]
 
 _FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
 
@@ -174,7 +175,14 @@ def _classify(g, live, fused, supported):
         d = dtype_of(n.value)
         if d is None or not all(_scalar_arg(nodes[a].value) for a in n.args):
             continue
-        if lowering_of(n.prim).role == "gather_at_index":
+        role = lowering_of(n.prim).role
+        if role == "join":
+            if joins_last_axis(n, [nodes[a].value for a in n.args]):
+                key[i] = n.value.shape  # its operands read in place
+        elif role == "sum_axes":
+            if sums_last_axis(n, nodes[n.args[0]].value):
+                key[i] = nodes[n.args[0]].value.shape  # in its operand's loop
+        elif role == "gather_at_index":
             idx = n.params.get("idx")
             x = nodes[n.args[0]].value
             if np.ndim(n.value) == 0 and type(n.value) is not np.ndarray and \
@@ -201,7 +209,46 @@ def _classify(g, live, fused, supported):
     return _reconcile(key, fused)
 
 
+# a sum over a last axis at most this long is summed inside its operand's kernel (each
+# element added where it is computed) rather than by NumPy from an array written for it
+SHORT_AXIS = 7  # (from 8 terms on NumPy adds in eight interleaved partial sums)
+
+
+def sums_last_axis(n, x):
+    """Whether node ``n`` is a sum over its operand ``x``'s short last axis alone that a
+    kernel looping over ``x``'s shape can add up, from +0.0 and left to right as NumPy does
+    (its result then the same to the bit)."""
+    if lowering_of(n.prim).role != "sum_axes" or type(x) is not np.ndarray or x.ndim < 2 or \
+            type(n.value) is not np.ndarray or n.value.dtype != x.dtype or \
+            x.dtype not in _FLOATS or not 1 <= x.shape[-1] <= SHORT_AXIS or \
+            set(n.params) - {"axis", "keepdims"} or len(n.args) != 1:
+        return False
+    axis = n.params.get("axis")
+    if type(axis) is tuple and len(axis) == 1:
+        axis = axis[0]
+    return type(axis) is int and axis in (-1, x.ndim - 1) and \
+        type(n.params.get("keepdims", False)) is bool
+
+
+def joins_last_axis(n, xs):
+    """Whether node ``n`` joins arrays ``xs`` of its dtype and rank along their last axis
+    (a cross product's columns, a Jacobian pass's blocks), so that a kernel looping over
+    ``n``'s shape can read each element from the operand holding it."""
+    v = n.value
+    if lowering_of(n.prim).role != "join" or type(v) is not np.ndarray or \
+            v.dtype not in _FLOATS or not v.ndim or set(n.params) - {"axis"} or len(xs) < 2:
+        return False
+    axis = n.params.get("axis", 0)
+    if type(axis) is not int or axis not in (-1, v.ndim - 1):
+        return False
+    return all(type(x) is np.ndarray and x.dtype == v.dtype and x.shape[:-1] == v.shape[:-1]
+               and x.ndim == v.ndim and 0 < x.shape[-1] < v.shape[-1] for x in xs)
+
+
 def _stages(g, live, key):
+    """Each node's stage: its kernel runs after every kernel and NumPy call of the stages
+    before. A node reading a fused sum is one stage later even at the same loop shape: the
+    sum is complete only when its kernel has run."""
     nodes = g.nodes
     stage = [0] * len(nodes)
     for i, n in enumerate(nodes):
@@ -214,7 +261,8 @@ def _stages(g, live, key):
                 continue
             if key[i] is None:
                 s = max(s, stage[a])
-            elif key[a] is None or key[a] != key[i]:
+            elif key[a] is None or key[a] != key[i] or \
+                    lowering_of(an.prim).role == "sum_axes":
                 s = max(s, stage[a] + 1)
             else:
                 s = max(s, stage[a])
@@ -239,7 +287,9 @@ def plan(g, live, fused, supported):
                 not _is_operator(g.nodes[i].prim) and \
                 lowering_of(g.nodes[i].prim).scalar is None:  # SciPy's: scalar
             key[i] = None
-    # a group of one computing node gains nothing: make it a NumPy call, and regroup
+    # a group of one computing node gains nothing: make it a NumPy call, and regroup (but a
+    # join whose result is only gathered: its kernel reads the gathered elements in place)
+    uses = None
     for _ in range(4):
         stage = _stages(g, live, key)
         groups = {}
@@ -249,6 +299,10 @@ def plan(g, live, fused, supported):
         # (counted once per group: per member, it was quadratic -- seconds at 8,000 nodes)
         lonely = [m for ms in groups.values()
                   if sum(1 for j in ms if fused.get(j, ("",))[0] != "skip") < 2 for m in ms]
+        if any(lowering_of(g.nodes[m].prim).role == "join" for m in lonely):
+            uses = uses or users(g, live)
+            lonely = [m for m in lonely if lowering_of(g.nodes[m].prim).role != "join"
+                      or _gathered(g, m, uses) is None]
         if not lonely:
             break
         for m in lonely:
@@ -283,6 +337,25 @@ def _reconcile(key, fused):
 # gathered element where it is needed -- one array of nnz instead of (k, m) and its copy.
 
 
+def _gathered(g, u, uses):
+    """The ``gather_flat`` node reading ``u`` alone (through ``flat_view`` reshapes read by
+    nothing else), with the chain to it; or None."""
+    nodes, chain = g.nodes, []
+    while len(uses[u]) == 1:
+        j = next(iter(uses[u]))
+        n = nodes[j] if j >= 0 else None
+        if n is None or n.kind != "op" or len(n.args) != 1 or n.args[0] != u:
+            return None
+        chain.append(j)
+        role = lowering_of(n.prim).role
+        if role == "gather_flat":
+            return j, chain
+        if role != "flat_view":
+            return None
+        u = j
+    return None
+
+
 def gather_folds(g, groups, fused, uses):
     """{first member: (output node, gather node, [flat views..., gather], positions)} for the
     groups whose one result is read only by a ``gather_flat`` primitive, through
@@ -292,25 +365,17 @@ def gather_folds(g, groups, fused, uses):
     for ms in groups:
         mset = set(ms)
         outs = [i for i in ms if any(u not in mset for u in uses[i])]
-        if len(outs) != 1 or any(i in fused for i in ms) or not np.ndim(nodes[outs[0]].value):
+        if len(outs) != 1 or any(i in fused for i in ms) or not np.ndim(nodes[outs[0]].value) \
+                or any(lowering_of(nodes[i].prim).role == "sum_axes" for i in ms):
             continue
-        o = u = outs[0]
-        chain = []
-        while len(uses[u]) == 1:
-            j = next(iter(uses[u]))
-            n = nodes[j] if j >= 0 else None
-            if n is None or n.kind != "op" or len(n.args) != 1 or n.args[0] != u:
-                break
-            chain.append(j)
-            role = lowering_of(n.prim).role
-            if role == "flat_view":
-                u = j
-                continue
-            if role == "gather_flat":
-                pos = _positions(nodes[u].value, n.params, nodes[o].value, n.value)
-                if pos is not None:
-                    folds[ms[0]] = (o, j, chain, pos)
-            break
+        o = outs[0]
+        found = _gathered(g, o, uses)
+        if found is not None:
+            j, chain = found
+            pos = _positions(nodes[nodes[j].args[0]].value, nodes[j].params, nodes[o].value,
+                             nodes[j].value)
+            if pos is not None:
+                folds[ms[0]] = (o, j, chain, pos)
     return folds
 
 

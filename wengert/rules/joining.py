@@ -9,6 +9,7 @@ import numpy as np
 from ..arrays import asarray as _asarray
 from ..core import Tracer, lift, ndim_of, primitive, shape_of
 from . import patterns
+from .lowering import Lowering
 from .conversion import _dtype, _plain, _traced, astype
 from .indexing import getitem_basic, index_writer
 from .reshaping import _axis, _view, atleast_1d, atleast_2d, atleast_3d, moveaxis, ravel
@@ -21,7 +22,8 @@ __all__ = ["concatenate", "stack", "hstack", "vstack", "dstack", "column_stack",
 
 # -- primitives ------------------------------------------------------------------------------------
 # linear, moving elements; wg.vmap joins along ``axis``, past the batch axis
-@primitive(name="concatenate", linear=True, sparsity=patterns.MOVES, batch="axis")
+@primitive(name="concatenate", linear=True, sparsity=patterns.MOVES, batch="axis",
+           lowering=Lowering(role="join"))
 def _concatenate(*arrays, axis=0):
     return np.concatenate(arrays, axis=axis)
 

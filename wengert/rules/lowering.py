@@ -27,7 +27,11 @@ ROLES = ("gather_at_index",     # x[idx] at a static basic index: read inside a 
          "scatter_into_zeros",  # zeros(shape) with the operand written at idx: sums of them
                                 # accumulate into one buffer
          "gather_flat",         # x's elements at flat positions: folded into x's kernel
-         "flat_view")           # the operand's elements in the same C order (a reshape)
+         "flat_view",           # the operand's elements in the same C order (a reshape)
+         "sum_axes",            # the operand summed over static axes (params axis, keepdims):
+                                # a short last axis summed inside its operand's kernel
+         "join")                # the operands joined along a static axis (param axis): along
+                                # the last, read in place by the kernel of the result's shape
 
 
 @dataclass(frozen=True)

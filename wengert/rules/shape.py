@@ -123,7 +123,7 @@ def reshape_vjp(x, shape):
 
 
 @primitive(name="sum", linear=True, sparsity=patterns.Reduction(), batch="axis",
-           lowering=Lowering(array=_nb_sum))
+           lowering=Lowering(array=_nb_sum, role="sum_axes"))
 def sum_(x, axis=None, keepdims=False):
     if type(x) is np.ndarray:  # what np.sum calls, without its dispatch layers
         short = _short_last_axis(x, axis)
