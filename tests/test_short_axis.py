@@ -59,3 +59,14 @@ def test_batched_tangents_through_short_sums():
         dense = wg.jacobian(f, mode=mode)(x)
         np.testing.assert_allclose(J.toarray(), dense.reshape(1800, 1800), rtol=1e-12,
                                    atol=1e-14)
+
+
+@pytest.mark.parametrize("k", range(2, 8))
+def test_short_axis_sum_keeps_numpys_signed_zeros(k):
+    # NumPy adds from +0.0: a row of -0.0 sums to +0.0 (adding slices alone gave -0.0)
+    x = np.random.default_rng(k).standard_normal((3000, k))
+    x[::7] = -0.0
+    x[1::7] = 0.0
+    x[2::7, 0] = -0.0
+    assert _short_last_axis(x, -1) == k
+    assert sum_(x, axis=-1).tobytes() == x.sum(axis=-1).tobytes()

@@ -155,6 +155,9 @@ def _sum_slices(x, k, keepdims):
     out = x[..., 0] + x[..., 1]
     for i in range(2, k):
         out += x[..., i]
+    # NumPy starts from +0.0: a row of -0.0 sums to +0.0 there, to -0.0 here; adding +0.0
+    # changes only that case (x + 0.0 is x for every other x)
+    out += 0.0
     return out[..., None] if keepdims else out
 
 
