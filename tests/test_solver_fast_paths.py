@@ -76,21 +76,6 @@ def test_plain_call_still_warns_on_failure(monkeypatch):
         optimize.root(lambda x: x * x + 1.0, np.ones(1), method="hybr")
 
 
-def test_plain_call_keeps_the_error_for_a_traced_global():
-    def from_global(a):
-        _GLOBAL["a"] = a
-        return optimize.brentq(_global_residual, 0.0, 10.0)
-    with pytest.raises(TypeError, match="does not search for parameters"):
-        wg.grad(from_global)(2.0)
-
-
-_GLOBAL = {}
-
-
-def _global_residual(x):
-    return x * x - _GLOBAL["a"]
-
-
 # -- every place a traced value may hide -----------------------------------------------------------
 class _Model:
     def __init__(self, theta):
