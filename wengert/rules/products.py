@@ -280,8 +280,8 @@ def _einsum_matmul(a, b, sa, sb, out):
     batch = [c for c in out if c in sa and c in sb]
     free_a = [c for c in sa if c in out and c not in sb]
     free_b = [c for c in sb if c in out and c not in sa]
-    nb, m, n, k = (math.prod(size[c] for c in s) for s in (batch, free_a, free_b, contract))
-    if nb * m * n * k < _MATMUL_WORK or (m == n == 1 and nb > 1):
+    n_batch, m, n, k = (math.prod(size[c] for c in s) for s in (batch, free_a, free_b, contract))
+    if n_batch * m * n * k < _MATMUL_WORK or (m == n == 1 and n_batch > 1):
         return None  # small, or a batch of dot products: einsum's loop costs less
     lone_a = tuple(i for i, c in enumerate(sa) if c not in sb and c not in out)
     if lone_a:
@@ -291,8 +291,8 @@ def _einsum_matmul(a, b, sa, sb, out):
     if lone_b:
         b = b.sum(axis=lone_b)
         sb = "".join(c for i, c in enumerate(sb) if i not in lone_b)
-    a2 = a.transpose([sa.index(c) for c in batch + free_a + contract]).reshape(nb, m, k)
-    b2 = b.transpose([sb.index(c) for c in batch + contract + free_b]).reshape(nb, k, n)
+    a2 = a.transpose([sa.index(c) for c in batch + free_a + contract]).reshape(n_batch, m, k)
+    b2 = b.transpose([sb.index(c) for c in batch + contract + free_b]).reshape(n_batch, k, n)
     r = np.matmul(a2, b2).reshape([size[c] for c in batch + free_a + free_b])
     order = batch + free_a + free_b
     if not out:
