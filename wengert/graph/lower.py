@@ -145,13 +145,19 @@ class Twin(list):
         self.pooled.append(line if pooled is None else pooled)
 
 
+# roles whose nodes an element-reading dialect (a kernel's scalar body) writes its own way:
+# the dialect's method for each
+_ELEMENT_ROLES = {"gather_at_index": "gather", "sum_axes": "reduce", "join": "join"}
+
+
 class Writer:
     """Writes nodes one at a time (in any topological order: the passes choose it) into
     ``lines``, keeping each written node's source in ``expr``; its ``dialect`` says how.
 
     A dialect answers ``constant``, ``input``, ``project``, ``accumulate`` (a step of an
     ``accumulate_into`` chain: ``fused``), ``in_place`` (the node overwrites its argument
-    ``a``: ``inplace``), ``gather`` (an element read, where the dialect ``reads_elements``),
+    ``a``: ``inplace``), ``gather``, ``reduce`` and ``join`` (where the dialect
+    ``reads_elements``: an element read, a short last axis summed, operands joined),
     ``apply`` (any other primitive) and ``done`` (after each node).  With ``twin``, ``lines``
     is a :class:`Twin`: the pooled program is written beside the plain one."""
 
@@ -194,12 +200,8 @@ class Writer:
             d.project(self, i)
         elif i in self.inplace:
             d.in_place(self, i, self.inplace[i])
-        elif d.reads_elements and lowering_of(n.prim).role == "gather_at_index":
-            d.gather(self, i)
-        elif d.reads_elements and lowering_of(n.prim).role == "sum_axes":
-            d.reduce(self, i)
-        elif d.reads_elements and lowering_of(n.prim).role == "join":
-            d.join(self, i)
+        elif d.reads_elements and lowering_of(n.prim).role in _ELEMENT_ROLES:
+            getattr(d, _ELEMENT_ROLES[lowering_of(n.prim).role])(self, i)
         else:
             d.apply(self, i)
         d.done(self, i)
