@@ -26,3 +26,11 @@ def fresh(monkeypatch):
     monkeypatch.delenv("WENGERT_DISK_CACHE", raising=False)
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)  # wengert pins Numba's directory
     return monkeypatch
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (the README's test command): one worker per core, at most eight. Each
+    worker imports NumPy, SciPy and Numba and compiles its own kernels; past eight the
+    memory grows faster than the suite shortens."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(8, cores or 1))

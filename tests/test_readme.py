@@ -21,6 +21,6 @@ def test_readme_example_runs_and_comments_hold():
 def test_readme_set_up_commands_match_ci():
     text = README.read_text()
     ci = (README.parent / ".ci" / "run").read_text()
-    test_cmd = 'pip install -e ".[test]" && python -m pytest'
+    test_cmd = 'pip install -e ".[test]" && python -m pytest -n auto'
     assert test_cmd in text and ci.rstrip().splitlines()[-1] == test_cmd
     assert 'pip install -e . && wengert diff "x*y + sin(x)" --at x=0.5 y=4.2' in text
