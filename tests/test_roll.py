@@ -1,0 +1,197 @@
+"""Rolling (graph/roll.py): an unrolled loop's trace given back as a scan, bit for bit."""
+import pickle
+
+import numpy as np
+import pytest
+
+import wengert as wg
+import wengert.numpy as wnp
+from wengert.graph.roll import MIN_COPIES, find_stretches, roll
+
+RNG = np.random.default_rng(7)
+N = 10
+W = RNG.standard_normal((N, N)) / N
+X0 = RNG.standard_normal(N)
+
+
+def chain(steps):
+    def f(x, W):
+        for _ in range(steps):
+            x = x + 0.01 * wnp.tanh(W @ x)
+        return wnp.sum(x * x)
+    return f
+
+
+_chain50 = chain(50)
+_chain50.__qualname__ = _chain50.__name__ = "_chain50"  # picklable by name
+
+
+def same(a, b):
+    """Equal bits, leaf by leaf (``==`` on every element, NaN nowhere)."""
+    a = a if isinstance(a, tuple) else (a,)
+    b = b if isinstance(b, tuple) else (b,)
+    assert len(a) == len(b)
+    for u, v in zip(a, b):
+        assert type(u) is type(v)
+        assert np.shape(u) == np.shape(v)
+        assert np.all(np.asarray(u) == np.asarray(v)), (u, v)
+
+
+def both(fn, *args, fuse=False):
+    """(rolled compiled, unrolled compiled) of ``fn``, each called once on ``args``."""
+    rolled = wg.compile(fn, fuse=fuse)
+    unrolled = wg.compile(fn, fuse=fuse, roll=False)
+    return rolled, rolled(*args), unrolled(*args)
+
+
+def test_chain_forward_rolls_bit_identical():
+    f = chain(500)
+    cf, a, b = both(f, X0, W)
+    same(a, b)
+    same(a, f(X0, W))  # the NumPy program computes what the eager one does
+    assert [(s.copies, s.period) for s in cf.rolled] == [(500, 4)]
+    src = cf.source(X0, W)
+    assert "scan_loop" in src and src.count("tanh") <= 1
+    assert len(cf.graph(X0, W).nodes) < 20
+
+
+def test_chain_gradient_rolls_both_sweeps():
+    df = wg.grad(chain(500), argnums=(0, 1))
+    cf, a, b = both(df, X0, W)
+    same(a, b)
+    same(a, df(X0, W))
+    assert len(cf.rolled) == 2
+    assert all(s.copies >= 490 for s in cf.rolled)
+    assert cf.source(X0, W).count("scan_loop") == 2
+    # other inputs, same program: still equal bits
+    x1, W1 = RNG.standard_normal(N), RNG.standard_normal((N, N)) / N
+    same(cf(x1, W1), wg.compile(df, fuse=False, roll=False)(x1, W1))
+
+
+def lstm(steps, n=4):
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((steps, n))
+
+    def sigmoid(z):
+        return 1 / (1 + wnp.exp(-z))
+
+    def loss(w, b):
+        h = c = wnp.zeros(n)
+        total = 0.0
+        for t in range(steps):  # xs[t]: a per-step constant (NumPy's, not traced)
+            z = w @ wnp.concatenate([h, xs[t]]) + b
+            i, f, o, g = (sigmoid(z[:n]), sigmoid(z[n:2 * n]), sigmoid(z[2 * n:3 * n]),
+                          wnp.tanh(z[3 * n:]))
+            c = f * c + i * g
+            h = o * wnp.tanh(c)
+            total = total + wnp.sum(h * h)
+        return total
+    w = rng.standard_normal((4 * n, 2 * n)) * 0.3
+    b = rng.standard_normal(4 * n) * 0.1
+    return loss, (w, b)
+
+
+def test_lstm_cell_loop_and_its_gradient_roll():
+    loss, args = lstm(60)
+    cf, a, b = both(loss, *args)
+    same(a, b)
+    assert cf.rolled and cf.rolled[0].copies >= 58
+    dl = wg.grad(loss, argnums=(0, 1))
+    cf, a, b = both(dl, *args)
+    same(a, b)
+    same(a, dl(*args))
+    assert len(cf.rolled) == 2
+
+
+def test_per_step_constants_become_the_scans_xs():
+    c = np.linspace(0.5, 1.5, 40)          # a NumPy scalar per step
+    B = RNG.standard_normal((40, N)) * 0.1  # a row per step
+
+    def f(x, W):
+        for k in range(40):
+            x = x + c[k] * wnp.tanh(W @ x) + B[k]
+        return wnp.sum(x * x)
+    for fn in (f, wg.grad(f, argnums=(0, 1))):
+        cf, a, b = both(fn, X0, W)
+        same(a, b)
+        assert cf.rolled and cf.rolled[0].copies >= 39
+
+
+def test_a_loop_that_does_not_repeat_exactly_stays_unrolled():
+    def skip(x, W):  # copy k reads copy k - 2: the same primitives, another dependence
+        prev = x
+        for _ in range(30):
+            x, prev = prev + 0.01 * wnp.tanh(W @ x), x
+        return wnp.sum(x * x)
+
+    def python_scalars(x, W):  # a Python float per step: stacking would change its type
+        for k in range(30):
+            x = x + (0.01 * k) * wnp.tanh(W @ x)
+        return wnp.sum(x * x)
+
+    def varying(x, W):  # the body changes at every third step
+        for k in range(30):
+            x = x + 0.01 * (wnp.tanh if k % 3 else wnp.sin)(W @ x)
+        return wnp.sum(x * x)
+    for f in (skip, python_scalars):
+        cf, a, b = both(f, X0, W)
+        same(a, b)
+        assert cf.rolled == [], f.__name__
+    cf, a, b = both(varying, X0, W)  # it repeats with period 3 steps: rolled as such
+    same(a, b)
+    assert all(s.period % 12 == 0 for s in cf.rolled)
+
+
+def test_guarded_steps_stay_unrolled():
+    def f(x, W):
+        for _ in range(20):
+            y = W @ x
+            if wnp.sum(y) > -1e9:  # a branch on a traced value in every step
+                x = x + 0.01 * wnp.tanh(y)
+        return wnp.sum(x)
+    cf, a, b = both(f, X0, W)
+    same(a, b)
+    assert cf.rolled == []
+
+
+def test_fewer_than_min_copies_stay_unrolled():
+    assert MIN_COPIES == 8
+    short = wg.trace(chain(MIN_COPIES - 1), X0, W)
+    assert find_stretches(short) == []
+    g, stretches = roll(short)
+    assert g is short and stretches == []
+    enough = wg.trace(chain(MIN_COPIES), X0, W)
+    assert [s.copies for s in find_stretches(enough)] == [MIN_COPIES]
+
+
+def test_roll_false_keeps_the_straight_line_program():
+    cf = wg.compile(chain(50), fuse=False, roll=False)
+    cf(X0, W)
+    assert cf.rolled == [] and "scan_loop" not in cf.source(X0, W)
+    assert cf.source(X0, W).count("tanh") == 50
+    again = pickle.loads(pickle.dumps(wg.compile(_chain50, fuse=False, roll=False)))
+    assert again.roll is False
+    assert pickle.loads(pickle.dumps(wg.compile(_chain50))).roll is True
+
+
+def test_rolled_graph_differentiates_and_transforms_see_the_unrolled_one():
+    f = chain(40)
+    cf = wg.compile(f, fuse=False)
+    g = cf.graph(X0, W)
+    assert "scan_loop" in g.source()
+    ref = wg.grad(f, argnums=(0, 1))(X0, W)
+    for u, v in zip(g.grad(argnums=(0, 1))(X0, W), ref):  # the scan's own pullback
+        np.testing.assert_allclose(u, v, rtol=1e-12)
+    same(wg.grad(cf, argnums=(0, 1))(X0, W), ref)  # traced calls evaluate the unrolled graph
+    out = wg.vmap(cf, in_axes=(0, None))(np.stack([X0, 2 * X0]), W)
+    same(out[0], f(X0, W))
+
+
+@pytest.mark.parametrize("steps", [30])
+def test_fused_rolled_program_agrees(steps):
+    pytest.importorskip("numba")
+    df = wg.grad(chain(steps), argnums=(0, 1))
+    cf, a, b = both(df, X0, W, fuse=True)
+    for u, v in zip(a, b):  # fused loops: round-off as any fused program (docs/graph.md)
+        np.testing.assert_allclose(u, v, rtol=1e-13, atol=1e-15)
+    assert len(cf.rolled) == 2
