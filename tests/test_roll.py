@@ -41,7 +41,9 @@ def both(fn, *args, fuse=False):
     """(rolled compiled, unrolled compiled) of ``fn``, each called once on ``args``."""
     rolled = wg.compile(fn, fuse=fuse)
     unrolled = wg.compile(fn, fuse=fuse, roll=False)
-    return rolled, rolled(*args), unrolled(*args)
+    out = rolled(*args), unrolled(*args)
+    assert rolled.roll_failures == []  # what did not roll was refused, not broken
+    return (rolled,) + out
 
 
 def test_chain_forward_rolls_bit_identical():
@@ -195,3 +197,36 @@ def test_fused_rolled_program_agrees(steps):
     for u, v in zip(a, b):  # fused loops: round-off as any fused program (docs/graph.md)
         np.testing.assert_allclose(u, v, rtol=1e-13, atol=1e-15)
     assert len(cf.rolled) == 2
+
+
+def test_rows_of_a_traced_array_read_in_order_or_reversed():
+    X = RNG.standard_normal((40, N))
+
+    def forwards(x, W, X):
+        for k in range(40):
+            x = x + 0.01 * wnp.tanh(W @ x + X[k])
+        return wnp.sum(x * x)
+
+    def backwards(x, W, X):
+        for k in range(39, -1, -1):
+            x = x + 0.01 * wnp.tanh(W @ x + X[k])
+        return wnp.sum(x * x)
+
+    def every_other(x, W, X):  # rows 0, 2, 4...: not one step apart, stays unrolled
+        for k in range(0, 40, 2):
+            x = x + 0.01 * wnp.tanh(W @ x + X[k])
+        return wnp.sum(x * x)
+    for f in (forwards, backwards):
+        cf, a, b = both(f, X0, W, X)
+        same(a, b)
+        assert [s.copies for s in cf.rolled] == [40]
+        df = wg.grad(f, argnums=(0, 1))  # X's cotangent unasked: both sweeps roll
+        cf, a, b = both(df, X0, W, X)
+        same(a, b)
+        assert len(cf.rolled) == 2
+        df = wg.grad(f, argnums=(0, 1, 2))  # X's rows' cotangents written per step: the
+        cf, a, b = both(df, X0, W, X)       # reverse sweep stays unrolled, still exact
+        same(a, b)
+    cf, a, b = both(every_other, X0, W, X)
+    same(a, b)
+    assert cf.rolled == []

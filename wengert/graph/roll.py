@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..numpy import stack
+from ..rules.lowering import lowering_of
 from .graph import Graph
 from .ir import Node
 from .trace import GraphTrace, pop_active, push_active
@@ -93,6 +94,17 @@ def _hashable(v):
     return v
 
 
+def _step_index(n):
+    """``k`` where node ``n`` reads ``x[k]`` at a static int ``k`` (a loop reading its
+    step's row of an array: ``k`` changes from copy to copy), else None."""
+    if n.kind != "op" or lowering_of(n.prim).role != "gather_at_index" or len(n.params) != 1:
+        return None
+    idx = n.params.get("idx")
+    if type(idx) is tuple and len(idx) == 1 and type(idx[0]) is int and idx[0] >= 0:
+        return idx[0]
+    return None
+
+
 def _signatures(g, seq):
     """Per primitive node two small integers: equal ``coarse`` ones may be copies of each
     other (the arguments' types only: copy 0 reads its carry from an input where later
@@ -105,7 +117,8 @@ def _signatures(g, seq):
     for q, i in enumerate(seq):
         n = nodes[i]
         args = n.args
-        sig = (n.kind, n.prim, _pkey(n.params) if n.params else (), vk[i],
+        pk = ("row",) if _step_index(n) is not None else _pkey(n.params) if n.params else ()
+        sig = (n.kind, n.prim, pk, vk[i],
                tuple([vk[a] for a in args]))
         coarse[q] = c = table.setdefault(sig, len(table))
         fine[q] = fine_table.setdefault((c,) + tuple([nodes[a].prim for a in args]),
@@ -179,6 +192,8 @@ def _check(g, seq, ids, start, p, copies, pos_of, guarded, late_use):
             else:
                 return 0, None
         plan[j] = kinds
+    rows = {j: [_step_index(nodes[i]), None] for j, i in enumerate(body)
+            if _step_index(nodes[i]) is not None}  # position -> [row in copy 0, step]
     k = 1
     carries = {}  # body position -> init node
     while k < copies:
@@ -190,6 +205,14 @@ def _check(g, seq, ids, start, p, copies, pos_of, guarded, late_use):
             if ids[base + j] != ids[start + j] or i in guarded:  # (ids hold the params)
                 ok = False
                 break
+            if j in rows:  # x[k]: the row read must move by one each copy, or stay
+                r0, d = rows[j]
+                at = _step_index(n)
+                if d is None and abs(at - r0) <= 1:
+                    rows[j][1] = d = at - r0
+                if d is None or at != r0 + d * k:
+                    ok = False
+                    break
             for r, a in enumerate(n.args):
                 kind = plan[j][r]
                 q = pos_of.get(a)
@@ -239,6 +262,12 @@ def _check(g, seq, ids, start, p, copies, pos_of, guarded, late_use):
                 del kind[1][k:]
             elif kind[0] == "outer":
                 kinds[r] = ("const", kind[1])
+    for j, (r0, d) in rows.items():  # rows of one loop-constant array: the scan's xs
+        if d:
+            if plan[j][0][0] != "const" or type(nodes[plan[j][0][1]].value) is not np.ndarray \
+                    or r0 + d * (k - 1) < 0:
+                return 0, None
+            plan[j] = [("rows", plan[j][0][1], r0, d)]
     if not _types_ok(g, seq, start, p, k, plan, carries, late_use):
         return 0, None
     return k, plan
@@ -419,6 +448,14 @@ class _Rebuild:
                         leaf_of[key] = len(xs)
                         xs.append(self.xs_of(k[1]))
                     xs_at[(j, r)] = leaf_of[key]
+                elif k[0] == "rows":  # rows r0, r0 + d, ... of an array: a slice of it
+                    if k not in leaf_of:
+                        leaf_of[k] = len(xs)
+                        arr, r0, d = self.get(k[1]), k[2], k[3]
+                        stop = r0 + d * m
+                        xs.append(arr[r0:stop] if d == 1 else
+                                  arr[r0:stop if stop >= 0 else None:-1])
+                    xs_at[(j, r)] = leaf_of[k]
         last = s.last
         late = [False] * p     # read after the stretch from some copy before the last
         for k in range(m):
@@ -444,9 +481,11 @@ class _Rebuild:
                         args.append(carry[k[1]])
                     elif k[0] == "const":
                         args.append(get(k[1]))
-                    else:
+                    else:  # xs, rows
                         args.append(x[xs_at[(j, r)]])
-                if n.kind == "op":
+                if plan[j][0][0] == "rows":
+                    local[j] = args[0]
+                elif n.kind == "op":
                     local[j] = n.prim(*args, **n.params)
                 else:
                     local[j] = args[0][n.params["index"]]
