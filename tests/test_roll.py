@@ -230,3 +230,15 @@ def test_rows_of_a_traced_array_read_in_order_or_reversed():
     cf, a, b = both(every_other, X0, W, X)
     same(a, b)
     assert cf.rolled == []
+
+
+def test_equal_constants_of_every_copy_are_one_loop_constant():
+    def f(x, W):
+        for _ in range(20):  # a fresh array per step, the same bits each time
+            x = x * 0.5 + np.full(N, 0.1) + 0.01 * wnp.tanh(W @ x)
+        return wnp.sum(x)
+    cf, a, b = both(f, X0, W)
+    same(a, b)
+    (s,) = cf.rolled
+    assert s.copies == 20
+    assert all(k[0] != "xs" for kinds in s.plan for k in kinds)

@@ -91,7 +91,7 @@ def _hashable(v):
         return tuple(_hashable(e) for e in v)
     if type(v) is slice:  # (not hashable before Python 3.12)
         return ("slice", v.start, v.stop, v.step)
-    return v
+    return (type(v), v)  # True, 1 and 1.0 are equal keys, and compute differently
 
 
 def _step_index(n):
@@ -165,12 +165,24 @@ def _array(v):
     return type(v) is np.ndarray or isinstance(v, np.generic)
 
 
+def _same_value(v, w):
+    """The same type and the same bits (-0.0 is not 0.0; a NaN is itself)."""
+    if type(v) is not type(w):
+        return False
+    if type(v) is np.ndarray:
+        return v.shape == w.shape and v.dtype == w.dtype and v.tobytes() == w.tobytes()
+    if isinstance(v, (float, int, complex, np.generic)):
+        return repr(v) == repr(w)
+    return v is w
+
+
 def _check(g, seq, ids, start, p, copies, pos_of, guarded, late_use):
     """How many leading copies of the candidate form an exact loop, and the plan of their
     arguments: per body node, per argument, one of ``("in", j)`` (same copy, position j),
     ``("carry", j, init)`` (copy k - 1's position j; copy 0 reads node ``init``),
     ``("const", node)`` (one node before the stretch, for every copy) or ``("xs", [node per
-    copy])``.  Returns ``(copies, plan)``."""
+    copy]) or ``("rows", array node, first row, step)``.  Returns ``(copies, plan)``;
+    ``(-1, None)`` when the copies matched but their values cannot be carried exactly."""
     nodes = g.nodes
     body = seq[start:start + p]
     first = body[0]
@@ -255,21 +267,26 @@ def _check(g, seq, ids, start, p, copies, pos_of, guarded, late_use):
         k += 1
     if k < MIN_COPIES:
         return 0, None
-    # cut every xs list back to the copies kept (a failed copy may have added to some)
+    # cut every xs list back to the copies kept (a failed copy may have added to some);
+    # constants equal in every copy (a fresh wnp.zeros(n) per step) are one loop constant
     for kinds in plan:
         for r, kind in enumerate(kinds):
             if kind[0] == "xs":
                 del kind[1][k:]
+                v0 = nodes[kind[1][0]].value
+                if all(nodes[a].kind == "const" and _same_value(nodes[a].value, v0)
+                       for a in kind[1]):
+                    kinds[r] = ("const", kind[1][0])
             elif kind[0] == "outer":
                 kinds[r] = ("const", kind[1])
     for j, (r0, d) in rows.items():  # rows of one loop-constant array: the scan's xs
         if d:
             if plan[j][0][0] != "const" or type(nodes[plan[j][0][1]].value) is not np.ndarray \
                     or r0 + d * (k - 1) < 0:
-                return 0, None
+                return -1, None
             plan[j] = [("rows", plan[j][0][1], r0, d)]
     if not _types_ok(g, seq, start, p, k, plan, carries, late_use):
-        return 0, None
+        return -1, None
     return k, plan
 
 
@@ -330,10 +347,16 @@ def find_stretches(g, guarded=(), late_use=None):
     for p in _periods(fine, ids):
         for a, b in _runs(ids, p, taken):
             start, stop = a, b + p  # positions [start, stop) hold whole copies from start
+            late = 0  # checks that read the whole run and then refused it
             while (stop - start) // p >= MIN_COPIES:
                 copies, plan = _check(g, seq, ids, start, p, (stop - start) // p, pos_of, guarded,
                                       late_use)
-                if copies:
+                if copies < 0:  # copy 0 may be the odd one (a Python 0.0 the carry starts
+                    late += 1   # from): try once more a copy later, then give the run up
+                    if late > 2:
+                        break
+                    start += p
+                elif copies:
                     taken[start:start + copies * p] = True
                     found.append(Stretch(start, p, copies, plan, seq[start],
                                          seq[start + copies * p - 1]))
