@@ -242,3 +242,23 @@ def test_equal_constants_of_every_copy_are_one_loop_constant():
     (s,) = cf.rolled
     assert s.copies == 20
     assert all(k[0] != "xs" for kinds in s.plan for k in kinds)
+
+
+def test_fused_scan_with_results_of_several_shapes_fuses():
+    """budget.fit costed each node by np.size of its value: a scan's tuple of results of
+    several shapes made it raise, and the whole program fell back to NumPy."""
+    pytest.importorskip("numba")
+    from wengert.checkpoint.compiled import plans_of
+
+    def f(x, W):
+        def step(c, _):
+            x, M = c
+            x = x + 0.01 * wnp.tanh(M @ x)
+            return (x, M * 0.999), None
+        (x, M), _ = wg.scan(step, (x, W), length=12)
+        return wnp.sum(wnp.tanh(x) * 2.0 + 1.0) + wnp.sum(M * M)  # kernels around the scan
+    cf = wg.compile(f, fuse=True)
+    np.testing.assert_allclose(cf(X0, W), f(X0, W), rtol=1e-13)
+    assert cf.fuse_failures == []
+    (plan,) = plans_of(cf.graph(X0, W))
+    assert plan.fused() is not None and "run" in plan.fused().kernels  # run only: no VJP
