@@ -189,14 +189,28 @@ def test_rolled_graph_differentiates_and_transforms_see_the_unrolled_one():
     same(out[0], f(X0, W))
 
 
-@pytest.mark.parametrize("steps", [30])
-def test_fused_rolled_program_agrees(steps):
+def test_fused_rolled_loops_fuse_where_it_pays():
     pytest.importorskip("numba")
-    df = wg.grad(chain(steps), argnums=(0, 1))
-    cf, a, b = both(df, X0, W, fuse=True)
-    for u, v in zip(a, b):  # fused loops: round-off as any fused program (docs/graph.md)
+    import warnings
+    from wengert.checkpoint.compiled import plans_of
+    from wengert.graph.fuse import UnfusedWarning
+    df = wg.grad(chain(30), argnums=(0, 1))  # short loops: Numba's loop would not pay
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cf, a, b = both(df, X0, W, fuse=True)
+    for u, v in zip(a, b):  # fused programs: round-off, as any fused program (graph.md)
         np.testing.assert_allclose(u, v, rtol=1e-13, atol=1e-15)
     assert len(cf.rolled) == 2
+    said = [str(w.message) for w in caught if w.category is UnfusedWarning]
+    assert sum("a rolled loop of" in m for m in said) == 2
+    assert all(p.fused() is None for p in plans_of(cf.graph(X0, W)))
+    f = chain(2000)  # a long loop of a small step: its loop runs inside Numba
+    cf = wg.compile(f, fuse=True)
+    np.testing.assert_allclose(cf(X0, W), wg.compile(f, fuse=False, roll=False)(X0, W),
+                               rtol=1e-12)
+    (plan,) = plans_of(cf.graph(X0, W))
+    assert plan.fused() is not None and plan.fused().calls.get("forward")
+    assert not any("rolled loop" in str(e) for e in cf.fuse_failures)
 
 
 def test_rows_of_a_traced_array_read_in_order_or_reversed():

@@ -38,7 +38,7 @@ from .pool import reuse_default
 from .graph import trace
 from .ir import GuardFailure, SpecialisedNumber
 from .kernel_cache import CacheWarning, cache_dir, clear_cache
-from .roll import roll as _roll
+from .roll import fusion_pays, roll as _roll
 from .trace import ForeignTracerError
 
 __all__ = ["compile", "Compiled", "RetraceWarning"]
@@ -320,17 +320,24 @@ class Compiled:
         """The fused program when Numba compiles it (its first run compiles the kernels),
         else the NumPy one; and, when it ran, its result for ``args``."""
         if self.fuse:
+            unfused_loops = []
             for n in g.nodes:  # a compiled scan's loop runs inside Numba too, where it can
-                enable = getattr(n.params.get("plan"), "enable_fusion", None)
+                plan = n.params.get("plan")
+                enable = getattr(plan, "enable_fusion", None)
                 if enable is not None:
-                    enable()
+                    why = fusion_pays(plan)  # (a rolled loop: where it pays)
+                    if why is None:
+                        enable()
+                    elif why not in unfused_loops:
+                        unfused_loops.append(why)
             try:
                 fn = build_fused(g, self.reuse_buffers)
             except Exception as e:  # a kernel we cannot write: the NumPy program
                 self.fuse_failures.append(e)
                 fn = None
             if fn is not None:
-                for why in getattr(fn, "backed_off", ()):  # too big to be worth Numba's time
+                # too big to be worth Numba's time: kernels, rolled loops
+                for why in list(getattr(fn, "backed_off", ())) + unfused_loops:
                     self.fuse_failures.append(UnfusedWarning(why))
                     warnings.warn(f"wg.compile({getattr(self.f, '__name__', 'function')}): "
                                   f"{why}", UnfusedWarning, stacklevel=5)

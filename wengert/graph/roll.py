@@ -23,15 +23,18 @@ guard inside the stretch) stays unrolled.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..numpy import stack
 from ..rules.lowering import lowering_of
+from . import budget
 from .graph import Graph
 from .ir import Node
 from .trace import GraphTrace, pop_active, push_active
 
-__all__ = ["roll", "find_stretches", "use_scan", "MIN_COPIES", "Stretch"]
+__all__ = ["roll", "find_stretches", "use_scan", "fusion_pays", "MIN_COPIES", "Stretch"]
 
 _SCAN = []  # wg.scan, given by wengert.checkpoint (which imports this package) as it loads
 
@@ -517,6 +520,9 @@ class _Rebuild:
 
         init_vals = [get(init[c]) for c in carry_pos]
         final, ys = _SCAN[0](step, init_vals, xs if xs else None, length=None if xs else m)
+        plan = _plan_of(final[0] if final else ys[0])
+        if plan is not None:
+            _ROLLED.add(plan)
         ys = list(ys) if ys is not None else []
         for c, v in zip(carry_pos, final):
             self.env[seq[(m - 1) * p + c]] = v
@@ -531,6 +537,40 @@ class _Rebuild:
             self.alias.setdefault(init[c], []).append((y, 0))
             for k in range(m - 1):
                 self.loc[seq[k * p + c]] = (y, k + 1)
+
+
+# -- fusing a rolled loop ---------------------------------------------------------------------
+# Numba's compile of a compiled scan's loop (checkpoint/fused.py: the schedule's interpreter
+# and the step) is far slower per node than a kernel's: measured on the shared development
+# machine, about 5 s for a 4-node step, 13 s for 9 nodes, 54 s for an LSTM cell's 45-node
+# pullback step.  A rolled loop runs inside Numba only where that pays as budget.fit
+# decides for kernels: at most what RUNS unfused runs of the loop cost (FLOOR to CAP).
+LOOP_SECONDS, LOOP_NODE_SECONDS = 1.0, 1.2
+_ROLLED = weakref.WeakSet()  # the plans of rolled loops
+
+
+def _plan_of(tracer):
+    node = tracer._trace.nodes[tracer.node]
+    while node.kind == "proj":
+        node = tracer._trace.nodes[node.args[0]]
+    return node.params.get("plan")
+
+
+def fusion_pays(plan):
+    """``None`` where the loop of ``plan`` may run inside Numba (every scan but a rolled
+    loop whose Numba compile would cost more than it saves), else why not."""
+    if plan not in _ROLLED:
+        return None
+    ops = [n for n in plan.step_graph.nodes if n.kind == "op"]
+    unfused = plan.n * sum(budget._node_cost(n) for n in ops)
+    allowed = max(budget.FLOOR, min(budget.RUNS * unfused, budget.CAP))
+    cost = LOOP_SECONDS + LOOP_NODE_SECONDS * len(ops)
+    if cost <= allowed:
+        return None
+    return (f"fusion backed off: a rolled loop of {plan.n} steps runs its {len(ops)}-node "
+            f"step from Python (NumPy calls): Numba would take about {cost:.0f} s to compile "
+            f"its loop, more than {budget.RUNS} runs of it unfused (about "
+            f"{budget.RUNS * unfused:.2g} s; budget {allowed:.2g} s) (wengert.graph.roll)")
 
 
 def roll(g):
