@@ -371,6 +371,12 @@ def find_stretches(g, guarded=(), late_use=None):
 
 
 # -- rebuilding the program ------------------------------------------------------------------
+def _rolled_step(carry, x):
+    """A rolled loop's step as its plan names it (in messages): the step is the plan's step
+    graph; the function that traced it closed over the whole unrolled program."""
+    raise TypeError("a rolled loop's step runs as its plan's step graph")
+
+
 class _Rebuild:
     """The program traced again, node by node, with each stretch run as one ``wg.scan``."""
 
@@ -523,6 +529,7 @@ class _Rebuild:
         plan = _plan_of(final[0] if final else ys[0])
         if plan is not None:
             _ROLLED.add(plan)
+            plan.user_step = _rolled_step  # not ``step``: its closure holds the whole trace
         ys = list(ys) if ys is not None else []
         for c, v in zip(carry_pos, final):
             self.env[seq[(m - 1) * p + c]] = v
