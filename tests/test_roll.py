@@ -298,3 +298,17 @@ def test_a_rolled_program_does_not_keep_the_unrolled_trace():
     assert cf.rolled
     # both keep the unrolled program for traced calls; only roll=False keeps a second copy
     assert rolled < 0.6 * unrolled
+
+
+def test_guards_outside_the_loop_are_kept():
+    def f(x, W):
+        scale = 0.01 if wnp.sum(x) > 0 else 0.02  # a branch before the loop: a guard
+        for _ in range(20):
+            x = x + scale * wnp.tanh(W @ x)
+        return wnp.sum(x * x)
+    cf, a, b = both(f, X0, W)
+    same(a, b)
+    assert cf.rolled and cf.graph(X0, W).guards
+    other = -X0 if np.sum(X0) > 0 else X0 + 10.0  # the other branch: traced again, right
+    same(cf(other, W), f(other, W))
+    assert cf.num_traces == 2
