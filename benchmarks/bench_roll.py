@@ -6,7 +6,8 @@
 Each cell runs in a new process with an empty kernel cache (a temporary
 ``WENGERT_CACHE_DIR``; Numba imported before timing): the first call of the compiled
 function (trace, roll, simplify, generate, compile kernels, run once) and then the median of
-later calls.  ``roll``: ``wg.compile``'s default; ``unrolled``: ``roll=False`` (or a
+later calls.  ``roll``: ``roll=True`` (rolled wherever exact; the default, ``roll=None``, rolls the
+short rows only where their loops fuse); ``unrolled``: ``roll=False`` (or a
 wengert without rolling: run the same command with ``PYTHONPATH`` set to that checkout).
 The rows: the chain ``x <- x + 0.01 tanh(W x)`` (x of size 10) unrolled 500 and 2,000 steps,
 its gradient in ``(x, W)``, and the gradient of an unrolled LSTM cell (4 units, 1,023 steps,
@@ -68,8 +69,8 @@ def cell(row, fuse, roll):
     import wengert as wg
     fn, args = program(row)
     kw = {"fuse": fuse == "1"}
-    if roll == "0" and "roll" in inspect.signature(wg.compile).parameters:
-        kw["roll"] = False
+    if "roll" in inspect.signature(wg.compile).parameters:
+        kw["roll"] = roll == "1"  # rolled wherever exact, or never
     cf = wg.compile(fn, **kw)
     t0 = time.perf_counter()
     cf(*args)

@@ -38,7 +38,7 @@ from .pool import reuse_default
 from .graph import trace
 from .ir import GuardFailure, SpecialisedNumber
 from .kernel_cache import CacheWarning, cache_dir, clear_cache
-from .roll import fusion_pays, roll as _roll
+from .roll import fusion_pays, keep_rolled, roll as _roll
 from .trace import ForeignTracerError
 
 __all__ = ["compile", "Compiled", "RetraceWarning"]
@@ -173,9 +173,9 @@ class Compiled:
     """The callable ``wg.compile(f)`` returns; ``.graphs`` lists what it traced."""
 
     def __init__(self, f, max_traces=16, simplify=True, fuse=None, reuse_buffers=None,
-                 roll=True):
+                 roll=None):
         self.f = f
-        self.roll = bool(roll)
+        self.roll = None if roll is None else bool(roll)
         self.rolled = []         # the repeating stretches rolled into loops (graph/roll.py)
         self.roll_failures = []  # why a program that repeats stayed unrolled (for tests)
         self.fuse = fuse_default() if fuse is None else bool(fuse)
@@ -285,7 +285,7 @@ class Compiled:
                 "wengert.checkpoint.while_loop is unrolled when traced, so it re-traces too).",
                 RetraceWarning, stacklevel=4)
         with _collector_paused():
-            g = self._rolled(raw) if self.roll else raw  # first: simplify then sees one copy
+            g = self._rolled(raw) if self.roll is not False else raw  # first: simplify then sees one copy
             g = g.simplify() if self.simplify else g
             fn, result = self._build(g, args) if not traced else \
                 (build_function(g, self.reuse_buffers), None)
@@ -313,6 +313,11 @@ class Compiled:
         except Exception as e:  # the unrolled program is always right
             self.roll_failures.append(e)
             return g
+        if stretches and self.roll is None:
+            why = keep_rolled(g, r, self.fuse)
+            if why is not None:
+                self.roll_failures.append(why)
+                return g
         self.rolled.extend(stretches)
         return r
 
@@ -377,7 +382,7 @@ class Compiled:
         raise ValueError(f"{missing} for these arguments (max_traces reached?)")
 
 def compile(f=None, *, max_traces=16, simplify=True, fuse=None, reuse_buffers=None,
-            roll=True):
+            roll=None):
     """Trace ``f`` once per input signature and run generated code afterwards.
 
     ``fuse``: elementwise nodes as Numba loop kernels (``True``, where Numba is installed),
@@ -388,7 +393,9 @@ def compile(f=None, *, max_traces=16, simplify=True, fuse=None, reuse_buffers=No
     "Buffers reused across calls").  ``roll``: a trace that repeats (an unrolled ``for``
     loop, its gradient's sweeps) given back as ``wg.scan`` loops over one copy of the
     repeated stretch, bit-identical in its results (docs/graph.md, "Unrolled loops rolled
-    back"); ``False`` keeps the straight-line program.
+    back"): ``None`` where that pays (a program of ``wengert.graph.roll.LONG`` nodes or more,
+    or one whose rolled loops all run inside Numba), ``True`` wherever it is exact, ``False``
+    never.
 
     >>> import wengert as wg, wengert.numpy as wnp
     >>> def f(x):

@@ -34,7 +34,8 @@ from .graph import Graph
 from .ir import Node
 from .trace import GraphTrace, pop_active, push_active
 
-__all__ = ["roll", "find_stretches", "use_scan", "fusion_pays", "MIN_COPIES", "Stretch"]
+__all__ = ["roll", "keep_rolled", "find_stretches", "use_scan", "fusion_pays", "MIN_COPIES",
+           "LONG", "Stretch"]
 
 _SCAN = []  # wg.scan, given by wengert.checkpoint (which imports this package) as it loads
 
@@ -578,6 +579,30 @@ def fusion_pays(plan):
             f"step from Python (NumPy calls): Numba would take about {cost:.0f} s to compile "
             f"its loop, more than {budget.RUNS} runs of it unfused (about "
             f"{budget.RUNS * unfused:.2g} s; budget {allowed:.2g} s) (wengert.graph.roll)")
+
+
+# Under ``roll=None`` (wg.compile's default) a program is rolled where that pays at run time
+# as well: when it is this long (its unrolled compile, seconds at 10^4 primitives, is what
+# costs), or when every loop it rolls into runs inside Numba.  A rolled loop whose step runs
+# from Python pays a call per step and NumPy's 0-d arithmetic where the straight line had
+# Python floats or one fused kernel: measured 36x slower on bench_compile's 100-step chain
+# (fused, 52.7 us -> 1.9 ms) and 26x on its Rosenbrock loop (349 us -> 9.1 ms).
+LONG = 20_000
+
+
+def keep_rolled(g, rolled, fuse):
+    """``None`` where ``rolled`` (``g`` rolled) should replace ``g`` under ``roll=None``,
+    else why the straight line is kept."""
+    if len(g.nodes) >= LONG:
+        return None
+    if fuse:
+        said = [fusion_pays(n.params.get("plan")) for n in rolled.nodes
+                if n.params.get("plan") is not None]
+        if all(why is None for why in said):
+            return None
+    return (f"kept unrolled: a program of {len(g.nodes)} nodes (under {LONG}) whose rolled "
+            "loops would run their steps from Python, slower than the straight line "
+            "(roll=True rolls it anyway)")
 
 
 def roll(g):
