@@ -1,6 +1,8 @@
 """Fusion within a compile-time budget (wengert/graph/budget.py, issue 32): long groups cut
 into kernels of a bounded size, the repeating ones sharing one source; fusion given up, and
-said so, where Numba's compile would cost more than the program saves."""
+said so, where Numba's compile would cost more than the program saves.  The programs here
+are long straight lines on purpose: ``roll=False`` keeps their loops unrolled (rolled, they
+would be scans: graph/roll.py, tests/test_roll.py)."""
 import warnings
 
 import numpy as np
@@ -32,7 +34,7 @@ X = np.linspace(0.1, 1.0, 10)
 def test_a_long_chain_is_cut_into_kernels_that_repeat(monkeypatch):
     monkeypatch.setattr(budget, "KERNEL_STATEMENTS", 30)
     f = chain(60)  # 180 elementwise nodes in one group
-    cf = wg.compile(f, fuse=True)
+    cf = wg.compile(f, fuse=True, roll=False)
     np.testing.assert_allclose(cf(X), f(X), rtol=1e-13)
     ks = kernels(cf)
     assert len(ks) >= 6
@@ -44,10 +46,10 @@ def test_a_long_chain_is_cut_into_kernels_that_repeat(monkeypatch):
 
 def test_a_cut_gradient_gives_the_uncut_ones_result(monkeypatch):
     f = wg.grad(chain(20))
-    whole = wg.compile(f, fuse=True)(X)
+    whole = wg.compile(f, fuse=True, roll=False)(X)
     monkeypatch.setattr(budget, "KERNEL_STATEMENTS", 25)
     monkeypatch.setattr(budget, "compile_seconds", lambda s, o=1: 1e-4 * s * s)  # cuts pay
-    cf = wg.compile(f, fuse=True)
+    cf = wg.compile(f, fuse=True, roll=False)
     cut = cf(X)
     assert len(kernels(cf)) > 1 and cf.fuse_failures == []
     np.testing.assert_allclose(cut, whole, rtol=1e-13)
@@ -59,7 +61,7 @@ def test_fusion_past_the_budget_backs_off_and_says_so(monkeypatch):
     monkeypatch.setattr(budget, "FLOOR", 0.0)
     monkeypatch.setattr(budget, "CAP", 0.0)
     f = wg.grad(chain(10))
-    cf = wg.compile(f, fuse=True)
+    cf = wg.compile(f, fuse=True, roll=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = cf(X)
@@ -82,7 +84,7 @@ def test_the_groups_that_save_most_per_second_of_compile_are_kept(monkeypatch):
     one = budget.compile_seconds(15, 1)
     monkeypatch.setattr(budget, "FLOOR", one * 1.5)
     monkeypatch.setattr(budget, "CAP", one * 1.5)
-    cf = wg.compile(f, fuse=True)
+    cf = wg.compile(f, fuse=True, roll=False)
     np.testing.assert_allclose(cf(x, y), f(x, y), rtol=1e-13)
     (k,) = kernels(cf)
     assert "range(1000)" in k
@@ -102,7 +104,7 @@ def test_a_cut_group_past_the_budget_keeps_its_first_kernels(monkeypatch):
         for k in pick:
             x = (wnp.tanh, wnp.sin, wnp.cos)[k](x) * 0.9 + 0.1
         return wnp.sum(x)
-    cf = wg.compile(f, fuse=True)
+    cf = wg.compile(f, fuse=True, roll=False)
     with pytest.warns(wg.UnfusedWarning, match="fusion backed off"):
         got = cf(X)
     np.testing.assert_allclose(got, f(X), rtol=1e-13)
@@ -123,7 +125,7 @@ def test_a_program_too_big_to_be_worth_numbas_time_is_not_fused():
             x = ops[k](x) * 0.9 + 0.1
         return wnp.sum(x)
     g = wg.grad(f)
-    cf = wg.compile(g, fuse=True)
+    cf = wg.compile(g, fuse=True, roll=False)
     with pytest.warns(wg.UnfusedWarning, match="fusion backed off"):
         got = cf(X)
     np.testing.assert_allclose(got, wg.compile(g, fuse=False)(X), rtol=1e-13)
@@ -176,11 +178,11 @@ def test_a_program_on_large_arrays_may_spend_more_compile_than_one_on_small_ones
         return x
     x = np.linspace(0.0, 1.0, 200_000)
     monkeypatch.setattr(budget, "compile_seconds", lambda s, a=1: 8.0)
-    cf = wg.compile(f, fuse=True)
+    cf = wg.compile(f, fuse=True, roll=False)
     np.testing.assert_allclose(cf(x), f(x), rtol=1e-13)
     assert cf.fuse_failures == [] and len(kernels(cf)) == 1
     monkeypatch.setattr(budget, "compile_seconds", lambda s, a=1: 12.0)
-    cf = wg.compile(f, fuse=True)
+    cf = wg.compile(f, fuse=True, roll=False)
     with pytest.warns(wg.UnfusedWarning, match="fusion backed off"):
         np.testing.assert_allclose(cf(x), f(x), rtol=1e-13)
     assert kernels(cf) == []

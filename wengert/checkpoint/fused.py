@@ -200,14 +200,15 @@ class FusedLoop:
         return self.kernels[()].fn
 
     # -- the source ---------------------------------------------------------------------------
-    def _compile(self, batch):
+    def _compile(self, batch, run_only=False):
         """The loop function: the schedule's actions interpreted, the step, its VJP and
-        the inverse called as Numba functions of their own.  ``batch``: the leading axes
+        the inverse called as Numba functions of their own (``run_only``: the step alone,
+        for a loop only run -- Numba then types and compiles no VJP).  ``batch``: the leading axes
         of the cotangents (a reverse Jacobian pulls back every row at once); the VJP is
         then the step's pullback mapped over them (``plan._vjp_graph(batch)``), and the
         cotangents of the carry, of each step's xs and of the captured values carry them."""
         p = self.plan
-        keep_res = self.keep_residuals and not batch
+        keep_res = self.keep_residuals and not batch and not run_only
         hk = [_batched(k, batch) for k in self.carry_kinds]      # the carry's cotangents
         xk = [_batched(k, batch) for k in self.x_kinds]          # one step's xs' cotangents
         pk = [_batched(k, batch) for k in self.cap_kinds]        # the captured values'
@@ -236,12 +237,13 @@ class FusedLoop:
         else:
             names = {"step": "step", "vjp": "vjp"}
             k_step, s_src, s_buf, _ = _helper(p.step_graph.simplify(), "step")
-            k_vjp, v_src, v_buf, done = _helper(p._vjp_graph(batch).simplify(), "vjp", acc)
+            k_vjp, v_src, v_buf, done = ([], "", [], []) if run_only else _helper(
+                p._vjp_graph(batch).simplify(), "vjp", acc)
         R = [f"R{j}" for j in range(len(res_kinds))]
         done = set(done)
         pos = [j for j in range(nc + nx + p.n_cap) if j not in done]  # what vjp returns
         strategy = p.strategy if self.generated else "none"
-        functions = [(names["step"], s_src), (names["vjp"], v_src)]
+        functions = [(names["step"], s_src)] + ([] if run_only else [(names["vjp"], v_src)])
         ks = [f"ks{j}" for j in range(len(k_step))]
         kv = [f"kv{j}" for j in range(len(k_vjp))]
         k_inv, ki, i_src, i_buf = [], [], "", []
@@ -281,16 +283,17 @@ class FusedLoop:
                                       for j, v in enumerate(u)]
         L += ["    elif kd == 2:"] + [_set(v, f"{S[j]}[j]", ck[j], "        ")
                                       for j, v in enumerate(u)]
-        L += ["    elif kd == 3:", "        rv = vjp(" + call(
+        L += [] if run_only else ["    elif kd == 3:", "        rv = vjp(" + call(
             u + [f"{v}[i]" for v in x] + cap + h + [f"{v}[i]" for v in GY] +
             [f"{v}[i]" for v in R] + kv +
             [gp[j - nc - nx] for j in acc]) + ")"]
-        L += [_set(v, f"rv[{pos.index(j)}]", hk[j], "        ") for j, v in enumerate(h)]
-        L += [_set(f"{v}[i]", f"rv[{pos.index(nc + j)}]", k, "        ")
-              for j, (v, k) in enumerate(zip(GX, xk))]
-        L += [(f"        {v} += rv[{pos.index(nc + nx + j)}]" if k[0] == "array" else
-               f"        {v} = {v} + rv[{pos.index(nc + nx + j)}]")
-              for j, (v, k) in enumerate(zip(gp, pk)) if nc + nx + j not in done]
+        if not run_only:
+            L += [_set(v, f"rv[{pos.index(j)}]", hk[j], "        ") for j, v in enumerate(h)]
+            L += [_set(f"{v}[i]", f"rv[{pos.index(nc + j)}]", k, "        ")
+                  for j, (v, k) in enumerate(zip(GX, xk))]
+            L += [(f"        {v} += rv[{pos.index(nc + nx + j)}]" if k[0] == "array" else
+                   f"        {v} = {v} + rv[{pos.index(nc + nx + j)}]")
+                  for j, (v, k) in enumerate(zip(gp, pk)) if nc + nx + j not in done]
         if p.inv_graph is not None:
             L += ["    elif kd == 4:",
                   f"        ri = inv({call(u + [f'{v}[i]' for v in x] + icap + kib)})"]
@@ -357,17 +360,22 @@ class FusedLoop:
         p = self.plan
         xs, cap, icap = ([_writable(a) for a in v] for v in (xs, cap, icap))
         u = [_writable(a).copy() if type(a) is np.ndarray else float(a) for a in init]
+        # a run alone (no reverse phase will follow): the loop function without the VJP
+        batch = () if keep else "run"
+        if batch not in self.kernels:
+            self.kernels.setdefault(batch, self._compile((), run_only=True))
         # the snapshots' slots, then (checkpoint="all") every step's residuals
         S = [_empty(self.nslots if keep else 0, k) for k in self.carry_kinds] + \
-            [_empty(p.n if keep else 0, k) for k in self.res_kinds]
+            [_empty(p.n, k) for k in self.kernels[batch].res_kinds]
         Y = [_empty(p.n, k) for k in self.y_kinds]
         h, GX, gp, GY = self._dummies()
         record = 2 if keep else 1  # 1: the ys, 2: the residuals too
         t0 = time.perf_counter()
         u = self._call(u, S, Y, h, GX, gp, GY, xs, cap, icap,
-                       self._acts(machine.FORWARD) if keep else self.run_acts, record)[0]
+                       self._acts(machine.FORWARD) if keep else self.run_acts, record, batch)[0]
         cur = [a.copy() if type(a) is np.ndarray else a for a in u] if keep else None
-        final = self._call(u, S, Y, h, GX, gp, GY, xs, cap, icap, self.last_acts, record)[0]
+        final = self._call(u, S, Y, h, GX, gp, GY, xs, cap, icap, self.last_acts, record,
+                           batch)[0]
         self.times["forward" if keep else "run"] = time.perf_counter() - t0
         st = p.stats
         st["steps"] += self.counts["fwd_steps"] if keep else p.n

@@ -19,6 +19,7 @@ from ..core import Tracer, ndim_of, shape_of
 from ..reverse import Tape
 from ..rules.checkpointing import checkpoint_stack, checkpoint_take
 from ..tree import flatten, unflatten
+from ..graph import roll as _roll
 # the package's own helpers, shared by its modules
 from .regions import _SubtapeVJP, _dtype, _escapes, _is_float, _strip, _top_trace
 from .compiled import lower_scan
@@ -187,6 +188,9 @@ def scan(step, init, xs=None, length=None, *, checkpoint="all", snapshots=None, 
         if lowered is not None:
             return lowered
     return _scan_eager(step, init, xs, n, checkpoint, snapshots, inverse, progress)
+
+
+_roll.use_scan(scan)  # wg.compile's rolled loops are this scan (graph sits below checkpoint)
 
 
 def _scan_eager(step, init, xs, n, checkpoint, snapshots, inverse, progress=False):

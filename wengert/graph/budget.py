@@ -43,7 +43,9 @@ def compile_seconds(statements, arrays=1):
 
 
 def _node_cost(n):
-    return _CALL + _ELEMENT * int(np.size(n.value))
+    v = n.value  # a primitive with several results (a scan's) holds a tuple of them
+    size = sum(int(np.size(e)) for e in v) if type(v) is tuple else int(np.size(v))
+    return _CALL + _ELEMENT * size
 
 
 def _local_ids(g, members, fused, table):

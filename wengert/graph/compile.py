@@ -38,6 +38,7 @@ from .pool import reuse_default
 from .graph import trace
 from .ir import GuardFailure, SpecialisedNumber
 from .kernel_cache import CacheWarning, cache_dir, clear_cache
+from .roll import fusion_pays, keep_rolled, roll as _roll
 from .trace import ForeignTracerError
 
 __all__ = ["compile", "Compiled", "RetraceWarning"]
@@ -171,8 +172,12 @@ def _plain(tree):
 class Compiled:
     """The callable ``wg.compile(f)`` returns; ``.graphs`` lists what it traced."""
 
-    def __init__(self, f, max_traces=16, simplify=True, fuse=None, reuse_buffers=None):
+    def __init__(self, f, max_traces=16, simplify=True, fuse=None, reuse_buffers=None,
+                 roll=None):
         self.f = f
+        self.roll = None if roll is None else bool(roll)
+        self.rolled = []         # the repeating stretches rolled into loops (graph/roll.py)
+        self.roll_failures = []  # why a program that repeats stayed unrolled (for tests)
         self.fuse = fuse_default() if fuse is None else bool(fuse)
         self.reuse_buffers = reuse_default() if reuse_buffers is None else bool(reuse_buffers)
         self.fuse_failures = []  # why a fused program fell back to NumPy (for tests)
@@ -204,7 +209,7 @@ class Compiled:
         if importable(self):
             return self.__qualname__
         return Compiled, (self.f, self.max_traces, self.simplify, self.fuse,
-                          self.reuse_buffers)
+                          self.reuse_buffers, self.roll)
 
     @reraise_interrupts  # Ctrl+C in a fused kernel: see _interrupt
     def __call__(self, *args, **kwargs):
@@ -280,7 +285,8 @@ class Compiled:
                 "wengert.checkpoint.while_loop is unrolled when traced, so it re-traces too).",
                 RetraceWarning, stacklevel=4)
         with _collector_paused():
-            g = raw.simplify() if self.simplify else raw
+            g = self._rolled(raw) if self.roll is not False else raw  # first: simplify then sees one copy
+            g = g.simplify() if self.simplify else g
             fn, result = self._build(g, args) if not traced else \
                 (build_function(g, self.reuse_buffers), None)
             kept = g.without_values()  # the program, not this call's values (API.md §15)
@@ -299,21 +305,44 @@ class Compiled:
                 return self.f(*args, **kwargs)
         return result[0] if result is not None else fn(*args)
 
+    def _rolled(self, g):
+        """``g`` with its long repeating stretches as scans (exact: the same primitives in
+        the same order); ``g`` itself should rolling fail."""
+        try:
+            r, stretches = _roll(g)
+        except Exception as e:  # the unrolled program is always right
+            self.roll_failures.append(e)
+            return g
+        if stretches and self.roll is None:
+            why = keep_rolled(g, r, self.fuse)
+            if why is not None:
+                self.roll_failures.append(why)
+                return g
+        self.rolled.extend(stretches)
+        return r
+
     def _build(self, g, args):
         """The fused program when Numba compiles it (its first run compiles the kernels),
         else the NumPy one; and, when it ran, its result for ``args``."""
         if self.fuse:
+            unfused_loops = []
             for n in g.nodes:  # a compiled scan's loop runs inside Numba too, where it can
-                enable = getattr(n.params.get("plan"), "enable_fusion", None)
+                plan = n.params.get("plan")
+                enable = getattr(plan, "enable_fusion", None)
                 if enable is not None:
-                    enable()
+                    why = fusion_pays(plan)  # (a rolled loop: where it pays)
+                    if why is None:
+                        enable()
+                    elif why not in unfused_loops:
+                        unfused_loops.append(why)
             try:
                 fn = build_fused(g, self.reuse_buffers)
             except Exception as e:  # a kernel we cannot write: the NumPy program
                 self.fuse_failures.append(e)
                 fn = None
             if fn is not None:
-                for why in getattr(fn, "backed_off", ()):  # too big to be worth Numba's time
+                # too big to be worth Numba's time: kernels, rolled loops
+                for why in list(getattr(fn, "backed_off", ())) + unfused_loops:
                     self.fuse_failures.append(UnfusedWarning(why))
                     warnings.warn(f"wg.compile({getattr(self.f, '__name__', 'function')}): "
                                   f"{why}", UnfusedWarning, stacklevel=5)
@@ -352,7 +381,8 @@ class Compiled:
                 pass
         raise ValueError(f"{missing} for these arguments (max_traces reached?)")
 
-def compile(f=None, *, max_traces=16, simplify=True, fuse=None, reuse_buffers=None):
+def compile(f=None, *, max_traces=16, simplify=True, fuse=None, reuse_buffers=None,
+            roll=None):
     """Trace ``f`` once per input signature and run generated code afterwards.
 
     ``fuse``: elementwise nodes as Numba loop kernels (``True``, where Numba is installed),
@@ -360,7 +390,12 @@ def compile(f=None, *, max_traces=16, simplify=True, fuse=None, reuse_buffers=No
     (docs/graph.md, "Fused kernels").  ``reuse_buffers``: the program's internal
     temporaries written into buffers it keeps between calls (``True``), allocated on every
     call (``False``), or ``None``: reused unless ``WENGERT_REUSE_BUFFERS=0`` (docs/graph.md,
-    "Buffers reused across calls").
+    "Buffers reused across calls").  ``roll``: a trace that repeats (an unrolled ``for``
+    loop, its gradient's sweeps) given back as ``wg.scan`` loops over one copy of the
+    repeated stretch, bit-identical in its results (docs/graph.md, "Unrolled loops rolled
+    back"): ``None`` where that pays (a program of ``wengert.graph.roll.LONG`` nodes or more,
+    or one whose rolled loops all run inside Numba), ``True`` wherever it is exact, ``False``
+    never.
 
     >>> import wengert as wg, wengert.numpy as wnp
     >>> def f(x):
@@ -376,13 +411,13 @@ def compile(f=None, *, max_traces=16, simplify=True, fuse=None, reuse_buffers=No
     """
     if f is None:
         return lambda fn: compile(fn, max_traces=max_traces, simplify=simplify, fuse=fuse,
-                                  reuse_buffers=reuse_buffers)
+                                  reuse_buffers=reuse_buffers, roll=roll)
     check_callable(f, "wg.compile")
     own = getattr(f, "__wg_compile__", None)
     if own is not None:  # a transform with a compiled form of its own (wg.sparse_jacobian)
         return own(functools.partial(compile, max_traces=max_traces, simplify=simplify,
-                                     fuse=fuse, reuse_buffers=reuse_buffers))
-    return Compiled(f, max_traces, simplify, fuse, reuse_buffers)
+                                     fuse=fuse, reuse_buffers=reuse_buffers, roll=roll))
+    return Compiled(f, max_traces, simplify, fuse, reuse_buffers, roll)
 
 
 # the fused kernels' disk cache (graph/kernel_cache.py): where it is, and emptying it
