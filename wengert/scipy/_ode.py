@@ -41,8 +41,8 @@ from ..transforms import jacobian, jvp, vjp
 from ._ode_bdf import pull_bdf
 from ._ode_discrete import pull_steps, recording
 from ._ode_rhs import Rhs, batched, example_of, trace_rhs
-from ._ode_steps import (direct_lu, fast_dense, first_step, forward_grid, keep_stride, recent,
-                         resume, stage_quadrature, state_only)
+from ._ode_steps import (direct_lu, fast_dense, first_step, forward_grid, keep_stride, land,
+                         recent, resume, stage_quadrature, state_only)
 
 __all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "example_of", "batched", "EXPLICIT",
            "IMPLICIT", "METHODS"]
@@ -555,6 +555,8 @@ def _pull_interpolate(primals, ys, g, spec):
         while solver.status == "running":
             if joint:
                 keep_stride(solver)
+            elif spec.stiff:
+                land(solver)
             solver.step()
             if quad and solver.status != "failed":
                 gp += stage_quadrature(pq, y_at, solver, forward)

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from scipy.integrate._ivp.common import select_initial_step
 from scipy.linalg import get_lapack_funcs
 
-__all__ = ["state_only", "first_step", "keep_stride", "resume", "cuts", "stage_quadrature",
+__all__ = ["state_only", "first_step", "keep_stride", "resume", "land", "cuts", "stage_quadrature",
            "quadrature",
            "fast_dense", "recent", "direct_lu", "forward_grid"]
 
@@ -77,6 +77,26 @@ def keep_stride(solver):
     solver._stride = solver.h_abs
 
 
+STRETCH = 1.25   # the adjoint's proposal stretched to an output time at most this far
+
+
+def land(solver, stretch=STRETCH):
+    """Before a Radau step of the adjoint, which stops at every output time: a proposal a
+    little short of the stop (within ``stretch``) is stretched to it, and a shorter one is
+    evened out over the steps the stop needs anyway, rather than stepping the proposal and
+    then a sliver of a step on a Newton matrix made for the longer one (slow to converge);
+    each new step size factorised once, for the steps it is taken on.  With output times
+    evenly spaced, the next segments then take the same steps on the same factorisation."""
+    remaining = abs(solver.t_bound - solver.t)
+    h = min(solver.h_abs, solver.max_step)
+    if h >= remaining:
+        return
+    k = 1 if remaining <= stretch * h else int(np.ceil(remaining / h))
+    if remaining / k != h:
+        solver.h_abs = remaining / k
+        solver.LU_real = solver.LU_complex = None
+
+
 def resume(solver, z, t_bound):
     """Carry a SciPy solver on through a jump of the adjoint's state to ``z`` (a cotangent
     added at an output time), as a restart would but keeping what stays valid: the step
@@ -106,18 +126,29 @@ def forward_grid(forward_steps):
 
 
 def cuts(t0, t1, forward, finer=32.0):
-    """The forward solve's step times strictly inside the adjoint step from ``t0`` to ``t1``
-    whose neighbouring forward steps are ``finer`` times shorter than it (``forward``:
-    :func:`forward_grid`), in the step's direction; empty where the two solves' steps are
-    alike.  The integrand reads ``y`` too, and a stiff adjoint's long step can span the
-    forward's fast transient (a rule on the adjoint's step alone was 2e-5 off there)."""
+    """Where to cut the adjoint step from ``t0`` to ``t1`` (in its direction) for the
+    parameters' quadrature: at forward step times, so that no piece is more than ``finer``
+    times longer than the forward steps on either side of a forward step time inside it
+    (``forward``: :func:`forward_grid`); empty where the two solves' steps are alike.  The
+    integrand reads ``y`` too, and a stiff adjoint's long step can span the forward's fast
+    transient (a rule on the adjoint's step alone was 2e-5 off there).  Each piece is made as
+    long as that allows (one Gauss rule over many of BDF's short starting steps), not one
+    piece per forward step."""
     fs, local = forward
     lo, hi = (t0, t1) if t0 < t1 else (t1, t0)
     i, j = np.searchsorted(fs, lo, "right"), np.searchsorted(fs, hi, "left")
-    if i >= j:
-        return fs[:0]
-    inside = fs[i:j][local[i:j] * finer < hi - lo]
-    return inside if t0 < t1 else inside[::-1]
+    if i >= j or local[i:j].min() * finer >= hi - lo:
+        return []
+    ends = list(zip(fs[i:j].tolist(), local[i:j].tolist())) + [(hi, np.inf)]
+    out, start, short, k, last = [], lo, np.inf, 0, -1
+    while k < len(ends):   # the longest valid piece from ``start``, then the next from its end
+        end, step = ends[k]
+        if short * finer >= end - start:   # ``short``: the finest forward step inside
+            last, short, k = k, min(short, step), k + 1
+        else:
+            start, short, k = ends[last][0], np.inf, last + 1
+            out.append(start)
+    return out if t0 < t1 else out[::-1]
 
 
 # Radau IIA's nodes and weights (its last stage is the step's end): the stages a step solved
@@ -138,8 +169,9 @@ def stage_quadrature(pq, y_at, solver, forward):
     if t0 == t1:
         return 0.0
     extra = cuts(t0, t1, forward)
-    if extra.size:
-        return quadrature(pq, y_at, solver.dense_output(), [t0, *extra, t1], 0)
+    if extra:
+        a_at = fast_dense(si.OdeSolution([t0, t1], [solver.dense_output()]))
+        return quadrature(pq, y_at, a_at, [t0, *extra, t1], 0)
     h, y, Z = t1 - t0, solver.y_old, solver.Z
     total = 0.0
     for c, b, z in zip(_RADAU_C, _RADAU_B, Z):
