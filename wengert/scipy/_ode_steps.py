@@ -1,7 +1,8 @@
 """The interpolating adjoint's stepping, on SciPy's own solvers and plain NumPy values (no
 wengert here): step-size control on the state adjoint only, SciPy's first step chosen on it,
-a solver carried on through the cotangent's jump at an output time, the parameters'
-quadrature on the adjoint's and the forward solve's steps, and dense output read fast.
+a solver carried on through the cotangent's jump at an output time and landing on it, the
+parameters' quadrature on the stiff adjoint's own stages (cut at the forward solve's fast
+steps), and dense output read fast.
 Used by :mod:`._ode`'s ``_pull_interpolate``.
 """
 from __future__ import annotations
