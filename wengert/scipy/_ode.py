@@ -41,8 +41,8 @@ from ..transforms import jacobian, jvp, vjp
 from ._ode_bdf import pull_bdf
 from ._ode_discrete import pull_steps, recording
 from ._ode_rhs import Rhs, batched, example_of, trace_rhs
-from ._ode_steps import (direct_lu, fast_dense, first_step, forward_grid, keep_stride, merged,
-                         quadrature, recent, resume, state_only)
+from ._ode_steps import (direct_lu, fast_dense, first_step, forward_grid, keep_stride, land,
+                         recent, resume, stage_quadrature, state_only)
 
 __all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "example_of", "batched", "EXPLICIT",
            "IMPLICIT", "METHODS"]
@@ -477,10 +477,10 @@ def _pull_forward(primals, ys, g, spec):
 def _pull_interpolate(primals, ys, g, spec):
     """The continuous adjoint on SciPy's dense forward solution (plain values only).
 
-    Only ``a`` (n states) is integrated, so a stiff method's Newton iterations see the
-    ``n x n`` Jacobian ``-J_yᵀ`` (sparse where ``J_y`` is); the parameters' cotangent
-    ``∫ J_pᵀ a dt`` is a quadrature (Gauss-Legendre on each of the adjoint's steps, read off
-    its dense output), as SciMLSensitivity's quadrature adjoint does.
+    Only ``a`` (n states) goes through a stiff method's Newton iterations and step-size
+    control, with the ``n x n`` Jacobian ``-J_yᵀ`` (sparse where ``J_y`` is); the parameters'
+    cotangent ``∫ J_pᵀ a dt`` is read off the stages Radau converged to at each step (the same
+    numbers as carrying it as more states), as SciMLSensitivity's quadrature adjoint does.
     """
     y0, ts, *ps = (np.asarray(x, dtype=float) for x in primals)
     ys, g = np.asarray(ys), np.asarray(g)
@@ -504,21 +504,27 @@ def _pull_interpolate(primals, ys, g, spec):
     opts["atol"] = max(np.max(opts.get("atol", 1e-6)), rtol * 1e-2 * float(np.abs(g).max()))
 
     # explicit methods carry the parameters' cotangent as more states (their stages are the
-    # quadrature); stiff ones integrate ``a`` alone and add the quadrature after each solve.
+    # quadrature); stiff ones integrate ``a`` alone and add the quadrature after each step.
     # The adjoint is linear in ``a``: ``-aᵀJ`` is the vjp of ``-a``, negated on n entries
     # rather than on n + P
 
     y_at = recent(sol)   # a step's stage times come back at every Newton iteration
-    forward = forward_grid(dense.ts)
 
     def fun(t, z):
         return pa(t, y_at(t), -z[:n])
 
     if spec.stiff:
         jy = spec.jac(ps, y0)
+        J_at = recent(lambda t: jy(t, y_at(t)))   # Radau's jac and fun at the same times
+        if _small_dense(spec, n):
+            # a few states: ``J_y`` itself at each of a step's three stage times (one
+            # forward-mode pass), then products with it at each Newton iteration, rather
+            # than a vjp at each stage of each iteration
+            def fun(t, z):  # noqa: F811 (the same adjoint, by the matrix)
+                return -(z @ J_at(t))
 
         def jac(t, a):
-            J = jy(t, y_at(t))
+            J = J_at(t)
             return (-J.T).tocsc() if sp.issparse(J) else -J.T
         opts["jac"] = jac
     a, gp = np.zeros(n), np.zeros(P)
@@ -527,6 +533,7 @@ def _pull_interpolate(primals, ys, g, spec):
     live = _live_rows(g, m)
     h = solver = None
     cls, quad = getattr(si, method), bool(P) and not joint
+    forward = forward_grid(dense.ts) if quad else None
     if joint:
         cls = state_only(cls)
     for j, i in enumerate(live):
@@ -545,22 +552,19 @@ def _pull_interpolate(primals, ys, g, spec):
             solver = direct_lu(cls(fun, ts[i], z, ts[to], **opts))
             if joint:
                 solver.n_err = n
-        steps, pieces = [ts[i]], []
         while solver.status == "running":
             if joint:
                 keep_stride(solver)
+            elif spec.stiff:
+                land(solver)
             solver.step()
-            if quad:
-                steps.append(solver.t)
-                pieces.append(solver.dense_output())
+            if quad and solver.status != "failed":
+                gp += stage_quadrature(pq, y_at, solver, forward)
         if solver.status == "failed":
             _warn(f"scipy.integrate.solve_ivp ({method}, adjoint): step failed at "
                   f"t={solver.t}")
         if joint:
             gp = solver.y[n:].copy()
-        elif quad and pieces:
-            gp += quadrature(pq, sol, fast_dense(si.OdeSolution(steps, pieces)),
-                             merged(steps, forward), 0)
         a = solver.y[:n].copy()
         h = solver.step_size
         if solver.status == "failed":
@@ -572,6 +576,14 @@ def _pull_interpolate(primals, ys, g, spec):
         out.append(gp[at:at + p.size].reshape(p.shape) if p.ndim else float(gp[at]))
         at += p.size
     return tuple(out)
+
+
+def _small_dense(spec, n):
+    """Whether the stiff adjoint reads ``J_y`` as a dense matrix rather than by vjps."""
+    return n < SMALL_DENSE and spec._jac is not None and spec._jac[0] == "dense"
+
+
+SMALL_DENSE = 32   # states: a dense J_y is one cheap forward-mode pass (as _make_jac's sparse cut)
 
 
 def _pull_discrete(primals, ys, g, spec):

@@ -1,7 +1,8 @@
 """The interpolating adjoint's stepping, on SciPy's own solvers and plain NumPy values (no
 wengert here): step-size control on the state adjoint only, SciPy's first step chosen on it,
-a solver carried on through the cotangent's jump at an output time, the parameters'
-quadrature on the adjoint's and the forward solve's steps, and dense output read fast.
+a solver carried on through the cotangent's jump at an output time and landing on it, the
+parameters' quadrature on the stiff adjoint's own stages (cut at the forward solve's fast
+steps), and dense output read fast.
 Used by :mod:`._ode`'s ``_pull_interpolate``.
 """
 from __future__ import annotations
@@ -14,7 +15,8 @@ import scipy.sparse as sp
 from scipy.integrate._ivp.common import select_initial_step
 from scipy.linalg import get_lapack_funcs
 
-__all__ = ["state_only", "first_step", "keep_stride", "resume", "merged", "quadrature",
+__all__ = ["state_only", "first_step", "keep_stride", "resume", "land", "cuts", "stage_quadrature",
+           "quadrature",
            "fast_dense", "recent", "direct_lu", "forward_grid"]
 
 
@@ -76,6 +78,26 @@ def keep_stride(solver):
     solver._stride = solver.h_abs
 
 
+STRETCH = 1.25   # the adjoint's proposal stretched to an output time at most this far
+
+
+def land(solver, stretch=STRETCH):
+    """Before a Radau step of the adjoint, which stops at every output time: a proposal a
+    little short of the stop (within ``stretch``) is stretched to it, and a shorter one is
+    evened out over the steps the stop needs anyway, rather than stepping the proposal and
+    then a sliver of a step on a Newton matrix made for the longer one (slow to converge);
+    each new step size factorised once, for the steps it is taken on.  With output times
+    evenly spaced, the next segments then take the same steps on the same factorisation."""
+    remaining = abs(solver.t_bound - solver.t)
+    h = min(solver.h_abs, solver.max_step)
+    if h >= remaining:
+        return
+    k = 1 if remaining <= stretch * h else int(np.ceil(remaining / h))
+    if remaining / k != h:
+        solver.h_abs = remaining / k
+        solver.LU_real = solver.LU_complex = None
+
+
 def resume(solver, z, t_bound):
     """Carry a SciPy solver on through a jump of the adjoint's state to ``z`` (a cotangent
     added at an output time), as a restart would but keeping what stays valid: the step
@@ -95,42 +117,77 @@ def resume(solver, z, t_bound):
     return True
 
 
-_GAUSS_X = np.array([-np.sqrt(0.6), 0.0, np.sqrt(0.6)])
-_GAUSS_W = np.array([5.0, 8.0, 5.0]) / 9.0
-
-
 def forward_grid(forward_steps):
     """The forward solve's step times (sorted) and, at each, the shorter of its two
-    neighbouring steps: what :func:`merged` reads, worked out once per pullback."""
+    neighbouring steps: what :func:`cuts` reads, worked out once per pullback."""
     fs = np.unique(np.asarray(forward_steps, dtype=float))
     gaps = np.diff(fs)
     local = np.minimum(np.concatenate([[np.inf], gaps]), np.concatenate([gaps, [np.inf]]))
     return fs, local
 
 
-def merged(steps, forward, finer=32.0):
-    """The adjoint's steps (backwards in time) cut where the forward solve resolved faster
-    dynamics: at its step times inside an adjoint step whose neighbouring forward steps are
-    ``finer`` times shorter (``forward``: :func:`forward_grid`).  The integrand reads ``y``
-    too, and a stiff adjoint's long step can span the forward's fast transient (Gauss on the
-    adjoint's steps alone was 2e-5 off there); where the two solves' steps are alike, no cut
-    (each costs three vjps)."""
-    steps = np.asarray(steps, dtype=float)
-    grid = np.unique(steps)
+def cuts(t0, t1, forward, finer=32.0):
+    """Where to cut the adjoint step from ``t0`` to ``t1`` (in its direction) for the
+    parameters' quadrature: at forward step times, so that no piece is more than ``finer``
+    times longer than the forward steps on either side of a forward step time inside it
+    (``forward``: :func:`forward_grid`); empty where the two solves' steps are alike.  The
+    integrand reads ``y`` too, and a stiff adjoint's long step can span the forward's fast
+    transient (a rule on the adjoint's step alone was 2e-5 off there).  Each piece is made as
+    long as that allows (one Gauss rule over many of BDF's short starting steps), not one
+    piece per forward step."""
     fs, local = forward
-    if fs.size > 2 and grid.size > 1:
-        lo, hi = np.searchsorted(fs, grid[0], "right"), np.searchsorted(fs, grid[-1], "left")
-        if lo < hi:   # forward step times strictly inside this stretch
-            f, loc = fs[lo:hi], local[lo:hi]
-            k = np.clip(np.searchsorted(grid, f, side="right") - 1, 0, grid.size - 2)
-            keep = loc * finer < grid[k + 1] - grid[k]
-            if keep.any():
-                grid = np.unique(np.concatenate([grid, f[keep]]))
-    return grid[::-1] if steps[-1] < steps[0] else grid
+    lo, hi = (t0, t1) if t0 < t1 else (t1, t0)
+    i, j = np.searchsorted(fs, lo, "right"), np.searchsorted(fs, hi, "left")
+    if i >= j or local[i:j].min() * finer >= hi - lo:
+        return []
+    ends = list(zip(fs[i:j].tolist(), local[i:j].tolist())) + [(hi, np.inf)]
+    out, start, short, k, last = [], lo, np.inf, 0, -1
+    while k < len(ends):   # the longest valid piece from ``start``, then the next from its end
+        end, step = ends[k]
+        if short * finer >= end - start:   # ``short``: the finest forward step inside
+            last, short, k = k, min(short, step), k + 1
+        else:
+            start, short, k = ends[last][0], np.inf, last + 1
+            out.append(start)
+    return out if t0 < t1 else out[::-1]
+
+
+# Radau IIA's nodes and weights (its last stage is the step's end): the stages a step solved
+# for are an order-5 quadrature rule on that step
+_RADAU_C = np.array([(4 - 6 ** 0.5) / 10, (4 + 6 ** 0.5) / 10, 1.0])
+_RADAU_B = np.array([(16 - 6 ** 0.5) / 36, (16 + 6 ** 0.5) / 36, 1.0 / 9.0])
+
+
+def stage_quadrature(pq, y_at, solver, forward):
+    """``∫ aᵀ J_p dt`` over the step a Radau ``solver`` just took (run either way in time),
+    from the stages its Newton iterations converged to: the parameters' cotangent carried as
+    more states of the adjoint would get exactly these numbers (Radau IIA is stiffly
+    accurate), without making the Newton iterations and the LU factorisations larger.  The
+    forward solution at the stage times is what the adjoint's right-hand side read (``y_at``
+    remembers it).  Where the step spans the forward's fast transient (:func:`cuts`),
+    Gauss-Legendre on the pieces, reading ``a`` off the step's dense output."""
+    t0, t1 = solver.t_old, solver.t
+    if t0 == t1:
+        return 0.0
+    extra = cuts(t0, t1, forward)
+    if extra:
+        a_at = fast_dense(si.OdeSolution([t0, t1], [solver.dense_output()]))
+        return quadrature(pq, y_at, a_at, [t0, *extra, t1], 0)
+    h, y, Z = t1 - t0, solver.y_old, solver.Z
+    total = 0.0
+    for c, b, z in zip(_RADAU_C, _RADAU_B, Z):
+        t = t0 + c * h
+        total = total + b * pq(t, y_at(t), y + z)
+    return -h * total
+
+
+_GAUSS_X = np.array([-np.sqrt(0.6), 0.0, np.sqrt(0.6)])
+_GAUSS_W = np.array([5.0, 8.0, 5.0]) / 9.0
 
 
 def quadrature(pb, y_at, a_at, steps, n):
-    """``∫ aᵀ J_p dt`` over the intervals of ``steps`` (run backwards in time)."""
+    """``∫ aᵀ J_p dt`` over the intervals of ``steps`` (either way in time; positive for
+    ``steps`` running backwards), three Gauss-Legendre points each."""
     total = 0.0
     for t0, t1 in zip(steps[:-1], steps[1:]):
         half, mid = (t0 - t1) / 2.0, (t0 + t1) / 2.0
