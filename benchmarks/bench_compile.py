@@ -41,7 +41,8 @@ compiled cold in a new process (an empty kernel cache), ``fuse=False`` then ``fu
 with the seconds spent in each phase: trace, simplify (CSE, algebra), passes (live,
 accumulations, plan, budget, buffers), code generation, Python's ``compile()``, Numba
 (kernel modules and their compilation) and the rest of the first call (running it, keeping
-the program).  ``--scaling --sizes 100,1000`` runs fewer sizes, ``--programs chain``
+the program), then the wall time and the processor time (``cpu``: what the load on a shared
+machine does not change) of the whole first call.  ``--scaling --sizes 100,1000`` runs fewer sizes, ``--programs chain``
 fewer programs, ``--fuse 0`` one setting, ``--timeout 300`` gives up on a cell after so many
 seconds.
 """
