@@ -2,9 +2,10 @@
 
 Each cell (program, size, fuse) runs in a new process with an empty kernel cache, Numba
 imported before timing.  Phases are measured by wrapping the functions of each pass for
-the one call (time inside a wrapped function less the wrapped functions it calls).
-``cpu`` is the first call's processor time (``time.process_time``): on a shared machine the
-wall time also counts the waits for a core, which the load decides, not the program.
+the one call (time inside a wrapped function less the wrapped functions it calls), in
+processor seconds (``time.process_time``), as is ``cpu``, the whole first call; ``total`` is
+its wall time, which on a shared machine also counts the waits for a core -- the load's
+doing, not the program's.
 """
 import json
 import os
@@ -77,11 +78,11 @@ def _timers():
 
         def timed(*a, **k):
             stack.append(0.0)
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             try:
                 return fn(*a, **k)
             finally:
-                dt = time.perf_counter() - t0
+                dt = time.process_time() - t0
                 inner = stack.pop()
                 spent[phase] += dt - inner
                 stack[-1] += dt
@@ -115,7 +116,7 @@ def cell(name, size, fuse):
     cf(*args)
     total = time.perf_counter() - t0
     cpu = time.process_time() - c0
-    spent["rest"] = total - (stack[0] - 0.0) + spent["rest"]
+    spent["rest"] = cpu - stack[0] + spent["rest"]
     print(json.dumps({"prims": raw.num_ops, "total": total, "cpu": cpu, "phases": spent,
                       "backed_off": [str(e) for e in cf.fuse_failures]}))
 
@@ -134,7 +135,8 @@ def table(argv, script):
             timeout = float(argv[j + 1])
         if a == "--fuse":
             fuses = tuple(argv[j + 1].split(","))
-    print("wg.compile first call, cold (new process, empty kernel cache): seconds per phase")
+    print("wg.compile first call, cold (new process, empty kernel cache): processor seconds "
+          "per phase and in all (cpu); total: wall seconds")
     head = ("program", "prims", "fuse") + PHASES + ("total", "cpu")
     print(" | ".join(f"{h:>9}" for h in head))
     for name in programs:
