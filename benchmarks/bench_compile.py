@@ -38,10 +38,11 @@ steps of the elementwise chain on 32,768 elements, grad.
 ``--scaling``: compile time against program size (issue 32) -- an elementwise chain, its
 gradient and an unrolled small LSTM's gradient at about 10², 10³, 10⁴, 10⁵ primitives, each
 compiled cold in a new process (an empty kernel cache), ``fuse=False`` then ``fuse=True``,
-with the seconds spent in each phase: trace, simplify (CSE, algebra), passes (live,
+with the processor seconds spent in each phase: trace, simplify (CSE, algebra), passes (live,
 accumulations, plan, budget, buffers), code generation, Python's ``compile()``, Numba
 (kernel modules and their compilation) and the rest of the first call (running it, keeping
-the program).  ``--scaling --sizes 100,1000`` runs fewer sizes, ``--programs chain``
+the program), then the whole first call's wall time and processor time (``cpu``: what the
+load on a shared machine does not change).  ``--scaling --sizes 100,1000`` runs fewer sizes, ``--programs chain``
 fewer programs, ``--fuse 0`` one setting, ``--timeout 300`` gives up on a cell after so many
 seconds.
 """

@@ -16,6 +16,7 @@ were materialised as constants go with ``fast_math``.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -70,6 +71,9 @@ def _is_numeric(v):
 
 
 def _all_equal(v, c, sign=None):
+    t = type(v)
+    if t is float or t is int:  # the constants of most programs: no array made
+        return v == c and (sign is None or (math.copysign(1.0, v) < 0) == sign)
     if not _is_numeric(v):
         return False
     a = np.asarray(v)
@@ -91,13 +95,25 @@ def _zeros_like(v):
 class _Builder:
     def __init__(self):
         self.nodes = []
+        self.constant = []  # per node: whether it is a constant (read for every argument)
         self.consts = {}
         self.cse = {}
+        self.equal = {}  # (constant node, c, sign) -> _all_equal of its value
         self.stats = {"folded": 0, "cse": 0, "identities": 0, "rewritten": 0}
 
     def add(self, node):
         self.nodes.append(node)
+        self.constant.append(node.kind == "const")
         return len(self.nodes) - 1
+
+    def all_equal(self, i, c, sign=None):
+        """``_all_equal`` of constant node ``i``'s value, once per constant: a program's
+        few constants are each an argument of many nodes."""
+        key = (i, c, sign)
+        r = self.equal.get(key)
+        if r is None:
+            r = self.equal[key] = _all_equal(self.nodes[i].value, c, sign)
+        return r
 
     def const(self, value):
         key = _freeze(value)
@@ -108,42 +124,43 @@ class _Builder:
         return idx
 
     def is_const(self, i):
-        return self.nodes[i].kind == "const"
+        return self.constant[i]
 
 
 def _identity(b, n, args, fast_math):
     """An existing node (or a new constant) equal to ``n`` applied to ``args``; else None."""
-    vals = [b.nodes[a].value for a in args]
-    consts = [b.is_const(a) for a in args]
+    op = None if n.params else _op_of(n.prim)
+    if op is None and n.prim.identity_when is None and not fast_math:
+        return None  # most nodes: no identity to look for
+    nodes = b.nodes
+    vals = [nodes[a].value for a in args]
+    consts = [b.constant[a] for a in args]
     ans = n.value
-    op = _op_of(n.prim)
-    if n.params:
-        op = None
 
     def keep(i):
         return args[i] if _same_kind(ans, vals[i]) else None
 
     if op is operator.mul:
         for i, j in ((0, 1), (1, 0)):
-            if consts[j] and _all_equal(vals[j], 1):
+            if consts[j] and b.all_equal(args[j], 1):
                 r = keep(i)
                 if r is not None:
                     return r
-            if fast_math and consts[j] and _all_equal(vals[j], 0) and _is_numeric(ans):
+            if fast_math and consts[j] and b.all_equal(args[j], 0) and _is_numeric(ans):
                 return b.const(_zeros_like(ans))
     elif op is operator.add:
         for i, j in ((0, 1), (1, 0)):
-            if consts[j] and _all_equal(vals[j], 0, sign=None if fast_math else True):
+            if consts[j] and b.all_equal(args[j], 0, None if fast_math else True):
                 r = keep(i)
                 if r is not None:
                     return r
     elif op is operator.sub:
-        if consts[1] and _all_equal(vals[1], 0, sign=None if fast_math else False):
+        if consts[1] and b.all_equal(args[1], 0, None if fast_math else False):
             return keep(0)
         if fast_math and args[0] == args[1] and _is_numeric(ans):
             return b.const(_zeros_like(ans))
     elif op in (operator.truediv, operator.pow):
-        if consts[1] and _all_equal(vals[1], 1):
+        if consts[1] and b.all_equal(args[1], 1):
             return keep(0)
     elif op is operator.neg:
         inner = b.nodes[args[0]]
@@ -182,6 +199,8 @@ def _rewrite(b, n, args):
     if n.params:
         return None
     op = _op_of(n.prim)
+    if op is not operator.neg and op is not operator.mul and op is not operator.add:
+        return None
     vals = [b.nodes[a].value for a in args]
     if op is operator.neg:
         inner = b.nodes[args[0]]
@@ -231,7 +250,8 @@ def simplify(g, *, fast_math=False, report=False):
                 rep[i] = b.cse[key] = b.add(Node("proj", None, (parent,), {"index": j}, n.value))
         else:
             args = tuple(rep[a] for a in n.args)
-            if all(b.is_const(a) for a in args) and not n.prim.impure:
+            constant = b.constant
+            if all(constant[a] for a in args) and not n.prim.impure:
                 rep[i] = b.const(n.value)
                 b.stats["folded"] += 1
                 continue
@@ -245,7 +265,7 @@ def simplify(g, *, fast_math=False, report=False):
             if rw is not None:
                 prim, args = rw
                 b.stats["rewritten"] += 1
-            key = (id(prim), args, _freeze(n.params))
+            key = (id(prim), args, _freeze(n.params) if n.params else ())
             if key in b.cse:
                 rep[i] = b.cse[key]
                 b.stats["cse"] += 1
