@@ -215,7 +215,7 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holo
         if type(out) is Var and out._trace is tape:
             seed = 1.0 if real or isinstance(_plain(out.value), float) else \
                 ones((), _leaf_dtype(out.value), like=out.value)  # in its array library
-            adj = tape.sweep({out.index: seed})
+            adj = tape.sweep({out.index: seed}, leaves_only=True, last=True)
         else:
             adj = None
         if not holomorphic and type(out) is not float and not real:  # after the sweep: a
@@ -268,6 +268,12 @@ def vjp(f, *primals):
     a holomorphic ``f`` is ``f'(z)``, and of a real ``f`` it is ``∂f/∂x - i ∂f/∂y``, the
     conjugate of ``wg.grad`` (docs/complex.md).
     """
+    return _vjp(f, primals)
+
+
+def _vjp(f, primals, once=False):
+    """``vjp``'s body. ``once``: the caller pulls back exactly one cotangent (autograd's
+    ``grad``), so the sweep frees the tape as it goes (``Tape.sweep``'s ``last``)."""
     check_callable(f, "wg.vjp")
     nums = tuple(range(len(primals)))
     _check_args(f, primals, nums, "vjp")
@@ -288,7 +294,11 @@ def vjp(f, *primals):
     finally:
         tape.finish("wg.vjp", f)  # its Vars are dead; the pullback sweeps the tape itself
 
+    swept = []
+
     def pullback(cotangent):
+        if once and swept:
+            raise RuntimeError("this pullback was made for one call and has been called")
         ct_leaves, ct_def = flatten(cotangent)
         if ct_def != out_def:
             raise ValueError("the cotangent must have the structure of the output "
@@ -307,7 +317,9 @@ def vjp(f, *primals):
                 seeds[o.index] = c if o.index not in seeds else seeds[o.index] + c
         if batch is not None:  # several cotangents on leading axes: vmap over the sweep
             return pull_stacked(pullback, out_leaves, ct_leaves, out_def, batch)
-        adj = _sweep_finished(tape, seeds) if seeds else None
+        if once:
+            swept.append(True)
+        adj = _sweep_finished(tape, seeds, last=once) if seeds else None
         res = []
         for leaves, d, vs in inputs:
             gs = []
@@ -320,15 +332,16 @@ def vjp(f, *primals):
     return unflatten(out_def, out_vals), pullback
 
 
-def _sweep_finished(tape, seeds):
-    """Sweep the tape of a transform that has returned (``vjp``'s pullback, called later).
+def _sweep_finished(tape, seeds, last=False):
+    """Sweep the tape of a transform that has returned (``vjp``'s pullback, called later);
+    only the inputs' adjoints are read. ``last``: no other sweep follows.
 
     The tape lives again while it is swept: a checkpointed region's pullback runs the
     user's function once more on a sub-tape of it, reading Vars of this tape.
     """
     by = tape.revive()
     try:
-        return tape.sweep(seeds)
+        return tape.sweep(seeds, leaves_only=True, last=last)
     finally:
         if by is not None:
             tape.finish(*by)

@@ -54,21 +54,21 @@ def grad(fun, x):
     """
     Returns a function which gives the gradient of ``fun`` in its argument ``argnum``, with
     that argument's structure; ``fun``'s output must have one element (any shape)."""
-    ans, pullback = _tf.vjp(fun, as_float(x))
+    ans, pullback = _tf._vjp(fun, (as_float(x),), once=True)  # one sweep: freed as it goes
     return pullback(_scalar_seed(ans, "grad", real=True))[0]
 
 
 @unary_to_nary
 def value_and_grad(fun, x):
     """``(value, gradient)``: for ``scipy.optimize.minimize(..., jac=True)``."""
-    ans, pullback = _tf.vjp(fun, as_float(x))
+    ans, pullback = _tf._vjp(fun, (as_float(x),), once=True)  # one sweep: freed as it goes
     return ans, pullback(_scalar_seed(ans, "value_and_grad", real=True))[0]
 
 
 @unary_to_nary
 def elementwise_grad(fun, x):
     """The pullback of ones: the sum of the Jacobian's rows (its diagonal when it is one)."""
-    ans, pullback = _tf.vjp(fun, as_float(x))
+    ans, pullback = _tf._vjp(fun, (as_float(x),), once=True)  # one sweep: freed as it goes
     vs = vspace(ans)
     if vs.iscomplex:
         raise TypeError("Elementwise_grad only applies to real-output functions.")
