@@ -252,6 +252,8 @@ class Primitive:
     def _split_static(self, args, params):
         n = self.nargs
         names = self._static_names
+        if not params and len(args) == n + 1 and names:  # p(x, idx): the usual one static
+            return args[:n], {names[0]: args[n]}
         if len(args) - n > len(names):
             raise TypeError(f"{self.name}() takes at most {n + len(names)} positional arguments")
         params = dict(params)

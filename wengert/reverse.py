@@ -380,7 +380,7 @@ def _binary_fast_path(prim, name, reflected, general):
     def method(self, other):
         tape = self._trace
         a = self.value
-        if tape._redirect is not None or tape._paused is not None or tape._parent is not None:
+        if tape._redirect is not None or tape._paused is not None:
             return general(self, other)
         # values traced by outer transforms (forward over reverse: Duals) are fine: the
         # operator below dispatches on them exactly as the general path would
@@ -424,7 +424,7 @@ def _unary_fast_path(prim, name, general):
 
     def method(self):
         tape = self._trace
-        if tape._redirect is not None or tape._paused is not None or tape._parent is not None:
+        if tape._redirect is not None or tape._paused is not None:
             return general(self)
         a = self.value
         ans = impl(a)

@@ -156,12 +156,18 @@ def _getitem_basic_jvp(primals, tangents, idx):
 
 @getitem_basic.rrule
 def _getitem_basic_vjp(x, idx):
-    ans = getitem_basic(x, idx)
+    # a plain primal (no outer trace): NumPy's own x[idx], without a second dispatch
+    ans = x[idx] if type(x) is np.ndarray else getitem_basic(x, idx)
     xs = shape_of(x)
 
     def pullback(g):
+        if type(g) is np.ndarray:  # a plain cotangent: the rule's own impl, undispatched
+            return (_scatter_basic_impl(g, xs, idx),)
         return (scatter_basic(g, xs, idx),)
     return ans, pullback
+
+
+_scatter_basic_impl = scatter_basic.impl
 
 
 @scatter_basic.frule(symbolic_zeros=True)
@@ -371,6 +377,14 @@ def _invalidate_views(base):
 # -- x[idx] and x[idx] = v ------------------------------------------------------------------------------
 def getitem(x, idx):
     """``x[idx]`` for a (possibly traced) array ``x``."""
+    if isinstance(x, Tracer) and _plain_basic(idx):
+        # x[k], x[a:b]: already what normalize_index would make of it (a loop body reads
+        # rows and slices of its weights this way many times per step: issue 32's LSTM)
+        nidx = (idx,)
+        ans = getitem_basic(x, nidx)
+        if isinstance(_plain(ans), np.ndarray):
+            register_view(ans, x, index_writer(nidx))
+        return ans
     if isinstance(idx, Tracer) and _batched_index(idx):
         return take_dynamic(x, idx)  # each example's own rows (wg.vmap)
     if _recorded_positions(idx) and (isinstance(x, Tracer) or hasattr(x, "shape")) \
@@ -385,6 +399,16 @@ def getitem(x, idx):
             register_view(ans, x, index_writer(nidx))
         return ans
     return gather(x, _flat_positions(shape_of(x), nidx))
+
+
+def _plain_basic(idx):
+    """Whether ``idx`` is a Python int (not a bool) or a slice of ints and ``None``s."""
+    t = type(idx)
+    if t is int:
+        return True
+    if t is not slice:
+        return False
+    return all(b is None or type(b) is int for b in (idx.start, idx.stop, idx.step))
 
 
 @primitive(nargs=2, linear=True, sparsity=patterns.MOVES)

@@ -408,6 +408,15 @@ def _extremum(np_fn, name):
 def _tie_weights(xv, av, axes):
     xv = _asarray(xv)  # a CuPy or Dask array stays one
     hit = xv == np.reshape(av, kept_shape(xv.shape, axes))
+    if type(xv) is np.ndarray and xv.dtype.kind == "f":
+        # counted in x's float dtype: without ties (the usual case) the 0/1 weights are
+        # ready, and no division over the whole array is made (issue 32's k-means: a
+        # (n, k) min along its rows, twice per Newton direction)
+        w = hit.astype(xv.dtype)
+        cnt = np.sum(w, axis=axes, keepdims=True)
+        if cnt.size and cnt.max() > 1:
+            w /= np.maximum(cnt, 1)
+        return w
     cnt = np.sum(hit, axis=axes, keepdims=True)
     return (hit / np.maximum(cnt, 1)).astype(xv.dtype, copy=False)
 

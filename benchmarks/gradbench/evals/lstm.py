@@ -1,17 +1,14 @@
 """lstm: ADBench's LSTM (diagonal weights) over a character sequence, as a wg.scan, and its gradient.
 
-The sigmoid is written 1/(1 + exp(-x)), as the reference writes it.
+The sigmoid is SciPy's ``expit``, as PyTorch's reference calls ``torch.sigmoid``.
 """
 import numpy as np
 
 import wengert as wg
 import wengert.numpy as wnp
+from wengert.scipy.special import expit as sigmoid
 
 from ._common import array, maybe_compile, to_float
-
-
-def sigmoid(x):
-    return 1 / (1 + wnp.exp(-x))
 
 
 def predict(main, extra, state, x):
