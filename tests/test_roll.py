@@ -345,3 +345,18 @@ def test_the_default_keeps_short_programs_whose_loops_would_run_from_python_unro
     long = wg.compile(df, fuse=False)
     same(long(x), out)
     assert long.rolled and long.roll_failures == []
+
+
+def test_the_default_builds_no_rolled_program_it_would_throw_away(monkeypatch):
+    """An unfused program under ``LONG`` nodes keeps its straight line whatever its loops are,
+    so roll=None only finds them (to say why) and never rebuilds the program as scans."""
+    from wengert.graph import roll as roll_module
+
+    def refuse(*a, **k):
+        raise AssertionError("the rolled program was built and thrown away")
+    monkeypatch.setattr(roll_module._Rebuild, "run", refuse)
+    x = np.linspace(0.1, 1.0, 40)
+    cf = wg.compile(wg.grad(_small_loops), fuse=False)
+    same(cf(x), wg.compile(wg.grad(_small_loops), fuse=False, roll=False)(x))
+    assert cf.rolled == [] and cf.roll_failures
+    assert all("kept unrolled" in str(w) for w in cf.roll_failures)

@@ -38,7 +38,7 @@ from .pool import reuse_default
 from .graph import trace
 from .ir import GuardFailure, SpecialisedNumber
 from .kernel_cache import CacheWarning, cache_dir, clear_cache
-from .roll import fusion_pays, keep_rolled, roll as _roll
+from .roll import find_stretches, fusion_pays, keep_rolled, needs_rolled, roll as _roll
 from .trace import ForeignTracerError
 
 __all__ = ["compile", "Compiled", "RetraceWarning"]
@@ -309,6 +309,10 @@ class Compiled:
         """``g`` with its long repeating stretches as scans (exact: the same primitives in
         the same order); ``g`` itself should rolling fail."""
         try:
+            if self.roll is None and not needs_rolled(g, self.fuse):
+                if find_stretches(g):  # kept unrolled whatever the loops: say why, build nothing
+                    self.roll_failures.append(keep_rolled(g, None, self.fuse))
+                return g
             r, stretches = _roll(g)
         except Exception as e:  # the unrolled program is always right
             self.roll_failures.append(e)

@@ -34,7 +34,7 @@ from .graph import Graph
 from .ir import Node
 from .trace import GraphTrace, pop_active, push_active
 
-__all__ = ["roll", "keep_rolled", "find_stretches", "use_scan", "fusion_pays", "MIN_COPIES",
+__all__ = ["roll", "keep_rolled", "needs_rolled", "find_stretches", "use_scan", "fusion_pays", "MIN_COPIES",
            "LONG", "Stretch"]
 
 _SCAN = []  # wg.scan, given by wengert.checkpoint (which imports this package) as it loads
@@ -592,7 +592,8 @@ LONG = 20_000
 
 def keep_rolled(g, rolled, fuse):
     """``None`` where ``rolled`` (``g`` rolled) should replace ``g`` under ``roll=None``,
-    else why the straight line is kept."""
+    else why the straight line is kept.  ``rolled`` is only read when ``fuse`` is true and
+    ``g`` is short (see :func:`needs_rolled`)."""
     if len(g.nodes) >= LONG:
         return None
     if fuse:
@@ -603,6 +604,13 @@ def keep_rolled(g, rolled, fuse):
     return (f"kept unrolled: a program of {len(g.nodes)} nodes (under {LONG}) whose rolled "
             "loops would run their steps from Python, slower than the straight line "
             "(roll=True rolls it anyway)")
+
+
+def needs_rolled(g, fuse):
+    """Whether :func:`keep_rolled` must see the rolled program to decide: an unfused
+    program under ``LONG`` nodes keeps its straight line whatever the loops, so only
+    :func:`find_stretches` (to say why) is worth running for it."""
+    return fuse or len(g.nodes) >= LONG
 
 
 def roll(g):
