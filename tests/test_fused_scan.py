@@ -293,7 +293,8 @@ def test_unit_axis_reshapes_read_in_place():
 def test_joined_state_runs_in_the_loop():
     # an LSTM's step stacks its layers' new (hidden, cell) into the carry (concatenate
     # along axis 0 of unit-axis reshapes) and may join along a later axis: both are copies
-    # into the result's slices inside Numba's loop (issue 32), not a step run from Python
+    # into the result's slices inside Numba's loop (issue 32), not a step run from Python;
+    # ``h[:3, None]`` is read as NumPy reads it
     M0 = RNG.standard_normal((3, 4)) / 2
 
     def loss(W):
@@ -301,8 +302,7 @@ def test_joined_state_runs_in_the_loop():
             h, c = state[0], state[1]
             c = c * 0.9 + wnp.tanh(W @ h + x) * 0.1
             h = wnp.tanh(c) * 0.5
-            J = wnp.concatenate([M0[:, :1] * wnp.reshape(h[:3], (3, 1)),
-                                 M0[:, 1:] * wnp.reshape(c[:3], (3, 1))], axis=1)
+            J = wnp.concatenate([M0[:, :1] * h[:3, None], M0[:, 1:] * c[:3, None]], axis=1)
             return wnp.stack([h, c]), wnp.sum(J * J)
         xs = np.linspace(-1.0, 1.0, 5 * 6).reshape(5, 6)
         state, ys = wg.scan(step, np.stack([X0, X0 * 0.5]), xs, checkpoint="all")
