@@ -288,3 +288,31 @@ def test_unit_axis_reshapes_read_in_place():
     # and (36,) <-> (6, 6), which moves elements between axes
     assert text.count("reshape((6, 1))") == 1 and "reshape((1, 6, 1))" not in text
     assert "reshape((6,))" not in text and "reshape((6, 6))" in text, text
+
+
+def test_joined_state_runs_in_the_loop():
+    # an LSTM's step stacks its layers' new (hidden, cell) into the carry (concatenate
+    # along axis 0 of unit-axis reshapes) and may join along a later axis: both are copies
+    # into the result's slices inside Numba's loop (issue 32), not a step run from Python;
+    # ``h[:3, None]`` is read as NumPy reads it
+    M0 = RNG.standard_normal((3, 4)) / 2
+
+    def loss(W):
+        def step(state, x):
+            h, c = state[0], state[1]
+            c = c * 0.9 + wnp.tanh(W @ h + x) * 0.1
+            h = wnp.tanh(c) * 0.5
+            J = wnp.concatenate([M0[:, :1] * h[:3, None], M0[:, 1:] * c[:3, None]], axis=1)
+            return wnp.stack([h, c]), wnp.sum(J * J)
+        xs = np.linspace(-1.0, 1.0, 5 * 6).reshape(5, 6)
+        state, ys = wg.scan(step, np.stack([X0, X0 * 0.5]), xs, checkpoint="all")
+        return wnp.sum(state * state) + wnp.sum(ys)
+    g = wg.value_and_grad(loss)
+    fused = wg.compile(g, fuse=True)
+    got = fused(W0)
+    p = plan(fused, W0)
+    assert p.fuse_failures == [] and p.fused() is not None
+    assert_close(got, g(W0))
+    assert_close(got, wg.compile(g, fuse=False)(W0))
+    text = _loop_text(p)
+    assert "np.concatenate" not in text and "_copy2(" in text, text

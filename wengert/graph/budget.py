@@ -126,13 +126,24 @@ def _chunk_sig(g, ms, fused, uses, shape):
         outs += out
         v = n.value
         parts.append((step[0] if step else n.prim, tuple(args),
-                      (n.params.get("idx"), n.params.get("keepdims")) if n.kind == "op" else None,
+                      (_hashable(n.params.get("idx")), n.params.get("keepdims"))
+                      if n.kind == "op" else None,
                       getattr(v, "dtype", type(v)), out))
     arrays = outs + sum(1 for a in ext if type(nodes[a].value) is np.ndarray)
     try:
         return hash(tuple(parts)), arrays
     except TypeError:  # an unhashable index: this chunk is its own
         return id(ms), arrays
+
+
+def _hashable(idx):
+    """An index with its slices as tuples (a slice is unhashable before Python 3.12: a
+    chunk holding one, a pad's, would count as a kernel of its own)."""
+    if type(idx) is slice:
+        return ("slice", idx.start, idx.stop, idx.step)
+    if type(idx) is tuple:
+        return tuple(_hashable(e) for e in idx)
+    return idx
 
 
 def _regroup(g, live, key):

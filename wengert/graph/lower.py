@@ -147,7 +147,8 @@ class Twin(list):
 
 # roles whose nodes an element-reading dialect (a kernel's scalar body) writes its own way:
 # the dialect's method for each
-_ELEMENT_ROLES = {"gather_at_index": "gather", "sum_axes": "reduce", "join": "join"}
+_ELEMENT_ROLES = {"gather_at_index": "gather", "sum_axes": "reduce", "join": "join",
+                  "scatter_into_zeros": "pad"}
 
 
 class Writer:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..rules.lowering import lowering_of, python_operator
 from .lower import Dialect, Writer, literal, operator_source
-from .passes import dtype_of, given_outputs, kernel_outputs, ufunc_ok
+from .passes import dtype_of, given_outputs, kernel_outputs, pad_box, ufunc_ok
 
 __all__ = ["NumbaScalar", "NumbaArray", "NotExpressible", "float_kind", "scalar_form", "load",
            "write_kernel"]
@@ -180,6 +180,19 @@ class NumbaScalar(Dialect):
         for end, read in reversed(parts[:-1]):
             src = f"({read} if {last} < {end} else {src})"
         self._assign(w, i, src)
+
+    def pad(self, w, i):
+        """An element of an operand written into zeros (passes.pad_box): the operand's,
+        read in place, inside its box; 0.0 outside."""
+        n = w.g.nodes[i]
+        box = pad_box(n, w.g.nodes[n.args[0]].value)
+        at, inside = [], []
+        for lv, (lo, hi), size in zip(self.loops, box, n.value.shape):
+            at.append(f"{lv} - {lo}" if lo else lv)
+            inside += [f"{lv} >= {lo}"] * (lo > 0) + [f"{lv} < {hi}"] * (hi < size)
+        zero = "0.0" if n.value.dtype == np.float64 else "float32(0.0)"
+        self._assign(w, i, f"({self.array_in(n.args[0])}[{', '.join(at)}] if "
+                           f"{' and '.join(inside)} else {zero})")
 
     def apply(self, w, i):
         n = w.g.nodes[i]

@@ -36,7 +36,7 @@ from ..rules.lowering import OPERATOR_FORMS, lowering_of, operator_symbol as sym
 __all__ = ["symbol", "live", "accumulations", "plan", "gather_folds", "python_ok", "users",
            "dtype_of", "ufunc_ok", "SIMD_SIZE", "NUMBA_MAX_NODES", "kernel_outputs",
            "schedule", "in_place", "out_ufunc", "ufunc_of", "given_outputs", "buffers",
-           "sums_last_axis", "SHORT_AXIS", "joins_last_axis"]
+           "sums_last_axis", "SHORT_AXIS", "joins_last_axis", "pad_box"]
 
 _FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
 
@@ -179,6 +179,9 @@ def _classify(g, live, fused, supported):
         if role == "join":
             if joins_last_axis(n, [nodes[a].value for a in n.args]):
                 key[i] = n.value.shape  # its operands read in place
+        elif role == "scatter_into_zeros":
+            if pad_box(n, nodes[n.args[0]].value) is not None:
+                key[i] = n.value.shape  # its operand read in place, zeros around it
         elif role == "sum_axes":
             if sums_last_axis(n, nodes[n.args[0]].value):
                 key[i] = nodes[n.args[0]].value.shape  # in its operand's loop
@@ -243,6 +246,33 @@ def joins_last_axis(n, xs):
         return False
     return all(type(x) is np.ndarray and x.dtype == v.dtype and x.shape[:-1] == v.shape[:-1]
                and x.ndim == v.ndim and 0 < x.shape[-1] < v.shape[-1] for x in xs)
+
+
+def pad_box(n, x):
+    """``[(lo, hi)]`` per axis where node ``n`` writes ``x`` into zeros of its shape over a
+    box of unit-step slices smaller than the whole (a pullback of ``x[1:]`` or of a
+    concatenate's operand), so that a kernel looping over ``n``'s shape reads each element
+    from ``x`` inside the box and 0.0 outside, with no zeros written and copied; else None."""
+    v = n.value
+    if lowering_of(n.prim).role != "scatter_into_zeros" or type(v) is not np.ndarray or \
+            v.dtype not in _FLOATS or not v.ndim or len(n.args) != 1 or \
+            type(x) is not np.ndarray or x.dtype != v.dtype or x.ndim != v.ndim or \
+            not x.size or x.shape == v.shape:
+        return None
+    idx = n.params.get("idx")
+    idx = idx if type(idx) is tuple else (idx,)
+    if len(idx) > v.ndim:
+        return None
+    box = []
+    for e, size, k in zip(idx + (slice(None),) * (v.ndim - len(idx)), v.shape, x.shape):
+        if type(e) is not slice or not all(b is None or type(b) is int
+                                           for b in (e.start, e.stop, e.step)):
+            return None
+        lo, hi, step = e.indices(size)
+        if step != 1 or hi - lo != k:
+            return None
+        box.append((lo, hi))
+    return box
 
 
 def _stages(g, live, key):

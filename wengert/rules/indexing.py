@@ -60,12 +60,15 @@ def _flat_positions(shape, idx):
 
 
 # -- basic indexing: slicing --------------------------------------------------------------------
-def _index_text(idx):
-    """A static basic index as source (ints, slices, ``...``), or None."""
+def _index_text(idx, newaxis=False):
+    """A static basic index as source (ints, slices, ``...``; ``None`` with ``newaxis``), or
+    None."""
     parts = []
     for e in idx if type(idx) is tuple else (idx,):
         if type(e) is int:
             parts.append(str(e))
+        elif e is None and newaxis:
+            parts.append("None")
         elif e is Ellipsis:
             parts.append("...")
         elif type(e) is slice and all(b is None or type(b) is int
@@ -79,18 +82,20 @@ def _index_text(idx):
 # Numba (a compiled scan's loop, wengert/graph/numba_array.py): basic indexing as written;
 # a form of several statements: a function from the name to assign to its statements
 def _nb_getitem(a, p, v, out):
-    text = _index_text(p["idx"])
+    text = _index_text(p["idx"], newaxis=True)  # (Numba reads x[:, None] as NumPy does)
     return None if text is None or not np.ndim(v[0]) else f"{a[0]}[{text}]"
 
 
 def _nb_scatter(a, p, v, out):
-    text = _index_text(p["idx"])
+    text = _index_text(p["idx"], newaxis=True)
     if text is None or type(out) is not np.ndarray:
         return None
     region = np.broadcast_to(np.empty((), out.dtype), out.shape)[p["idx"]]
     # an array region: the generated module's copy helper _copy<ndim> (wengert/graph/
     # kernel_cache.py), as slice assignment compiles seconds of Numba's error formatting
     copy = np.ndim(region) and np.shape(v[0]) == np.shape(region)
+    if not copy and text != _index_text(p["idx"]):
+        return None  # a new axis: written only through the view the copy helper is given
     return lambda o: [f"{o} = np.zeros({tuple(out.shape)!r}, np.{out.dtype.name})",
                       f"_copy{np.ndim(region)}({o}[{text}], {a[0]})" if copy else
                       f"{o}[{text}] = {a[0]}"]

@@ -21,9 +21,44 @@ __all__ = ["concatenate", "stack", "hstack", "vstack", "dstack", "column_stack",
 
 
 # -- primitives ------------------------------------------------------------------------------------
+# Numba (a compiled scan's step on whole arrays, wengert/graph/numba_array.py): each operand
+# copied into its stretch of the result, so that a step joining its new state (``wnp.stack``
+# of an LSTM's layers) runs inside Numba's loop rather than step by step from Python.
+def _nb_concatenate(a, p, v, out):
+    if type(out) is not np.ndarray or out.dtype.kind != "f" or not out.ndim or not all(
+            type(x) is np.ndarray and x.ndim == out.ndim and x.dtype.kind in "fiu" for x in v):
+        return None
+    axis = p.get("axis", 0) % out.ndim
+    return _JoinCopies(a, [x.shape[axis] for x in v], axis, out.shape, out.dtype)
+
+
+class _JoinCopies:
+    """The statements joining operands ``args`` (of ``lengths`` along ``axis``) into
+    ``name``: one ``_copy<n>`` per operand into its slice (the generated module's copy helper,
+    wengert/graph/kernel_cache.py: Numba's ``np.concatenate`` and slice assignment compile
+    their shape checks and error messages, seconds of a step's cold compile).  ``buffer``:
+    an array of the result's shape the caller keeps across calls (written over), else a new
+    one."""
+    buffered = True
+
+    def __init__(self, args, lengths, axis, shape, dtype):
+        self.args, self.lengths, self.axis = list(args), list(lengths), axis
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+
+    def __call__(self, name, buffer=None):
+        lines = [f"{name} = {buffer}" if buffer else
+                 f"{name} = np.empty({self.shape!r}, np.{self.dtype.name})"]
+        nd, lead, off = len(self.shape), ":, " * self.axis, 0
+        for src, k in zip(self.args, self.lengths):
+            if k:
+                lines.append(f"_copy{nd}({name}[{lead}{off}:{off + k}], {src})")
+            off += k
+        return lines
+
+
 # linear, moving elements; wg.vmap joins along ``axis``, past the batch axis
 @primitive(name="concatenate", linear=True, sparsity=patterns.MOVES, batch="axis",
-           lowering=Lowering(role="join"))
+           lowering=Lowering(array=_nb_concatenate, role="join"))
 def _concatenate(*arrays, axis=0):
     return np.concatenate(arrays, axis=axis)
 

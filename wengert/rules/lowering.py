@@ -25,7 +25,8 @@ LOWERINGS = ("ufunc", "scalar form", "whole-array form", "NumPy call", "none")
 # the element-level roles a code writer recognises (one per primitive at most):
 ROLES = ("gather_at_index",     # x[idx] at a static basic index: read inside a kernel
          "scatter_into_zeros",  # zeros(shape) with the operand written at idx: sums of them
-                                # accumulate into one buffer
+                                # accumulate into one buffer; over a box of slices, read in
+                                # place by the kernel of the result's shape
          "gather_flat",         # x's elements at flat positions: folded into x's kernel
          "flat_view",           # the operand's elements in the same C order (a reshape)
          "sum_axes",            # the operand summed over static axes (params axis, keepdims):
