@@ -20,10 +20,11 @@ import numpy as np
 
 from .. import numpy as wnp
 from ..core import SolverWarning, Tracer, plain, shape_of
-from ..implicit_diff import Captured, Problem, running, solve_implicit, unraveler
+from ..implicit_diff import Captured, Problem, private, running, solve_implicit, unraveler
 from ..transforms import jacobian, jvp, vjp
 from ._fingerprint import Unkeyable, fingerprint
 from ._ode import _shapes, trace_rhs
+from ._ode_rhs import Rhs
 
 __all__ = ["SciPyProblem", "solved", "warn_failure", "first", "vector", "with_fields",
            "bound_arrays", "bound_flags", "near_bounds", "bound_residual"]
@@ -195,7 +196,10 @@ def _trace_pullback(F, z, gz, ps):
             jac = jacobian(lambda y: F(y, *pp), mode="forward")(zz)
             lam = wnp.linalg.solve(wnp.transpose(jac), g)
         return tuple(vjp(lambda *q: F(zz, *q), *pp)[1](-lam))
-    return trace_rhs(pull, [z, gz, *ps], "implicit_pullback", flat=False)
+    traced = trace_rhs(pull, [z, gz, *ps], "implicit_pullback", flat=False)
+    # exact rewrites only (reshapes to the same shape, x * 1, -(-x)): every gradient runs
+    # this code, and a scalar root's is a handful of operations, each a Python call
+    return Rhs(traced.graph.simplify(), traced.captured)
 
 
 def solved(problem):
@@ -203,7 +207,7 @@ def solved(problem):
     Nothing traced: SciPy's call on the user's own objects, and nothing else (no flat
     solution, no unraveller), so that a plain call costs what SciPy's does."""
     if not problem.captured.leaves:
-        problem.result = running(problem.name, problem.run, problem.captured.obj)[1]
+        private(problem).result = running(problem.name, problem.run, problem.captured.obj)[1]
         return None, False
     z, active = solve_implicit(problem)
     if problem.extra:   # the multipliers after the solution
