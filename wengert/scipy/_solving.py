@@ -22,7 +22,7 @@ from .. import numpy as wnp
 from ..core import SolverWarning, Tracer, plain, shape_of
 from ..implicit_diff import Captured, Problem, private, running, solve_implicit, unraveler
 from ..transforms import jacobian, jvp, vjp
-from ._fingerprint import Unkeyable, fingerprint
+from ._fingerprint import Unkeyable, fingerprint_items
 from ._ode import _shapes, trace_rhs
 from ._ode_rhs import Rhs
 
@@ -146,29 +146,37 @@ class SciPyProblem(Problem):
         cannot vouch for it (then the residual is traced, which is always right)."""
         if self.extra or self.multipliers is not None:
             return None
-        fixed = [leaves[i] for i in range(len(leaves)) if i not in idx]
-        known = {id(self): (self, ("problem",))}
         eq = self.equation
         cells = eq.__closure__
-        if eq.__module__ == __package__ + ".optimize" and cells is not None and \
-                len(cells) == 1 and cells[0].cell_contents is self:
-            # a wrapper's own equation reads the problem (known) and its module's helpers
-            # only: its code says the rest, so it is not walked (the code is kept alive)
-            known[id(eq)] = (eq, ("equation", id(eq.__code__)))
-        try:   # one walk: the wrapper's equation, the user's functions, the plain leaves
-            obj = self.captured.obj
-            if self.reads is not None:
-                obj = tuple(obj[i] for i in self.reads)
-            key, keep = fingerprint((eq, obj, fixed), self.captured._ids, known)
+        obj = self.captured.obj
+        reads = self.reads
+        items = [obj[i] for i in reads] if reads is not None else [obj]
+        n = len(leaves)
+        if len(idx) < n:
+            items.append([leaves[i] for i in range(n) if i not in idx])   # the plain leaves
+        if cells is not None and len(cells) == 1 and cells[0].cell_contents is self and \
+                eq.__module__ == _OPTIMIZE:
+            # a wrapper's own equation reads the problem and its module's helpers only: its
+            # code says the rest, so it is not walked (the code is kept alive)
+            own, known = ("equation", id(eq.__code__)), None
+        else:
+            own, known = None, {id(self): (self, ("problem",))}
+            items.append(eq)
+        try:   # one walk: the user's functions, the plain leaves (the equation if not own)
+            key, keep = fingerprint_items(items, self.captured._ids, known)
         except Unkeyable:
             return None
         keep.append(eq.__code__)
         shapes = tuple([("float",) if type(p) is float else
                         ("ndarray", p.shape, p.dtype.str) if type(p) is np.ndarray else
                         (type(p).__name__, np.shape(p), np.result_type(p).str)
-                        for p in (leaves[i] for i in idx)])
-        key = (self.name, key, tuple(idx), shapes, z.shape, self.xshape, active.tobytes())
+                        for p in [leaves[i] for i in idx]])
+        key = (self.name, own, key, tuple(idx), shapes, z.shape, self.xshape,
+               active.tobytes() if active.size else b"")
         return key, keep
+
+
+_OPTIMIZE = __package__ + ".optimize"
 
 
 # fingerprint -> (the generated pullback, the objects its key names by identity)
