@@ -260,6 +260,7 @@ class Problem:
 
     name = "implicit"
     _wengert_opaque = True
+    taped = False               # recorded straight onto a reverse tape (``_recorded``)
     result = PerThread()        # SciPy's (or the user's) latest plain answer
     aux = PerThread()           # custom_root's auxiliary output
     multipliers = PerThread()   # the active constraints' multipliers, read off the solution
@@ -402,6 +403,9 @@ def _pullback(problem, z, active, primals, idx, gz):
         cts = problem.plain_pullback(z, active, primals, idx, gz)
         if cts is not None:
             for i, c in zip(idx, cts):
+                if type(c) is float and type(primals[i]) is float:
+                    out[i] = c   # a number's cotangent, as the generated code gives it
+                    continue
                 if type(c) is not np.ndarray:
                     c = np.asarray(c)
                 shape = shape_of(primals[i])
@@ -460,6 +464,7 @@ def _recorded(problem, tape, leaves):
     the sweep itself is traced (then ``_pullback`` takes its general path)."""
     primals = [x.value for x in leaves]
     z, active = _impl(*primals, problem=private(problem))
+    problem.__dict__["taped"] = True
     idx = [i for i, v in enumerate(primals) if _diff(v)]
     var = tape.record(leaves, lambda g: _pullback(problem, z, active, primals, idx, g),
                       "implicit_solve", z)

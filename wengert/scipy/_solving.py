@@ -116,11 +116,14 @@ class SciPyProblem(Problem):
         ps = [leaves[i] for i in idx]
         key = self._key(z, active, leaves, idx)
         if key is not None:
-            with _LOCK:
-                hit = _CACHE.get(key[0])
-                if hit is not None:
-                    _CACHE.move_to_end(key[0])
+            # a read needs no lock (one C call under the GIL); the entry is moved to the
+            # end, unless another thread has just evicted it
+            hit = _CACHE.get(key[0])
             if hit is not None:
+                try:
+                    _CACHE.move_to_end(key[0])
+                except KeyError:
+                    pass
                 return _run(hit[0], z, gz, ps)
 
         def residual(zz, *vals):
