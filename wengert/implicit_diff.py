@@ -554,6 +554,14 @@ def unraveler(tree):
     batched vector gives traced leaves; a Python float leaf comes back a 0-d value)."""
     if type(tree) is float or type(tree) is np.float64:
         return _unravel_number   # a scalar root's: the common case, made once
+    if type(tree) is np.ndarray:   # an array of unknowns (root, fsolve): no tree to walk
+        shape = tree.shape
+
+        def array(vec):   # a vector already of the array's shape is the array: no reshape
+            if type(vec) is np.ndarray:
+                return vec.reshape(shape)
+            return vec if shape_of(vec) == shape else wnp.reshape(vec, shape)
+        return array
     leaves, d = flatten(tree)
     shapes = [x.shape if type(x) is np.ndarray else np.shape(x) for x in leaves]
     floats = [isinstance(x, (float, int)) for x in leaves]
