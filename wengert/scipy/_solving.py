@@ -21,7 +21,7 @@ import numpy as np
 from .. import numpy as wnp
 from ..core import SolverWarning, Tracer, plain, shape_of
 from ..implicit_diff import Captured, Problem, private, running, solve_implicit, unraveler
-from ..transforms import jacobian, jvp, vjp
+from ..transforms import jvp, vjp
 from ._fingerprint import Unkeyable, fingerprint_items
 from ._ode import _shapes, trace_rhs
 from ._ode_rhs import Rhs
@@ -203,9 +203,9 @@ def _trace_pullback(F, z, gz, ps):
     def pull(zz, g, *pp):
         if n == 1:   # F_x by one dual number on x: a division, no Jacobian to transpose
             lam = g / jvp(lambda y: F(y, *pp), (zz,), (np.ones(z.shape),))[1]
-        else:
-            jac = jacobian(lambda y: F(y, *pp), mode="forward")(zz)
-            lam = wnp.linalg.solve(wnp.transpose(jac), g)
+        else:   # J's n columns by one batched forward pass, stacked: they are Jᵀ's rows
+            jt = jvp(lambda y: F(y, *pp), (zz,), (np.eye(n),), batched=True)[1]
+            lam = wnp.linalg.solve(jt, g)
         return tuple(vjp(lambda *q: F(zz, *q), *pp)[1](-lam))
     traced = trace_rhs(pull, [z, gz, *ps], "implicit_pullback", flat=False)
     # exact rewrites only (reshapes to the same shape, x * 1, -(-x)): every gradient runs
