@@ -168,3 +168,21 @@ def test_nested_and_forward_still_right():
     assert wg.grad(solve)(2.0) == pytest.approx(d1, rel=1e-10)
     assert wg.grad(wg.grad(solve))(2.0) == pytest.approx(d2, rel=1e-7)
     assert wg.jvp(solve, (2.0,), (1.0,))[1] == pytest.approx(d1, rel=1e-10)
+
+
+def test_a_nonsymmetric_jacobian_cached_and_not():
+    # the generated pullback solves with Jᵀ (J's columns, stacked): a symmetric J would not
+    # tell J from Jᵀ, so a matrix that is not, first traced then from the cache
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((5, 5)) + 5.0 * np.eye(5)
+    w = rng.standard_normal(5)
+    theta = rng.standard_normal(5)
+
+    def loss(t):
+        return wnp.sum(w * optimize.root(lambda x: a @ x + 0.1 * x ** 3 - t, np.zeros(5),
+                                         tol=1e-13).x)
+    x = optimize.root(lambda x: a @ x + 0.1 * x ** 3 - theta, np.zeros(5), tol=1e-13).x
+    want = np.linalg.solve((a + np.diag(0.3 * x ** 2)).T, w)
+    for _ in range(2):
+        np.testing.assert_allclose(wg.grad(loss)(theta), want, rtol=1e-10, atol=1e-13)
+    assert len(_solving._CACHE) == 1

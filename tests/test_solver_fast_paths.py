@@ -270,3 +270,103 @@ def test_a_warm_start_reuses_the_derivative_code():
     wg.grad(lambda t: wnp.sum(optimize.root(lambda x: b @ x - t, np.zeros(2)).x))(np.ones(2))
     wg.grad(lambda t: wnp.sum(optimize.root(lambda x: a @ x - t, np.zeros(2)).x))(np.ones(2))
     assert len(_solving._CACHE) == 3
+
+
+# -- a first reverse derivative: recorded straight onto the tape ----------------------------------
+def _primitive_refused(monkeypatch):
+    """Make the implicit_solve primitive's reverse rule raise: a first ``wg.grad`` through a
+    solver must not need it, every other transform still must."""
+    from wengert import implicit_diff
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the implicit_solve primitive was bound")
+    monkeypatch.setattr(implicit_diff.implicit_solve, "_rrule", refuse)
+
+
+def test_a_first_gradient_records_one_node_without_the_primitive(monkeypatch):
+    _primitive_refused(monkeypatch)
+    for name, solve in sorted(_SCALAR_SOLVERS.items()):
+        for theta in (2.0, 3.0):   # the cache's first (traced) and second (cached) call
+            assert wg.grad(solve)(theta) == pytest.approx(_dx(theta), abs=1e-9), name
+    a = np.array([[3.0, 1.0], [1.0, 2.0]])
+    theta = np.array([1.0, 2.0])
+
+    def loss(t):
+        return wnp.sum(optimize.root(lambda x: a @ x + 0.1 * x ** 3 - t, np.zeros(2),
+                                     tol=1e-12).x)
+    x = optimize.root(lambda x: a @ x + 0.1 * x ** 3 - theta, np.zeros(2), tol=1e-12).x
+    want = np.linalg.solve((a + np.diag(0.3 * x ** 2)).T, np.ones(2))
+    np.testing.assert_allclose(wg.grad(loss)(theta), want, rtol=1e-9)
+    # wg.vjp's pullback, called twice (the tape node's pullback is not single-use)
+    _, pb = wg.vjp(lambda t: optimize.root(lambda x: a @ x + 0.1 * x ** 3 - t, np.zeros(2),
+                                           tol=1e-12).x, theta)
+    for _ in range(2):
+        np.testing.assert_allclose(pb(np.ones(2))[0], want, rtol=1e-9)
+    # a nested derivative takes the primitive (refused here): the fast path is first order only
+    with pytest.raises(AssertionError, match="primitive was bound"):
+        wg.hessian(_SCALAR_SOLVERS["brentq"])(2.0)
+
+
+def test_a_traced_cotangent_through_the_recorded_node():
+    # forward over a wg.vjp pullback: the cotangent is traced, the recorded node's pullback
+    # takes the general rule (J⁻ᵀ of a traced cotangent: linear in it)
+    theta = 2.0
+    _, pb = wg.vjp(_SCALAR_SOLVERS["brentq"], theta)
+    ct, dct = wg.jvp(lambda c: pb(c)[0], (1.0,), (1.0,))
+    assert ct == pytest.approx(_dx(theta), abs=1e-10)
+    assert dct == pytest.approx(_dx(theta), abs=1e-10)
+
+
+def test_root_fun_under_a_first_gradient_is_scipys_with_zero_derivative():
+    # F(x(θ), θ) = 0 along the implicit solution: .fun's derivative is zero in every mode
+    a = np.array([[3.0, 1.0], [1.0, 2.0]])
+    theta = np.array([1.0, 2.0])
+
+    def res(t):
+        return optimize.root(lambda x: a @ x + 0.1 * x ** 3 - t, np.zeros(2), tol=1e-12)
+    plain = so.root(lambda x: a @ x + 0.1 * x ** 3 - theta, np.zeros(2), tol=1e-12)
+    seen = []
+
+    def loss(t):
+        r = res(t)
+        seen.append(np.asarray(wg.tracing.plain(r.fun)))
+        return wnp.sum(r.fun) + wnp.sum(r.x)
+    g = wg.grad(loss)(theta)
+    np.testing.assert_array_equal(seen[0], plain.fun)
+    want = np.linalg.solve((a + np.diag(0.3 * plain.x ** 2)).T, np.ones(2))
+    np.testing.assert_allclose(g, want, rtol=1e-9)
+    np.testing.assert_allclose(wg.jacobian(lambda t: res(t).fun, mode="forward")(theta),
+                               np.zeros((2, 2)), atol=1e-12)
+    np.testing.assert_allclose(wg.grad(lambda t: wnp.sum(res(t).fun))(theta), 0.0, atol=0)
+
+
+def test_a_compiled_solver_in_threads_keeps_each_threads_result():
+    # a compiled program holds one problem object for every call: its SciPy result (read
+    # for the fields not differentiated) stays per thread; a plain or taped call's problem,
+    # used by that call alone, keeps it in a plain slot
+    import threading
+
+    @wg.compile
+    def grad_and_root(t):
+        return wg.value_and_grad(_SCALAR_SOLVERS["brentq"])(t)
+    thetas = [0.5 + 0.25 * i for i in range(8)]
+    grad_and_root(thetas[0])
+    out, errors = [None] * len(thetas), []
+    start = threading.Barrier(len(thetas))
+
+    def work(i):
+        try:
+            start.wait()
+            out[i] = [grad_and_root(thetas[i]) for _ in range(20)]
+        except Exception as e:   # reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(thetas))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for t, rows in zip(thetas, out):
+        for v, g in rows:
+            assert v == pytest.approx(_cubic_root(t), abs=1e-12)
+            assert g == pytest.approx(_dx(t), abs=1e-9)

@@ -32,6 +32,7 @@ import numpy as np
 
 from . import numpy as wnp
 from .core import Primitive, Tracer, ndim_of, plain, shape_of
+from .reverse import Var
 from .transforms import jacobian, jvp, vjp
 from .tree import LEAF, flatten, ravel, unflatten
 
@@ -211,22 +212,38 @@ def running(name, fn, *args):
 class PerThread:
     """An attribute a solve writes and its rules then read: kept per thread, because one
     compiled program (and so one problem object) may run in many threads at once (API.md §15).
-    Unset in a thread, it reads as None."""
+    Unset in a thread, it reads as None.  A problem that only one call ever uses (a plain
+    call, or a gradient recorded straight onto a tape: ``private``) keeps it in an ordinary
+    slot instead, sparing every call a ``threading.local``."""
 
     def __set_name__(self, owner, name):
-        self.name = name
+        self.name, self.slot = name, "_slot_" + name
 
     def __get__(self, obj, owner=None):
         if obj is None:
             return self
-        local = obj.__dict__.get("_per_thread")   # made by the first write, not by a read
-        return None if local is None else getattr(local, self.name, None)
+        d = obj.__dict__
+        local = d.get("_per_thread")   # made by the first write, not by a read
+        if local is None:
+            return d.get(self.slot)
+        return getattr(local, self.name, None)
 
     def __set__(self, obj, value):
-        local = obj.__dict__.get("_per_thread")
-        if local is None:   # setdefault: two threads writing first share one
-            local = obj.__dict__.setdefault("_per_thread", threading.local())
+        d = obj.__dict__
+        local = d.get("_per_thread")
+        if local is None:
+            if d.get("_private"):
+                d[self.slot] = value
+                return
+            # setdefault: two threads writing first share one
+            local = d.setdefault("_per_thread", threading.local())
         setattr(local, self.name, value)
+
+
+def private(problem):
+    """Mark ``problem`` as used by this call alone (see ``PerThread``)."""
+    problem.__dict__["_private"] = True
+    return problem
 
 
 class Problem:
@@ -243,6 +260,7 @@ class Problem:
 
     name = "implicit"
     _wengert_opaque = True
+    taped = False               # recorded straight onto a reverse tape (``_recorded``)
     result = PerThread()        # SciPy's (or the user's) latest plain answer
     aux = PerThread()           # custom_root's auxiliary output
     multipliers = PerThread()   # the active constraints' multipliers, read off the solution
@@ -370,57 +388,99 @@ def implicit_solve_vjp(*primals, problem, needs):
     residual and one batched sweep give ``J``'s rows and ``∂F/∂θ``'s together."""
     z, active = implicit_solve(*primals, problem=problem)
     idx = [i for i, n in enumerate(needs) if n and _diff(primals[i])]
+    return (z, active), lambda gs: _pullback(problem, z, active, primals, idx, gs[0])
 
-    def pullback(gs):
-        gz = gs[0]
-        out = [None] * len(primals)
-        if gz is None or not idx:
-            return tuple(out)
-        zshape, gshape = shape_of(z), shape_of(gz)
-        n = math.prod(zshape)
-        batch = gshape[:len(gshape) - len(zshape)]
-        if not batch and _dense(problem) and _plain(gz, *primals):
-            cts = problem.plain_pullback(z, active, primals, idx, gz)
-            if cts is not None:
-                for i, c in zip(idx, cts):
-                    c = np.asarray(c)
-                    shape = shape_of(primals[i])
-                    if c.shape != shape:
-                        c = c.reshape(shape)
-                    out[i] = c[()] if c.ndim == 0 else c
-                return tuple(out)
-        g2 = _reshape(gz, (-1, n))                       # (m, n)
-        residual = _residual_of(problem, active, primals, idx)
-        ps = [primals[i] for i in idx]
-        if _dense(problem):
-            _, pb = vjp(residual, z, *ps)
-            if n == 1:   # one sweep with a plain cotangent, not a batched one of a 1 x 1 eye
-                rows = [_reshape(r, (1,) + shape_of(r)) for r in pb(np.ones(1))]
-            else:
-                rows = pb(np.eye(n))                        # J's rows, ∂F/∂θ's rows
-            jac = rows[0] if shape_of(rows[0]) == (n, n) else _reshape(rows[0], (n, n))
-            lam = _solve(_T(jac), _T(g2))   # (n, m)
-            cts = [-(np.tensordot(_T(lam), r, axes=1) if _plain(lam, r) else
-                     wnp.tensordot(_T(lam), r, axes=1)) for r in rows[1:]]
-        else:
-            _, pb = vjp(lambda *vals: residual(z, *vals), *ps)
-            lam = problem.tangent_solve(z, active, primals, _T(g2), True)
-            m = shape_of(g2)[0]
-            cols = [pb(-lam[:, j]) for j in range(m)]
-            cts = [wnp.stack([c[pos] for c in cols]) for pos in range(len(idx))]
-        for i, c in zip(idx, cts):
-            c = _reshape(c, tuple(batch) + shape_of(primals[i]))
-            out[i] = c[()] if type(c) is np.ndarray and c.ndim == 0 else c   # a scalar's
+
+def _pullback(problem, z, active, primals, idx, gz):
+    """The cotangents of ``primals`` (None where not in ``idx``) from ``gz``, ``z``'s."""
+    out = [None] * len(primals)
+    if gz is None or not idx:
         return tuple(out)
-    return (z, active), pullback
+    zshape, gshape = shape_of(z), shape_of(gz)
+    n = math.prod(zshape)
+    batch = gshape[:len(gshape) - len(zshape)]
+    if not batch and _dense(problem) and _plain(gz, *primals):
+        cts = problem.plain_pullback(z, active, primals, idx, gz)
+        if cts is not None:
+            for i, c in zip(idx, cts):
+                if type(c) is float and type(primals[i]) is float:
+                    out[i] = c   # a number's cotangent, as the generated code gives it
+                    continue
+                if type(c) is not np.ndarray:
+                    c = np.asarray(c)
+                shape = shape_of(primals[i])
+                if c.shape != shape:
+                    c = c.reshape(shape)
+                out[i] = c[()] if c.ndim == 0 else c
+            return tuple(out)
+    g2 = _reshape(gz, (-1, n))                       # (m, n)
+    residual = _residual_of(problem, active, primals, idx)
+    ps = [primals[i] for i in idx]
+    if _dense(problem):
+        _, pb = vjp(residual, z, *ps)
+        if n == 1:   # one sweep with a plain cotangent, not a batched one of a 1 x 1 eye
+            rows = [_reshape(r, (1,) + shape_of(r)) for r in pb(np.ones(1))]
+        else:
+            rows = pb(np.eye(n))                        # J's rows, ∂F/∂θ's rows
+        jac = rows[0] if shape_of(rows[0]) == (n, n) else _reshape(rows[0], (n, n))
+        lam = _solve(_T(jac), _T(g2))   # (n, m)
+        cts = [-(np.tensordot(_T(lam), r, axes=1) if _plain(lam, r) else
+                 wnp.tensordot(_T(lam), r, axes=1)) for r in rows[1:]]
+    else:
+        _, pb = vjp(lambda *vals: residual(z, *vals), *ps)
+        lam = problem.tangent_solve(z, active, primals, _T(g2), True)
+        m = shape_of(g2)[0]
+        cols = [pb(-lam[:, j]) for j in range(m)]
+        cts = [wnp.stack([c[pos] for c in cols]) for pos in range(len(idx))]
+    for i, c in zip(idx, cts):
+        c = _reshape(c, tuple(batch) + shape_of(primals[i]))
+        out[i] = c[()] if type(c) is np.ndarray and c.ndim == 0 else c   # a scalar's
+    return tuple(out)
+
+
+def _tape_of(leaves):
+    """The reverse tape every leaf is a Var of, holding plain values, when it records as
+    usual (a first derivative by ``wg.grad``/``wg.vjp``); None for anything else (another
+    transform, a nested derivative, a paused or redirected tape)."""
+    tape = None
+    for x in leaves:
+        if type(x) is not Var or isinstance(x.value, Tracer):
+            return None
+        if tape is None:
+            tape = x._trace
+        elif x._trace is not tape:
+            return None
+    if tape._redirect is not None or tape._paused is not None or \
+            tape.finished_by is not None:
+        return None
+    return tape
+
+
+def _recorded(problem, tape, leaves):
+    """The solve recorded onto ``tape`` as one node: the rule ``implicit_solve`` would
+    record, in fewer calls (no dispatch, no second primitive call for the primal, no output
+    nodes for ``active``, which is never differentiated).  A first derivative's path: the
+    primal is plain, so ``z`` is too, and the pullback meets a traced cotangent only when
+    the sweep itself is traced (then ``_pullback`` takes its general path)."""
+    primals = [x.value for x in leaves]
+    z, active = _impl(*primals, problem=private(problem))
+    problem.__dict__["taped"] = True
+    idx = [i for i, v in enumerate(primals) if _diff(v)]
+    var = tape.record(leaves, lambda g: _pullback(problem, z, active, primals, idx, g),
+                      "implicit_solve", z)
+    return var, active
 
 
 def solve_implicit(problem):
     """``(z, active)`` for ``problem``: the primitive when a captured value is traced, the
-    solver itself when none is."""
+    solver itself when none is (and, for a first reverse derivative, the primitive's rule
+    recorded directly)."""
     leaves = problem.captured.leaves
     if not leaves:
-        return _impl(problem=problem)
+        return _impl(problem=private(problem))
+    tape = _tape_of(leaves)
+    if tape is not None:
+        return _recorded(problem, tape, leaves)
     return implicit_solve(*leaves, problem=problem)
 
 
@@ -494,6 +554,14 @@ def unraveler(tree):
     batched vector gives traced leaves; a Python float leaf comes back a 0-d value)."""
     if type(tree) is float or type(tree) is np.float64:
         return _unravel_number   # a scalar root's: the common case, made once
+    if type(tree) is np.ndarray:   # an array of unknowns (root, fsolve): no tree to walk
+        shape = tree.shape
+
+        def array(vec):   # a vector already of the array's shape is the array: no reshape
+            if type(vec) is np.ndarray:
+                return vec.reshape(shape)
+            return vec if shape_of(vec) == shape else wnp.reshape(vec, shape)
+        return array
     leaves, d = flatten(tree)
     shapes = [x.shape if type(x) is np.ndarray else np.shape(x) for x in leaves]
     floats = [isinstance(x, (float, int)) for x in leaves]

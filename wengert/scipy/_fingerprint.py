@@ -21,7 +21,7 @@ import numpy as np
 
 from ..core import Primitive, Tracer
 
-__all__ = ["Unkeyable", "fingerprint"]
+__all__ = ["Unkeyable", "fingerprint", "fingerprint_items"]
 
 # modules whose attributes a residual may read: libraries, not state that changes between calls
 _TRUSTED = ("numpy", "wengert", "math", "cmath", "scipy", "operator", "functools")
@@ -130,46 +130,87 @@ class _Walker:
         known = self.known.get(id(fn))
         if known is not None and known[0] is fn:
             return known[1]
-        hit = self.seen.get(id(fn))
+        seen = self.seen
+        hit = seen.get(id(fn))
         if hit is not None:   # a function that names itself
             return ("again", hit)
-        self.seen[id(fn)] = len(self.seen)
+        seen[id(fn)] = len(seen)
         code = fn.__code__
+        cells = fn.__closure__
         trusted = _trusted_module(fn.__module__)
-        if trusted and fn.__closure__ is None:
+        if trusted and cells is None:
             self.keep.append(fn)   # a library function: its code and globals are fixed
             return ("id", id(fn))
         if code.co_flags & (0x20 | 0x80 | 0x200):   # generators, coroutines: not a residual
             raise Unkeyable("a generator")
         self.keep.append(code)
-        cells = ()
-        if fn.__closure__:
+        depth += 1
+        out = ()
+        if cells:
+            # a cell's usual contents (a traced value, a number) keyed here, without a call
             out = []
-            for c in fn.__closure__:
+            index, known_ = self.leaf_index, self.known
+            for c in cells:
                 try:
                     v = c.cell_contents
                 except ValueError:   # an empty cell
                     out.append(("empty",))
                     continue
-                known = self.known.get(id(v))
+                t = type(v)
+                if t is float:
+                    out.append((t, repr(v)))
+                    continue
+                if isinstance(v, Tracer):
+                    k = index.get(id(v))
+                    if k is None:   # a traced value the call did not capture
+                        raise Unkeyable("a traced value outside the captured leaves")
+                    out.append(("leaf", k))
+                    continue
+                known = known_.get(id(v))
                 out.append(known[1] if known is not None and known[0] is v
-                           else self.value(v, depth + 1))
-            cells = tuple(out)
-        glob = fn.__globals__
-        gl = []
-        for name in () if trusted else _names(code):   # a library's globals are fixed
-            if name in glob:
-                gl.append((name, self.value(glob[name], depth + 1)))
-            elif not hasattr(builtins, name):
-                gl.append((name, ("absent",)))   # defined later, it would be read then
-        return ("fn", id(code), self.value(fn.__defaults__, depth + 1),
-                self.value(fn.__kwdefaults__, depth + 1), cells, tuple(gl))
+                           else self.value(v, depth))
+            out = tuple(out)
+        gl = ()
+        if not trusted:   # a library's globals are fixed
+            names = _names(code)
+            if names:
+                glob = fn.__globals__
+                gl = []
+                for name in names:
+                    if name in glob:
+                        gl.append((name, self.value(glob[name], depth)))
+                    elif not hasattr(builtins, name):
+                        gl.append((name, ("absent",)))   # defined later, read then
+                gl = tuple(gl)
+        d, kd = fn.__defaults__, fn.__kwdefaults__
+        return ("fn", id(code), None if d is None else self.value(d, depth),
+                None if kd is None else self.value(kd, depth), out, gl)
 
 
 def fingerprint(obj, leaf_index, known=None):
     """``(key, keep)``: a hashable key of ``obj`` and the objects it names by identity.
     ``leaf_index`` maps ``id(tracer)`` to its position among the captured leaves; ``known``
     maps ``id(x)`` to ``(x, token)`` for objects the caller describes itself."""
-    w = _Walker(leaf_index, known or {})
+    w = _Walker(leaf_index, known or _NONE)
     key = w.value(obj, 0)
     return key, w.keep
+
+
+_NONE = {}
+
+
+def fingerprint_items(items, leaf_index, known=None):
+    """``fingerprint(tuple(items))``'s key and keep, with a key of its own shape: a gradient
+    asks for this on every call, so the usual items (functions, empty ``args``) are met
+    without a call of the general walk each."""
+    w = _Walker(leaf_index, known or _NONE)
+    out = []
+    for x in items:
+        t = type(x)
+        if t is types.FunctionType:
+            out.append(w.function(x, 1))
+        elif (t is tuple or t is list) and not x:
+            out.append((t,))
+        else:
+            out.append(w.value(x, 1))
+    return tuple(out), w.keep

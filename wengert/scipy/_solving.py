@@ -20,10 +20,11 @@ import numpy as np
 
 from .. import numpy as wnp
 from ..core import SolverWarning, Tracer, plain, shape_of
-from ..implicit_diff import Captured, Problem, running, solve_implicit, unraveler
-from ..transforms import jacobian, jvp, vjp
-from ._fingerprint import Unkeyable, fingerprint
+from ..implicit_diff import Captured, Problem, private, running, solve_implicit, unraveler
+from ..transforms import jvp, vjp
+from ._fingerprint import Unkeyable, fingerprint_items
 from ._ode import _shapes, trace_rhs
+from ._ode_rhs import Rhs
 
 __all__ = ["SciPyProblem", "solved", "warn_failure", "first", "vector", "with_fields",
            "bound_arrays", "bound_flags", "near_bounds", "bound_residual"]
@@ -115,11 +116,14 @@ class SciPyProblem(Problem):
         ps = [leaves[i] for i in idx]
         key = self._key(z, active, leaves, idx)
         if key is not None:
-            with _LOCK:
-                hit = _CACHE.get(key[0])
-                if hit is not None:
-                    _CACHE.move_to_end(key[0])
+            # a read needs no lock (one C call under the GIL); the entry is moved to the
+            # end, unless another thread has just evicted it
+            hit = _CACHE.get(key[0])
             if hit is not None:
+                try:
+                    _CACHE.move_to_end(key[0])
+                except KeyError:
+                    pass
                 return _run(hit[0], z, gz, ps)
 
         def residual(zz, *vals):
@@ -145,29 +149,37 @@ class SciPyProblem(Problem):
         cannot vouch for it (then the residual is traced, which is always right)."""
         if self.extra or self.multipliers is not None:
             return None
-        fixed = [leaves[i] for i in range(len(leaves)) if i not in idx]
-        known = {id(self): (self, ("problem",))}
         eq = self.equation
         cells = eq.__closure__
-        if eq.__module__ == __package__ + ".optimize" and cells is not None and \
-                len(cells) == 1 and cells[0].cell_contents is self:
-            # a wrapper's own equation reads the problem (known) and its module's helpers
-            # only: its code says the rest, so it is not walked (the code is kept alive)
-            known[id(eq)] = (eq, ("equation", id(eq.__code__)))
-        try:   # one walk: the wrapper's equation, the user's functions, the plain leaves
-            obj = self.captured.obj
-            if self.reads is not None:
-                obj = tuple(obj[i] for i in self.reads)
-            key, keep = fingerprint((eq, obj, fixed), self.captured._ids, known)
+        obj = self.captured.obj
+        reads = self.reads
+        items = [obj[i] for i in reads] if reads is not None else [obj]
+        n = len(leaves)
+        if len(idx) < n:
+            items.append([leaves[i] for i in range(n) if i not in idx])   # the plain leaves
+        if cells is not None and len(cells) == 1 and cells[0].cell_contents is self and \
+                eq.__module__ == _OPTIMIZE:
+            # a wrapper's own equation reads the problem and its module's helpers only: its
+            # code says the rest, so it is not walked (the code is kept alive)
+            own, known = ("equation", id(eq.__code__)), None
+        else:
+            own, known = None, {id(self): (self, ("problem",))}
+            items.append(eq)
+        try:   # one walk: the user's functions, the plain leaves (the equation if not own)
+            key, keep = fingerprint_items(items, self.captured._ids, known)
         except Unkeyable:
             return None
         keep.append(eq.__code__)
         shapes = tuple([("float",) if type(p) is float else
                         ("ndarray", p.shape, p.dtype.str) if type(p) is np.ndarray else
                         (type(p).__name__, np.shape(p), np.result_type(p).str)
-                        for p in (leaves[i] for i in idx)])
-        key = (self.name, key, tuple(idx), shapes, z.shape, self.xshape, active.tobytes())
+                        for p in [leaves[i] for i in idx]])
+        key = (self.name, own, key, tuple(idx), shapes, z.shape, self.xshape,
+               active.tobytes() if active.size else b"")
         return key, keep
+
+
+_OPTIMIZE = __package__ + ".optimize"
 
 
 # fingerprint -> (the generated pullback, the objects its key names by identity)
@@ -191,11 +203,14 @@ def _trace_pullback(F, z, gz, ps):
     def pull(zz, g, *pp):
         if n == 1:   # F_x by one dual number on x: a division, no Jacobian to transpose
             lam = g / jvp(lambda y: F(y, *pp), (zz,), (np.ones(z.shape),))[1]
-        else:
-            jac = jacobian(lambda y: F(y, *pp), mode="forward")(zz)
-            lam = wnp.linalg.solve(wnp.transpose(jac), g)
+        else:   # J's n columns by one batched forward pass, stacked: they are Jᵀ's rows
+            jt = jvp(lambda y: F(y, *pp), (zz,), (np.eye(n),), batched=True)[1]
+            lam = wnp.linalg.solve(jt, g)
         return tuple(vjp(lambda *q: F(zz, *q), *pp)[1](-lam))
-    return trace_rhs(pull, [z, gz, *ps], "implicit_pullback", flat=False)
+    traced = trace_rhs(pull, [z, gz, *ps], "implicit_pullback", flat=False)
+    # exact rewrites only (reshapes to the same shape, x * 1, -(-x)): every gradient runs
+    # this code, and a scalar root's is a handful of operations, each a Python call
+    return Rhs(traced.graph.simplify(), traced.captured)
 
 
 def solved(problem):
@@ -203,7 +218,7 @@ def solved(problem):
     Nothing traced: SciPy's call on the user's own objects, and nothing else (no flat
     solution, no unraveller), so that a plain call costs what SciPy's does."""
     if not problem.captured.leaves:
-        problem.result = running(problem.name, problem.run, problem.captured.obj)[1]
+        private(problem).result = running(problem.name, problem.run, problem.captured.obj)[1]
         return None, False
     z, active = solve_implicit(problem)
     if problem.extra:   # the multipliers after the solution

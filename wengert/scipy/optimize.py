@@ -35,7 +35,8 @@ __all__ = ["root", "fsolve", "root_scalar", "brentq", "brenth", "ridder", "bisec
 
 # -- root -----------------------------------------------------------------------------------------
 def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, options=None):
-    """``scipy.optimize.root``; ``.x`` and ``.fun`` traced (every method)."""
+    """``scipy.optimize.root``; ``.x`` and ``.fun`` traced (every method; ``.fun``, zero
+    along the solution, has zero derivatives: under a first ``wg.grad`` it is SciPy's)."""
     args = args if isinstance(args, tuple) else (args,)
 
     def run(objs):
@@ -54,6 +55,11 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
     x, traced = solved(problem)
     if not traced:
         return problem.result
+    if problem.taped:
+        # F(x(θ), θ) = 0 along the implicit solution, so .fun's derivatives are zero, to
+        # every order and at any point SciPy returns (dx is -J⁻¹ ∂F/∂θ dθ at that point):
+        # a first reverse derivative keeps SciPy's own value rather than record F again
+        return with_fields(problem.result, x=x)
     f, _, a, _ = problem.captured.build(problem.captured.leaves)
     return with_fields(problem.result, x=x, fun=first(f(x, *a)))
 
