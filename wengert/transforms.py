@@ -208,8 +208,9 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holo
             raise ValueError(
                 f"{transform[3:]} needs a function with a scalar output, but it returned shape {got}. "
                 "Use wg.jacobian or wg.vjp for non-scalar outputs, or reduce it (e.g. wnp.sum).")
-        # a Var holding a Python float (the common scalar case) is real: no check to make
-        real = type(out) is Var and type(out.value) is float
+        # a Var holding a float (the common scalar case; NumPy's from a reduction) is real:
+        # no check to make
+        real = type(out) is Var and (type(out.value) is float or type(out.value) is np.float64)
         if not real:
             _check_real_output(out, transform)
         if type(out) is Var and out._trace is tape:
