@@ -168,11 +168,14 @@ class Tape(Trace):
     def record(self, parents, pullback, name, value, multiple=False):
         """Add a node with a hand-made pullback (checkpointing, custom regions).
 
+        ``parents``: Vars of this tape (anything else is a constant) or their indices.
+
         With ``multiple=True``, ``value`` is a sequence of outputs, a tuple of Vars
         is returned and ``pullback`` receives a tuple of cotangents (``None`` = zero).
         """
         idx = len(self._pullbacks)
-        self._parents.append(tuple(p.index if isinstance(p, Var) and p._trace is self else -1
+        self._parents.append(tuple(p if type(p) is int else
+                                   p.index if isinstance(p, Var) and p._trace is self else -1
                                    for p in parents))
         self._pullbacks.append(pullback)
         self._names.append(name)
