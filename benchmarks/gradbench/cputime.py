@@ -59,9 +59,8 @@ def derivative(name, tool, raw):
     import importlib
     module = importlib.import_module(f"gradbench.tools.pytorch.{name}")
     wrapped = getattr(module, DERIVATIVE[name])
-    prepared = {"lstm": module.prepare_input, "gmm": getattr(module, "prepare", None)}.get(
-        name) or module.prepare_input
-    args = prepared(raw)
+    prepare = getattr(module, "prepare_input", None) or module.prepare  # (gmm's name)
+    args = prepare(raw)
     return lambda: wrapped.function(args)
 
 
