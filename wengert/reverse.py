@@ -233,6 +233,12 @@ class Tape(Trace):
             t = t._redirect
         return t
 
+    def release(self):
+        """A sub-tape done with: drop the inputs standing for its parent's Vars.  Each refers
+        back to this tape, a cycle that only CPython's collector would free, and with it
+        every pullback on the tape (a "ctz" scan recomputes thousands of such tapes)."""
+        self._lifted = {}
+
     @property
     def lifted(self):
         """Sub-tape: ``{parent Var index: the input Var standing for it here}``."""

@@ -105,6 +105,7 @@ class _SubtapeVJP:
             return self._on(sub, fn, in_vals, want, out_cts)
         finally:
             sub.finish(self.transform, self.user_fn)
+            sub.release()
 
     def keep(self, fn, in_vals, want):
         """Run ``fn`` once on a fresh sub-tape and keep that tape for ``pull`` (a scan under
@@ -132,6 +133,7 @@ class _SubtapeVJP:
             return self._pull(sub, ins, outs, out_cts, last=True)
         finally:
             sub.finish(*by)
+            sub.release()
 
     def _run(self, sub, fn, in_vals, want):
         ins = [sub._leaf(v) if w else v for v, w in zip(in_vals, want)]
