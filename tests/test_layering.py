@@ -4,7 +4,8 @@ rules that never import an engine, engines that name no primitive.
 The floors (issue 18), lowest first; a module imports (at module level) only its
 own floor and below, and imports within a floor form no circle:
 
-0 utilities  tree, _allocator, _version, _progress, coloring (graph colourings, pure SciPy),
+0 utilities  tree, _allocator, _version, _progress, _collector, coloring (graph colourings,
+             pure SciPy),
              arrays (bookkeeping for any array, traced or not)
 1 core       the Primitive record (core) and the tracer protocol (tracing)
 2 rules      every primitive (checkpoint's and the graph tracer's own too)
@@ -33,7 +34,7 @@ MAX_LINES = 800
 FLOORS = {
     0: ("wengert.tree", "wengert._allocator", "wengert._version", "wengert._progress",
         "wengert.coloring", "wengert.arrays", "wengert._pickling",
-        "wengert._interrupt"),
+        "wengert._interrupt", "wengert._collector"),
     1: ("wengert.core", "wengert.tracing"),
     2: ("wengert.rules", "wengert.rules.*"),
     3: ("wengert.numpy", "wengert.numpy.*", "wengert.scipy", "wengert.scipy.*",

@@ -17,7 +17,7 @@ import numpy as np
 from .core import (UFUNC_NAMES, plain as _value, Primitive, Tracer,
                    without_ufunc_keywords as _without_ufunc_kwargs)
 from .rules import OPERATORS
-from .rules.indexing import sort_inplace
+from .rules.indexing import _plain_basic, getitem_basic, read_view, sort_inplace
 
 __all__ = ["ArrayTracer", "HANDLED", "array_function", "array_ufunc", "conversion_message", "install",
            "install_fast_paths", "integer_values", "only_integers", "register_special",
@@ -68,11 +68,16 @@ def install(namespace):
     cls._conversion_message = staticmethod(conversion_message)  # SciPy's conversions
 
 
-def install_fast_paths(cls, binary, unary):
+def install_fast_paths(cls, binary, unary, index=None):
     """Give the tracer class ``cls`` an engine's shortcut for each Python operator whose
     primitive is declared by partials (``Primitive.fast_partials``): ``binary(prim, name,
     reflected, general)`` or, for one-argument ones, ``unary(prim, name, general)`` makes
-    the method; ``general`` is the operator every tracer has, for the cases it leaves."""
+    the method; ``general`` is the operator every tracer has, for the cases it leaves.
+    ``index(prim, plain_index, noted, general)``: ``x[k]`` and ``x[a:b]`` (``plain_index``
+    says which indices), ``noted(ans, x, idx)`` records the view as ``x[idx]`` would."""
+    if index is not None:
+        cls.__getitem__ = index(getitem_basic, _plain_basic, read_view,
+                                _as_method(OPERATORS["__getitem__"]))
     for name, fn in OPERATORS.items():
         prim = getattr(fn, "_reflects", fn)
         if not isinstance(prim, Primitive) or prim.fast_partials is None:

@@ -15,7 +15,7 @@ import numbers
 
 import numpy as np
 
-from . import _progress, complex_ad, numpy as wnp
+from . import _collector, _progress, complex_ad, numpy as wnp
 from .arrays import asarray, ndim_of, ones, shape_of, zeros, zeros_like_value
 from .core import (Tracer, check_differentiable, check_live, leaf_dtype as _leaf_dtype,
                    new_level, plain as _plain, plain_store_errors)
@@ -168,7 +168,14 @@ def _value_and_grad(f, argnums, has_aux, args, kwargs, transform="wg.grad", holo
 
     ``transform`` names the caller in the message a Var that escapes ``f`` raises; complex
     inputs: see ``complex_ad`` (``holomorphic``: ``f'(z)``, else the steepest ascent).
+    The cyclic collector waits meanwhile (``_collector``: it would walk the whole tape).
     """
+    with _collector.paused():
+        return _taped_value_and_grad(f, argnums, has_aux, args, kwargs, transform,
+                                     holomorphic)
+
+
+def _taped_value_and_grad(f, argnums, has_aux, args, kwargs, transform, holomorphic):
     tape = Tape()
     try:
         if type(argnums) is int and 0 <= argnums < len(args):
@@ -287,7 +294,7 @@ def _vjp(f, primals, once=False):
         inputs.append((leaves, d, [v.index for v in vs]))  # f may rebind a Var (x[i] = v)
         args.append(unflatten(d, vs))
     try:
-        with tape.active():
+        with tape.active(), _collector.paused():
             out = f(*args)
         check_output(out, "wg.vjp")
         out_leaves, out_def = flatten(out)
@@ -342,7 +349,8 @@ def _sweep_finished(tape, seeds, last=False):
     """
     by = tape.revive()
     try:
-        return tape.sweep(seeds, leaves_only=True, last=last)
+        with _collector.paused():
+            return tape.sweep(seeds, leaves_only=True, last=last)
     finally:
         if by is not None:
             tape.finish(*by)

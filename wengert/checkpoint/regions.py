@@ -105,25 +105,66 @@ class _SubtapeVJP:
             return self._on(sub, fn, in_vals, want, out_cts)
         finally:
             sub.finish(self.transform, self.user_fn)
+            sub.release()
 
-    def _on(self, sub, fn, in_vals, want, out_cts):
+    def keep(self, fn, in_vals, want):
+        """Run ``fn`` once on a fresh sub-tape and keep that tape for ``pull`` (a scan under
+        ``"all"``: its steps are recorded in the forward sweep, never run again).
+
+        Returns the kept tape and the outputs' values.  The sub-tape is finished at once,
+        so a Var that escapes ``fn`` is refused as it would be after a sweep.
+        """
+        sub = self.tape.subtape()
+        try:
+            ins, outs = self._run(sub, fn, in_vals, want)
+        finally:
+            sub.finish(self.transform, self.user_fn)
+        kept = (sub, [v.index if w else -1 for v, w in zip(ins, want)],
+                [o.index if isinstance(o, Var) and o._trace is sub else -1 for o in outs])
+        return kept, [o.value if isinstance(o, Var) and o._trace is sub else o for o in outs]
+
+    def pull(self, kept, out_cts):
+        """Sweep a sub-tape ``keep`` made, once: the cotangents of its inputs (``None`` =
+        zero); those of the parent tape's Vars it read go to ``captured``.  The sub-tape's
+        pullbacks are dropped as the sweep runs them."""
+        sub, ins, outs = kept
+        by = sub.revive()  # alive while swept: nested regions' pullbacks record on it
+        try:
+            return self._pull(sub, ins, outs, out_cts, last=True)
+        finally:
+            sub.finish(*by)
+            sub.release()
+
+    def _run(self, sub, fn, in_vals, want):
         ins = [sub._leaf(v) if w else v for v, w in zip(in_vals, want)]
-        # the redirection lasts through the sweep: pullbacks of regions recorded on the
-        # sub-tape (nested scans and checkpoints) run user code that reads our Vars again
         with self.tape.redirected(sub), sub.active():
             outs = fn(ins)
             # an output may be a captured Var itself: use its input on the sub-tape
             outs = [sub.own(o) if isinstance(o, Var) and o._trace is not sub
                     and o._trace.resolve() is sub else o for o in outs]
-            seeds = {}
-            for o, g in zip(outs, out_cts):
-                if g is None or not isinstance(o, Var) or o._trace is not sub:
-                    continue
-                seeds[o.index] = g if o.index not in seeds else seeds[o.index] + g
-            if not seeds:
-                return [None] * len(ins)
-            adj = sub.sweep(seeds)
-        res = [adj[v.index] if w else None for v, w in zip(ins, want)]
+        return ins, outs
+
+    def _on(self, sub, fn, in_vals, want, out_cts):
+        ins, outs = self._run(sub, fn, in_vals, want)
+        return self._pull(sub, [v.index if w else -1 for v, w in zip(ins, want)],
+                          [o.index if isinstance(o, Var) and o._trace is sub else -1
+                           for o in outs], out_cts)
+
+    def _pull(self, sub, ins, outs, out_cts, last=False):
+        """Sweep ``sub`` from the outputs at indices ``outs`` (-1: not on ``sub``); the
+        cotangents of the inputs at ``ins`` (-1: none wanted)."""
+        seeds = {}
+        for o, g in zip(outs, out_cts):
+            if g is None or o < 0:
+                continue
+            seeds[o] = g if o not in seeds else seeds[o] + g
+        if not seeds:
+            return [None] * len(ins)
+        # redirected through the sweep: pullbacks of regions recorded on the sub-tape
+        # (nested scans and checkpoints) run user code that reads our Vars again
+        with self.tape.redirected(sub), sub.active():
+            adj = sub.sweep(seeds, leaves_only=True, last=last)
+        res = [adj[i] if i >= 0 else None for i in ins]
         cap = self.captured
         for idx, leaf in sub.lifted.items():
             g = adj[leaf.index]

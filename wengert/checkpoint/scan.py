@@ -201,9 +201,10 @@ def _scan_eager(step, init, xs, n, checkpoint, snapshots, inverse, progress=Fals
     if not isinstance(tape, Tape):
         return _plain_scan(step, init, xs_leaves, xs_def, n, progress)
     _check(n, checkpoint, snapshots)
-    return _Scan(step, init_leaves, carry_def, xs_leaves, xs_def, n, tape,
-                 functools.partial(iter_schedule, n, checkpoint, snapshots), inverse,
-                 progress=progress).run(init)
+    sc = _Scan(step, init_leaves, carry_def, xs_leaves, xs_def, n, tape,
+               functools.partial(iter_schedule, n, checkpoint, snapshots), inverse,
+               progress=progress)
+    return sc.run_kept(init) if checkpoint == "all" else sc.run(init)
 
 
 def while_loop(cond, body, init, *, checkpoint="ctz", snapshots=None, inverse=None,
@@ -248,6 +249,8 @@ def while_loop(cond, body, init, *, checkpoint="ctz", snapshots=None, inverse=No
     sc = _Scan(step, init_leaves, carry_def, [], None, None, tape, None, inverse,
                origin=("while_loop", body), progress=progress)
     sc.cond = cond
+    if checkpoint == "all":
+        return sc.run_kept(init, cond)[0]
     return sc.run_while(init, cond, checkpoint, snapshots)
 
 
@@ -275,6 +278,9 @@ class _Scan:
         self.cond = None
         self.stats = {"max_stored": 0, "step_calls": 0}
         self.progress = progress
+        self.kept = None  # "all": each step's sub-tape, recorded by the forward sweep
+        self.xs_want = [o is not None and _is_float(v)
+                        for o, v in zip(self.xs_owned, self.xs_vals)]
 
     # -- executing actions -------------------------------------------------------------
     def _forward_phase(self, collect):
@@ -298,6 +304,51 @@ class _Scan:
         self.loop.bar = _progress.OFF
         del ys
         return self._record(init, touched, cur, stored, rest, final, ys_stacked, y_def)
+
+    def _taped_step(self, ins):
+        """The step on flat leaves, carry then xs, as a sub-tape runs it."""
+        n_c = len(self.init_vals)
+        state, xl = ins[:n_c], ins[n_c:]
+        x = unflatten(self.xs_def, xl) if self.xs_def is not None else None
+        cl, yl = self.loop(state, x)
+        return list(cl) + list(yl)
+
+    def run_kept(self, init, cond=None):
+        """``"all"``: record each step on its own sub-tape as the loop runs forward and keep
+        it; the pullback sweeps those tapes and runs no step again (each step runs once, as
+        on a plain tape; memory is every step's intermediates, as an unrolled loop's).
+        ``cond``: a while loop's condition (the number of steps is found by running it)."""
+        tape, loop = self.tape, self.loop
+        vjp = _SubtapeVJP(tape, *self.origin)
+        n_c = len(self.init_vals)
+        want = [_is_float(v) for v in self.init_vals] + self.xs_want
+        cur, kept, ys, touched = self.init_vals, [], [], {}
+        name = self.origin[0] + " forward"
+        with _progress.bar(self.progress, self.n, name) as loop.bar:
+            k = 0
+            while k < self.n if cond is None else self._holds(cond, cur):
+                xl = [_index(x, k) for x in self.xs_vals]
+                tp, outs = vjp.keep(self._taped_step, list(cur) + xl, want)
+                kept.append(tp)
+                touched.update(dict.fromkeys(tp[0].lifted))
+                cur = outs[:n_c]
+                if len(outs) > n_c:
+                    ys.append(outs[n_c:])
+                k += 1
+            ys_stacked = _stack_ys(loop.y_def, ys)
+        loop.bar = _progress.OFF
+        if k == 0:  # a while loop that never ran
+            return init, None
+        if cond is not None:
+            self.n = loop.n = k
+            self.schedule = functools.partial(iter_schedule, k, "all", None)
+        del ys
+        self.kept = kept
+        return self._record(init, touched, None, None, None, cur, ys_stacked, loop.y_def)
+
+    def _holds(self, cond, state):
+        with self.tape.paused({}):  # on values, as the other schedules' forward phases
+            return cond(unflatten(self.loop.carry_def, state))
 
     def run_while(self, init, cond, strategy, snapshots=None):
         """The forward phase of a while loop: states stored online, N found at the end."""
@@ -330,11 +381,9 @@ class _Scan:
         if _escapes(outs, tape):
             # a trace we could not see from the arguments: record the plain loop instead
             return self.fallback(init)
-        self.captured = list(touched.values())
+        self.captured = list(touched)  # the indices of the parent tape's Vars the step read
         self.init_want = [o is not None and _is_float(v)
                           for o, v in zip(self.init_owned, self.init_vals)]
-        self.xs_want = [o is not None and _is_float(v)
-                        for o, v in zip(self.xs_owned, self.xs_vals)]
         parents = ([o for o, w in zip(self.init_owned, self.init_want) if w]
                    + [o for o, w in zip(self.xs_owned, self.xs_want) if w] + self.captured)
         live = [j for j, o in enumerate(outs) if _is_float(o)]
@@ -363,10 +412,11 @@ class _Scan:
     # -- the pullback: the reverse phase of the schedule --------------------------------
     def pullback(self, gs):
         loop = self.loop
-        bar = self._reverse_bar(rebuild=self.rest is None)
+        kept, self.kept = self.kept, None  # swept once: a second call recomputes
+        bar = self._reverse_bar(rebuild=self.rest is None and kept is None)
         loop.bar = bar
         try:
-            return self._pullback(gs)
+            return self._pullback(gs, kept)
         finally:
             loop.bar = _progress.OFF
             bar.close()
@@ -388,32 +438,38 @@ class _Scan:
         return _progress.bar(True, sum(work.values()),
                              f"{self.origin[0]} reverse ({what})")
 
-    def _pullback(self, gs):
+    def _pullback(self, gs, kept=None):
         tape, n, loop = self.tape, self.n, self.loop
         g_out = [None] * (self.n_carry + len(self.ys_ndim))
         for j, g in zip(self.live, gs):
             g_out[j] = g
         g_carry = g_out[:self.n_carry]
         g_ys = g_out[self.n_carry:]
+        vjp = _SubtapeVJP(tape, *self.origin)
+        x_want = self.xs_want
+        g_xs = [[None] * n if w else None for w in x_want]
+        n_c = self.n_carry
+        if kept is not None:  # "all": sweep the steps' sub-tapes, last first
+            for i in range(n - 1, -1, -1):
+                tp, kept[i] = kept[i], None
+                out_cts = list(g_carry)
+                for g in g_ys:
+                    out_cts.append(None if g is None else _index(g, i))
+                cts = vjp.pull(tp, out_cts)
+                del tp
+                loop.bar.update()
+                g_carry = cts[:n_c]
+                for j, c in enumerate(cts[n_c:]):
+                    if x_want[j]:
+                        g_xs[j][i] = c
+            return self._cotangents(g_carry, g_xs, vjp)
         if self.rest is not None:
             cur, stored, rest = self.cur, self.stored, self.rest
             self.cur = self.stored = self.rest = None
         else:  # called again: rebuild the forward phase's snapshots first
             with tape.paused({}):
                 cur, stored, _, rest = self._forward_phase(collect=False)
-        vjp = _SubtapeVJP(tape, *self.origin)
         carry_want = [_is_float(v) for v in self.init_vals]
-        x_want = list(self.xs_want)
-        g_xs = [[None] * n if w else None for w in x_want]
-        n_c = self.n_carry
-        xs_def = self.xs_def
-
-        def taped_step(ins):
-            state, xl = ins[:n_c], ins[n_c:]
-            x = unflatten(xs_def, xl) if xs_def is not None else None
-            cl, yl = loop(state, x)
-            return list(cl) + list(yl)
-
         for a in rest:
             if a.kind != "reverse":
                 with tape.paused({}):
@@ -424,17 +480,21 @@ class _Scan:
             out_cts = list(g_carry)
             for g in g_ys:
                 out_cts.append(None if g is None else _index(g, i))
-            cts = vjp(taped_step, list(cur) + xl, carry_want + x_want, out_cts)
+            cts = vjp(self._taped_step, list(cur) + xl, carry_want + x_want, out_cts)
             g_carry = cts[:n_c]
             for j, c in enumerate(cts[n_c:]):
                 if x_want[j]:
                     g_xs[j][i] = c
         del cur, stored
+        return self._cotangents(g_carry, g_xs, vjp)
+
+    def _cotangents(self, g_carry, g_xs, vjp):
+        """The node's parents' cotangents: init's, the xs', then the captured Vars'."""
         res = [g for g, w in zip(g_carry, self.init_want) if w]
-        for j, w in enumerate(x_want):
+        for j, w in enumerate(self.xs_want):
             if w:
                 res.append(_stack_cts(g_xs[j], self.xs_vals[j]))
-        res += [vjp.captured.get(v.index) for v in self.captured]
+        res += [vjp.captured.get(i) for i in self.captured]
         return tuple(res)
 
 

@@ -406,6 +406,14 @@ def getitem(x, idx):
     return gather(x, _flat_positions(shape_of(x), nidx))
 
 
+def read_view(ans, x, idx):
+    """What ``getitem`` does after ``x[idx]`` made ``ans`` (``idx`` a basic index tuple):
+    note the view, for an engine's shortcut that recorded the read itself."""
+    if isinstance(_plain(ans), np.ndarray):
+        register_view(ans, x, index_writer(idx))
+    return ans
+
+
 def _plain_basic(idx):
     """Whether ``idx`` is a Python int (not a bool) or a slice of ints and ``None``s."""
     t = type(idx)

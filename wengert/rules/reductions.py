@@ -400,8 +400,17 @@ def _extremum(np_fn, name):
         ans = p(x, axis, keepdims)
         xs = shape_of(x)
         axes = _norm_axes(axis, len(xs))
-        w = weights(x, ans, axes)
-        return ans, lambda g: (_expand(g, ans, xs, axes, chunks_of(x)) * w,)
+
+        def pullback(g):
+            # the weights once a cotangent comes (a sweep that never reaches the node makes
+            # none, and none is held meanwhile); they are this call's own array: the
+            # cotangent is written into them (issue 32's lse: one 10 MB array less)
+            w = weights(x, ans, axes)
+            e = _expand(g, ans, xs, axes, chunks_of(x))
+            if type(w) is np.ndarray and type(e) is np.ndarray and e.dtype == w.dtype:
+                return (np.multiply(w, e, out=w),)
+            return (e * w,)
+        return ans, pullback
     return p
 
 
@@ -409,11 +418,11 @@ def _tie_weights(xv, av, axes):
     xv = _asarray(xv)  # a CuPy or Dask array stays one
     hit = xv == np.reshape(av, kept_shape(xv.shape, axes))
     if type(xv) is np.ndarray and xv.dtype.kind == "f":
-        # counted in x's float dtype: without ties (the usual case) the 0/1 weights are
-        # ready, and no division over the whole array is made (issue 32's k-means: a
-        # (n, k) min along its rows, twice per Newton direction)
+        # in x's float dtype: without ties (the usual case) the 0/1 weights are ready, and
+        # no division over the whole array is made (issue 32's k-means: a (n, k) min along
+        # its rows, twice per Newton direction); ties counted on the booleans
         w = hit.astype(xv.dtype)
-        cnt = np.sum(w, axis=axes, keepdims=True)
+        cnt = np.count_nonzero(hit, axis=axes, keepdims=True)
         if cnt.size and cnt.max() > 1:
             w /= np.maximum(cnt, 1)
         return w
