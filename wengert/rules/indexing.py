@@ -61,8 +61,7 @@ def _flat_positions(shape, idx):
 
 # -- basic indexing: slicing --------------------------------------------------------------------
 def _index_text(idx, newaxis=False):
-    """A static basic index as source (ints, slices, ``...``; ``None`` with ``newaxis``), or
-    None."""
+    """A static basic index as source (ints, slices, ``...``; ``None`` if newaxis) or None."""
     parts = []
     for e in idx if type(idx) is tuple else (idx,):
         if type(e) is int:
@@ -407,8 +406,7 @@ def getitem(x, idx):
 
 
 def read_view(ans, x, idx):
-    """What ``getitem`` does after ``x[idx]`` made ``ans`` (``idx`` a basic index tuple):
-    note the view, for an engine's shortcut that recorded the read itself."""
+    """Note ``ans = x[idx]`` as a view, as getitem does (for an engine's own shortcut)."""
     if isinstance(_plain(ans), np.ndarray):
         register_view(ans, x, index_writer(idx))
     return ans
