@@ -10,6 +10,7 @@ The body is written once per program, from the passes' decisions (passes.py).
 from __future__ import annotations
 
 import builtins
+import heapq
 import re
 import threading
 
@@ -22,7 +23,8 @@ from .passes import accumulations, buffers, live as live_nodes, schedule
 from .. import tree as _tree
 
 __all__ = ["generate", "build_function", "leaf_names", "preamble", "program_text",
-           "compile_generated", "Generated", "start", "returned", "with_pool"]
+           "compile_generated", "Generated", "start", "returned", "with_pool", "Reusing",
+           "write_steps"]
 
 
 # -- names of inputs ----------------------------------------------------------------------
@@ -77,6 +79,117 @@ def start(g, w, names, live):
         if live[i] and n.kind == "const":
             src = literal(n.value)
             w.expr[i] = atom(src) if src is not None else w.names.bind(n.value, f"c{i}")
+    return w
+
+
+# -- names of temporaries ------------------------------------------------------------------
+# CPython's compile() of one function slows per statement as its local names grow (12.6 µs a
+# statement with 10⁴ names, 16.6 µs with 10⁵: docs/graph.md), so a temporary takes the name of
+# one whose value no later statement reads: a program has about as many names as it holds
+# values at once (two for an elementwise chain; a gradient's forward values kept for its
+# reverse sweep each keep theirs).
+
+class Reusing(Writer):
+    """A :class:`~.lower.Writer` whose fresh names are, where there is one, names
+    :func:`write_steps` freed (the lowest first: the text stays ``v1``, ``v2``...)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.free = []  # numbers of free names, a heap
+        self.made = []  # the names handed out in the step being written
+        self.temps = set()  # every name handed out
+
+    def fresh(self):
+        if self.free:
+            v = f"v{heapq.heappop(self.free)}"
+        else:
+            v = super().fresh()
+            self.temps.add(v)
+        self.made.append(v)
+        return v
+
+
+def _last_reads(g, steps, fused):
+    """{node: the last step reading its value}; outputs: ``len(steps)`` (the return).
+    A step reads its nodes' arguments (a skipped scatter's: its chain's step adds them in)
+    and its nodes themselves (their guards); over-counting only keeps a name longer."""
+    nodes = g.nodes
+    last = {}
+    for s, step in enumerate(steps):
+        if step[0] == "guards":
+            last[step[1]] = s
+            continue
+        for i in _written(step):
+            last[i] = s
+            for a in nodes[i].args:
+                f = fused.get(a)
+                if f is not None and f[0] == "skip":
+                    for b in nodes[a].args:
+                        last[b] = s
+                else:
+                    last[a] = s
+    for o in g.outputs:
+        last[o] = len(steps)
+    return last
+
+
+def _written(step):
+    kind = step[0]
+    if kind == "node":
+        return (step[1],)
+    if kind == "python":
+        return step[1]
+    if kind == "kernel":
+        fold = step[3]
+        return step[1] if fold is None else list(step[1]) + list(fold[2])
+    return ()
+
+
+_TEMP = re.compile(r"\bv\d+\b")
+
+
+def _held(e, temps):
+    """The temporaries the source ``e`` of a value reads (a name, or an expression)."""
+    if e is None:
+        return ()
+    if e in temps:
+        return (e,)
+    if e.isidentifier():
+        return ()
+    return tuple(t for t in _TEMP.findall(e) if t in temps)
+
+
+def write_steps(w, d, steps, fused):
+    """Write ``steps`` with dialect ``d`` into ``w`` (a :class:`Reusing` writer), one at a
+    time; after each, the names no later step reads are free for the next ones. A name is
+    held by every node whose source reads it (``a += b`` gives ``a``'s name to its result)
+    until that node's last reader has been written."""
+    last = _last_reads(w.g, steps, fused)
+    dying = {}
+    for j, s in last.items():
+        dying.setdefault(s, []).append(j)
+    count = {}  # name -> the nodes holding it that are read later
+    held = {}  # node -> the names it holds
+    expr, temps, free = w.expr, w.temps, w.free
+    for s, step in enumerate(steps):
+        w.made = made = []
+        d.steps(w, (step,))
+        for j in _written(step):
+            if last.get(j, -1) > s:
+                hold = _held(expr.get(j), temps)
+                if hold:
+                    held[j] = hold
+                    for t in hold:
+                        count[t] = count.get(t, 0) + 1
+        for j in dying.get(s, ()):
+            for t in held.pop(j, ()):
+                count[t] -= 1
+                if not count[t]:
+                    del count[t]
+                    heapq.heappush(free, int(t[1:]))
+        for t in made:  # handed out here and held by no value read later
+            if t not in count:
+                heapq.heappush(free, int(t[1:]))
     return w
 
 
@@ -198,8 +311,8 @@ def generate(g, fast=True, pool=False):
 
     def program(fast_, out=None):
         d = NumPy(fast_, out)
-        w = start(g, Writer(g, em, d, fused, chain_end, twin=bool(out)), names, live)
-        d.steps(w, steps)
+        w = start(g, Reusing(g, em, d, fused, chain_end, twin=bool(out)), names, live)
+        write_steps(w, d, steps, fused)
         return w, d, returned(g, w, em)
 
     w, d, ret = program(fast, out)
