@@ -179,12 +179,12 @@ def test_reused_names_read_the_same_values(name, f, args, fuse, pool, monkeypatc
 
 
 def test_the_checker_catches_a_name_reused_too_soon(monkeypatch):
-    """A test of the test: with names freed two steps early the forms differ (one step
-    early is no error where each step is one statement: its reader takes the name)."""
+    """A test of the test: with every name freed once its value is written (but the
+    returned ones) the forms differ: the reverse sweep reads forward values overwritten."""
     real = codegen._last_reads
 
     def early(g, steps, fused):
-        return {j: s - 2 if s < len(steps) else s for j, s in real(g, steps, fused).items()}
+        return [s if s == len(steps) else -1 for s in real(g, steps, fused)]
     x = np.linspace(0.1, 1.0, 10)
     _, (plain, _, _) = sources(wg.grad(chain), (x,), False, False)
     monkeypatch.setattr(codegen, "_last_reads", early)

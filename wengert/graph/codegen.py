@@ -10,7 +10,6 @@ The body is written once per program, from the passes' decisions (passes.py).
 from __future__ import annotations
 
 import builtins
-import heapq
 import re
 import threading
 
@@ -91,17 +90,17 @@ def start(g, w, names, live):
 
 class Reusing(Writer):
     """A :class:`~.lower.Writer` whose fresh names are, where there is one, names
-    :func:`write_steps` freed (the lowest first: the text stays ``v1``, ``v2``...)."""
+    :func:`write_steps` freed (the last freed first)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.free = []  # numbers of free names, a heap
+        self.free = []  # free names
         self.made = []  # the names handed out in the step being written
         self.temps = set()  # every name handed out
 
     def fresh(self):
         if self.free:
-            v = f"v{heapq.heappop(self.free)}"
+            v = self.free.pop()
         else:
             v = super().fresh()
             self.temps.add(v)
@@ -110,24 +109,38 @@ class Reusing(Writer):
 
 
 def _last_reads(g, steps, fused):
-    """{node: the last step reading its value}; outputs: ``len(steps)`` (the return).
-    A step reads its nodes' arguments (a skipped scatter's: its chain's step adds them in)
-    and its nodes themselves (their guards); over-counting only keeps a name longer."""
+    """Each node's last step reading its value (a list by node: -1 where none does; outputs:
+    ``len(steps)``, the return).  A step reads its nodes' arguments (a skipped scatter's: its
+    chain's step adds them in; over-counting would only keep a name longer); a step's own
+    reads of what it writes (its guards, a group's members) need nothing: names are freed
+    between steps."""
     nodes = g.nodes
-    last = {}
+    skipped = {j for j, f in fused.items() if f[0] == "skip"}
+    last = [-1] * len(nodes)
     for s, step in enumerate(steps):
-        if step[0] == "guards":
-            last[step[1]] = s
-            continue
-        for i in _written(step):
-            last[i] = s
-            for a in nodes[i].args:
-                f = fused.get(a)
-                if f is not None and f[0] == "skip":
-                    for b in nodes[a].args:
-                        last[b] = s
-                else:
+        kind = step[0]
+        if kind == "node":
+            args = nodes[step[1]].args
+            if skipped:
+                for a in args:
+                    if a in skipped:
+                        for b in nodes[a].args:
+                            last[b] = s
+                    else:
+                        last[a] = s
+            else:
+                for a in args:
                     last[a] = s
+        elif kind == "guards":
+            last[step[1]] = s
+        else:
+            for i in _written(step):
+                for a in nodes[i].args:
+                    if a in skipped:
+                        for b in nodes[a].args:
+                            last[b] = s
+                    else:
+                        last[a] = s
     for o in g.outputs:
         last[o] = len(steps)
     return last
@@ -148,48 +161,49 @@ def _written(step):
 _TEMP = re.compile(r"\bv\d+\b")
 
 
-def _held(e, temps):
-    """The temporaries the source ``e`` of a value reads (a name, or an expression)."""
-    if e is None:
-        return ()
-    if e in temps:
-        return (e,)
-    if e.isidentifier():
-        return ()
-    return tuple(t for t in _TEMP.findall(e) if t in temps)
-
-
 def write_steps(w, d, steps, fused):
     """Write ``steps`` with dialect ``d`` into ``w`` (a :class:`Reusing` writer), one at a
     time; after each, the names no later step reads are free for the next ones. A name is
     held by every node whose source reads it (``a += b`` gives ``a``'s name to its result)
     until that node's last reader has been written."""
     last = _last_reads(w.g, steps, fused)
-    dying = {}
-    for j, s in last.items():
-        dying.setdefault(s, []).append(j)
-    count = {}  # name -> the nodes holding it that are read later
-    held = {}  # node -> the names it holds
-    expr, temps, free = w.expr, w.temps, w.free
+    dying = [None] * (len(steps) + 1)  # by step: the names held by nodes it reads last
+    count = {}  # name -> how many nodes read later hold it
+    expr, temps, free, made = w.expr, w.temps, w.free, w.made
+    push = free.append
     for s, step in enumerate(steps):
-        w.made = made = []
         d.steps(w, (step,))
-        for j in _written(step):
-            if last.get(j, -1) > s:
-                hold = _held(expr.get(j), temps)
-                if hold:
-                    held[j] = hold
-                    for t in hold:
-                        count[t] = count.get(t, 0) + 1
-        for j in dying.get(s, ()):
-            for t in held.pop(j, ()):
-                count[t] -= 1
-                if not count[t]:
+        for j in ((step[1],) if step[0] == "node" else _written(step)):
+            r = last[j]
+            if r <= s:  # read by no later step (returned ones: by the return, which never comes)
+                continue
+            e = expr.get(j)
+            if e in temps:
+                hold = (e,)
+            elif e is None or e.isidentifier():  # not written; an input, a constant
+                continue
+            else:  # an expression: the temporaries it names
+                hold = [t for t in _TEMP.findall(e) if t in temps]
+            at = dying[r]
+            if at is None:
+                at = dying[r] = []
+            for t in hold:
+                count[t] = count.get(t, 0) + 1
+                at.append(t)
+        at = dying[s]
+        if at is not None:
+            for t in at:
+                c = count[t] - 1
+                if c:
+                    count[t] = c
+                else:
                     del count[t]
-                    heapq.heappush(free, int(t[1:]))
-        for t in made:  # handed out here and held by no value read later
-            if t not in count:
-                heapq.heappush(free, int(t[1:]))
+                    push(t)
+        if made:
+            for t in made:  # handed out here and held by no value read later
+                if t not in count:
+                    push(t)
+            made.clear()
     return w
 
 
