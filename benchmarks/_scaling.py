@@ -103,14 +103,17 @@ def _timers():
     return spent, stack
 
 
-def cell(name, size, fuse):
-    """In a new process: one compiled first call, its phases as JSON on stdout."""
+def cell(name, size, fuse, roll="default"):
+    """In a new process: one compiled first call, its phases as JSON on stdout; ``roll``:
+    ``0`` compiles the straight line (graph/roll.py rolls a program of 20,000 nodes or more
+    into loops by default, and then its phases measure one copy of the loop body)."""
     import numba  # noqa: F401  (imported before timing)
     import wengert as wg
     fn, args = program(name, int(size))
     raw = wg.trace(fn, *args)
     spent, stack = _timers()
-    cf = wg.compile(fn, fuse=fuse == "1")
+    kw = {} if roll == "default" else {"roll": roll == "1"}
+    cf = wg.compile(fn, fuse=fuse == "1", **kw)
     c0 = time.process_time()
     t0 = time.perf_counter()
     cf(*args)
@@ -126,6 +129,7 @@ def table(argv, script):
     programs = PROGRAMS
     timeout = 1800
     fuses = ("0", "1")
+    roll = "default"
     for j, a in enumerate(argv):
         if a == "--sizes":
             sizes = tuple(int(v) for v in argv[j + 1].split(","))
@@ -135,6 +139,8 @@ def table(argv, script):
             timeout = float(argv[j + 1])
         if a == "--fuse":
             fuses = tuple(argv[j + 1].split(","))
+        if a == "--roll":
+            roll = argv[j + 1]
     print("wg.compile first call, cold (new process, empty kernel cache): processor seconds "
           "per phase and in all (cpu); total: wall seconds")
     head = ("program", "prims", "fuse") + PHASES + ("total", "cpu")
@@ -149,7 +155,7 @@ def table(argv, script):
                         [p for p in [os.environ.get("PYTHONPATH")] if p])
                     try:
                         out = subprocess.run([sys.executable, script, "--scaling-cell", name,
-                                              str(size), fuse], env=env, capture_output=True,
+                                              str(size), fuse, roll], env=env, capture_output=True,
                                              text=True, timeout=timeout)
                     except subprocess.TimeoutExpired:
                         print(f"{name:>9} | {size:>9} | {'fused' if fuse == '1' else 'unfused':>9}"

@@ -43,8 +43,9 @@ accumulations, plan, budget, buffers), code generation, Python's ``compile()``, 
 (kernel modules and their compilation) and the rest of the first call (running it, keeping
 the program), then the whole first call's wall time and processor time (``cpu``: what the
 load on a shared machine does not change).  ``--scaling --sizes 100,1000`` runs fewer sizes, ``--programs chain``
-fewer programs, ``--fuse 0`` one setting, ``--timeout 300`` gives up on a cell after so many
-seconds.
+fewer programs, ``--fuse 0`` one setting, ``--roll 0`` compiles the straight line (by default a
+program of 20,000 nodes or more is rolled into loops: graph/roll.py), ``--timeout 300`` gives up
+on a cell after so many seconds.
 """
 from _util import fmt, optional, paired_time, row  # first: sets BLAS to one thread
 

@@ -22,7 +22,8 @@ from .passes import accumulations, buffers, live as live_nodes, schedule
 from .. import tree as _tree
 
 __all__ = ["generate", "build_function", "leaf_names", "preamble", "program_text",
-           "compile_generated", "Generated", "start", "returned", "with_pool"]
+           "compile_generated", "Generated", "start", "returned", "with_pool", "Reusing",
+           "write_steps"]
 
 
 # -- names of inputs ----------------------------------------------------------------------
@@ -77,6 +78,132 @@ def start(g, w, names, live):
         if live[i] and n.kind == "const":
             src = literal(n.value)
             w.expr[i] = atom(src) if src is not None else w.names.bind(n.value, f"c{i}")
+    return w
+
+
+# -- names of temporaries ------------------------------------------------------------------
+# CPython's compile() of one function slows per statement as its local names grow (12.6 µs a
+# statement with 10⁴ names, 16.6 µs with 10⁵: docs/graph.md), so a temporary takes the name of
+# one whose value no later statement reads: a program has about as many names as it holds
+# values at once (two for an elementwise chain; a gradient's forward values kept for its
+# reverse sweep each keep theirs).
+
+class Reusing(Writer):
+    """A :class:`~.lower.Writer` whose fresh names are, where there is one, names
+    :func:`write_steps` freed (the last freed first)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.free = []  # free names
+        self.made = []  # the names handed out in the step being written
+        self.temps = set()  # every name handed out
+
+    def fresh(self):
+        if self.free:
+            v = self.free.pop()
+        else:
+            v = super().fresh()
+            self.temps.add(v)
+        self.made.append(v)
+        return v
+
+
+def _last_reads(g, steps, fused):
+    """Each node's last step reading its value (a list by node: -1 where none does; outputs:
+    ``len(steps)``, the return).  A step reads its nodes' arguments (a skipped scatter's: its
+    chain's step adds them in; over-counting would only keep a name longer); a step's own
+    reads of what it writes (its guards, a group's members) need nothing: names are freed
+    between steps."""
+    nodes = g.nodes
+    skipped = {j for j, f in fused.items() if f[0] == "skip"}
+    last = [-1] * len(nodes)
+    for s, step in enumerate(steps):
+        kind = step[0]
+        if kind == "node":
+            args = nodes[step[1]].args
+            if skipped:
+                for a in args:
+                    if a in skipped:
+                        for b in nodes[a].args:
+                            last[b] = s
+                    else:
+                        last[a] = s
+            else:
+                for a in args:
+                    last[a] = s
+        elif kind == "guards":
+            last[step[1]] = s
+        else:
+            for i in _written(step):
+                for a in nodes[i].args:
+                    if a in skipped:
+                        for b in nodes[a].args:
+                            last[b] = s
+                    else:
+                        last[a] = s
+    for o in g.outputs:
+        last[o] = len(steps)
+    return last
+
+
+def _written(step):
+    kind = step[0]
+    if kind == "node":
+        return (step[1],)
+    if kind == "python":
+        return step[1]
+    if kind == "kernel":
+        fold = step[3]
+        return step[1] if fold is None else list(step[1]) + list(fold[2])
+    return ()
+
+
+_TEMP = re.compile(r"\bv\d+\b")
+
+
+def write_steps(w, d, steps, fused):
+    """Write ``steps`` with dialect ``d`` into ``w`` (a :class:`Reusing` writer), one at a
+    time; after each, the names no later step reads are free for the next ones. A name is
+    held by every node whose source reads it (``a += b`` gives ``a``'s name to its result)
+    until that node's last reader has been written."""
+    last = _last_reads(w.g, steps, fused)
+    dying = [None] * (len(steps) + 1)  # by step: the names held by nodes it reads last
+    count = {}  # name -> how many nodes read later hold it
+    expr, temps, free, made = w.expr, w.temps, w.free, w.made
+    push = free.append
+    for s, step in enumerate(steps):
+        d.steps(w, (step,))
+        for j in ((step[1],) if step[0] == "node" else _written(step)):
+            r = last[j]
+            if r <= s:  # read by no later step (returned ones: by the return, which never comes)
+                continue
+            e = expr.get(j)
+            if e in temps:
+                hold = (e,)
+            elif e is None or e.isidentifier():  # not written; an input, a constant
+                continue
+            else:  # an expression: the temporaries it names
+                hold = [t for t in _TEMP.findall(e) if t in temps]
+            at = dying[r]
+            if at is None:
+                at = dying[r] = []
+            for t in hold:
+                count[t] = count.get(t, 0) + 1
+                at.append(t)
+        at = dying[s]
+        if at is not None:
+            for t in at:
+                c = count[t] - 1
+                if c:
+                    count[t] = c
+                else:
+                    del count[t]
+                    push(t)
+        if made:
+            for t in made:  # handed out here and held by no value read later
+                if t not in count:
+                    push(t)
+            made.clear()
     return w
 
 
@@ -198,8 +325,8 @@ def generate(g, fast=True, pool=False):
 
     def program(fast_, out=None):
         d = NumPy(fast_, out)
-        w = start(g, Writer(g, em, d, fused, chain_end, twin=bool(out)), names, live)
-        d.steps(w, steps)
+        w = start(g, Reusing(g, em, d, fused, chain_end, twin=bool(out)), names, live)
+        write_steps(w, d, steps, fused)
         return w, d, returned(g, w, em)
 
     w, d, ret = program(fast, out)

@@ -38,10 +38,9 @@ import warnings
 import weakref
 
 from . import budget
-from .codegen import Generated, build_function, compile_generated, preamble, program_text, \
-    returned, start, with_pool
+from .codegen import Generated, Reusing, build_function, compile_generated, preamble, \
+    program_text, returned, start, with_pool, write_steps
 from .kernel_cache import njit_module
-from .lower import Writer
 from .lower_numpy import NumPy
 from ..rules.lowering import lowering
 from .passes import SIMD_SIZE, accumulations, buffers, dtype_of as _dtype, in_place, plan, \
@@ -125,8 +124,8 @@ def build_fused(g, reuse_buffers=False):
 
     out = buffers(g, live, steps, fused, inplace, uses) if reuse_buffers else {}
     d = NumPy(False, out, uses, _kernel)
-    w = start(g, Writer(g, em, d, fused, chain_end, inplace, twin=bool(out)), names, live)
-    d.steps(w, steps)
+    w = start(g, Reusing(g, em, d, fused, chain_end, inplace, twin=bool(out)), names, live)
+    write_steps(w, d, steps, fused)
     ret = returned(g, w, em)
     sig = ", ".join(params)
     gen = Generated(program_text(name, sig, unpack_lines, w.lines, ret, exact), em.ns, name)
