@@ -43,22 +43,19 @@ def state_only(cls):
     return sub
 
 
-def first_step(fun, t0, z, t_bound, n, cls, opts, forward_steps=None):
-    """The adjoint's first step: SciPy's initial step chosen on ``a`` alone (the cotangent
-    ``gp`` starts at zero, so its scale is ``atol`` and its rate would force a tiny first
-    step), or, where larger, the forward solve's step at ``t0``: the adjoint shares the
-    forward's time scales, and SciPy's guess is a cautious one (it cost two more steps)."""
-    rtol, atol = opts.get("rtol", 1e-3), np.asarray(opts.get("atol", 1e-6), dtype=float)
-    atol = atol if atol.ndim == 0 else atol[:n]
-    rest = z[n:]
-    f_a = lambda t, a: fun(t, np.concatenate([a, rest]))[:n]  # noqa: E731
+def first_step(fun, f0, t0, a, t_bound, order, rtol, atol, max_step=np.inf,
+               forward_steps=None):
+    """The adjoint's first step: SciPy's initial step chosen on the state adjoint ``a``
+    alone (``fun(t, a)``, ``f0 = fun(t0, a)``), or, where larger, the forward solve's step at
+    ``t0``: the adjoint shares the forward's time scales, and SciPy's guess is a cautious
+    one (it cost two more steps)."""
+    atol = np.asarray(atol, dtype=float)
     direction = np.sign(t_bound - t0) if t_bound != t0 else 1.0
-    h = select_initial_step(f_a, t0, z[:n], t_bound, opts.get("max_step", np.inf),
-                            f_a(t0, z[:n]), direction, cls.error_estimator_order, rtol, atol)
+    h = select_initial_step(fun, t0, a, t_bound, max_step, f0, direction, order, rtol, atol)
     if forward_steps is not None and len(forward_steps) > 1:
         fs = np.sort(np.asarray(forward_steps, dtype=float))
         k = int(np.clip(np.searchsorted(fs, t0) - (direction < 0), 0, fs.size - 2))
-        h = max(h, min(fs[k + 1] - fs[k], abs(t_bound - t0), opts.get("max_step", np.inf)))
+        h = max(h, min(fs[k + 1] - fs[k], abs(t_bound - t0), max_step))
     return h
 
 
