@@ -41,7 +41,7 @@ from ..transforms import jacobian, jvp, vjp
 from ._ode_bdf import pull_bdf
 from ._ode_discrete import pull_steps, recording
 from ._ode_rhs import Rhs, batched, example_of, trace_rhs
-from ._ode_explicit import Rows, dense_rows, explicit_adjoint
+from ._ode_explicit import Rows, dense_rows, explicit_adjoint, rows_per_step
 from ._ode_steps import (direct_lu, fast_dense, forward_grid, land, recent, resume,
                          stage_quadrature)
 
@@ -499,12 +499,11 @@ def _pull_interpolate(primals, ys, g, spec):
     if spec.stiff:
         a, gp = _stiff_adjoint(spec, ps, dense, y0, ts, g, live, opts, P)
     else:
-        vy = _VjpInto(spec, ps, n, params=False).graph.plain
-        quad = _Quadrature(spec, ps, n).rows() if P else None
         sol = dense
-        a = explicit_adjoint(getattr(si, spec.method), ts, g, live,
-                             lambda t, y, c: vy(t, y, c, *ps), fast_dense(sol), dense_rows(sol),
-                             quad, opts, sol.ts, _warn)
+        R = rows_per_step(sol.ts, ts[live])
+        quad = _Quadrature(spec, ps, n).rows() if P else None
+        a = explicit_adjoint(getattr(si, spec.method), ts, g, live, _vjp_rows(spec, ps, n, R),
+                             R, dense_rows(sol), quad, opts, sol.ts, _warn)
         gp = quad.result(P) if P else np.zeros(0)
     # the output times' cotangents: g[i]·F(t_i, y_i), and -a·F(t0, y0) at the first time
     rows = live + [0]
@@ -613,19 +612,37 @@ def _rhs_at(spec, ps, n, T, Y):
     return out
 
 
-def _row_graph(spec, ps, n, kind):
-    """The right-hand side (``"rhs"``) or its parameters' vjp (``"vjp"``) over ``ROWS``
-    rows, vectorised by ``wg.vmap``; None where it cannot be (a branch's guard)."""
-    key = ("rows", kind, n, _shapes(ps), ROWS)
-    hit = spec.rhs.derived(key, lambda: _trace_rows(spec.rhs.bare(), ps, n, kind) or False)
+def _vjp_rows(spec, ps, n, R):
+    """``(T, Y, A) -> aᵀ J_y`` on ``R`` rows at once (one vectorised vjp), or row by row."""
+    graph = _row_graph(spec, ps, n, "vjp_y", R)
+    if graph is not None:
+        fast = graph.plain
+        return lambda T, Y, A: fast(T, Y, A, *ps)
+    one = _VjpInto(spec, ps, n, params=False)
+    return lambda T, Y, A: np.stack([one(t, y, a) for t, y, a in zip(T, Y, A)])
+
+
+def _row_graph(spec, ps, n, kind, size=None):
+    """The right-hand side (``"rhs"``), its parameters' vjp (``"vjp"``) or its state's
+    (``"vjp_y"``) over ``size`` rows (``ROWS``), vectorised by ``wg.vmap``; None where it
+    cannot be (a branch's guard)."""
+    size = ROWS if size is None else size
+    key = ("rows", kind, n, _shapes(ps), size)
+    hit = spec.rhs.derived(key,
+                           lambda: _trace_rows(spec.rhs.bare(), ps, n, kind, size) or False)
     return hit or None
 
 
-def _trace_rows(F, ps, n, kind):
+def _trace_rows(F, ps, n, kind, size):
     if F.graph.guards:
         return None
-    T, Y = np.zeros(ROWS), np.zeros((ROWS, n))
+    T, Y = np.zeros(size), np.zeros((size, n))
     try:
+        if kind == "vjp_y":
+            return trace_rhs(
+                lambda T, Y, A, *pp: vmap(
+                    lambda t, y, a: vjp(lambda yy: F(t, yy, *pp), y)[1](a)[0])(T, Y, A),
+                [T, Y, Y, *ps], "vjp_y_rows", flat=False)
         if kind == "rhs":
             return trace_rhs(lambda T, Y, *pp: vmap(lambda t, y: F(t, y, *pp))(T, Y),
                              [T, Y, *ps], "rhs_rows", flat=False)

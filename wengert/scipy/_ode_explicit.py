@@ -27,9 +27,9 @@ import bisect
 import numpy as np
 import scipy.integrate as si
 
-from ._ode_steps import first_step, keep_stride
+from ._ode_steps import first_step
 
-__all__ = ["Tableau", "Stepper", "Rows", "dense_rows", "explicit_adjoint"]
+__all__ = ["Tableau", "Stepper", "Rows", "dense_rows", "explicit_adjoint", "rows_per_step"]
 
 SAFETY, MIN_FACTOR, MAX_FACTOR = 0.9, 0.2, 10.0
 EPS = np.finfo(float).eps
@@ -55,162 +55,220 @@ class Tableau:
         self.exponent = -1.0 / (cls.error_estimator_order + 1)
         self.order = cls.error_estimator_order
 
-    def error_norm(self, K, h, scale):
-        """SciPy's error norm of the step (RMS over the state adjoint)."""
+    def error_norm(self, K2, c, scale, shape):
+        """SciPy's error norm of a step (RMS over the state adjoint) for the sum of the
+        first ``c`` rows; ``K2`` holds the rows' stages times their steps, ``(S + 1,
+        rows * n)`` (the sign of a step does not change the norm)."""
         if self.dop:
-            e5 = (self.E5 @ K) / scale
-            e3 = (self.E3 @ K) / scale
+            e5 = (self.E5 @ K2).reshape(shape)[:c].sum(axis=0) / scale
+            e3 = (self.E3 @ K2).reshape(shape)[:c].sum(axis=0) / scale
             n5, n3 = e5 @ e5, e3 @ e3
             if n5 == 0 and n3 == 0:
                 return 0.0
-            return abs(h) * n5 / np.sqrt((n5 + 0.01 * n3) * scale.size)
-        e = (self.E @ K) * (h / scale)
+            # SciPy's |h| n5 / sqrt(...), the steps inside the sums
+            return n5 / np.sqrt((n5 + 0.01 * n3) * scale.size)
+        e = (self.E @ K2).reshape(shape)
+        e = (e[0] if c == 1 else e[:c].sum(axis=0)) / scale
         return np.sqrt((e @ e) / scale.size)
 
 
 class Stepper:
-    """One explicit Runge-Kutta integration of ``a' = -J_yᵀ a`` towards ``t_bound``, with
-    the attributes :func:`keep_stride` reads (``t``, ``t_bound``, ``h_abs``,
-    ``step_size``).
+    """The adjoint ``a' = -J_yᵀ a`` integrated backwards by an explicit Runge-Kutta method,
+    from the last output time to ``t_end``, with each output's cotangent added at its time.
 
-    ``vjp(t, y, a)`` is ``aᵀ J_y`` (``K`` holds these vjps; the minus sign is folded into the
-    step), ``rows(T)`` the forward solution at several times, ``quad`` a :class:`Rows` the
-    accepted steps' stage rows go to (None: no parameters)."""
+    The steps do not stop at the output times: the adjoint is linear, so an output's
+    cotangent ``g_i`` at a time strictly inside a step is carried to the step's end by a
+    step of its own from ``t_i`` (the same tableau on the shorter interval), whose stages
+    go through the same vectorised vjp as the step's own (rows of one call), and the two
+    ends are added.  A step holds at most ``R - 1`` such outputs (a longer one is cut at
+    the next).  Step-size control is SciPy's (``RungeKutta._step_impl``) on the sum.
 
-    def __init__(self, tab, vjp, y_at, rows, quad, t0, a, t_bound, h_abs, rtol, atol,
-                 max_step, f=None):
-        self.tab, self.vjp, self.y_at, self.rows, self.quad = tab, vjp, y_at, rows, quad
-        self.t, self.y = t0, a
-        self.t_bound = t_bound
-        self.direction = np.sign(t_bound - t0) if t_bound != t0 else 1.0
+    ``vjp(T, Y, A)`` is the rows' ``aᵀ J_y`` (``R`` rows; K holds these vjps, the minus sign
+    folded into the step), ``rows(T)`` the forward solution at several times, ``quad`` a
+    :class:`Rows` the accepted steps' stage rows go to (None: no parameters)."""
+
+    def __init__(self, tab, vjp, rows, quad, R, n, rtol, atol, max_step):
+        self.tab, self.vjp, self.rows, self.quad, self.R = tab, vjp, rows, quad, R
         self.rtol, self.atol, self.max_step = rtol, atol, max_step
-        self.f = self.vjp(t0, y_at(t0), a) if f is None else f
-        if not 0 < h_abs <= abs(t_bound - t0):
-            h_abs = abs(t_bound - t0)
-        self.h_abs = h_abs
+        self.K = np.zeros((tab.S + 1, R, n))
+        self.K2 = self.K.reshape(tab.S + 1, R * n)   # the same memory, stages by rows
+        self.Z = np.zeros((tab.S, R, n))   # the stage inputs, for the quadrature
+        self.V = np.zeros((R, n))          # each row's start: a, then the outputs' g
         self.t_old = None
-        self.status = "running"
         self._stride = None
-        self.K = np.empty((tab.S + 1, a.size))
-        self.Z = np.empty((tab.S, a.size))   # the stage inputs, for the quadrature
 
     @property
     def step_size(self):
         return None if self.t_old is None else abs(self.t - self.t_old)
 
-    def resume(self, a, t_bound):
-        """Carry on through a jump of ``a`` (a cotangent added at an output time)."""
-        self.f = self.vjp(self.t, self.y_at(self.t), a)
-        self.y, self.t_bound, self.status = a, t_bound, "running"
+    def _at_outputs(self, times, g):
+        """``g_iᵀ J_y`` at each output, ``R`` at a time: the first stage of its row."""
+        R, m = self.R, len(times)
+        out = np.empty_like(g)
+        for at in range(0, m, R):
+            k = min(R, m - at)
+            T, V = np.full(R, times[at]), np.zeros((R, g.shape[1]))
+            T[:k], V[:k] = times[at:at + k], g[at:at + k]
+            out[at:at + k] = self.vjp(T, self.rows(T), V)[:k]
+        return out
 
-    def run(self):
-        while self.status == "running":
-            keep_stride(self)
-            if self.t == self.t_bound:
-                self.t_old, self.status = self.t, "finished"
-                break
-            t = self.t
-            if not self._step():
-                self.status = "failed"
-                break
-            self.t_old = t
-            if self.direction * (self.t - self.t_bound) >= 0:
-                self.status = "finished"
+    def f(self, t, a):
+        """``aᵀ J_y`` at one time (row 0 of a call)."""
+        V = np.zeros_like(self.V)
+        V[0] = a
+        T = np.full(self.R, t)
+        return self.vjp(T, self.rows(T), V)[0]
 
-    def _attempt(self, t, h):
-        """One Runge-Kutta step of the adjoint: its end, and the stage rows it read."""
-        tab, K, Z, y, vjp = self.tab, self.K, self.Z, self.y, self.vjp
-        T = t + tab.times * h
-        Y = self.rows(T)
-        hm = -h   # a' = -J_yᵀ a: K holds aᵀ J_y
-        K[0] = self.f
-        Z[0] = y
-        A = tab.A
+    def run(self, times, g, t_end, h_abs, fa=None):
+        """``a`` at ``t_end``: ``times`` (backwards along the solve, ``times[0]`` the start)
+        and ``g`` their cotangents; outputs at ``t_end`` itself are added at the end."""
+        t, k, m = times[0], 0, len(times)
+        self.times, self.g = times, g
+        self.g_f = self._at_outputs(times, g) if self.R > 1 else None
+        self.direction = np.sign(t_end - t) if t_end != t else 1.0
+        d = self.direction
+        a = np.zeros(g.shape[1])
+        while k < m and times[k] == t:
+            a = a + g[k]
+            k += 1
+        self.t, self.a, self.t_bound = t, a, t_end
+        self.fa = self.f(t, a) if fa is None else fa
+        self.h_abs = min(h_abs, abs(t_end - t)) if h_abs > 0 else abs(t_end - t)
+        while d * (t_end - self.t) > 0:
+            remaining = abs(t_end - self.t)   # within 10% of the end: stretched to it
+            if self.h_abs < remaining <= 1.1 * self.h_abs:
+                self.h_abs = remaining
+            inside = k
+            while inside < m and d * (times[inside] - self.t) > 0 and inside - k < self.R - 1:
+                inside += 1
+            # outputs strictly inside the step, at most R - 1: a step past the next is cut
+            cap = times[inside] if inside < m and inside - k == self.R - 1 else None
+            t0 = self.t
+            if not self._step(k, inside, cap):
+                return self.a, False
+            self.t_old = t0
+            while k < m and d * (self.t - times[k]) > 0:
+                k += 1   # carried into the step's end
+            while k < m and times[k] == self.t:
+                self.a = self.a + g[k]
+                k += 1
+                self.fa = None
+            if self.fa is None:
+                self.fa = self.f(self.t, self.a)
+        return self.a, True
+
+    def _attempt(self, t, h, lo, hi):
+        """One step of the adjoint from ``t`` by ``h``, the outputs ``lo:hi`` strictly
+        inside carried along as rows: the rows' ends, steps, times and forward states.
+        ``K[s]`` holds each row's stage ``s`` times its own ``-h`` (``a' = -J_yᵀ a``, the
+        vjp being ``aᵀ J_y``), so a stage's input is one product with ``A``."""
+        tab, K, Z, V, R = self.tab, self.K, self.Z, self.V, self.R
+        c = 1 + hi - lo   # rows in use
+        t1 = t + h
+        start = np.full(R, t)
+        start[1:c] = self.times[lo:hi]
+        hc = t1 - start   # each row's step (0 for the unused rows: a zero start, no change)
+        hc[0] = h
+        hc[c:] = 0.0
+        T = tab.times[:, None] * hc + start                  # (S + 1, R)
+        Y = self.rows(T.ravel(), (t, t1)).reshape(tab.S + 1, R, -1)
+        V[0] = self.a
+        V[1:c] = self.g[lo:hi]
+        V[c:] = 0.0
+        hm = -hc[:, None]
+        K[0, 0] = self.fa
+        if c > 1:
+            K[0, 1:c] = self.g_f[lo:hi]   # the outputs' own first stages, worked out once
+        K[0, c:] = 0.0
+        K[0] *= hm
+        Z[0] = V
+        A, K2, shape, vjp = tab.A, self.K2, V.shape, self.vjp
         for s in range(1, tab.S):
-            z = y + hm * (A[s, :s] @ K[:s])
-            Z[s] = z
-            K[s] = vjp(T[s], Y[s], z)
-        y_new = y + hm * (tab.B @ K[:tab.S])
-        K[tab.S] = vjp(T[-1], Y[-1], y_new)
-        return y_new, T, Y
+            z = np.add(V, (A[s, :s] @ K2[:s]).reshape(shape), out=Z[s])
+            np.multiply(hm, vjp(T[s], Y[s], z), out=K[s])
+        ends = V + (tab.B @ K2[:tab.S]).reshape(shape)
+        last = vjp(T[-1], Y[-1], ends)
+        np.multiply(hm, last, out=K[tab.S])
+        return ends, last, hc, T, Y, c
 
-    def _step(self):
-        """SciPy's ``RungeKutta._step_impl``, on the adjoint."""
-        t, y, tab = self.t, self.y, self.tab
-        min_step = 10 * np.abs(np.nextafter(t, self.direction * np.inf) - t)
+    def _step(self, lo, hi, cap):
+        """SciPy's ``RungeKutta._step_impl`` on the adjoint's sum."""
+        t, tab, d = self.t, self.tab, self.direction
+        min_step = 10 * np.abs(np.nextafter(t, d * np.inf) - t)
         h_abs = self.h_abs
         if h_abs > self.max_step:
             h_abs = self.max_step
         elif h_abs < min_step:
             h_abs = min_step
-        rejected = False
+        rejected = cut = False
         while True:
             if h_abs < min_step:
                 return False
-            h = h_abs * self.direction
+            h = h_abs * d
             t_new = t + h
-            if self.direction * (t_new - self.t_bound) > 0:
+            if d * (t_new - self.t_bound) > 0:
                 t_new = self.t_bound
+            if cap is not None and d * (t_new - cap) > 0:
+                t_new, cut = cap, h_abs   # cut short at an output: its proposal kept
             h = t_new - t
             h_abs = abs(h)
-            y_new, T, Y = self._attempt(t, h)
-            scale = self.atol + np.maximum(np.abs(y), np.abs(y_new)) * self.rtol
-            err = tab.error_norm(self.K, h, scale)
+            n_in = hi
+            while n_in > lo and d * (self.times[n_in - 1] - t_new) >= 0:
+                n_in -= 1   # outputs at or past the step's end are not inside it
+            ends, last, hc, T, Y, c = self._attempt(t, h, lo, n_in)
+            y_new = ends[0] if c == 1 else ends[:c].sum(axis=0)
+            # the error estimate of the sum of the rows
+            scale = self.atol + np.maximum(np.abs(self.a), np.abs(y_new)) * self.rtol
+            err = tab.error_norm(self.K2, c, scale, self.V.shape)
             if err < 1:
                 factor = MAX_FACTOR if err == 0 else min(MAX_FACTOR, SAFETY * err ** tab.exponent)
                 if rejected:
                     factor = min(1.0, factor)
                 h_abs *= factor
+                if cut and not rejected:
+                    h_abs = max(h_abs, cut)
                 break
             h_abs *= max(MIN_FACTOR, SAFETY * err ** tab.exponent)
             rejected = True
         if self.quad is not None:   # gp += -h Σ b_s a_sᵀ J_p(t_s): rows for the batched vjp
             nz = tab.nz
-            self.quad.add(T[nz], Y[nz], self.Z[nz] * (-h * tab.B[nz])[:, None])
-        self.t, self.y, self.h_abs = t_new, y_new, h_abs
-        self.f = self.K[tab.S].copy()
+            w = (tab.B[nz, None] * -hc[:c])[:, :, None]           # (|nz|, c, 1)
+            n = Y.shape[2]
+            self.quad.add(T[nz, :c].ravel(), Y[nz, :c].reshape(-1, n),
+                          (self.Z[nz, :c] * w).reshape(-1, n))
+        self.t, self.a, self.h_abs = t_new, y_new, h_abs
+        self.fa = last[0] if c == 1 else last[:c].sum(axis=0)
         return True
 
 
 class Rows:
-    """``fn(T, Y, W)`` summed over rows given a few at a time, called on ``size`` rows at
-    once (a graph traced for that batch size); the last batch is padded with copies of its
-    first row weighted zero."""
+    """``fn(T, Y, W)`` summed over rows given a few at a time: kept, then called on ``size``
+    rows at once (a graph traced for that batch size); the last batch is padded with copies
+    of its first row weighted zero."""
 
     def __init__(self, fn, size, n):
-        self.fn, self.size = fn, size
-        self.T = np.empty(size)
-        self.Y = np.empty((size, n))
-        self.W = np.zeros((size, n))
-        self.k = 0
-        self.total = None
+        self.fn, self.size, self.n = fn, size, n
+        self.parts = []
 
     def add(self, T, Y, W):
-        at = 0
-        while at < T.size:
-            take = min(self.size - self.k, T.size - at)
-            k = self.k
-            self.T[k:k + take] = T[at:at + take]
-            self.Y[k:k + take] = Y[at:at + take]
-            self.W[k:k + take] = W[at:at + take]
-            self.k += take
-            at += take
-            if self.k == self.size:
-                self.flush()
-
-    def flush(self):
-        k = self.k
-        if not k:
-            return
-        if k < self.size:
-            self.T[k:], self.Y[k:], self.W[k:] = self.T[0], self.Y[0], 0.0
-        out = self.fn(self.T, self.Y, self.W)
-        self.total = out if self.total is None else self.total + out
-        self.k = 0
+        self.parts.append((T, Y, W))
 
     def result(self, P):
-        self.flush()
-        return np.zeros(P) if self.total is None else self.total
+        if not self.parts:
+            return np.zeros(P)
+        T, Y, W = (np.concatenate(x) for x in zip(*self.parts))
+        self.parts = []
+        total, size = np.zeros(P), self.size
+        for at in range(0, T.size, size):
+            k = min(size, T.size - at)
+            if k < size:
+                Tc, Yc, Wc = np.full(size, T[at]), np.repeat(Y[at:at + 1], size, axis=0), \
+                    np.zeros((size, self.n))
+                Tc[:k], Yc[:k], Wc[:k] = T[at:], Y[at:], W[at:]
+            else:
+                Tc, Yc, Wc = T[at:at + k], Y[at:at + k], W[at:at + k]
+            total += self.fn(Tc, Yc, Wc)
+        return total
 
 
 def dense_rows(sol):
@@ -230,10 +288,20 @@ def dense_rows(sol):
         Q = np.stack([d.Q for d in interps])          # (segments, n, order)
         r = np.arange(1, Q.shape[2] + 1)
 
-        def at(T):
-            i = np.clip(np.searchsorted(ts, T, "left") - 1, 0, last)
-            x = ((T - t_old[i]) / h[i])[:, None] ** r
-            return y_old[i] + h[i][:, None] * np.einsum("bnk,bk->bn", Q[i], x)
+        C = np.concatenate([y_old[:, None, :], h[:, None, None] * Q.transpose(0, 2, 1)],
+                           axis=1)                    # (segments, 1 + order, n): y in powers
+        r0 = np.arange(Q.shape[2] + 1)
+
+        tl = ts.tolist()
+
+        def at(T, span=None):
+            if span is not None:   # every time of T within span: its ends bound the segments
+                lo = min(max(bisect.bisect_left(tl, min(span)) - 1, 0), last)
+                if lo == min(max(bisect.bisect_left(tl, max(span)) - 1, 0), last):
+                    return (((T - t_old[lo]) / h[lo])[:, None] ** r0) @ C[lo]
+            i = np.minimum(np.maximum(np.searchsorted(ts, T, "left") - 1, 0), last)
+            X = ((T - t_old[i]) / h[i])[:, None] ** r0
+            return (X[:, None, :] @ C[i])[:, 0]
         return at
     if kinds == {"Dop853DenseOutput"}:
         y_old = np.stack([d.y_old for d in interps])
@@ -241,8 +309,8 @@ def dense_rows(sol):
         t_old = np.array([d.t_old for d in interps])
         F = np.stack([d.F[::-1] for d in interps])    # (segments, 7, n), highest first
 
-        def at(T):
-            i = np.clip(np.searchsorted(ts, T, "left") - 1, 0, last)
+        def at(T, span=None):
+            i = np.minimum(np.maximum(np.searchsorted(ts, T, "left") - 1, 0), last)
             x = ((T - t_old[i]) / h[i])[:, None]
             Fi = F[i]
             y = np.zeros((T.size, y_old.shape[1]))
@@ -254,7 +322,7 @@ def dense_rows(sol):
     one = [d for d in interps]
     tl = ts.tolist()
 
-    def at(T):   # any other interpolant: one time at a time
+    def at(T, span=None):   # any other interpolant: one time at a time
         out = []
         for t in T:
             d = one[min(max(bisect.bisect_left(tl, t) - 1, 0), last)]
@@ -263,40 +331,43 @@ def dense_rows(sol):
     return at
 
 
-def explicit_adjoint(cls, ts, g, live, vjp, y_at, rows, quad, opts, forward_steps, warn):
+def explicit_adjoint(cls, ts, g, live, vjp, R, rows, quad, opts, forward_steps, warn):
     """``a`` at ``ts[0]`` (its cotangent ``g[0]`` not added): the adjoint integrated from the
     last live output time back to the first time, a cotangent ``g[i]`` added at each live
-    output ``i``.  ``quad`` (a :class:`Rows`, or None) receives the parameters' quadrature."""
-    tab = Tableau(cls)
+    output ``i`` (``live``: last first).  ``vjp(T, Y, A)``: ``aᵀ J_y`` on ``R`` rows;
+    ``quad`` (a :class:`Rows`, or None) receives the parameters' quadrature."""
     n = g.shape[1]
+    if not live:
+        return np.zeros(n)
+    tab = Tableau(cls)
     rtol = max(float(opts.get("rtol", 1e-3)), 100 * EPS)
     atol = float(opts["atol"])
     max_step = float(opts.get("max_step", np.inf))
-    a = np.zeros(n)
-    h = stepper = None
-    for j, i in enumerate(live):
-        a = a + g[i]
-        to = live[j + 1] if j + 1 < len(live) else 0
-        t0, t1 = float(ts[i]), float(ts[to])
-        if t0 == t1:
-            continue
-        if stepper is not None and stepper.t == t0:
-            stepper.resume(a, t1)
-        else:
-            f0 = vjp(t0, y_at(t0), a)
-            if h is not None:   # a restart: the step size the last segment reached
-                first = min(h, abs(t0 - t1))
-            else:
-                first = first_step(lambda t, x: -vjp(t, y_at(t), x), -f0, t0, a, t1,
-                                   tab.order, rtol, atol, max_step, forward_steps)
-            stepper = Stepper(tab, vjp, y_at, rows, quad, t0, a, t1, first, rtol, atol,
-                              max_step, f0)
-        stepper.run()
-        if stepper.status == "failed":
-            warn(f"scipy.integrate.solve_ivp ({cls.__name__}, adjoint): step failed at "
-                 f"t={stepper.t}")
-        a = stepper.y.copy()
-        h = stepper.step_size
-        if stepper.status == "failed":
-            stepper = None
+    times, G = np.asarray(ts, dtype=float)[live], g[live]
+    t0, t_end = float(times[0]), float(ts[0])
+    if t0 == t_end:
+        return G.sum(axis=0)
+    stepper = Stepper(tab, vjp, rows, quad, R, n, rtol, atol, max_step)
+    a0 = G[times == t0].sum(axis=0)
+    f0 = stepper.f(t0, a0)
+    h = first_step(lambda t, x: -stepper.f(t, x), -f0, t0, a0, t_end, tab.order, rtol, atol,
+                   max_step, forward_steps)
+    a, ok = stepper.run(times, G, t_end, h, f0)
+    if not ok:
+        warn(f"scipy.integrate.solve_ivp ({cls.__name__}, adjoint): step failed at "
+             f"t={stepper.t}")
+        d = stepper.direction
+        a = a + G[d * (stepper.t - times) < 0].sum(axis=0)   # what it did not reach
     return a
+
+
+def rows_per_step(forward_steps, times, most=4):
+    """How many rows the adjoint's vjp takes at once: one, and one per output time strictly
+    inside a forward step, at most ``most`` (the adjoint's steps are about the forward's)."""
+    fs = np.unique(np.asarray(forward_steps, dtype=float))
+    tl = np.asarray(times, dtype=float)
+    inner = tl[~np.isin(tl, fs)]
+    if not inner.size:
+        return 1
+    counts = np.bincount(np.searchsorted(fs, inner))
+    return int(min(most, 1 + counts.max()))
