@@ -402,6 +402,8 @@ def _ravel_all(xs, like):
 def _live_rows(g, m):
     """The output rows (after the first) whose cotangent is not a plain zero, last first:
     the backward solve runs straight through the others."""
+    if type(g) is np.ndarray:   # plain: one pass, not a test per row
+        return (np.flatnonzero(np.any(g[1:m].reshape(m - 1, -1) != 0, axis=1)) + 1)[::-1].tolist()
     rows = []
     for i in range(m - 1, 0, -1):
         gi = g[i]
@@ -503,7 +505,8 @@ def _pull_interpolate(primals, ys, g, spec):
         R = rows_per_step(sol.ts, ts[live])
         quad = _Quadrature(spec, ps, n).rows() if P else None
         a = explicit_adjoint(getattr(si, spec.method), ts, g, live, _vjp_rows(spec, ps, n, R),
-                             R, dense_rows(sol), quad, opts, sol.ts, _warn)
+                             R, dense_rows(sol), quad, opts, sol.ts, _warn,
+                             _vjp_rows(spec, ps, n, ROWS))
         gp = quad.result(P) if P else np.zeros(0)
     # the output times' cotangents: g[i]·F(t_i, y_i), and -a·F(t0, y0) at the first time
     rows = live + [0]

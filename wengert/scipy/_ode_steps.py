@@ -44,15 +44,18 @@ def state_only(cls):
 
 
 def first_step(fun, f0, t0, a, t_bound, order, rtol, atol, max_step=np.inf,
-               forward_steps=None):
+               forward_steps=None, guess=True):
     """The adjoint's first step: SciPy's initial step chosen on the state adjoint ``a``
     alone (``fun(t, a)``, ``f0 = fun(t0, a)``), or, where larger, the forward solve's step at
     ``t0``: the adjoint shares the forward's time scales, and SciPy's guess is a cautious
-    one (it cost two more steps)."""
+    one (it cost two more steps).  ``guess=False``: the forward's step alone where there is
+    one (SciPy's guess costs two evaluations and a rejected step costs one step)."""
     atol = np.asarray(atol, dtype=float)
     direction = np.sign(t_bound - t0) if t_bound != t0 else 1.0
-    h = select_initial_step(fun, t0, a, t_bound, max_step, f0, direction, order, rtol, atol)
-    if forward_steps is not None and len(forward_steps) > 1:
+    many = forward_steps is not None and len(forward_steps) > 1
+    h = 0.0 if many and not guess else \
+        select_initial_step(fun, t0, a, t_bound, max_step, f0, direction, order, rtol, atol)
+    if many:
         fs = np.sort(np.asarray(forward_steps, dtype=float))
         k = int(np.clip(np.searchsorted(fs, t0) - (direction < 0), 0, fs.size - 2))
         h = max(h, min(fs[k + 1] - fs[k], abs(t_bound - t0), max_step))
