@@ -619,6 +619,14 @@ def _vjp_rows(spec, ps, n, R):
     """``(T, Y, A) -> aᵀ J_y`` on ``R`` rows at once (one vectorised vjp), or row by row."""
     graph = _row_graph(spec, ps, n, "vjp_y", R)
     if graph is not None:
+        # what reads the parameters alone (a weight matrix's transpose) worked out once per
+        # pullback, not at every stage of every step
+        split = spec.rhs.derived(("rows", "vjp_y", "hoisted", n, _shapes(ps), R),
+                                 lambda: graph.hoisted(3) or False)
+        if split:
+            pre, body = split
+            fast, held = body.plain, (*ps, *pre.plain(*ps))
+            return lambda T, Y, A: fast(T, Y, A, *held)
         fast = graph.plain
         return lambda T, Y, A: fast(T, Y, A, *ps)
     one = _VjpInto(spec, ps, n, params=False)
@@ -637,6 +645,15 @@ def _row_graph(spec, ps, n, kind, size=None):
 
 
 def _trace_rows(F, ps, n, kind, size):
+    rhs = _trace_rows_raw(F, ps, n, kind, size)
+    if rhs is None:
+        return None
+    # simplified: vmap's and vjp's reshapes to the shape a value has already go (each a
+    # call at every stage of every step)
+    return rhs.simplified()
+
+
+def _trace_rows_raw(F, ps, n, kind, size):
     if F.graph.guards:
         return None
     T, Y = np.zeros(size), np.zeros((size, n))
