@@ -100,7 +100,9 @@ class Stepper:
         self.K = np.zeros((tab.S + 1, R, n))
         self.K2 = self.K.reshape(tab.S + 1, R * n)   # the same memory, stages by rows
         self.Z = np.zeros((tab.S, R, n))   # the stage inputs, for the quadrature
-        self.V = np.zeros((R, n))          # each row's start: a, then the outputs' g
+        self.V = self.Z[0]                 # each row's start: a, then the outputs' g
+        self._one = np.zeros(R)            # the rows' steps when only the state's is used
+        self._rows = R                     # rows the last attempt used
         # each stage's views, made once: (A's row, the stages before, its input, its slot)
         self.stages = [(tab.A[s, :s], self.K2[:s], self.Z[s], self.K[s])
                        for s in range(1, tab.S)]
@@ -176,26 +178,31 @@ class Stepper:
         inside carried along as rows: the rows' ends, steps, times and forward states.
         ``K[s]`` holds each row's stage ``s`` times its own ``-h`` (``a' = -J_yᵀ a``, the
         vjp being ``aᵀ J_y``), so a stage's input is one product with ``A``."""
-        tab, K, Z, V, R = self.tab, self.K, self.Z, self.V, self.R
+        tab, K, V, R = self.tab, self.K, self.V, self.R
         c = 1 + hi - lo   # rows in use
         t1 = t + h
-        start = np.full(R, t)
-        start[1:c] = self.times[lo:hi]
-        hc = t1 - start   # each row's step (0 for the unused rows: a zero start, no change)
-        hc[0] = h
-        hc[c:] = 0.0
-        T = tab.times[:, None] * hc + start                  # (S + 1, R)
+        if c == 1:   # the state's row alone: the others zero (no change, no stages)
+            hc = self._one
+            hc[0] = h
+            T = tab.times[:, None] * hc + t                  # (S + 1, R)
+        else:
+            start = np.full(R, t)
+            start[1:c] = self.times[lo:hi]
+            hc = t1 - start   # each row's step (0 for the unused rows: no change)
+            hc[0] = h
+            hc[c:] = 0.0
+            T = tab.times[:, None] * hc + start
         Y = self.rows(T.ravel(), (t, t1)).reshape(tab.S + 1, R, -1)
         V[0] = self.a
-        V[1:c] = self.g[lo:hi]
-        V[c:] = 0.0
+        if c > 1 or self._rows > 1:
+            V[1:c] = self.g[lo:hi]
+            V[c:] = 0.0
+            K[0, 1:c] = self.g_f[lo:hi]   # the outputs' own first stages, worked out once
+            K[0, c:] = 0.0
+        self._rows = c
         hm = -hc[:, None]
         K[0, 0] = self.fa
-        if c > 1:
-            K[0, 1:c] = self.g_f[lo:hi]   # the outputs' own first stages, worked out once
-        K[0, c:] = 0.0
         K[0] *= hm
-        Z[0] = V
         shape, vjp = V.shape, self.vjp
         for s, (As, Ks, Zs, Kout) in enumerate(self.stages, start=1):
             np.add(V, (As @ Ks).reshape(shape), out=Zs)
