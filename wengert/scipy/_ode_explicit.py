@@ -1,24 +1,23 @@
 """The interpolating adjoint of an explicit Runge-Kutta solve (RK23, RK45, DOP853), stepped
 here on plain NumPy values (no wengert here: the right-hand side's vjps are handed in).
 
-The adjoint ``a' = -J_yᵀ a`` runs backwards on the method's own tableau with SciPy's
-step-size control on ``a`` alone, landing on each output time where its cotangent jumps in.
-Three things make it cheap against SciPy's solver object carrying ``[a, ∫ aᵀJ_p]`` as one
-state (which cost 4-6 primal solves on a Lotka-Volterra family whose primal is ~12 steps):
+The adjoint ``a' = -J_yᵀ a`` runs backwards on the method's own tableau.  Against SciPy's
+solver object carrying ``[a, ∫ aᵀJ_p]`` as one state and stopping at every output time
+(4-6 primal solves on bench_solvers' Lotka-Volterra family: 23 adjoint steps for 20 outputs
+against the forward's 12, a vjp of the whole state at each stage):
 
-* only ``a`` (n numbers) goes through the stages, by a vjp in ``y`` alone; the parameters'
-  cotangent ``∫ aᵀJ_p dt`` is the same Runge-Kutta quadrature the joint state would get
-  (each accepted step's stage inputs, weighted by ``h b_s``), so its rows are kept and
-  pulled back together, a batch of rows per call of one vectorised vjp (:class:`Rows`),
-  instead of a vjp per stage of every step;
-* the forward solution is read at all of a step's stage times in one vectorised pass over
-  the dense output (:func:`dense_rows`);
-* no SciPy solver object: its ``fun`` wrappers, per-step checks and dense-output set-up
-  were as costly as the vjps themselves for the few states here.
+* the steps do not stop at the output times: the adjoint is linear, so an output's
+  cotangent inside a step is carried to the step's end by a step of its own, whose stages
+  are rows of the same vectorised vjp call as the step's own (:class:`Stepper`);
+* only ``a`` goes through the stages, by a vjp in ``y`` alone; the parameters' cotangent is
+  the Runge-Kutta quadrature the joint state would get (the accepted steps' stage inputs
+  weighted by ``h b_s``), pulled back at the end, a batch of rows per vectorised vjp
+  (:class:`Rows`);
+* the forward solution is read at a step's stage times in one pass over the dense output
+  (:func:`dense_rows`), and no SciPy solver object wraps each call.
 
-The step sizes are SciPy's: the same proposal, acceptance and factor as
-``scipy.integrate.RK45._step_impl``, and the stop at each output time handled as
-:func:`._ode_steps.keep_stride` says, so the gradient is the joint state's to rounding.
+Step-size control is SciPy's (``RungeKutta._step_impl``: the same proposal, acceptance and
+factor) on the sum of the rows, at a relative tolerance ``LOOSER`` times the forward's.
 """
 from __future__ import annotations
 
@@ -307,7 +306,6 @@ def dense_rows(sol):
         h = np.array([d.h for d in interps])
         t_old = np.array([d.t_old for d in interps])
         Q = np.stack([d.Q for d in interps])          # (segments, n, order)
-        r = np.arange(1, Q.shape[2] + 1)
 
         C = np.concatenate([y_old[:, None, :], h[:, None, None] * Q.transpose(0, 2, 1)],
                            axis=1)                    # (segments, 1 + order, n): y in powers

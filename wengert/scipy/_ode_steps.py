@@ -1,9 +1,9 @@
 """The interpolating adjoint's stepping, on SciPy's own solvers and plain NumPy values (no
-wengert here): step-size control on the state adjoint only, SciPy's first step chosen on it,
-a solver carried on through the cotangent's jump at an output time and landing on it, the
-parameters' quadrature on the stiff adjoint's own stages (cut at the forward solve's fast
-steps), and dense output read fast.
-Used by :mod:`._ode`'s ``_pull_interpolate``.
+wengert here): the first step (SciPy's, chosen on the state adjoint, or the forward's), a
+stiff adjoint's Radau solver carried on through the cotangent's jump at an output time and
+landing on it, the parameters' quadrature on its own stages (cut at the forward solve's fast
+steps), and dense output read fast.  Used by :mod:`._ode`'s ``_pull_interpolate`` (an
+explicit method's adjoint steps in :mod:`._ode_explicit`).
 """
 from __future__ import annotations
 
@@ -15,32 +15,8 @@ import scipy.sparse as sp
 from scipy.integrate._ivp.common import select_initial_step
 from scipy.linalg import get_lapack_funcs
 
-__all__ = ["state_only", "first_step", "keep_stride", "resume", "land", "cuts", "stage_quadrature",
-           "quadrature",
+__all__ = ["first_step", "resume", "land", "cuts", "stage_quadrature", "quadrature",
            "fast_dense", "recent", "direct_lu", "forward_grid"]
-
-
-_STATE_ONLY = {}
-
-
-def state_only(cls):
-    """``cls`` (an explicit Runge-Kutta method) whose step-size control reads the state
-    adjoint ``a`` only (its first ``n_err`` components), not the parameters' cotangent carried
-    beside it: that is a quadrature, which nothing downstream feeds back, so its error does
-    not compound (SciMLSensitivity's and diffrax's choice).  Error in the whole norm made the
-    adjoint take about twice the forward solve's steps."""
-    sub = _STATE_ONLY.get(cls)
-    if sub is None:
-        def _estimate_error_norm(self, K, h, scale):
-            n = self.n_err
-            masked = np.full_like(scale, np.inf)
-            masked[:n] = scale[:n]
-            # the norm is a root mean square over every component: over a's alone
-            return cls._estimate_error_norm(self, K, h, masked) * np.sqrt(scale.size / n)
-        sub = _STATE_ONLY[cls] = type(cls.__name__, (cls,),
-                                      {"_estimate_error_norm": _estimate_error_norm,
-                                       "n_err": None})
-    return sub
 
 
 def first_step(fun, f0, t0, a, t_bound, order, rtol, atol, max_step=np.inf,
@@ -60,22 +36,6 @@ def first_step(fun, f0, t0, a, t_bound, order, rtol, atol, max_step=np.inf,
         k = int(np.clip(np.searchsorted(fs, t0) - (direction < 0), 0, fs.size - 2))
         h = max(h, min(fs[k + 1] - fs[k], abs(t_bound - t0), max_step))
     return h
-
-
-def keep_stride(solver):
-    """Before an explicit Runge-Kutta step of the adjoint, which stops at every output time:
-    a step SciPy cut short to land on the stop says nothing about the step size, so the
-    proposal from before it is kept (SciPy scales the cut one, and the steps after a stop
-    shrank tenfold); a proposal a little short of the stop (within 10%, inside SciPy's
-    safety factor of 0.9) is stretched to it rather than leaving a sliver of a step."""
-    remaining = abs(solver.t_bound - solver.t)
-    last = getattr(solver, "_stride", None)
-    if last is not None and solver.h_abs < last and solver.step_size is not None \
-            and solver.step_size < last:
-        solver.h_abs = last   # the previous step was cut to land on the stop
-    if solver.h_abs < remaining <= 1.1 * solver.h_abs:
-        solver.h_abs = remaining
-    solver._stride = solver.h_abs
 
 
 STRETCH = 1.25   # the adjoint's proposal stretched to an output time at most this far
