@@ -506,7 +506,7 @@ def _pull_interpolate(primals, ys, g, spec):
         quad = _Quadrature(spec, ps, n).rows() if P else None
         a = explicit_adjoint(getattr(si, spec.method), ts, g, live, _vjp_rows(spec, ps, n, R),
                              R, dense_rows(sol), quad, opts, sol.ts, _warn,
-                             _vjp_rows(spec, ps, n, ROWS))
+                             (_vjp_rows(spec, ps, n, ROWS), ROWS))
         gp = quad.result(P) if P else np.zeros(0)
     # the output times' cotangents: g[i]·F(t_i, y_i), and -a·F(t0, y0) at the first time
     rows = live + [0]

@@ -105,19 +105,10 @@ class Stepper:
         # each stage's views, made once: (A's row, the stages before, its input, its slot)
         self.stages = [(tab.A[s, :s], self.K2[:s], self.Z[s], self.K[s])
                        for s in range(1, tab.S)]
-        self.t_old = None
-        self._stride = None
-
-    @property
-    def step_size(self):
-        return None if self.t_old is None else abs(self.t - self.t_old)
 
     def _at_outputs(self, times, g):
         """``g_iᵀ J_y`` at each output, ``R`` at a time: the first stage of its row."""
-        if self.vjp_many is not None:
-            R, vjp = 32, self.vjp_many
-        else:
-            R, vjp = self.R, self.vjp
+        vjp, R = self.vjp_many if self.vjp_many is not None else (self.vjp, self.R)
         m = len(times)
         out = np.empty_like(g)
         for at in range(0, m, R):
@@ -158,10 +149,8 @@ class Stepper:
                 inside += 1
             # outputs strictly inside the step, at most R - 1: a step past the next is cut
             cap = times[inside] if inside < m and inside - k == self.R - 1 else None
-            t0 = self.t
             if not self._step(k, inside, cap):
                 return self.a, False
-            self.t_old = t0
             while k < m and d * (self.t - times[k]) > 0:
                 k += 1   # carried into the step's end
             while k < m and times[k] == self.t:
@@ -360,7 +349,7 @@ def explicit_adjoint(cls, ts, g, live, vjp, R, rows, quad, opts, forward_steps, 
     """``a`` at ``ts[0]`` (its cotangent ``g[0]`` not added): the adjoint integrated from the
     last live output time back to the first time, a cotangent ``g[i]`` added at each live
     output ``i`` (``live``: last first).  ``vjp(T, Y, A)``: ``aᵀ J_y`` on ``R`` rows
-    (``vjp_many`` on more, for the outputs' own first stages);
+    (``vjp_many``: another such function and its rows, for the outputs' own first stages);
     ``quad`` (a :class:`Rows`, or None) receives the parameters' quadrature."""
     n = g.shape[1]
     if not live:
