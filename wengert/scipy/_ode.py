@@ -32,7 +32,7 @@ import scipy.integrate as si
 import scipy.sparse as sp
 
 from .. import numpy as wnp
-from ..batching import BatchTracer, per_example_call
+from ..batching import BatchedControlFlowError, BatchTracer, per_example_call, vmap
 from ..core import Primitive, SolverWarning, Tracer
 from ..graph import compile as compile_
 from ..graph.trace import GraphTracer
@@ -41,8 +41,9 @@ from ..transforms import jacobian, jvp, vjp
 from ._ode_bdf import pull_bdf
 from ._ode_discrete import pull_steps, recording
 from ._ode_rhs import Rhs, batched, example_of, trace_rhs
-from ._ode_steps import (direct_lu, fast_dense, first_step, forward_grid, keep_stride, land,
-                         recent, resume, stage_quadrature, state_only)
+from ._ode_explicit import Rows, dense_rows, explicit_adjoint, rows_per_step
+from ._ode_steps import (direct_lu, fast_dense, forward_grid, land, recent, resume,
+                         stage_quadrature)
 
 __all__ = ["Rhs", "Spec", "ode_solve", "trace_rhs", "example_of", "batched", "EXPLICIT",
            "IMPLICIT", "METHODS"]
@@ -401,6 +402,8 @@ def _ravel_all(xs, like):
 def _live_rows(g, m):
     """The output rows (after the first) whose cotangent is not a plain zero, last first:
     the backward solve runs straight through the others."""
+    if type(g) is np.ndarray:   # plain: one pass, not a test per row
+        return (np.flatnonzero(np.any(g[1:m].reshape(m - 1, -1) != 0, axis=1)) + 1)[::-1].tolist()
     rows = []
     for i in range(m - 1, 0, -1):
         gi = g[i]
@@ -477,105 +480,198 @@ def _pull_forward(primals, ys, g, spec):
 def _pull_interpolate(primals, ys, g, spec):
     """The continuous adjoint on SciPy's dense forward solution (plain values only).
 
-    Only ``a`` (n states) goes through a stiff method's Newton iterations and step-size
-    control, with the ``n x n`` Jacobian ``-J_yᵀ`` (sparse where ``J_y`` is); the parameters'
-    cotangent ``∫ J_pᵀ a dt`` is read off the stages Radau converged to at each step (the same
+    Only ``a`` (n states) is integrated: an explicit method's adjoint by its own tableau
+    (:mod:`._ode_explicit`), a stiff method's by Radau's Newton iterations and step-size
+    control, with the ``n x n`` Jacobian ``-J_yᵀ`` (sparse where ``J_y`` is).  The
+    parameters' cotangent ``∫ J_pᵀ a dt`` is read off the stages each step took (the same
     numbers as carrying it as more states), as SciMLSensitivity's quadrature adjoint does.
     """
     y0, ts, *ps = (np.asarray(x, dtype=float) for x in primals)
     ys, g = np.asarray(ys), np.asarray(g)
-    F, n = spec.rhs, y0.size
+    n = y0.size
     P = sum(p.size for p in ps)
     dense = spec.dense(y0, ts, ps)
-    sol = fast_dense(dense)
-    joint = not spec.stiff and P > 0
-    pb = _VjpInto(spec, ps, n, params=True)
-    pa = pb if joint else _VjpInto(spec, ps, n, params=False)
-    # the quadrature's integrand aᵀJ_p: the parameters' cotangent alone (not aᵀJ_y beside it)
-    pq = _VjpInto(spec, ps, n, params="only") if P and not joint else None
-    # stiff methods' adjoint by Radau, whatever the forward method: the cotangent's jump at
-    # each output time spoils a multistep method's memory (BDF, LSODA start again at order
-    # one, with many short steps), while a one-step method carries its step size on
-    method = "Radau" if spec.stiff else spec.method
     opts = {k: v for k, v in spec.options.items() if k in ("rtol", "atol", "max_step")}
     # the adjoint's scale is the cotangent's, not the state's: an absolute tolerance below
-    # rtol * |g| / 100 only asks the stiff methods for digits that are not there
+    # rtol * |g| / 100 only asks for digits that are not there
     rtol = opts.get("rtol", 1e-3)
     opts["atol"] = max(np.max(opts.get("atol", 1e-6)), rtol * 1e-2 * float(np.abs(g).max()))
-
-    # explicit methods carry the parameters' cotangent as more states (their stages are the
-    # quadrature); stiff ones integrate ``a`` alone and add the quadrature after each step.
-    # The adjoint is linear in ``a``: ``-aᵀJ`` is the vjp of ``-a``, negated on n entries
-    # rather than on n + P
-
-    y_at = recent(sol)   # a step's stage times come back at every Newton iteration
-
-    def fun(t, z):
-        return pa(t, y_at(t), -z[:n])
-
-    if spec.stiff:
-        jy = spec.jac(ps, y0)
-        J_at = recent(lambda t: jy(t, y_at(t)))   # Radau's jac and fun at the same times
-        if _small_dense(spec, n):
-            # a few states: ``J_y`` itself at each of a step's three stage times (one
-            # forward-mode pass), then products with it at each Newton iteration, rather
-            # than a vjp at each stage of each iteration
-            def fun(t, z):  # noqa: F811 (the same adjoint, by the matrix)
-                return -(z @ J_at(t))
-
-        def jac(t, a):
-            J = J_at(t)
-            return (-J.T).tocsc() if sp.issparse(J) else -J.T
-        opts["jac"] = jac
-    a, gp = np.zeros(n), np.zeros(P)
     m = ts.size
-    gts = np.zeros(m)
     live = _live_rows(g, m)
-    h = solver = None
-    cls, quad = getattr(si, method), bool(P) and not joint
-    forward = forward_grid(dense.ts) if quad else None
-    if joint:
-        cls = state_only(cls)
-    for j, i in enumerate(live):
-        a = a + g[i]
-        gts[i] = g[i] @ F.plain(ts[i], ys[i], *ps)
-        to = live[j + 1] if j + 1 < len(live) else 0
-        if ts[i] == ts[to]:
-            continue
-        z = np.concatenate([a, gp]) if joint else a
-        if not (solver is not None and solver.t == ts[i] and resume(solver, z, ts[to])):
-            if h is not None:  # a restart at a jump: the step size the last segment reached
-                opts["first_step"] = min(h, abs(ts[i] - ts[to]))
-            elif joint:
-                opts["first_step"] = first_step(fun, ts[i], z, ts[to], n, cls, opts,
-                                                dense.ts)
-            solver = direct_lu(cls(fun, ts[i], z, ts[to], **opts))
-            if joint:
-                solver.n_err = n
-        while solver.status == "running":
-            if joint:
-                keep_stride(solver)
-            elif spec.stiff:
-                land(solver)
-            solver.step()
-            if quad and solver.status != "failed":
-                gp += stage_quadrature(pq, y_at, solver, forward)
-        if solver.status == "failed":
-            _warn(f"scipy.integrate.solve_ivp ({method}, adjoint): step failed at "
-                  f"t={solver.t}")
-        if joint:
-            gp = solver.y[n:].copy()
-        a = solver.y[:n].copy()
-        h = solver.step_size
-        if solver.status == "failed":
-            solver = None
-    gts[0] = -a @ F.plain(ts[0], y0, *ps)
+    if spec.stiff:
+        a, gp = _stiff_adjoint(spec, ps, dense, y0, ts, g, live, opts, P)
+    else:
+        sol = dense
+        R = rows_per_step(sol.ts, ts[live])
+        quad = _Quadrature(spec, ps, n).rows() if P else None
+        a = explicit_adjoint(getattr(si, spec.method), ts, g, live, _vjp_rows(spec, ps, n, R),
+                             R, dense_rows(sol), quad, opts, sol.ts, _warn,
+                             (_vjp_rows(spec, ps, n, ROWS), ROWS))
+        gp = quad.result(P) if P else np.zeros(0)
+    # the output times' cotangents: g[i]·F(t_i, y_i), and -a·F(t0, y0) at the first time
+    rows = live + [0]
+    Fs = _rhs_at(spec, ps, n, ts[rows], np.concatenate([ys[live], y0[None]]))
+    gts = np.zeros(m)
+    gts[live] = np.einsum("ij,ij->i", g[live], Fs[:-1])
+    gts[0] += -a @ Fs[-1]
     out = [a + g[0], gts]
     at = 0
     for p in ps:
         out.append(gp[at:at + p.size].reshape(p.shape) if p.ndim else float(gp[at]))
         at += p.size
     return tuple(out)
+
+
+def _stiff_adjoint(spec, ps, dense, y0, ts, g, live, opts, P):
+    """``(a, ∫ aᵀJ_p)`` at ``ts[0]`` by Radau (whatever the forward method: the cotangent's
+    jump at each output time spoils a multistep method's memory (BDF, LSODA start again at
+    order one, with many short steps), while a one-step method carries its step size on);
+    the quadrature added after each step off its stages."""
+    n = y0.size
+    y_at = recent(fast_dense(dense))   # a step's stage times come back at every Newton iteration
+    pa = _VjpInto(spec, ps, n, params=False)
+    # the quadrature's integrand aᵀJ_p: the parameters' cotangent alone (not aᵀJ_y beside it)
+    pq = _VjpInto(spec, ps, n, params="only") if P else None
+    jy = spec.jac(ps, y0)
+    J_at = recent(lambda t: jy(t, y_at(t)))   # Radau's jac and fun at the same times
+
+    def fun(t, z):   # the adjoint is linear in a: -aᵀJ is the vjp of -a
+        return pa(t, y_at(t), -z)
+
+    if _small_dense(spec, n):
+        # a few states: ``J_y`` itself at each of a step's three stage times (one
+        # forward-mode pass), then products with it at each Newton iteration, rather
+        # than a vjp at each stage of each iteration
+        def fun(t, z):  # noqa: F811 (the same adjoint, by the matrix)
+            return -(z @ J_at(t))
+
+    def jac(t, a):
+        J = J_at(t)
+        return (-J.T).tocsc() if sp.issparse(J) else -J.T
+    opts = dict(opts, jac=jac)
+    a, gp = np.zeros(n), np.zeros(P)
+    h = solver = None
+    forward = forward_grid(dense.ts) if P else None
+    for j, i in enumerate(live):
+        a = a + g[i]
+        to = live[j + 1] if j + 1 < len(live) else 0
+        if ts[i] == ts[to]:
+            continue
+        if not (solver is not None and solver.t == ts[i] and resume(solver, a, ts[to])):
+            if h is not None:  # a restart at a jump: the step size the last segment reached
+                opts["first_step"] = min(h, abs(ts[i] - ts[to]))
+            solver = direct_lu(si.Radau(fun, ts[i], a, ts[to], **opts))
+        while solver.status == "running":
+            land(solver)
+            solver.step()
+            if P and solver.status != "failed":
+                gp += stage_quadrature(pq, y_at, solver, forward)
+        if solver.status == "failed":
+            _warn(f"scipy.integrate.solve_ivp (Radau, adjoint): step failed at t={solver.t}")
+        a = solver.y.copy()
+        h = solver.step_size
+        if solver.status == "failed":
+            solver = None
+    return a, gp
+
+
+ROWS = 32   # rows per call of the batched right-hand side and parameters' vjp
+
+
+class _Quadrature:
+    """The explicit adjoint's parameter quadrature ``Σ wᵀ J_p(t, y)`` over many stage rows:
+    one vectorised vjp (``wg.vmap`` of the right-hand side, traced once per structure) per
+    ``ROWS`` rows, or one vjp per row where the right-hand side cannot be batched."""
+
+    def __init__(self, spec, ps, n):
+        self.graph = _row_graph(spec, ps, n, "vjp")
+        self.ps, self.n = ps, n
+        if self.graph is None:
+            self.one = _VjpInto(spec, ps, n, params="only")
+
+    def rows(self):
+        ps = self.ps
+        if self.graph is not None:
+            fast = self.graph.plain
+            return Rows(lambda T, Y, W: np.concatenate([np.ravel(c) for c in fast(T, Y, W, *ps)]),
+                        ROWS, self.n)
+        one = self.one
+        return Rows(lambda T, Y, W: sum(one(t, y, w) for t, y, w in zip(T, Y, W)), 1, self.n)
+
+
+def _rhs_at(spec, ps, n, T, Y):
+    """The right-hand side at several (time, state) rows, ``ROWS`` at a time."""
+    graph = _row_graph(spec, ps, n, "rhs")
+    F = spec.rhs.plain
+    if graph is None:
+        return np.array([F(t, y, *ps) for t, y in zip(T, Y)], dtype=float).reshape(len(T), n)
+    out = np.empty((len(T), n))
+    fast = graph.plain
+    for at in range(0, len(T), ROWS):
+        k = min(ROWS, len(T) - at)
+        Tc, Yc = np.full(ROWS, T[at]), np.repeat(Y[at:at + 1], ROWS, axis=0)
+        Tc[:k], Yc[:k] = T[at:at + k], Y[at:at + k]
+        out[at:at + k] = fast(Tc, Yc, *ps)[:k]
+    return out
+
+
+def _vjp_rows(spec, ps, n, R):
+    """``(T, Y, A) -> aᵀ J_y`` on ``R`` rows at once (one vectorised vjp), or row by row."""
+    graph = _row_graph(spec, ps, n, "vjp_y", R)
+    if graph is not None:
+        # what reads the parameters alone (a weight matrix's transpose) worked out once per
+        # pullback, not at every stage of every step
+        split = spec.rhs.derived(("rows", "vjp_y", "hoisted", n, _shapes(ps), R),
+                                 lambda: graph.hoisted(3) or False)
+        if split:
+            pre, body = split
+            fast, held = body.plain, (*ps, *pre.plain(*ps))
+            return lambda T, Y, A: fast(T, Y, A, *held)
+        fast = graph.plain
+        return lambda T, Y, A: fast(T, Y, A, *ps)
+    one = _VjpInto(spec, ps, n, params=False)
+    return lambda T, Y, A: np.stack([one(t, y, a) for t, y, a in zip(T, Y, A)])
+
+
+def _row_graph(spec, ps, n, kind, size=None):
+    """The right-hand side (``"rhs"``), its parameters' vjp (``"vjp"``) or its state's
+    (``"vjp_y"``) over ``size`` rows (``ROWS``), vectorised by ``wg.vmap``; None where it
+    cannot be (a branch's guard)."""
+    size = ROWS if size is None else size
+    key = ("rows", kind, n, _shapes(ps), size)
+    hit = spec.rhs.derived(key,
+                           lambda: _trace_rows(spec.rhs.bare(), ps, n, kind, size) or False)
+    return hit or None
+
+
+def _trace_rows(F, ps, n, kind, size):
+    rhs = _trace_rows_raw(F, ps, n, kind, size)
+    if rhs is None:
+        return None
+    # simplified: vmap's and vjp's reshapes to the shape a value has already go (each a
+    # call at every stage of every step)
+    return rhs.simplified()
+
+
+def _trace_rows_raw(F, ps, n, kind, size):
+    if F.graph.guards:
+        return None
+    T, Y = np.zeros(size), np.zeros((size, n))
+    try:
+        if kind == "vjp_y":
+            return trace_rhs(
+                lambda T, Y, A, *pp: vmap(
+                    lambda t, y, a: vjp(lambda yy: F(t, yy, *pp), y)[1](a)[0])(T, Y, A),
+                [T, Y, Y, *ps], "vjp_y_rows", flat=False)
+        if kind == "rhs":
+            return trace_rhs(lambda T, Y, *pp: vmap(lambda t, y: F(t, y, *pp))(T, Y),
+                             [T, Y, *ps], "rhs_rows", flat=False)
+        return trace_rhs(
+            lambda T, Y, W, *pp: tuple(
+                vjp(lambda *q: vmap(lambda t, y: F(t, y, *q))(T, Y), *pp)[1](W)),
+            [T, Y, Y, *ps], "vjp_rows", flat=False)
+    except BatchedControlFlowError:
+        return None
 
 
 def _small_dense(spec, n):

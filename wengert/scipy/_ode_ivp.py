@@ -235,10 +235,14 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     else:
         tp = np.asarray(example_of(all_t), dtype=float)
         key = (np.array(example_of(y0), dtype=float), tp, [p.copy() for p in plain_ps])
-        if rows:   # the solve just made: the primitive reuses it
+        # the solve just made: the primitive reuses SciPy's own rows (read off the same
+        # interpolants; evaluating them again at every output time cost a tenth of a solve)
+        out = None
+        if not evs:
             out = sol.y.T if t_eval is None else np.concatenate([y0_plain[None], sol.y.T])
-            if out.shape[0] == tp.size:
-                spec._cache = (key, out, sol.sol)
+            out = out if out.shape[0] == tp.size else None
+        if out is not None and (rows or sol.sol is not None):
+            spec._cache = (key, out, sol.sol)
         elif sol.sol is not None:
             spec._cache = (key, sol.sol(tp).T, sol.sol)
         ys = ode_solve(y0, all_t, *ps, spec=spec)

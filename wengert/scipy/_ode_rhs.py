@@ -18,7 +18,7 @@ from ..graph.codegen import build_function
 from ..graph.graph import Graph
 from ..graph.ir import GuardFailure
 from ..graph.trace import GraphTrace
-from ..tree import flatten
+from ..tree import flatten, unflatten
 
 __all__ = ["Rhs", "trace_rhs", "example_of", "batched"]
 
@@ -106,6 +106,75 @@ class Rhs:
     def bare(self):
         """This function with nothing captured held (for what outlives the call)."""
         return Rhs(self.shared.get("graph", self.graph), [], self.shared)
+
+    def simplified(self):
+        """This function with its graph simplified (``Graph.simplify``: identity reshapes and
+        the like gone), sharing generated code with structurally identical ones."""
+        g = self.graph.simplify()
+        return Rhs(g, self.captured, _shared(g))
+
+    def hoisted(self, k):
+        """``(prelude, body)``: what reads only the inputs after the first ``k`` (the
+        parameters) computed by ``prelude(*params)`` once, and ``body(*inputs, *hoisted)``
+        the rest, for a function called many times with the same parameters (a transpose of
+        a weight matrix at every stage of every step, once).  None where nothing is
+        hoisted."""
+        g = self.graph
+        if g.guards:
+            return None
+        nodes = g.nodes
+        fixed = [False] * len(nodes)
+        for pos, i in enumerate(g.input_nodes):
+            fixed[i] = pos >= k
+        for i, nd in enumerate(nodes):
+            if nd.kind == "const":
+                fixed[i] = True
+            elif nd.kind == "op":
+                fixed[i] = all(fixed[a] for a in nd.args) and not nd.prim.impure
+            elif nd.kind == "proj":
+                fixed[i] = fixed[nd.args[0]]
+        needed = set()   # fixed values a varying node (or an output) reads
+        for i, nd in enumerate(nodes):
+            if not fixed[i]:
+                needed.update(a for a in nd.args if fixed[a] and nodes[a].kind in ("op", "proj"))
+        needed.update(o for o in g.outputs if fixed[o] and nodes[o].kind in ("op", "proj"))
+        hoist = sorted(needed)
+        if not hoist:
+            return None
+        examples = list(g.example_args)
+        leaves = flatten(tuple(examples))[0]
+
+        def run(vals, subst, pre):
+            """The nodes on ``vals``: the fixed ones only (``pre``), or the varying ones
+            with the hoisted values substituted."""
+            env = [None] * len(nodes)
+            for pos, i in enumerate(g.input_nodes):
+                env[i] = vals[pos]
+            for i, nd in enumerate(nodes):
+                if i in subst:
+                    env[i] = subst[i]
+                elif nd.kind == "const":
+                    env[i] = nd.value
+                elif fixed[i] != pre or nd.kind == "input":
+                    continue
+                elif nd.kind == "op":
+                    env[i] = nd.prim(*[env[a] for a in nd.args], **nd.params)
+                else:
+                    env[i] = env[nd.args[0]][nd.params["index"]]
+            return env
+
+        def pre(*params):
+            env = run([None] * k + list(params), {}, True)
+            return tuple(env[i] for i in hoist)
+
+        def body(*args):
+            m = len(g.input_nodes)
+            env = run(list(args[:m]), dict(zip(hoist, args[m:])), False)
+            return unflatten(g.out_def, [env[o] for o in g.outputs])
+
+        prelude = trace_rhs(pre, leaves[k:], g.name + "_prelude", flat=False)
+        main = trace_rhs(body, leaves + [nodes[i].value for i in hoist], g.name, flat=False)
+        return prelude, main
 
     def derived(self, key, make):
         """``make()`` once per structure of this graph (and ``key``): a graph traced from

@@ -1,9 +1,9 @@
 """The interpolating adjoint's stepping, on SciPy's own solvers and plain NumPy values (no
-wengert here): step-size control on the state adjoint only, SciPy's first step chosen on it,
-a solver carried on through the cotangent's jump at an output time and landing on it, the
-parameters' quadrature on the stiff adjoint's own stages (cut at the forward solve's fast
-steps), and dense output read fast.
-Used by :mod:`._ode`'s ``_pull_interpolate``.
+wengert here): the first step (SciPy's, chosen on the state adjoint, or the forward's), a
+stiff adjoint's Radau solver carried on through the cotangent's jump at an output time and
+landing on it, the parameters' quadrature on its own stages (cut at the forward solve's fast
+steps), and dense output read fast.  Used by :mod:`._ode`'s ``_pull_interpolate`` (an
+explicit method's adjoint steps in :mod:`._ode_explicit`).
 """
 from __future__ import annotations
 
@@ -15,67 +15,27 @@ import scipy.sparse as sp
 from scipy.integrate._ivp.common import select_initial_step
 from scipy.linalg import get_lapack_funcs
 
-__all__ = ["state_only", "first_step", "keep_stride", "resume", "land", "cuts", "stage_quadrature",
-           "quadrature",
+__all__ = ["first_step", "resume", "land", "cuts", "stage_quadrature", "quadrature",
            "fast_dense", "recent", "direct_lu", "forward_grid"]
 
 
-_STATE_ONLY = {}
-
-
-def state_only(cls):
-    """``cls`` (an explicit Runge-Kutta method) whose step-size control reads the state
-    adjoint ``a`` only (its first ``n_err`` components), not the parameters' cotangent carried
-    beside it: that is a quadrature, which nothing downstream feeds back, so its error does
-    not compound (SciMLSensitivity's and diffrax's choice).  Error in the whole norm made the
-    adjoint take about twice the forward solve's steps."""
-    sub = _STATE_ONLY.get(cls)
-    if sub is None:
-        def _estimate_error_norm(self, K, h, scale):
-            n = self.n_err
-            masked = np.full_like(scale, np.inf)
-            masked[:n] = scale[:n]
-            # the norm is a root mean square over every component: over a's alone
-            return cls._estimate_error_norm(self, K, h, masked) * np.sqrt(scale.size / n)
-        sub = _STATE_ONLY[cls] = type(cls.__name__, (cls,),
-                                      {"_estimate_error_norm": _estimate_error_norm,
-                                       "n_err": None})
-    return sub
-
-
-def first_step(fun, t0, z, t_bound, n, cls, opts, forward_steps=None):
-    """The adjoint's first step: SciPy's initial step chosen on ``a`` alone (the cotangent
-    ``gp`` starts at zero, so its scale is ``atol`` and its rate would force a tiny first
-    step), or, where larger, the forward solve's step at ``t0``: the adjoint shares the
-    forward's time scales, and SciPy's guess is a cautious one (it cost two more steps)."""
-    rtol, atol = opts.get("rtol", 1e-3), np.asarray(opts.get("atol", 1e-6), dtype=float)
-    atol = atol if atol.ndim == 0 else atol[:n]
-    rest = z[n:]
-    f_a = lambda t, a: fun(t, np.concatenate([a, rest]))[:n]  # noqa: E731
+def first_step(fun, f0, t0, a, t_bound, order, rtol, atol, max_step=np.inf,
+               forward_steps=None, guess=True):
+    """The adjoint's first step: SciPy's initial step chosen on the state adjoint ``a``
+    alone (``fun(t, a)``, ``f0 = fun(t0, a)``), or, where larger, the forward solve's step at
+    ``t0``: the adjoint shares the forward's time scales, and SciPy's guess is a cautious
+    one (it cost two more steps).  ``guess=False``: the forward's step alone where there is
+    one (SciPy's guess costs two evaluations and a rejected step costs one step)."""
+    atol = np.asarray(atol, dtype=float)
     direction = np.sign(t_bound - t0) if t_bound != t0 else 1.0
-    h = select_initial_step(f_a, t0, z[:n], t_bound, opts.get("max_step", np.inf),
-                            f_a(t0, z[:n]), direction, cls.error_estimator_order, rtol, atol)
-    if forward_steps is not None and len(forward_steps) > 1:
+    many = forward_steps is not None and len(forward_steps) > 1
+    h = 0.0 if many and not guess else \
+        select_initial_step(fun, t0, a, t_bound, max_step, f0, direction, order, rtol, atol)
+    if many:
         fs = np.sort(np.asarray(forward_steps, dtype=float))
         k = int(np.clip(np.searchsorted(fs, t0) - (direction < 0), 0, fs.size - 2))
-        h = max(h, min(fs[k + 1] - fs[k], abs(t_bound - t0), opts.get("max_step", np.inf)))
+        h = max(h, min(fs[k + 1] - fs[k], abs(t_bound - t0), max_step))
     return h
-
-
-def keep_stride(solver):
-    """Before an explicit Runge-Kutta step of the adjoint, which stops at every output time:
-    a step SciPy cut short to land on the stop says nothing about the step size, so the
-    proposal from before it is kept (SciPy scales the cut one, and the steps after a stop
-    shrank tenfold); a proposal a little short of the stop (within 10%, inside SciPy's
-    safety factor of 0.9) is stretched to it rather than leaving a sliver of a step."""
-    remaining = abs(solver.t_bound - solver.t)
-    last = getattr(solver, "_stride", None)
-    if last is not None and solver.h_abs < last and solver.step_size is not None \
-            and solver.step_size < last:
-        solver.h_abs = last   # the previous step was cut to land on the stop
-    if solver.h_abs < remaining <= 1.1 * solver.h_abs:
-        solver.h_abs = remaining
-    solver._stride = solver.h_abs
 
 
 STRETCH = 1.25   # the adjoint's proposal stretched to an output time at most this far
