@@ -792,3 +792,28 @@ def test_reverse_over_reverse_through_a_while_loop_in_a_closed_over_value(how):
     x, w = np.array([0.3, 0.7]), 1.3
     mixed = [wg.grad(lambda x, w: wnp.sum(wg.grad(g, 0)(x, w)), 1)(x, w) for g in (f, unrolled)]
     assert np.allclose(mixed[0], mixed[1], rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("strategy", ["all", "ctz"])
+def test_gradient_of_a_jvp_through_a_scan(strategy):
+    """grad of jvp: the step's carry is a Dual holding Vars of the step's sub-tape; "all"
+    (which keeps each step's tape) hands such a loop to the schedule's path, where those
+    Vars never outlive their step (it raised EscapedTracerError)."""
+    def f(k):
+        def step(y, _):
+            return y - 0.1 * k * y ** 3, None
+        return wg.scan(step, 1.0, None, length=6, checkpoint=strategy)[0]
+
+    def unrolled(k):
+        y = 1.0
+        for _ in range(6):
+            y = y - 0.1 * k * y ** 3
+        return y
+    second = wg.grad(lambda k: wg.jvp(f, (k,), (1.0,))[1])(0.7)
+    assert second == pytest.approx(wg.grad(wg.grad(unrolled))(0.7), rel=1e-12)
+    from wengert.checkpoint import while_loop
+
+    def g(k):
+        return while_loop(lambda c: c[1] < 6, lambda c: (c[0] - 0.1 * k * c[0] ** 3, c[1] + 1),
+                          (1.0, 0), checkpoint=strategy)[0]
+    assert wg.grad(lambda k: wg.jvp(g, (k,), (1.0,))[1])(0.7) == pytest.approx(second, rel=1e-12)

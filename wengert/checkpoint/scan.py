@@ -16,7 +16,7 @@ import numpy as np
 from ..arrays import zeros
 from .. import _progress
 from ..core import Tracer, ndim_of, shape_of
-from ..reverse import Tape
+from ..reverse import Tape, Var
 from ..rules.checkpointing import checkpoint_stack, checkpoint_take
 from ..tree import flatten, unflatten
 from ..graph import roll as _roll
@@ -204,7 +204,11 @@ def _scan_eager(step, init, xs, n, checkpoint, snapshots, inverse, progress=Fals
     sc = _Scan(step, init_leaves, carry_def, xs_leaves, xs_def, n, tape,
                functools.partial(iter_schedule, n, checkpoint, snapshots), inverse,
                progress=progress)
-    return sc.run_kept(init) if checkpoint == "all" else sc.run(init)
+    if checkpoint == "all":
+        out = sc.run_kept(init)
+        if out is not _ANOTHER_ENGINE:
+            return out
+    return sc.run(init)
 
 
 def while_loop(cond, body, init, *, checkpoint="ctz", snapshots=None, inverse=None,
@@ -250,7 +254,9 @@ def while_loop(cond, body, init, *, checkpoint="ctz", snapshots=None, inverse=No
                origin=("while_loop", body), progress=progress)
     sc.cond = cond
     if checkpoint == "all":
-        return sc.run_kept(init, cond)[0]
+        out = sc.run_kept(init, cond)
+        if out is not _ANOTHER_ENGINE:
+            return out[0]
     return sc.run_while(init, cond, checkpoint, snapshots)
 
 
@@ -260,6 +266,9 @@ def _plain_while(cond, step, init, bar=_progress.OFF):
         carry, _ = step(carry, None)
         bar.update()
     return carry
+
+
+_ANOTHER_ENGINE = object()  # run_kept's answer when a step's carry is another engine's value
 
 
 class _Scan:
@@ -330,6 +339,13 @@ class _Scan:
                 xl = [_index(x, k) for x in self.xs_vals]
                 tp, outs = vjp.keep(self._taped_step, list(cur) + xl, want)
                 kept.append(tp)
+                if any(isinstance(o, Tracer) and not isinstance(o, Var) for o in outs):
+                    # another engine's value holding this step's Vars (a jvp inside the
+                    # gradient): they die with the step's tape, so the schedule's path
+                    # (forward on values, steps taped in the reverse sweep) runs instead
+                    for t in kept:
+                        t[0].release()
+                    return _ANOTHER_ENGINE
                 touched.update(dict.fromkeys(tp[0].lifted))
                 cur = outs[:n_c]
                 if len(outs) > n_c:
