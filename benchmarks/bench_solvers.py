@@ -11,7 +11,8 @@
 * a discretised reaction-diffusion equation ``u_t = D u_xx + k(x) u (1 - u)`` on n points
   with one rate ``k`` per point (n parameters), BDF (sparse Jacobian from wengert).
 
-Per sensitivity method (``adjoint=``; ``"discrete"``, the discrete adjoint of SciPy's stored
+Per sensitivity method (``adjoint=``; ``"auto"``, the default, first: what a user who
+names none gets; ``"discrete"``, the discrete adjoint of SciPy's stored
 Runge-Kutta stages or BDF steps, asked for by name: ``"auto"`` never differentiates the
 steps): the time of ``wg.value_and_grad`` divided by the time
 of one primal solve (the same ``solve_ivp`` call on plain values; the median of paired
@@ -74,8 +75,8 @@ def lotka_volterra(size):
                         adjoint=adjoint, rtol=1e-6, atol=1e-8)
         return wnp.sum(sol.y ** 2)
     loss.peer = dict(kind="lv", n=n, y0=y0, t_eval=t_eval, t1=5.0)
-    return "Lotka-Volterra", "RK45", theta, loss, ("discrete", "interpolate", "backsolve",
-                                                   "forward", "checkpoint")
+    return "Lotka-Volterra", "RK45", theta, loss, ("auto", "discrete", "interpolate",
+                                                   "backsolve", "forward", "checkpoint")
 
 
 def reaction_diffusion(size):
@@ -97,7 +98,7 @@ def reaction_diffusion(size):
                         adjoint=adjoint, rtol=1e-6, atol=1e-8)
         return wnp.sum(sol.y ** 2)
     loss.peer = dict(kind="rd", n=n, y0=u0, t_eval=t_eval, t1=1.0, D=D)
-    return "reaction-diffusion", "BDF", k, loss, ("discrete", "interpolate", "forward")
+    return "reaction-diffusion", "BDF", k, loss, ("auto", "discrete", "interpolate", "forward")
 
 
 # -- measuring ---------------------------------------------------------------------------------

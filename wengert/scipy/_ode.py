@@ -373,13 +373,18 @@ def _adjoint_impl(y0, ts, ys, g, *ps, spec):
 ode_adjoint = Primitive(_adjoint_impl, name="ode_adjoint", multiple_results=True, batch="loop")
 
 
-FORWARD_LIMIT = 64   # n (n + P) at most: "auto" takes forward sensitivities
+# n (n + P) at most: "auto" takes forward sensitivities for an explicit method.  They cost
+# about n + P right-hand-side jvps per stage, the interpolating adjoint 2-3 primal solves
+# whatever P (bench_solvers): at Lotka-Volterra's n = 3, P = 12 (45) forward took 4.8-5.9
+# primal solves and interpolate 2.3, so only the smallest systems keep forward's accuracy.
+FORWARD_LIMIT = 16
+NESTED_FORWARD_LIMIT = 256  # the same, for a stiff method differentiated again (a Hessian)
 
 
 def _few(primals):
     y0, _, *ps = primals
     n = _size(y0)
-    return n * (n + sum(_size(p) for p in ps)) <= 4 * FORWARD_LIMIT
+    return n * (n + sum(_size(p) for p in ps)) <= NESTED_FORWARD_LIMIT
 
 
 def _unravel(flat, like):
