@@ -344,28 +344,14 @@ def test_a_compiled_solver_in_threads_keeps_each_threads_result():
     # a compiled program holds one problem object for every call: its SciPy result (read
     # for the fields not differentiated) stays per thread; a plain or taped call's problem,
     # used by that call alone, keeps it in a plain slot
-    import threading
+    from in_threads import in_threads
 
     @wg.compile
     def grad_and_root(t):
         return wg.value_and_grad(_SCALAR_SOLVERS["brentq"])(t)
     thetas = [0.5 + 0.25 * i for i in range(8)]
     grad_and_root(thetas[0])
-    out, errors = [None] * len(thetas), []
-    start = threading.Barrier(len(thetas))
-
-    def work(i):
-        try:
-            start.wait()
-            out[i] = [grad_and_root(thetas[i]) for _ in range(20)]
-        except Exception as e:   # reported below
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(thetas))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    out = in_threads(lambda i: [grad_and_root(thetas[i]) for _ in range(20)], len(thetas))
     for t, rows in zip(thetas, out):
         for v, g in rows:
             assert v == pytest.approx(_cubic_root(t), abs=1e-12)

@@ -2,7 +2,6 @@
 through LAPACK directly, ``c I - J`` on ``J``'s structure, dense output read directly, the
 forward solution remembered per time, the compiled sparse Jacobian; each gives what SciPy's
 own path gives, and the gradients they make agree with forward sensitivities, in threads too."""
-import threading
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ from scipy.linalg import lu_factor, lu_solve
 import wengert as wg
 import wengert.numpy as wnp
 from wengert.scipy import _ode
+from in_threads import in_threads  # noqa: I001
 from wengert.scipy._ode_steps import (_Identity, cuts, direct_lu, fast_dense, forward_grid, land,
                                       recent, stage_quadrature)
 from wengert.scipy.integrate import solve_ivp
@@ -47,21 +47,7 @@ def test_threads_each_their_own_gradient():
     loss, k = _rd(40)
     ks = [k * (1 + 0.2 * i) for i in range(4)]
     want = [wg.grad(lambda kk: loss(kk, "interpolate"))(kk) for kk in ks]
-    got, errors = [None] * 4, []
-    start = threading.Barrier(4)
-
-    def work(i):
-        try:
-            start.wait()
-            got[i] = wg.grad(lambda kk: loss(kk, "interpolate"))(ks[i])
-        except Exception as e:
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    got = in_threads(lambda i: wg.grad(lambda kk: loss(kk, "interpolate"))(ks[i]), 4)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=0)
 

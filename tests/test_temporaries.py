@@ -16,6 +16,7 @@ import wengert as wg
 import wengert.numpy as wnp
 from wengert.graph import codegen
 from wengert.graph.lower import Writer
+from test_lower import babylon, folded, scatter_loop, temporaries  # noqa: I001 (the corpus's own programs)
 
 try:
     import numba  # noqa: F401
@@ -30,20 +31,6 @@ def chain(x, steps=40):
     for _ in range(steps):
         x = wnp.tanh(x) * 0.9 + 0.1
     return wnp.sum(x)
-
-
-def scatter_loop(x):
-    y = x[0] * x[1]
-    for i in range(1, x.shape[0] - 1):
-        y = y + wnp.sin(x[i - 1]) * x[i + 1]
-    return y
-
-
-def babylon(a):
-    x = a
-    for _ in range(6):
-        x = 0.5 * (x + a / x)
-    return x
 
 
 def lstm(w, xs):
@@ -70,18 +57,6 @@ def scalars(p):  # a long all-scalar group: Python floats in the fused program
     for k in range(40):
         x = x * 0.5 + wnp.sin(x) * p[k % 3]
     return x
-
-
-def temporaries(W, x):
-    t = wnp.exp(W * 0.1)
-    u = wnp.tanh(t * 2.0)
-    return u + W, t @ x
-
-
-def folded(x, c):
-    from wengert.rules.indexing import gather
-    y = c * x + c
-    return gather(wnp.reshape(y, (-1,)), np.array([-1, 3, 3, 0, 14, -15, 7])) * 2.0
 
 
 CORPUS = [  # name, function, arguments
