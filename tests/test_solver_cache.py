@@ -2,7 +2,6 @@
 reuses an earlier call's code only when everything its residual reads is the same, so each
 call gets its own derivative: closed-over arrays (replaced or changed in place), floats,
 globals, attributes of objects, branches, and threads running at once."""
-import threading
 
 import numpy as np
 import pytest
@@ -134,24 +133,9 @@ def test_threads_each_their_own_gradient():
     n, workers = 5, 8
     mats = [_matrix(n, 10 + i % 2) for i in range(workers)]   # two keys, four threads each
     thetas = [np.linspace(-1.0, 1.0, n) * (1 + 0.1 * i) for i in range(workers)]
-    results, errors = [None] * workers, []
-    start = threading.Barrier(workers)
-
-    def work(i):
-        try:
-            start.wait()
-            out = []
-            for _ in range(5):
-                out.append(wg.grad(lambda t: wnp.sum(_loss(mats[i])(t)))(thetas[i]))
-            results[i] = out
-        except Exception as e:   # reported below, with the thread's own traceback lost
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    from in_threads import in_threads
+    results = in_threads(lambda i: [wg.grad(lambda t: wnp.sum(_loss(mats[i])(t)))(thetas[i])
+                                    for _ in range(5)], workers)
     for i in range(workers):
         want = _root_grad(mats[i], _loss(mats[i])(thetas[i]))
         for g in results[i]:
