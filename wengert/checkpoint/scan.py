@@ -345,6 +345,7 @@ class _Scan:
                     # (forward on values, steps taped in the reverse sweep) runs instead
                     for t in kept:
                         t[0].release()
+                    loop.bar = _progress.OFF
                     return _ANOTHER_ENGINE
                 touched.update(dict.fromkeys(tp[0].lifted))
                 cur = outs[:n_c]
