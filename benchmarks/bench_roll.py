@@ -25,6 +25,32 @@ import numpy as np
 ROWS = ("chain-500", "chain-2000", "chain-grad-500", "chain-grad-2000", "lstm-grad-1023")
 
 
+def lstm_loss(steps, n=4, seed=0):
+    """An unrolled LSTM cell's loss in ``(w, b)`` (``n`` units, each step's input a row of a
+    constant array) and arguments for it; tests/test_roll.py rolls the same loop."""
+    import wengert.numpy as wnp
+    rng = np.random.default_rng(seed)
+    xs = rng.standard_normal((steps, n))
+    w = rng.standard_normal((4 * n, 2 * n)) * 0.3
+    b = rng.standard_normal(4 * n) * 0.1
+
+    def sigmoid(z):
+        return 1 / (1 + wnp.exp(-z))
+
+    def lstm(w, b):
+        h = c = wnp.zeros(n)
+        total = 0.0
+        for t in range(steps):  # xs[t]: a per-step constant (NumPy's, not traced)
+            z = w @ wnp.concatenate([h, xs[t]]) + b
+            i, f, o, g = (sigmoid(z[:n]), sigmoid(z[n:2 * n]), sigmoid(z[2 * n:3 * n]),
+                          wnp.tanh(z[3 * n:]))
+            c = f * c + i * g
+            h = o * wnp.tanh(c)
+            total = total + wnp.sum(h * h)
+        return total
+    return lstm, (w, b)
+
+
 def program(row):
     import wengert as wg
     import wengert.numpy as wnp
@@ -40,26 +66,8 @@ def program(row):
                 x = x + 0.01 * wnp.tanh(W @ x)
             return wnp.sum(x * x)
         return (chain if name == "chain" else wg.grad(chain, argnums=(0, 1))), (x, W)
-    n = 4
-    xs = rng.standard_normal((steps, n))
-    w = rng.standard_normal((4 * n, 2 * n)) * 0.3
-    b = rng.standard_normal(4 * n) * 0.1
-
-    def sigmoid(z):
-        return 1 / (1 + wnp.exp(-z))
-
-    def lstm(w, b):
-        h = c = wnp.zeros(n)
-        total = 0.0
-        for t in range(steps):
-            z = w @ wnp.concatenate([h, xs[t]]) + b
-            i, f, o, g = (sigmoid(z[:n]), sigmoid(z[n:2 * n]), sigmoid(z[2 * n:3 * n]),
-                          wnp.tanh(z[3 * n:]))
-            c = f * c + i * g
-            h = o * wnp.tanh(c)
-            total = total + wnp.sum(h * h)
-        return total
-    return wg.grad(lstm, argnums=(0, 1)), (w, b)
+    loss, args = lstm_loss(steps)
+    return wg.grad(loss, argnums=(0, 1)), args
 
 
 def cell(row, fuse, roll):

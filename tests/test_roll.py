@@ -1,5 +1,7 @@
 """Rolling (graph/roll.py): an unrolled loop's trace given back as a scan, bit for bit."""
+import os
 import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -7,6 +9,9 @@ import pytest
 import wengert as wg
 import wengert.numpy as wnp
 from wengert.graph.roll import MIN_COPIES, find_stretches, roll
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks"))
+import bench_roll  # noqa: E402  (the benchmark's LSTM loop, rolled here too)
 
 RNG = np.random.default_rng(7)
 N = 10
@@ -70,31 +75,8 @@ def test_chain_gradient_rolls_both_sweeps():
     same(cf(x1, W1), wg.compile(df, fuse=False, roll=False)(x1, W1))
 
 
-def lstm(steps, n=4):
-    rng = np.random.default_rng(3)
-    xs = rng.standard_normal((steps, n))
-
-    def sigmoid(z):
-        return 1 / (1 + wnp.exp(-z))
-
-    def loss(w, b):
-        h = c = wnp.zeros(n)
-        total = 0.0
-        for t in range(steps):  # xs[t]: a per-step constant (NumPy's, not traced)
-            z = w @ wnp.concatenate([h, xs[t]]) + b
-            i, f, o, g = (sigmoid(z[:n]), sigmoid(z[n:2 * n]), sigmoid(z[2 * n:3 * n]),
-                          wnp.tanh(z[3 * n:]))
-            c = f * c + i * g
-            h = o * wnp.tanh(c)
-            total = total + wnp.sum(h * h)
-        return total
-    w = rng.standard_normal((4 * n, 2 * n)) * 0.3
-    b = rng.standard_normal(4 * n) * 0.1
-    return loss, (w, b)
-
-
 def test_lstm_cell_loop_and_its_gradient_roll():
-    loss, args = lstm(60)
+    loss, args = bench_roll.lstm_loss(60, seed=3)
     cf, a, b = both(loss, *args)
     same(a, b)
     assert cf.rolled and cf.rolled[0].copies >= 58
